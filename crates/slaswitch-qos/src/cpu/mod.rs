@@ -1,0 +1,11 @@
+//! The CPU decision point: which port a PMD thread serves next, and whether it may
+//! (C2QoS, seed 000 Sec. IV; seed 001 Sec. III).
+
+pub mod c2tb;
+pub mod hbs;
+
+/// A port's index inside one PMD's scheduler: small and dense, chosen by the data plane.
+pub type PortIndex = usize;
+
+pub use c2tb::{C2tbConfig, CycleBuckets, CycleLimit, RefillMode};
+pub use hbs::{worst_case_wait_cycles, HbsConfig, PortPlace, PortScheduler, PortView, PRIORITY_CLASSES};

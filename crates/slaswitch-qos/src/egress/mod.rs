@@ -1,0 +1,41 @@
+//! The bandwidth decision point: which queued packet goes next onto a shared link.
+//!
+//! The data plane enqueues each packet (its length and an opaque item, e.g. an mbuf pointer) into
+//! its VM's queue and dequeues while the link has room. Every scheduler implements
+//! [`EgressScheduler`], so the paced port can carry any of them.
+//! * [`ancs::Ancs`]: credits per accounting period by weight, min, max, work-conserving
+//!   redistribution (seed 002 Sec. 3).
+//! * [`softbw::SoftBw`]: fulfillment-based round robin with time-to-send (seed 003 Sec. 5).
+//! * [`pievde::PieVde`]: VTRR among tenants by weight, then fair among each tenant's VMs
+//!   (seed 004 Sec. IV).
+
+pub mod ancs;
+pub mod fill;
+pub mod pievde;
+pub mod queues;
+pub mod softbw;
+pub mod vtrr;
+
+pub use queues::PacketQueues;
+
+/// A queue's index: small and dense, chosen by the data plane (one per VM port).
+pub type QueueIndex = usize;
+
+/// A packet handed back by [`EgressScheduler::dequeue`].
+#[derive(Debug, PartialEq, Eq)]
+pub struct Dequeued<T> {
+    pub queue: QueueIndex,
+    pub len_bytes: u32,
+    pub item: T,
+}
+
+pub trait EgressScheduler<T> {
+    /// Queues a packet; gives it back when the queue is full or unknown (the caller drops it).
+    fn enqueue(&mut self, queue: QueueIndex, len_bytes: u32, item: T, now_ns: u64) -> Result<(), T>;
+    /// The next packet to transmit now, or `None` if none may go now.
+    fn dequeue(&mut self, now_ns: u64) -> Option<Dequeued<T>>;
+    /// Packets queued across all queues.
+    fn backlog_packets(&self) -> usize;
+    /// (packets, bytes) queued in one queue.
+    fn queue_backlog(&self, queue: QueueIndex) -> (usize, u64);
+}

@@ -1,0 +1,51 @@
+//! Two-rate three-color marker, RFC 2698, colour-blind mode (OVS's `trtcm-policer`):
+//! peak bucket P (PIR, PBS) and committed bucket C (CIR, CBS), each with its own rate.
+
+use super::token_bucket::TokenBucket;
+use super::Color;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TrtcmParams {
+    pub cir_bytes_per_sec: u64,
+    pub cbs_bytes: u64,
+    pub pir_bytes_per_sec: u64,
+    pub pbs_bytes: u64,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct Trtcm {
+    committed: TokenBucket,
+    peak: TokenBucket,
+}
+
+impl Trtcm {
+    pub fn new(params: TrtcmParams, now_ns: u64) -> Result<Self, String> {
+        if params.pir_bytes_per_sec < params.cir_bytes_per_sec {
+            return Err(format!(
+                "trTCM peak rate {} B/s is below the committed rate {} B/s (RFC 2698 needs PIR >= CIR)",
+                params.pir_bytes_per_sec, params.cir_bytes_per_sec
+            ));
+        }
+        Ok(Trtcm {
+            committed: TokenBucket::new(params.cir_bytes_per_sec, params.cbs_bytes, now_ns),
+            peak: TokenBucket::new(params.pir_bytes_per_sec, params.pbs_bytes, now_ns),
+        })
+    }
+
+    #[inline]
+    pub fn color(&mut self, len_bytes: u32, now_ns: u64) -> Color {
+        self.committed.refill(now_ns);
+        self.peak.refill(now_ns);
+        let len = u64::from(len_bytes);
+        if !self.peak.has(len) {
+            Color::Red
+        } else if !self.committed.has(len) {
+            self.peak.take(len);
+            Color::Yellow
+        } else {
+            self.peak.take(len);
+            self.committed.take(len);
+            Color::Green
+        }
+    }
+}

@@ -1,0 +1,311 @@
+//! C2TB and HBS (seed 000 Sec. IV) driven by a fake PMD loop.
+
+mod common;
+
+use common::{assert_within, run_pmd, PortLoad, EMPTY_POLL_CYCLES};
+use proptest::prelude::*;
+use slaswitch_qos::cpu::*;
+
+const HZ: u64 = 2_200_000_000; // the paper's 2.2 GHz core (Fig. 7)
+const G: u64 = 1_000_000_000;
+
+fn busy(batch_cycles: u64) -> PortLoad {
+    PortLoad { busy_batch_cycles: batch_cycles, batch_packets: 32, busy: true }
+}
+fn idle() -> PortLoad {
+    PortLoad { busy_batch_cycles: 0, batch_packets: 0, busy: false }
+}
+fn config(refill: RefillMode) -> C2tbConfig {
+    C2tbConfig { refill, ..C2tbConfig::one_core(HZ) }
+}
+fn sched_with(refill: RefillMode, hbs: HbsConfig, ports: &[(u8, CycleLimit)]) -> PortScheduler {
+    let mut s = PortScheduler::new(config(refill), hbs, 0);
+    for (i, &(prio, limit)) in ports.iter().enumerate() {
+        s.add_port(i, prio, limit, 0).unwrap();
+    }
+    s
+}
+fn fig7_ports() -> Vec<(u8, CycleLimit)> {
+    [(2, 1), (2, 1), (4, 2), (4, 2)]
+        .iter()
+        .map(|&(tenths, weight)| (8, CycleLimit::MinMax { cycles_per_sec: tenths * G / 10, weight }))
+        .collect()
+}
+const PERIODIC_50US: RefillMode = RefillMode::Periodic { interval_tsc: HZ / 20_000 };
+
+/// The Fig. 7 maxima, exactly: 1 G of idle cycles split 1/6, 1/6, 2/6, 2/6. The paper prints
+/// 1/6 G as 0.16 G, so its maxima (0.36/0.36/0.72/0.72 G) add up to 2.16 G, not the 2.2 G core.
+const FIG7_MAX: [f64; 4] = [0.2 + 1.0 / 6.0, 0.2 + 1.0 / 6.0, 0.4 + 2.0 / 6.0, 0.4 + 2.0 / 6.0];
+
+#[test]
+fn fig7_minmax_maxima() {
+    // Fig. 7: 0.2G/0.2G/0.4G/0.4G with weights 1/1/2/2 on a 2.2 GHz core: maxima 0.36/0.36/0.72/0.72G.
+    let s = sched_with(RefillMode::Lazy, HbsConfig::default(), &fig7_ports());
+    let paper = [0.36, 0.36, 0.72, 0.72];
+    for port in 0..4 {
+        let (min, max) = s.buckets().rates_cycles_per_sec(port).unwrap();
+        assert_eq!(min, [2, 2, 4, 4][port] * G / 10);
+        assert_within(max, FIG7_MAX[port] * G as f64, 1e-9, &format!("port {port} maximum"));
+        // The paper's figures, truncated to two decimals per unit of weight.
+        let per_weight_idle = ((max / G as f64 - [0.2, 0.2, 0.4, 0.4][port]) / [1.0, 1.0, 2.0, 2.0][port] * 100.0).floor() / 100.0;
+        assert_within([0.2, 0.2, 0.4, 0.4][port] + per_weight_idle * [1.0, 1.0, 2.0, 2.0][port], paper[port], 1e-9, "paper figure");
+    }
+    assert_within(s.buckets().idle_cycles_per_sec(), G as f64, 1e-9, "C_idle");
+}
+
+#[test]
+fn fig7_all_busy_get_their_maxima() {
+    for refill in [RefillMode::Lazy, PERIODIC_50US] {
+        let mut s = sched_with(refill, HbsConfig::default(), &fig7_ports());
+        let loads = [busy(6_400), busy(9_000), busy(3_000), busy(12_000)];
+        let run = run_pmd(&mut s, &loads, 0, HZ / 5, 0);
+        for (port, want) in FIG7_MAX.iter().enumerate() {
+            let got = run.cycles_by_port[port] as f64 * 5.0;
+            assert_within(got, want * G as f64, 0.01, &format!("{refill:?} port {port} cycles/s"));
+        }
+    }
+}
+
+#[test]
+fn minmax_hands_idle_ports_cycles_to_busy_ports_by_weight() {
+    // Ports 0 and 1 sleep (empty polls only); 2 and 3 (weight 2 each) are busy.
+    for refill in [RefillMode::Lazy, PERIODIC_50US] {
+        let mut s = sched_with(refill, HbsConfig { idle_polls_per_step: 0, ..HbsConfig::default() }, &fig7_ports());
+        let loads = [idle(), idle(), busy(6_400), busy(6_400)];
+        let run = run_pmd(&mut s, &loads, 0, HZ / 5, 0);
+        let idle_polls = (run.cycles_by_port[0] + run.cycles_by_port[1]) as f64;
+        let busy_total = (run.cycles_by_port[2] + run.cycles_by_port[3]) as f64;
+        let capacity = (HZ / 5) as f64;
+        // Work-conserving: the busy ports use everything but the idle polls and PMD idling.
+        assert!(busy_total + idle_polls >= 0.99 * capacity, "{refill:?}: busy {busy_total} + polls {idle_polls} of {capacity}");
+        assert_within(run.cycles_by_port[2] as f64, run.cycles_by_port[3] as f64, 0.01, "equal weights split equally");
+    }
+}
+
+#[test]
+fn minmax_redistribution_follows_weights_among_busy_ports() {
+    // Port 0 sleeps; ports 1 (weight 1) and 2 (weight 3) have equal minimums and are busy.
+    let ports = vec![
+        (8, CycleLimit::MinMax { cycles_per_sec: G / 2, weight: 1 }),
+        (8, CycleLimit::MinMax { cycles_per_sec: G / 5, weight: 1 }),
+        (8, CycleLimit::MinMax { cycles_per_sec: G / 5, weight: 3 }),
+    ];
+    let mut s = sched_with(RefillMode::Lazy, HbsConfig { idle_polls_per_step: 0, ..HbsConfig::default() }, &ports);
+    let run = run_pmd(&mut s, &[idle(), busy(5_000), busy(5_000)], 0, HZ / 2, 0);
+    // Each busy port: its own max rate plus the sleeping port's unused tokens split 1:3.
+    let secs = 0.5;
+    let idle_rate = (HZ - G / 2 - 2 * G / 5) as f64; // C_idle, split 1:1:3
+    let port0_unused = G as f64 / 2.0 + idle_rate / 5.0 - run.cycles_by_port[0] as f64 / secs;
+    let expect1 = G as f64 / 5.0 + idle_rate / 5.0 + port0_unused / 4.0;
+    let expect3 = G as f64 / 5.0 + 3.0 * idle_rate / 5.0 + 3.0 * port0_unused / 4.0;
+    assert_within(run.cycles_by_port[1] as f64 / secs, expect1, 0.01, "weight-1 port");
+    assert_within(run.cycles_by_port[2] as f64 / secs, expect3, 0.01, "weight-3 port");
+}
+
+#[test]
+fn lazy_and_periodic_refill_give_the_same_shares() {
+    let scenarios: Vec<Vec<PortLoad>> = vec![
+        vec![busy(6_400), busy(9_000), busy(3_000), busy(12_000)],
+        vec![idle(), busy(9_000), idle(), busy(12_000)],
+        vec![busy(2_000), idle(), idle(), idle()],
+    ];
+    for loads in scenarios {
+        let mut lazy = sched_with(RefillMode::Lazy, HbsConfig { idle_polls_per_step: 0, ..HbsConfig::default() }, &fig7_ports());
+        let mut periodic = sched_with(PERIODIC_50US, HbsConfig { idle_polls_per_step: 0, ..HbsConfig::default() }, &fig7_ports());
+        let a = run_pmd(&mut lazy, &loads, 0, HZ / 5, 0);
+        let b = run_pmd(&mut periodic, &loads, 0, HZ / 5, 0);
+        for port in 0..4 {
+            if loads[port].busy {
+                assert_within(a.cycles_by_port[port] as f64, b.cycles_by_port[port] as f64, 0.01, &format!("{loads:?} port {port}"));
+            }
+        }
+    }
+}
+
+#[test]
+fn ports_without_settings_are_polled_round_robin_in_fixed_order() {
+    let mut s = sched_with(RefillMode::Lazy, HbsConfig::default(), &[(8, CycleLimit::Unlimited); 3]);
+    let run = run_pmd(&mut s, &[busy(1_000), idle(), busy(3_000)], 0, 100_000, 12);
+    assert_eq!(run.order, vec![0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2]);
+}
+
+#[test]
+fn dynamic_priority_drops_step_by_step_and_restores_at_once() {
+    let mut s = sched_with(RefillMode::Lazy, HbsConfig { idle_polls_per_step: 3, ..HbsConfig::default() }, &[(2, CycleLimit::Unlimited)]);
+    let mut now = 0;
+    let class_after_polls = |s: &mut PortScheduler, now: &mut u64, packets: u32| {
+        let p = s.next_port(*now).unwrap();
+        *now += 100;
+        s.report_batch(p, 100, packets, *now);
+        s.view(0).unwrap().current_priority
+    };
+    let classes: Vec<u8> = (0..9).map(|_| class_after_polls(&mut s, &mut now, 0)).collect();
+    assert_eq!(classes, vec![2, 2, 3, 3, 3, 4, 4, 4, 5]);
+    assert_eq!(class_after_polls(&mut s, &mut now, 1), 2, "first packet restores the configured class");
+    for _ in 0..100 {
+        class_after_polls(&mut s, &mut now, 0);
+    }
+    assert_eq!(s.view(0).unwrap().current_priority, 8, "never below the lowest class");
+}
+
+/// Runs the PMD loop, checking at every decision that no ready port had a higher class than the
+/// one chosen, and measuring each port's wait from becoming ready to being served.
+fn run_checking_priority(s: &mut PortScheduler, loads: &[PortLoad], duration: u64) -> (Vec<u64>, Vec<Vec<(u64, Vec<u64>)>>) {
+    let n = loads.len();
+    let mut now = 0u64;
+    let mut ready_since: Vec<Option<u64>> = vec![None; n];
+    let mut served_while_waiting: Vec<Vec<u64>> = vec![vec![0; n]; n];
+    let mut max_wait = vec![0u64; n];
+    let mut waits: Vec<Vec<(u64, Vec<u64>)>> = vec![Vec::new(); n];
+    while now < duration {
+        let chosen = s.next_port(now);
+        for p in 0..n {
+            if let Some(PortPlace::Ready { .. }) = s.view(p).map(|v| v.place) {
+                ready_since[p].get_or_insert(now);
+            }
+        }
+        let Some(port) = chosen else {
+            now += 100;
+            continue;
+        };
+        let class = s.view(port).unwrap().current_priority;
+        for p in 0..n {
+            if let PortPlace::Ready { class: c } = s.view(p).unwrap().place {
+                assert!(c >= class, "port {port} (class {class}) served while port {p} waited in class {c}");
+            }
+        }
+        let since = ready_since[port].take().unwrap_or(now);
+        let wait = now - since;
+        max_wait[port] = max_wait[port].max(wait);
+        waits[port].push((wait, std::mem::replace(&mut served_while_waiting[port], vec![0; n])));
+        for (p, counts) in served_while_waiting.iter_mut().enumerate() {
+            if ready_since[p].is_some() {
+                counts[port] += 1;
+            }
+        }
+        let load = loads[port];
+        let (cycles, packets) = if load.busy { (load.busy_batch_cycles, load.batch_packets) } else { (EMPTY_POLL_CYCLES, 0) };
+        now += cycles;
+        s.report_batch(port, cycles, packets, now);
+    }
+    (max_wait, waits)
+}
+
+#[test]
+fn worst_case_formula_matches_the_paper() {
+    let n = [2, 3, 1, 0, 0, 0, 0, 4];
+    let k = [2.0, 3.0, 1.0, 1.0, 1.0, 1.0, 1.0];
+    let b = worst_case_wait_cycles(&n, &k, 10.0);
+    assert_eq!(b[0], 20.0); // N1 c
+    assert_eq!(b[1], (2.0 * 2.0 + 3.0) * 10.0); // (N1 k1 + N2) c
+    assert_eq!(b[2], (4.0 + 9.0 + 1.0) * 10.0); // (N1 k1 + N2 k2 + N3) c
+    assert_eq!(b[7], (4.0 + 9.0 + 1.0 + 4.0) * 10.0);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// C2TB strict: a busy port never gets more than its allocation plus one bucket plus one
+    /// batch, and (the PMD not being over-committed) never less than its allocation.
+    #[test]
+    fn strict_bucket_holds_each_port_to_its_allocation(
+        shares in prop::collection::vec(1u64..20, 1..8),
+        batches in prop::collection::vec(500u64..20_000, 8),
+    ) {
+        let total: u64 = shares.iter().sum();
+        let ports: Vec<(u8, CycleLimit)> = shares.iter()
+            .map(|&s| (8, CycleLimit::Strict { cycles_per_sec: HZ * 9 / 10 * s / total.max(20) }))
+            .collect();
+        let mut s = sched_with(RefillMode::Lazy, HbsConfig::default(), &ports);
+        let loads: Vec<PortLoad> = (0..ports.len()).map(|i| busy(batches[i])).collect();
+        let duration = HZ / 20;
+        let run = run_pmd(&mut s, &loads, 0, duration, 0);
+        let depth = s.buckets().config().bucket_depth_cycles;
+        let max_batch = *batches.iter().max().unwrap();
+        for (port, &(_, limit)) in ports.iter().enumerate() {
+            let allowed = limit.alloc_cycles_per_sec() as f64 * duration as f64 / HZ as f64;
+            let got = run.cycles_by_port[port] as f64;
+            prop_assert!(got <= allowed + depth as f64 + batches[port] as f64,
+                "port {} got {} cycles, allowed {} + depth {} + one batch {}", port, got, allowed, depth, batches[port]);
+            // Other ports may spend their full buckets first (their burst), crowding this one out.
+            let others_burst = depth as f64 * (ports.len() - 1) as f64;
+            prop_assert!(got >= allowed - others_burst - 2.0 * max_batch as f64,
+                "port {} got {} cycles, below its allocation {}", port, got, allowed);
+        }
+    }
+
+    /// HBS: strict priority order at every decision, and a class-1 port never waits longer than
+    /// N1 batches once ready (Sec. IV-B-2); class j within the formula with the measured k_i.
+    #[test]
+    fn hbs_serves_highest_class_first_within_the_worst_case_bound(
+        classes in prop::collection::vec(1u8..=4, 2..10),
+        batch in 1_000u64..8_000,
+    ) {
+        // Allocations leave the core slightly under-committed so every port is served.
+        let n = classes.len() as u64;
+        let ports: Vec<(u8, CycleLimit)> = classes.iter()
+            .map(|&c| (c, CycleLimit::Strict { cycles_per_sec: HZ * 8 / 10 / n }))
+            .collect();
+        let mut s = sched_with(RefillMode::Lazy, HbsConfig { idle_polls_per_step: 0, ..HbsConfig::default() }, &ports);
+        let loads: Vec<PortLoad> = (0..ports.len()).map(|_| busy(batch)).collect();
+        let (max_wait, waits) = run_checking_priority(&mut s, &loads, HZ / 50);
+        let mut per_class = [0usize; PRIORITY_CLASSES];
+        for &c in &classes { per_class[usize::from(c - 1)] += 1; }
+        // Granularity of the fake clock when the PMD idles: one 100-tick step.
+        let slack = 100;
+        for (port, &c) in classes.iter().enumerate() {
+            if c == 1 {
+                prop_assert!(max_wait[port] <= per_class[0] as u64 * batch + slack,
+                    "class-1 port {} waited {} > N1*c = {}", port, max_wait[port], per_class[0] as u64 * batch);
+            }
+            for (wait, served) in &waits[port] {
+                let mut k = [1.0; PRIORITY_CLASSES - 1];
+                for (other, &oc) in classes.iter().enumerate() {
+                    if oc < c { k[usize::from(oc - 1)] = f64::max(k[usize::from(oc - 1)], served[other] as f64); }
+                }
+                let bound = worst_case_wait_cycles(&per_class, &k, batch as f64)[usize::from(c - 1)];
+                prop_assert!(*wait as f64 <= bound + slack as f64, "class-{} port {} waited {} > bound {}", c, port, wait, bound);
+            }
+        }
+    }
+
+    /// Ports, limits and priorities change at run time: the scheduler never hands out a removed
+    /// port, keeps every live port reachable, and keeps its waiting count right.
+    #[test]
+    fn runtime_changes_keep_the_scheduler_consistent(ops in prop::collection::vec((0u8..6, 0usize..6, 1u8..=8, 0u64..3), 1..200)) {
+        let mut s = PortScheduler::new(config(RefillMode::Lazy), HbsConfig::default(), 0);
+        let mut live = [false; 6];
+        let mut now = 0u64;
+        let mut in_service: Option<usize> = None;
+        for (op, port, prio, lim) in ops {
+            now += 1_000;
+            let limit = match lim { 0 => CycleLimit::Unlimited, 1 => CycleLimit::Strict { cycles_per_sec: G / 10 }, _ => CycleLimit::MinMax { cycles_per_sec: G / 10, weight: u32::from(prio) } };
+            match op {
+                0 => { let ok = s.add_port(port, prio, limit, now).is_ok(); prop_assert_eq!(ok, !live[port]); live[port] = true; }
+                1 => { prop_assert_eq!(s.remove_port(port, now), live[port]); live[port] = false; if in_service == Some(port) { in_service = None; } }
+                2 => { prop_assert_eq!(s.set_limit(port, limit, now).is_ok(), live[port]); }
+                3 => { prop_assert_eq!(s.set_priority(port, prio, now).is_ok(), live[port]); }
+                _ => {
+                    if let Some(p) = in_service.take() { s.report_batch(p, 20_000, u32::from(lim > 0) * 32, now); }
+                    if let Some(p) = s.next_port(now) { prop_assert!(live[p], "removed port {} was served", p); in_service = Some(p); }
+                }
+            }
+            let waiting = (0..6).filter(|&p| s.view(p).map(|v| v.place) == Some(PortPlace::Waiting)).count();
+            prop_assert_eq!(waiting, s.waiting_len());
+            prop_assert_eq!(s.port_count(), live.iter().filter(|&&l| l).count());
+        }
+        // Every live port is eventually served once traffic stops: idle ports fall to class 8 by
+        // dynamic priority, so a higher class cannot starve a lower one (Sec. IV-B-3).
+        if let Some(p) = in_service.take() { s.report_batch(p, 1_000, 0, now); }
+        let mut seen = [false; 6];
+        for _ in 0..100_000 {
+            // When every port waits for tokens, jump ahead (a deficit can be 200 batches deep).
+            match s.next_port(now) {
+                Some(p) => { seen[p] = true; now += 1_000; s.report_batch(p, 1_000, 0, now); }
+                None => now += 10_000_000,
+            }
+            if (0..6).all(|p| !live[p] || seen[p]) { break; }
+        }
+        for p in 0..6 { prop_assert!(!live[p] || seen[p], "live port {} never served: {:?}, waiting {}, now {}", p, s.view(p), s.waiting_len(), now); }
+    }
+}
