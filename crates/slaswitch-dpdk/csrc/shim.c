@@ -1,0 +1,137 @@
+/* The narrow C shim between slaswitch and DPDK 22.11.
+ *
+ * DPDK's fast-path API is made of static inline functions and macros that Rust cannot call;
+ * this file wraps the ones slaswitch uses, with plain C signatures. Nothing here keeps state.
+ * Every other crate reaches DPDK only through src/lib.rs of this crate. */
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <rte_bus_vdev.h>
+#include <rte_cycles.h>
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_lcore.h>
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+
+/* Offsets of the mbuf fields the Rust side reads directly on the hot path; checked at start. */
+struct ss_mbuf_layout {
+    uint32_t size, buf_addr, data_off, pkt_len, data_len, nb_segs, next, pool;
+};
+
+void ss_mbuf_layout(struct ss_mbuf_layout *l) {
+    l->size = sizeof(struct rte_mbuf);
+    l->buf_addr = offsetof(struct rte_mbuf, buf_addr);
+    l->data_off = offsetof(struct rte_mbuf, data_off);
+    l->pkt_len = offsetof(struct rte_mbuf, pkt_len);
+    l->data_len = offsetof(struct rte_mbuf, data_len);
+    l->nb_segs = offsetof(struct rte_mbuf, nb_segs);
+    l->next = offsetof(struct rte_mbuf, next);
+    l->pool = offsetof(struct rte_mbuf, pool);
+}
+
+int ss_eal_init(int argc, char **argv) { return rte_eal_init(argc, argv); }
+int ss_eal_cleanup(void) { return rte_eal_cleanup(); }
+int ss_errno(void) { return rte_errno; }
+const char *ss_strerror(int err) { return rte_strerror(err); }
+
+uint64_t ss_rdtsc(void) { return rte_rdtsc(); }
+uint64_t ss_tsc_hz(void) { return rte_get_tsc_hz(); }
+
+/* Non-EAL threads (our PMD threads) register to get an lcore id, so mempool caches work. */
+int ss_thread_register(void) { return rte_thread_register(); }
+void ss_thread_unregister(void) { rte_thread_unregister(); }
+unsigned ss_lcore_id(void) { return rte_lcore_id(); }
+
+struct rte_mempool *ss_pktmbuf_pool_create(const char *name, unsigned n, unsigned cache_size,
+                                           uint16_t data_room, int socket_id) {
+    return rte_pktmbuf_pool_create(name, n, cache_size, 0, data_room, socket_id);
+}
+void ss_mempool_free(struct rte_mempool *mp) { rte_mempool_free(mp); }
+unsigned ss_mempool_avail(const struct rte_mempool *mp) { return rte_mempool_avail_count(mp); }
+
+int ss_vdev_create(const char *name, const char *args) { return rte_vdev_init(name, args); }
+int ss_vdev_remove(const char *name) { return rte_vdev_uninit(name); }
+
+int ss_eth_port_by_name(const char *name, uint16_t *port_id) {
+    return rte_eth_dev_get_port_by_name(name, port_id);
+}
+
+/* Configures one rx and one tx queue, starts the port and makes it promiscuous. */
+int ss_eth_setup(uint16_t port, uint16_t nb_rxd, uint16_t nb_txd, struct rte_mempool *mp) {
+    struct rte_eth_conf conf;
+    memset(&conf, 0, sizeof(conf));
+    int rc = rte_eth_dev_configure(port, 1, 1, &conf);
+    if (rc < 0) return rc;
+    rc = rte_eth_dev_adjust_nb_rx_tx_desc(port, &nb_rxd, &nb_txd);
+    if (rc < 0) return rc;
+    int socket = rte_eth_dev_socket_id(port);
+    if (socket < 0) socket = (int)rte_socket_id();
+    rc = rte_eth_rx_queue_setup(port, 0, nb_rxd, (unsigned)socket, NULL, mp);
+    if (rc < 0) return rc;
+    rc = rte_eth_tx_queue_setup(port, 0, nb_txd, (unsigned)socket, NULL);
+    if (rc < 0) return rc;
+    rc = rte_eth_dev_start(port);
+    if (rc < 0) return rc;
+    rte_eth_promiscuous_enable(port);
+    return 0;
+}
+
+int ss_eth_stop_close(uint16_t port) {
+    int rc = rte_eth_dev_stop(port);
+    int rc2 = rte_eth_dev_close(port);
+    return rc < 0 ? rc : rc2;
+}
+
+int ss_eth_mac(uint16_t port, uint8_t mac[6]) {
+    struct rte_ether_addr a;
+    int rc = rte_eth_macaddr_get(port, &a);
+    if (rc == 0) memcpy(mac, a.addr_bytes, 6);
+    return rc;
+}
+
+/* 1 when the link is up, 0 when down, negative on error. */
+int ss_eth_link_up(uint16_t port) {
+    struct rte_eth_link link;
+    int rc = rte_eth_link_get_nowait(port, &link);
+    return rc < 0 ? rc : link.link_status;
+}
+
+struct ss_eth_stats { uint64_t ipackets, opackets, ibytes, obytes, imissed, ierrors, oerrors, rx_nombuf; };
+int ss_eth_stats(uint16_t port, struct ss_eth_stats *s) {
+    struct rte_eth_stats st;
+    int rc = rte_eth_stats_get(port, &st);
+    if (rc < 0) return rc;
+    s->ipackets = st.ipackets; s->opackets = st.opackets; s->ibytes = st.ibytes; s->obytes = st.obytes;
+    s->imissed = st.imissed; s->ierrors = st.ierrors; s->oerrors = st.oerrors; s->rx_nombuf = st.rx_nombuf;
+    return 0;
+}
+
+uint16_t ss_rx_burst(uint16_t port, uint16_t queue, struct rte_mbuf **pkts, uint16_t n) {
+    return rte_eth_rx_burst(port, queue, pkts, n);
+}
+uint16_t ss_tx_burst(uint16_t port, uint16_t queue, struct rte_mbuf **pkts, uint16_t n) {
+    return rte_eth_tx_burst(port, queue, pkts, n);
+}
+
+int ss_pktmbuf_alloc_bulk(struct rte_mempool *mp, struct rte_mbuf **pkts, unsigned n) {
+    return rte_pktmbuf_alloc_bulk(mp, pkts, n);
+}
+void ss_pktmbuf_free_bulk(struct rte_mbuf **pkts, unsigned n) { rte_pktmbuf_free_bulk(pkts, n); }
+void ss_pktmbuf_free(struct rte_mbuf *m) { rte_pktmbuf_free(m); }
+/* A copy of a packet (for flooding to several ports); NULL when the pool is empty. */
+struct rte_mbuf *ss_pktmbuf_copy(struct rte_mbuf *m, struct rte_mempool *mp) {
+    return rte_pktmbuf_copy(m, mp, 0, UINT32_MAX);
+}
+/* Makes a freshly allocated mbuf hold `len` bytes in one segment; -1 if it does not fit. */
+int ss_pktmbuf_set_len(struct rte_mbuf *m, uint16_t len) {
+    if (len > rte_pktmbuf_tailroom(m) + m->data_len) return -1;
+    m->data_len = len;
+    m->pkt_len = len;
+    return 0;
+}
+/* Makes a chained mbuf contiguous; 0 on success. */
+int ss_pktmbuf_linearize(struct rte_mbuf *m) { return rte_pktmbuf_linearize(m); }

@@ -1,0 +1,414 @@
+//! slaswitch-dpdk: the only door to DPDK. `csrc/shim.c` wraps the static-inline calls we use;
+//! this file declares them and puts safe wrappers on top. No other crate declares a DPDK symbol.
+//!
+//! Hot-path packet access (data pointer, lengths) reads the mbuf fields directly at offsets that
+//! [`Eal::init`] checks against the C compiler's `offsetof`, so no FFI call is paid per field.
+
+use std::ffi::{c_char, c_int, c_void, CString};
+use std::fmt;
+use std::ptr::NonNull;
+
+mod ffi {
+    use super::*;
+
+    #[repr(C)]
+    #[derive(Default, Debug, PartialEq, Eq)]
+    pub struct MbufLayout {
+        pub size: u32,
+        pub buf_addr: u32,
+        pub data_off: u32,
+        pub pkt_len: u32,
+        pub data_len: u32,
+        pub nb_segs: u32,
+        pub next: u32,
+        pub pool: u32,
+    }
+
+    #[repr(C)]
+    #[derive(Default, Debug, Clone, Copy)]
+    pub struct EthStats {
+        pub ipackets: u64,
+        pub opackets: u64,
+        pub ibytes: u64,
+        pub obytes: u64,
+        pub imissed: u64,
+        pub ierrors: u64,
+        pub oerrors: u64,
+        pub rx_nombuf: u64,
+    }
+
+    extern "C" {
+        pub fn ss_mbuf_layout(l: *mut MbufLayout);
+        pub fn ss_eal_init(argc: c_int, argv: *mut *mut c_char) -> c_int;
+        pub fn ss_eal_cleanup() -> c_int;
+        pub fn ss_errno() -> c_int;
+        pub fn ss_strerror(err: c_int) -> *const c_char;
+        pub fn ss_tsc_hz() -> u64;
+        pub fn ss_thread_register() -> c_int;
+        pub fn ss_thread_unregister();
+        pub fn ss_lcore_id() -> u32;
+        pub fn ss_pktmbuf_pool_create(name: *const c_char, n: u32, cache: u32, data_room: u16, socket: c_int) -> *mut c_void;
+        pub fn ss_mempool_free(mp: *mut c_void);
+        pub fn ss_mempool_avail(mp: *const c_void) -> u32;
+        pub fn ss_vdev_create(name: *const c_char, args: *const c_char) -> c_int;
+        pub fn ss_vdev_remove(name: *const c_char) -> c_int;
+        pub fn ss_eth_port_by_name(name: *const c_char, port: *mut u16) -> c_int;
+        pub fn ss_eth_setup(port: u16, nb_rxd: u16, nb_txd: u16, mp: *mut c_void) -> c_int;
+        pub fn ss_eth_stop_close(port: u16) -> c_int;
+        pub fn ss_eth_mac(port: u16, mac: *mut u8) -> c_int;
+        pub fn ss_eth_link_up(port: u16) -> c_int;
+        pub fn ss_eth_stats(port: u16, s: *mut EthStats) -> c_int;
+        pub fn ss_rx_burst(port: u16, queue: u16, pkts: *mut *mut c_void, n: u16) -> u16;
+        pub fn ss_tx_burst(port: u16, queue: u16, pkts: *mut *mut c_void, n: u16) -> u16;
+        pub fn ss_pktmbuf_alloc_bulk(mp: *mut c_void, pkts: *mut *mut c_void, n: u32) -> c_int;
+        pub fn ss_pktmbuf_free_bulk(pkts: *mut *mut c_void, n: u32);
+        pub fn ss_pktmbuf_free(m: *mut c_void);
+        pub fn ss_pktmbuf_copy(m: *mut c_void, mp: *mut c_void) -> *mut c_void;
+        pub fn ss_pktmbuf_set_len(m: *mut c_void, len: u16) -> c_int;
+        pub fn ss_pktmbuf_linearize(m: *mut c_void) -> c_int;
+    }
+}
+
+pub use ffi::EthStats;
+
+/// Offsets in `struct rte_mbuf` (DPDK 22.11, x86_64), checked at [`Eal::init`].
+const OFF_BUF_ADDR: usize = 0;
+const OFF_DATA_OFF: usize = 16;
+const OFF_NB_SEGS: usize = 20;
+const OFF_PKT_LEN: usize = 36;
+const OFF_DATA_LEN: usize = 40;
+
+/// The most packets one rx or tx burst moves (OVS and slaswitch: 32).
+pub const MAX_BURST: usize = 32;
+
+/// An error from DPDK, with the call that failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DpdkError {
+    pub call: String,
+    pub code: i32,
+    pub message: String,
+}
+
+impl fmt::Display for DpdkError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} failed: {} (code {})", self.call, self.message, self.code)
+    }
+}
+
+impl std::error::Error for DpdkError {}
+
+fn error(call: impl Into<String>, code: i32) -> DpdkError {
+    let code = code.abs();
+    // SAFETY: rte_strerror returns a pointer to a static or thread-local NUL-terminated string.
+    let message = unsafe { std::ffi::CStr::from_ptr(ffi::ss_strerror(code)) }.to_string_lossy().into_owned();
+    DpdkError { call: call.into(), code, message }
+}
+
+fn last_error(call: impl Into<String>) -> DpdkError {
+    // SAFETY: reads the per-thread rte_errno.
+    error(call, unsafe { ffi::ss_errno() })
+}
+
+fn cstring(s: &str) -> CString {
+    CString::new(s).expect("DPDK names and arguments contain no NUL byte")
+}
+
+/// The initialised Environment Abstraction Layer. DPDK allows one per process.
+pub struct Eal {
+    tsc_hz: u64,
+}
+
+impl Eal {
+    /// Runs `rte_eal_init` with `args` (the program name first), then checks the mbuf layout.
+    pub fn init(args: &[String]) -> Result<Eal, DpdkError> {
+        let cargs: Vec<CString> = args.iter().map(|a| cstring(a)).collect();
+        let mut argv: Vec<*mut c_char> = cargs.iter().map(|a| a.as_ptr() as *mut c_char).collect();
+        // SAFETY: argv points at NUL-terminated strings that outlive the call.
+        let rc = unsafe { ffi::ss_eal_init(argv.len() as c_int, argv.as_mut_ptr()) };
+        if rc < 0 {
+            return Err(last_error(format!("rte_eal_init({})", args.join(" "))));
+        }
+        let mut layout = ffi::MbufLayout::default();
+        // SAFETY: fills a plain struct.
+        unsafe { ffi::ss_mbuf_layout(&mut layout) };
+        let expected = (OFF_BUF_ADDR, OFF_DATA_OFF, OFF_NB_SEGS, OFF_PKT_LEN, OFF_DATA_LEN);
+        let actual = (
+            layout.buf_addr as usize,
+            layout.data_off as usize,
+            layout.nb_segs as usize,
+            layout.pkt_len as usize,
+            layout.data_len as usize,
+        );
+        assert_eq!(expected, actual, "rte_mbuf layout differs from what slaswitch-dpdk was written for (DPDK 22.11)");
+        // SAFETY: EAL is initialised.
+        let tsc_hz = unsafe { ffi::ss_tsc_hz() };
+        Ok(Eal { tsc_hz })
+    }
+
+    pub fn tsc_hz(&self) -> u64 {
+        self.tsc_hz
+    }
+
+    /// Gives the calling (non-EAL) thread an lcore id so per-lcore mempool caches work.
+    pub fn register_thread(&self) -> Result<u32, DpdkError> {
+        // SAFETY: EAL is initialised.
+        if unsafe { ffi::ss_thread_register() } < 0 {
+            return Err(last_error("rte_thread_register"));
+        }
+        // SAFETY: plain getter.
+        Ok(unsafe { ffi::ss_lcore_id() })
+    }
+
+    pub fn unregister_thread(&self) {
+        // SAFETY: EAL is initialised; unregistering an unregistered thread is a no-op.
+        unsafe { ffi::ss_thread_unregister() }
+    }
+}
+
+impl Drop for Eal {
+    fn drop(&mut self) {
+        // SAFETY: every port and pool is gone by now (they borrow nothing, but the owner drops
+        // them first); cleanup releases hugepage files.
+        unsafe { ffi::ss_eal_cleanup() };
+    }
+}
+
+/// The TSC, read inline (the cycle counter C2QoS accounts in; seed 000 Sec. V uses rdtsc).
+#[inline(always)]
+pub fn rdtsc() -> u64 {
+    // SAFETY: rdtsc has no preconditions on x86_64.
+    unsafe { core::arch::x86_64::_rdtsc() }
+}
+
+/// A packet mbuf pool.
+pub struct Mempool {
+    ptr: NonNull<c_void>,
+}
+
+// SAFETY: DPDK mempools are multi-producer multi-consumer safe.
+unsafe impl Send for Mempool {}
+unsafe impl Sync for Mempool {}
+
+impl Mempool {
+    /// `count` mbufs of `data_room` bytes (2048 + 128 headroom is DPDK's default).
+    pub fn new(_eal: &Eal, name: &str, count: u32, cache_size: u32, data_room: u16) -> Result<Mempool, DpdkError> {
+        let cname = cstring(name);
+        // SAFETY: EAL is initialised (the `&Eal` proves it); the name is NUL-terminated.
+        let ptr = unsafe { ffi::ss_pktmbuf_pool_create(cname.as_ptr(), count, cache_size, data_room, -1) };
+        NonNull::new(ptr)
+            .map(|ptr| Mempool { ptr })
+            .ok_or_else(|| last_error(format!("rte_pktmbuf_pool_create({name}, {count} mbufs)")))
+    }
+
+    pub fn available(&self) -> u32 {
+        // SAFETY: valid pool.
+        unsafe { ffi::ss_mempool_avail(self.ptr.as_ptr()) }
+    }
+
+    /// Fills `out` with fresh mbufs; all or nothing.
+    pub fn alloc_bulk(&self, out: &mut [Mbuf]) -> bool {
+        // SAFETY: Mbuf is a transparent pointer; the pool is valid.
+        unsafe { ffi::ss_pktmbuf_alloc_bulk(self.ptr.as_ptr(), out.as_mut_ptr().cast(), out.len() as u32) == 0 }
+    }
+
+    /// A deep copy of `m` from this pool (for flooding); `None` when the pool is empty.
+    pub fn copy(&self, m: Mbuf) -> Option<Mbuf> {
+        // SAFETY: m is a valid mbuf owned by the caller.
+        let c = unsafe { ffi::ss_pktmbuf_copy(m.0.as_ptr().cast(), self.ptr.as_ptr()) };
+        NonNull::new(c.cast()).map(Mbuf)
+    }
+}
+
+impl Drop for Mempool {
+    fn drop(&mut self) {
+        // SAFETY: the pool is ours; its mbufs must have been returned.
+        unsafe { ffi::ss_mempool_free(self.ptr.as_ptr()) }
+    }
+}
+
+/// A packet buffer owned by whoever holds it. It must be freed ([`free_bulk`]) or handed to a
+/// tx burst exactly once; it is `Copy` only so batches can live in plain arrays.
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mbuf(pub NonNull<u8>);
+
+// SAFETY: an mbuf may move between threads with its ownership (e.g. a PMD to another's queue).
+unsafe impl Send for Mbuf {}
+
+impl Mbuf {
+    #[inline(always)]
+    fn field<T: Copy>(&self, offset: usize) -> T {
+        // SAFETY: offsets checked against offsetof at Eal::init; the mbuf is valid while owned.
+        unsafe { self.0.as_ptr().add(offset).cast::<T>().read_unaligned() }
+    }
+
+    /// Bytes of the whole packet.
+    #[inline(always)]
+    pub fn pkt_len(&self) -> u32 {
+        self.field::<u32>(OFF_PKT_LEN)
+    }
+
+    /// Bytes in the first segment.
+    #[inline(always)]
+    pub fn data_len(&self) -> u16 {
+        self.field::<u16>(OFF_DATA_LEN)
+    }
+
+    #[inline(always)]
+    pub fn segments(&self) -> u16 {
+        self.field::<u16>(OFF_NB_SEGS)
+    }
+
+    /// The first segment's bytes.
+    #[inline(always)]
+    pub fn data(&self) -> &[u8] {
+        let base: *mut u8 = self.field::<*mut u8>(OFF_BUF_ADDR);
+        let off = self.field::<u16>(OFF_DATA_OFF) as usize;
+        // SAFETY: buf_addr + data_off .. + data_len is the first segment's data, valid while
+        // this mbuf is owned.
+        unsafe { std::slice::from_raw_parts(base.add(off), self.data_len() as usize) }
+    }
+
+    /// The first segment's bytes, writable.
+    #[inline(always)]
+    pub fn data_mut(&mut self) -> &mut [u8] {
+        let base: *mut u8 = self.field::<*mut u8>(OFF_BUF_ADDR);
+        let off = self.field::<u16>(OFF_DATA_OFF) as usize;
+        // SAFETY: as in `data`, and the caller owns the mbuf exclusively.
+        unsafe { std::slice::from_raw_parts_mut(base.add(off), self.data_len() as usize) }
+    }
+
+    /// Makes a fresh single-segment mbuf hold `len` bytes; false if it does not fit.
+    pub fn set_len(&mut self, len: u16) -> bool {
+        // SAFETY: valid mbuf.
+        unsafe { ffi::ss_pktmbuf_set_len(self.0.as_ptr().cast(), len) == 0 }
+    }
+
+    /// Makes a chained mbuf one contiguous segment; false if it cannot.
+    pub fn linearize(&mut self) -> bool {
+        // SAFETY: valid mbuf.
+        unsafe { ffi::ss_pktmbuf_linearize(self.0.as_ptr().cast()) == 0 }
+    }
+
+    pub fn free(self) {
+        // SAFETY: the caller gives up ownership.
+        unsafe { ffi::ss_pktmbuf_free(self.0.as_ptr().cast()) }
+    }
+}
+
+/// Frees a batch of mbufs the caller owns.
+#[inline]
+pub fn free_bulk(pkts: &[Mbuf]) {
+    if !pkts.is_empty() {
+        // SAFETY: the caller gives up ownership of every mbuf in the slice.
+        unsafe { ffi::ss_pktmbuf_free_bulk(pkts.as_ptr() as *mut *mut c_void, pkts.len() as u32) }
+    }
+}
+
+/// An ethdev port (a vdev: vhost-user, virtio-user, tap, af_packet, null; or a PCI NIC).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct EthPort(pub u16);
+
+impl EthPort {
+    /// Creates a virtual device (`rte_vdev_init`) and returns its port.
+    pub fn create_vdev(_eal: &Eal, name: &str, args: &str) -> Result<EthPort, DpdkError> {
+        let (cname, cargs) = (cstring(name), cstring(args));
+        // SAFETY: EAL initialised; strings NUL-terminated.
+        let rc = unsafe { ffi::ss_vdev_create(cname.as_ptr(), cargs.as_ptr()) };
+        if rc < 0 {
+            return Err(error(format!("rte_vdev_init({name}, {args})"), rc));
+        }
+        Self::by_name(name)
+    }
+
+    pub fn by_name(name: &str) -> Result<EthPort, DpdkError> {
+        let cname = cstring(name);
+        let mut id = 0u16;
+        // SAFETY: out-pointer to a local.
+        let rc = unsafe { ffi::ss_eth_port_by_name(cname.as_ptr(), &mut id) };
+        if rc < 0 {
+            return Err(error(format!("rte_eth_dev_get_port_by_name({name})"), rc));
+        }
+        Ok(EthPort(id))
+    }
+
+    /// One rx and one tx queue of the given ring sizes, started, promiscuous.
+    pub fn setup(&self, rx_ring: u16, tx_ring: u16, pool: &Mempool) -> Result<(), DpdkError> {
+        // SAFETY: valid port id and pool.
+        let rc = unsafe { ffi::ss_eth_setup(self.0, rx_ring, tx_ring, pool.ptr.as_ptr()) };
+        if rc < 0 {
+            return Err(error(format!("setting up port {}", self.0), rc));
+        }
+        Ok(())
+    }
+
+    /// Stops and closes the port; a vdev must then be removed with [`remove_vdev`].
+    pub fn stop_close(&self) -> Result<(), DpdkError> {
+        // SAFETY: valid port id.
+        let rc = unsafe { ffi::ss_eth_stop_close(self.0) };
+        if rc < 0 {
+            return Err(error(format!("stopping port {}", self.0), rc));
+        }
+        Ok(())
+    }
+
+    pub fn mac(&self) -> Option<[u8; 6]> {
+        let mut mac = [0u8; 6];
+        // SAFETY: 6-byte out buffer.
+        (unsafe { ffi::ss_eth_mac(self.0, mac.as_mut_ptr()) } == 0).then_some(mac)
+    }
+
+    pub fn link_up(&self) -> bool {
+        // SAFETY: valid port id.
+        unsafe { ffi::ss_eth_link_up(self.0) == 1 }
+    }
+
+    pub fn stats(&self) -> Option<EthStats> {
+        let mut s = EthStats::default();
+        // SAFETY: out-pointer to a local.
+        (unsafe { ffi::ss_eth_stats(self.0, &mut s) } == 0).then_some(s)
+    }
+
+    /// Receives up to `out.len()` packets into `out`; returns how many.
+    #[inline(always)]
+    pub fn rx_burst(&self, out: &mut [Mbuf]) -> usize {
+        let n = out.len().min(u16::MAX as usize) as u16;
+        // SAFETY: Mbuf is a transparent pointer; the driver writes at most n of them.
+        unsafe { ffi::ss_rx_burst(self.0, 0, out.as_mut_ptr().cast(), n) as usize }
+    }
+
+    /// Transmits from the front of `pkts`; returns how many the port took (the rest stay ours).
+    #[inline(always)]
+    pub fn tx_burst(&self, pkts: &mut [Mbuf]) -> usize {
+        let n = pkts.len().min(u16::MAX as usize) as u16;
+        // SAFETY: as above; ownership of the first `sent` mbufs passes to the driver.
+        unsafe { ffi::ss_tx_burst(self.0, 0, pkts.as_mut_ptr().cast(), n) as usize }
+    }
+}
+
+/// Removes a virtual device created with [`EthPort::create_vdev`].
+pub fn remove_vdev(name: &str) -> Result<(), DpdkError> {
+    let cname = cstring(name);
+    // SAFETY: NUL-terminated name.
+    let rc = unsafe { ffi::ss_vdev_remove(cname.as_ptr()) };
+    if rc < 0 {
+        return Err(error(format!("rte_vdev_uninit({name})"), rc));
+    }
+    Ok(())
+}
+
+/// Hugepages: total and free 2 MiB pages, and whether hugetlbfs is mounted, for a start-up
+/// check that says how to fix the machine instead of failing inside EAL.
+pub fn hugepage_status() -> (u64, u64, bool) {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let field = |name: &str| {
+        meminfo
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    let mounted = std::fs::read_to_string("/proc/mounts").unwrap_or_default().lines().any(|l| l.contains(" hugetlbfs "));
+    (field("HugePages_Total:"), field("HugePages_Free:"), mounted)
+}
