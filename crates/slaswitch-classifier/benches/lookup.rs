@@ -1,0 +1,58 @@
+//! Classification cost per packet: exact-match-cache hit, and a miss that walks the tuple space
+//! with 1, 10 and 100 masks. Run: `cargo bench -p slaswitch-classifier --bench lookup`.
+
+use std::hint::black_box;
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use slaswitch_classifier::parse::build::udp4;
+use slaswitch_classifier::security_group::security_group_rules;
+use slaswitch_classifier::{parse_frame, Classifier, ExactMatchCache, FlowKey};
+
+fn keys(n: usize) -> Vec<FlowKey> {
+    (0..n)
+        .map(|i| {
+            let f = udp4([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2], [10, (i >> 16) as u8, (i >> 8) as u8, i as u8], [192, 168, 1, 1], (i % 60000) as u16, 80, 64);
+            parse_frame(&f, 1).unwrap()
+        })
+        .collect()
+}
+
+fn lookup(c: &mut Criterion) {
+    let mut group = c.benchmark_group("classify_per_packet");
+    group.throughput(Throughput::Elements(1));
+    for masks in [1usize, 10, 100] {
+        // `masks` subtables in all, the default rule's included.
+        let classifier = Classifier::new(security_group_rules(masks - 1));
+        assert_eq!(classifier.subtable_count(), masks);
+        let flows = keys(65536);
+        let mut emc = ExactMatchCache::new();
+        let one = flows[0];
+        let h = one.hash64();
+        emc.insert(&one, h, classifier.lookup(&one).unwrap_or(u32::MAX));
+        group.bench_with_input(BenchmarkId::new("emc_hit", masks), &masks, |b, _| {
+            b.iter(|| black_box(emc.lookup(black_box(&one), one.hash64())))
+        });
+        let mut i = 0;
+        group.bench_with_input(BenchmarkId::new("emc_miss_then_tss", masks), &masks, |b, _| {
+            b.iter(|| {
+                // 65536 distinct flows cycle through an 8192-entry cache: nearly every lookup misses.
+                i = (i + 1) & 65535;
+                let k = &flows[i];
+                let h = k.hash64();
+                let v = match emc.lookup(k, h) {
+                    Some(v) => v,
+                    None => {
+                        let v = classifier.lookup(k).unwrap_or(u32::MAX);
+                        emc.insert(k, h, v);
+                        v
+                    }
+                };
+                black_box(v)
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, lookup);
+criterion_main!(benches);

@@ -1,0 +1,85 @@
+//! The exact-match cache: 8192 entries keyed by the whole flow key (OVS's EMC size), two probe
+//! positions per key taken from its hash. It remembers which rule (or none) a flow matched, so a
+//! hit skips the subtable walk. Changing the rules invalidates it in O(1) by bumping a
+//! generation number that every entry carries.
+
+use crate::flow_key::FlowKey;
+
+pub const EMC_ENTRIES: usize = 8192;
+const MASK: usize = EMC_ENTRIES - 1;
+
+/// What a cached flow resolves to.
+pub const NO_RULE: u32 = u32::MAX;
+
+#[derive(Clone, Copy)]
+struct Entry {
+    key: FlowKey,
+    generation: u32,
+    value: u32,
+}
+
+pub struct ExactMatchCache {
+    entries: Box<[Entry]>,
+    generation: u32,
+    pub hits: u64,
+    pub misses: u64,
+}
+
+impl Default for ExactMatchCache {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ExactMatchCache {
+    pub fn new() -> Self {
+        // Generation 0 is never current, so the empty table holds no valid entry.
+        ExactMatchCache {
+            entries: vec![Entry { key: FlowKey::ZERO, generation: 0, value: NO_RULE }; EMC_ENTRIES].into_boxed_slice(),
+            generation: 1,
+            hits: 0,
+            misses: 0,
+        }
+    }
+
+    /// Forgets every entry (the rules changed).
+    pub fn invalidate(&mut self) {
+        self.generation = self.generation.wrapping_add(1).max(1);
+    }
+
+    #[inline]
+    fn probes(hash: u64) -> (usize, usize) {
+        (hash as usize & MASK, (hash >> 32) as usize & MASK)
+    }
+
+    /// The cached value for `key` (a rule id or [`NO_RULE`]), counting the hit or miss.
+    #[inline]
+    pub fn lookup(&mut self, key: &FlowKey, hash: u64) -> Option<u32> {
+        let (a, b) = Self::probes(hash);
+        for i in [a, b] {
+            let e = &self.entries[i];
+            if e.generation == self.generation && e.key == *key {
+                self.hits += 1;
+                return Some(e.value);
+            }
+        }
+        self.misses += 1;
+        None
+    }
+
+    /// Caches `value` for `key`, in a free or stale probe slot, else over the first probe.
+    #[inline]
+    pub fn insert(&mut self, key: &FlowKey, hash: u64, value: u32) {
+        let (a, b) = Self::probes(hash);
+        let slot = if self.entries[a].generation != self.generation {
+            a
+        } else if self.entries[b].generation != self.generation {
+            b
+        } else if hash & (1 << 20) == 0 {
+            a
+        } else {
+            b
+        };
+        self.entries[slot] = Entry { key: *key, generation: self.generation, value };
+    }
+}

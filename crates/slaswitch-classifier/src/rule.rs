@@ -1,0 +1,283 @@
+//! Flow rules: a priority, a masked match and actions, written the way `ovs-ofctl add-flow` reads
+//! them, e.g. `priority=100,in_port=1,tcp,nw_dst=10.0.0.0/24,tp_dst=80,actions=output:2`.
+//!
+//! Match fields: `in_port`, `dl_src`, `dl_dst` (MAC, optionally `/mask`), `dl_type`, `dl_vlan`,
+//! `nw_src`, `nw_dst` (IPv4 with `/prefix`), `ipv6_src`, `ipv6_dst` (with `/prefix`), `nw_proto`,
+//! `tp_src`, `tp_dst`; shorthands `ip`, `ipv6`, `arp`, `tcp`, `udp`, `icmp`, `tcp6`, `udp6`.
+//! Actions: `output:PORT`, `drop`, `normal` (MAC learning). Port names are resolved by the caller.
+
+use std::fmt;
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use crate::flow_key::{FlowKey, VLAN_PRESENT};
+use crate::parse::*;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Action {
+    Output(u16),
+    Drop,
+    Normal,
+}
+
+/// Values under a mask: a field matches when `packet & mask == key`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Match {
+    pub key: FlowKey,
+    pub mask: FlowKey,
+}
+
+impl Match {
+    pub fn any() -> Match {
+        Match::default()
+    }
+
+    #[inline]
+    pub fn matches(&self, packet: &FlowKey) -> bool {
+        packet.masked(&self.mask) == self.key
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rule {
+    pub priority: u32,
+    pub matcher: Match,
+    pub actions: Vec<Action>,
+}
+
+pub const DEFAULT_PRIORITY: u32 = 32768;
+
+fn parse_mac(s: &str) -> Result<[u8; 6], String> {
+    let parts: Vec<&str> = s.split(':').collect();
+    if parts.len() != 6 {
+        return Err(format!("'{s}' is not a MAC address (xx:xx:xx:xx:xx:xx)"));
+    }
+    let mut mac = [0u8; 6];
+    for (i, p) in parts.iter().enumerate() {
+        mac[i] = u8::from_str_radix(p, 16).map_err(|_| format!("'{s}' is not a MAC address"))?;
+    }
+    Ok(mac)
+}
+
+fn parse_number(s: &str, what: &str, max: u64) -> Result<u64, String> {
+    let v = if let Some(hex) = s.strip_prefix("0x") { u64::from_str_radix(hex, 16) } else { s.parse::<u64>() };
+    match v {
+        Ok(v) if v <= max => Ok(v),
+        _ => Err(format!("{what}: '{s}' is not a number from 0 to {max}")),
+    }
+}
+
+fn prefix_mask(bits: u32, total: u32) -> Vec<u8> {
+    (0..total / 8)
+        .map(|byte| {
+            let covered = bits.saturating_sub(byte * 8).min(8);
+            if covered == 0 { 0 } else { 0xffu8 << (8 - covered) }
+        })
+        .collect()
+}
+
+fn split_prefix<'a>(s: &'a str, field: &str, total: u32) -> Result<(&'a str, u32), String> {
+    match s.split_once('/') {
+        None => Ok((s, total)),
+        Some((addr, bits)) => {
+            let bits: u32 = bits.parse().map_err(|_| format!("{field}: bad prefix length in '{s}'"))?;
+            if bits > total {
+                return Err(format!("{field}: prefix /{bits} is longer than {total} bits"));
+            }
+            Ok((addr, bits))
+        }
+    }
+}
+
+fn ip_field(value: &str, field: &str, v6: bool) -> Result<([u8; 16], [u8; 16]), String> {
+    let total = if v6 { 128 } else { 32 };
+    let (addr, bits) = split_prefix(value, field, total)?;
+    let mut ip = [0u8; 16];
+    let mut mask = [0u8; 16];
+    if v6 {
+        let a: Ipv6Addr = addr.parse().map_err(|_| format!("{field}: '{addr}' is not an IPv6 address"))?;
+        ip = a.octets();
+    } else {
+        let a: Ipv4Addr = addr.parse().map_err(|_| format!("{field}: '{addr}' is not an IPv4 address"))?;
+        ip[..4].copy_from_slice(&a.octets());
+    }
+    mask[..(total / 8) as usize].copy_from_slice(&prefix_mask(bits, total));
+    for i in 0..16 {
+        ip[i] &= mask[i];
+    }
+    Ok((ip, mask))
+}
+
+impl Rule {
+    /// Parses `ovs-ofctl`-style text. `resolve_port` turns a port name (or number) into its number.
+    pub fn parse(text: &str, resolve_port: &dyn Fn(&str) -> Option<u16>) -> Result<Rule, String> {
+        let text = text.trim();
+        let (match_part, actions_part) = match text.split_once("actions=") {
+            Some((m, a)) => (m.trim_end_matches([',', ' ']), a),
+            None => return Err("a rule needs actions= (output:PORT, drop or normal)".into()),
+        };
+        let mut key = FlowKey::ZERO;
+        let mut mask = FlowKey::ZERO;
+        let mut priority = DEFAULT_PRIORITY;
+        let port = |name: &str, field: &str| resolve_port(name).ok_or_else(|| format!("{field}: no port named '{name}'"));
+        for item in match_part.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let (field, value) = item.split_once('=').map_or((item, ""), |(f, v)| (f.trim(), v.trim()));
+            let need = |v: &str| if v.is_empty() { Err(format!("{field} needs a value")) } else { Ok(()) };
+            let set_type = |t: u16, proto: Option<u8>, key: &mut FlowKey, mask: &mut FlowKey| {
+                key.set_eth_type(t);
+                mask.set_eth_type(0xffff);
+                if let Some(p) = proto {
+                    key.set_ip_proto(p);
+                    mask.set_ip_proto(0xff);
+                }
+            };
+            match field {
+                "priority" => priority = parse_number(value, "priority", 65535)? as u32,
+                "in_port" => {
+                    need(value)?;
+                    key.set_in_port(port(value, "in_port")?);
+                    mask.set_in_port(0xffff);
+                }
+                "dl_src" | "dl_dst" => {
+                    need(value)?;
+                    let (mac, m) = match value.split_once('/') {
+                        Some((a, b)) => (parse_mac(a)?, parse_mac(b)?),
+                        None => (parse_mac(value)?, [0xff; 6]),
+                    };
+                    let masked: [u8; 6] = std::array::from_fn(|i| mac[i] & m[i]);
+                    if field == "dl_src" {
+                        key.set_eth_src(masked);
+                        mask.set_eth_src(m);
+                    } else {
+                        key.set_eth_dst(masked);
+                        mask.set_eth_dst(m);
+                    }
+                }
+                "dl_type" => {
+                    key.set_eth_type(parse_number(value, "dl_type", 0xffff)? as u16);
+                    mask.set_eth_type(0xffff);
+                }
+                "dl_vlan" => {
+                    let vid = parse_number(value, "dl_vlan", 4095)? as u16;
+                    key.set_vlan_tci(vid | VLAN_PRESENT);
+                    mask.set_vlan_tci(0x0fff | VLAN_PRESENT);
+                }
+                "ip" => set_type(ETH_TYPE_IPV4, None, &mut key, &mut mask),
+                "ipv6" => set_type(ETH_TYPE_IPV6, None, &mut key, &mut mask),
+                "arp" => set_type(0x0806, None, &mut key, &mut mask),
+                "tcp" => set_type(ETH_TYPE_IPV4, Some(IP_PROTO_TCP), &mut key, &mut mask),
+                "udp" => set_type(ETH_TYPE_IPV4, Some(IP_PROTO_UDP), &mut key, &mut mask),
+                "icmp" => set_type(ETH_TYPE_IPV4, Some(IP_PROTO_ICMP), &mut key, &mut mask),
+                "tcp6" => set_type(ETH_TYPE_IPV6, Some(IP_PROTO_TCP), &mut key, &mut mask),
+                "udp6" => set_type(ETH_TYPE_IPV6, Some(IP_PROTO_UDP), &mut key, &mut mask),
+                "nw_src" | "nw_dst" | "ipv6_src" | "ipv6_dst" => {
+                    need(value)?;
+                    let v6 = field.starts_with("ipv6");
+                    let (ip, m) = ip_field(value, field, v6)?;
+                    if field.ends_with("src") {
+                        key.set_ip_src(ip);
+                        mask.set_ip_src(m);
+                    } else {
+                        key.set_ip_dst(ip);
+                        mask.set_ip_dst(m);
+                    }
+                }
+                "nw_proto" => {
+                    key.set_ip_proto(parse_number(value, "nw_proto", 255)? as u8);
+                    mask.set_ip_proto(0xff);
+                }
+                "tp_src" => {
+                    key.set_l4_src(parse_number(value, "tp_src", 65535)? as u16);
+                    mask.set_l4_src(0xffff);
+                }
+                "tp_dst" => {
+                    key.set_l4_dst(parse_number(value, "tp_dst", 65535)? as u16);
+                    mask.set_l4_dst(0xffff);
+                }
+                other => return Err(format!("unknown match field '{other}'")),
+            }
+        }
+        if (mask.ip_src() != [0; 16] || mask.ip_dst() != [0; 16] || mask.ip_proto() != 0) && mask.eth_type() == 0 {
+            return Err("IP fields need ip, ipv6, tcp, udp or dl_type= in the same rule (as in OpenFlow)".into());
+        }
+        if (mask.l4_src() != 0 || mask.l4_dst() != 0) && mask.ip_proto() == 0 {
+            return Err("tp_src/tp_dst need tcp, udp or nw_proto= in the same rule".into());
+        }
+        let mut actions = Vec::new();
+        for a in actions_part.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            actions.push(match a {
+                "drop" => Action::Drop,
+                "normal" | "NORMAL" => Action::Normal,
+                _ => match a.strip_prefix("output:") {
+                    Some(p) => Action::Output(port(p, "output")?),
+                    None => return Err(format!("unknown action '{a}' (output:PORT, drop, normal)")),
+                },
+            });
+        }
+        if actions.is_empty() {
+            return Err("actions= is empty".into());
+        }
+        if actions.contains(&Action::Drop) && actions.len() > 1 {
+            return Err("drop cannot be combined with other actions".into());
+        }
+        Ok(Rule { priority, matcher: Match { key, mask }, actions })
+    }
+
+    /// The rule as text (`dump-flows`), with port numbers shown through `port_name`.
+    pub fn to_text(&self, port_name: &dyn Fn(u16) -> String) -> String {
+        let mut parts = vec![format!("priority={}", self.priority)];
+        let (k, m) = (&self.matcher.key, &self.matcher.mask);
+        if m.in_port() != 0 {
+            parts.push(format!("in_port={}", port_name(k.in_port())));
+        }
+        let mac = |a: [u8; 6]| a.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":");
+        if m.eth_src() != [0; 6] {
+            parts.push(if m.eth_src() == [0xff; 6] { format!("dl_src={}", mac(k.eth_src())) } else { format!("dl_src={}/{}", mac(k.eth_src()), mac(m.eth_src())) });
+        }
+        if m.eth_dst() != [0; 6] {
+            parts.push(if m.eth_dst() == [0xff; 6] { format!("dl_dst={}", mac(k.eth_dst())) } else { format!("dl_dst={}/{}", mac(k.eth_dst()), mac(m.eth_dst())) });
+        }
+        if m.vlan_tci() != 0 {
+            parts.push(format!("dl_vlan={}", k.vlan_tci() & 0x0fff));
+        }
+        if m.eth_type() != 0 {
+            parts.push(format!("dl_type=0x{:04x}", k.eth_type()));
+        }
+        if m.ip_proto() != 0 {
+            parts.push(format!("nw_proto={}", k.ip_proto()));
+        }
+        let v6 = k.eth_type() == ETH_TYPE_IPV6;
+        for (name, ip, mk) in [("src", k.ip_src(), m.ip_src()), ("dst", k.ip_dst(), m.ip_dst())] {
+            if mk == [0; 16] {
+                continue;
+            }
+            let bits: u32 = mk.iter().map(|b| b.count_ones()).sum();
+            if v6 {
+                parts.push(format!("ipv6_{name}={}/{bits}", Ipv6Addr::from(ip)));
+            } else {
+                parts.push(format!("nw_{name}={}/{bits}", Ipv4Addr::new(ip[0], ip[1], ip[2], ip[3])));
+            }
+        }
+        if m.l4_src() != 0 {
+            parts.push(format!("tp_src={}", k.l4_src()));
+        }
+        if m.l4_dst() != 0 {
+            parts.push(format!("tp_dst={}", k.l4_dst()));
+        }
+        let actions: Vec<String> = self
+            .actions
+            .iter()
+            .map(|a| match a {
+                Action::Output(p) => format!("output:{}", port_name(*p)),
+                Action::Drop => "drop".into(),
+                Action::Normal => "normal".into(),
+            })
+            .collect();
+        format!("{},actions={}", parts.join(","), actions.join(","))
+    }
+}
+
+impl fmt::Display for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_text(&|p| p.to_string()))
+    }
+}

@@ -1,0 +1,112 @@
+//! The wildcard classifier: tuple space search (Srinivasan et al., SIGCOMM 1999), as OVS's
+//! dpcls does. Rules with the same mask share a subtable, a hash table from masked key to the
+//! rules with that value (highest priority first). A lookup masks the packet once per subtable and
+//! probes its table; subtables are visited in order of their best priority, so the walk stops as
+//! soon as no remaining subtable can beat what was found. Cost grows with the number of distinct
+//! masks, which is why a cache sits in front of it.
+//!
+//! The structure is immutable once built: the control plane builds a new one when rules change and
+//! hands it to the PMD threads, which swap it in between batches (no lock on the hot path).
+
+use std::collections::HashMap;
+
+use crate::flow_key::{BuildPreHashed, FlowKey};
+use crate::rule::{Match, Rule};
+
+/// A rule's index in [`Classifier::rules`].
+pub type RuleId = u32;
+
+#[derive(Clone, Debug)]
+struct Subtable {
+    mask: FlowKey,
+    max_priority: u32,
+    /// Masked key -> rule ids, highest priority first.
+    entries: HashMap<FlowKey, Vec<RuleId>, BuildPreHashed>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Classifier {
+    rules: Vec<Rule>,
+    subtables: Vec<Subtable>,
+}
+
+impl Classifier {
+    /// Builds the classifier. A later rule with the same match and priority as an earlier one
+    /// replaces it (`add-flow` of an existing flow modifies it, as in OpenFlow).
+    pub fn new(rules: Vec<Rule>) -> Classifier {
+        let mut unique: Vec<Rule> = Vec::with_capacity(rules.len());
+        for r in rules {
+            match unique.iter_mut().find(|u| u.priority == r.priority && u.matcher == r.matcher) {
+                Some(existing) => *existing = r,
+                None => unique.push(r),
+            }
+        }
+        let mut subtables: Vec<Subtable> = Vec::new();
+        for (id, rule) in unique.iter().enumerate() {
+            let mask = rule.matcher.mask;
+            let st = match subtables.iter_mut().position(|s| s.mask == mask) {
+                Some(i) => &mut subtables[i],
+                None => {
+                    subtables.push(Subtable { mask, max_priority: 0, entries: HashMap::default() });
+                    subtables.last_mut().expect("just pushed")
+                }
+            };
+            st.max_priority = st.max_priority.max(rule.priority);
+            st.entries.entry(rule.matcher.key).or_default().push(id as RuleId);
+        }
+        for st in &mut subtables {
+            for ids in st.entries.values_mut() {
+                ids.sort_by_key(|&id| std::cmp::Reverse(unique[id as usize].priority));
+            }
+        }
+        subtables.sort_by_key(|s| std::cmp::Reverse(s.max_priority));
+        Classifier { rules: unique, subtables }
+    }
+
+    pub fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
+
+    pub fn rule(&self, id: RuleId) -> &Rule {
+        &self.rules[id as usize]
+    }
+
+    pub fn subtable_count(&self) -> usize {
+        self.subtables.len()
+    }
+
+    /// The highest-priority rule matching `key`, if any.
+    #[inline]
+    pub fn lookup(&self, key: &FlowKey) -> Option<RuleId> {
+        let mut best: Option<(u32, RuleId)> = None;
+        for st in &self.subtables {
+            if best.is_some_and(|(p, _)| p >= st.max_priority) {
+                break;
+            }
+            if let Some(ids) = st.entries.get(&key.masked(&st.mask)) {
+                let id = ids[0];
+                let p = self.rules[id as usize].priority;
+                if best.is_none_or(|(bp, _)| p > bp) {
+                    best = Some((p, id));
+                }
+            }
+        }
+        best.map(|(_, id)| id)
+    }
+
+    /// Rules whose match equals `matcher` (and priority, if given): what `del-flows --strict` and
+    /// `del-flows` with a match remove.
+    pub fn without(&self, matcher: Option<&Match>, priority: Option<u32>) -> (Vec<Rule>, usize) {
+        let mut kept = Vec::new();
+        let mut removed = 0;
+        for r in &self.rules {
+            let hit = matcher.is_none_or(|m| &r.matcher == m) && priority.is_none_or(|p| r.priority == p);
+            if hit {
+                removed += 1;
+            } else {
+                kept.push(r.clone());
+            }
+        }
+        (kept, removed)
+    }
+}
