@@ -44,6 +44,10 @@ impl MacTable {
         MacTable { map: Map::default(), capacity, max_age }
     }
 
+    pub fn set_max_age(&mut self, max_age: u64) {
+        self.max_age = max_age;
+    }
+
     pub fn len(&self) -> usize {
         self.map.len()
     }

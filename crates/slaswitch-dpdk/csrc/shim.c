@@ -135,3 +135,12 @@ int ss_pktmbuf_set_len(struct rte_mbuf *m, uint16_t len) {
 }
 /* Makes a chained mbuf contiguous; 0 on success. */
 int ss_pktmbuf_linearize(struct rte_mbuf *m) { return rte_pktmbuf_linearize(m); }
+
+/* PCI (or any bus) device by devargs, for `dpdk` ports. */
+int ss_dev_probe(const char *devargs) { return rte_dev_probe(devargs); }
+int ss_eth_dev_remove(uint16_t port) {
+    struct rte_eth_dev_info info;
+    int rc = rte_eth_dev_info_get(port, &info);
+    if (rc < 0) return rc;
+    return rte_dev_remove(info.device);
+}

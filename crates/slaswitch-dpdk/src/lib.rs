@@ -45,7 +45,6 @@ mod ffi {
         pub fn ss_strerror(err: c_int) -> *const c_char;
         pub fn ss_tsc_hz() -> u64;
         pub fn ss_thread_register() -> c_int;
-        pub fn ss_thread_unregister();
         pub fn ss_lcore_id() -> u32;
         pub fn ss_pktmbuf_pool_create(name: *const c_char, n: u32, cache: u32, data_room: u16, socket: c_int) -> *mut c_void;
         pub fn ss_mempool_free(mp: *mut c_void);
@@ -66,6 +65,8 @@ mod ffi {
         pub fn ss_pktmbuf_copy(m: *mut c_void, mp: *mut c_void) -> *mut c_void;
         pub fn ss_pktmbuf_set_len(m: *mut c_void, len: u16) -> c_int;
         pub fn ss_pktmbuf_linearize(m: *mut c_void) -> c_int;
+        pub fn ss_dev_probe(devargs: *const c_char) -> c_int;
+        pub fn ss_eth_dev_remove(port: u16) -> c_int;
     }
 }
 
@@ -149,19 +150,17 @@ impl Eal {
         self.tsc_hz
     }
 
-    /// Gives the calling (non-EAL) thread an lcore id so per-lcore mempool caches work.
-    pub fn register_thread(&self) -> Result<u32, DpdkError> {
-        // SAFETY: EAL is initialised.
-        if unsafe { ffi::ss_thread_register() } < 0 {
-            return Err(last_error("rte_thread_register"));
+    /// A function a new thread calls to register itself with EAL (an lcore id, so per-lcore
+    /// mempool caches work). Holding the `&Eal` proves EAL is up when the function is made.
+    pub fn thread_registrar(&self) -> impl FnOnce() -> Result<u32, DpdkError> + Send + 'static {
+        || {
+            // SAFETY: EAL was initialised before this closure was created.
+            if unsafe { ffi::ss_thread_register() } < 0 {
+                return Err(last_error("rte_thread_register"));
+            }
+            // SAFETY: plain getter.
+            Ok(unsafe { ffi::ss_lcore_id() })
         }
-        // SAFETY: plain getter.
-        Ok(unsafe { ffi::ss_lcore_id() })
-    }
-
-    pub fn unregister_thread(&self) {
-        // SAFETY: EAL is initialised; unregistering an unregistered thread is a no-op.
-        unsafe { ffi::ss_thread_unregister() }
     }
 }
 
@@ -384,6 +383,27 @@ impl EthPort {
         // SAFETY: as above; ownership of the first `sent` mbufs passes to the driver.
         unsafe { ffi::ss_tx_burst(self.0, 0, pkts.as_mut_ptr().cast(), n) as usize }
     }
+}
+
+/// Probes a device by devargs (a PCI NIC such as `0000:3b:00.0`) and returns its port.
+pub fn probe_device(_eal: &Eal, devargs: &str) -> Result<EthPort, DpdkError> {
+    let c = cstring(devargs);
+    // SAFETY: EAL initialised; NUL-terminated.
+    let rc = unsafe { ffi::ss_dev_probe(c.as_ptr()) };
+    if rc < 0 {
+        return Err(error(format!("rte_dev_probe({devargs})"), rc));
+    }
+    EthPort::by_name(devargs.split(',').next().unwrap_or(devargs))
+}
+
+/// Detaches a probed (non-vdev) device after [`EthPort::stop_close`].
+pub fn remove_device(port: EthPort) -> Result<(), DpdkError> {
+    // SAFETY: valid port id.
+    let rc = unsafe { ffi::ss_eth_dev_remove(port.0) };
+    if rc < 0 {
+        return Err(error(format!("rte_dev_remove(port {})", port.0), rc));
+    }
+    Ok(())
 }
 
 /// Removes a virtual device created with [`EthPort::create_vdev`].

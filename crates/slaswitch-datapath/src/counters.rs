@@ -1,0 +1,118 @@
+//! Counters the PMD threads publish and the control plane reads. Rx-side counters of a port have
+//! one writer (the PMD that polls it), which accumulates locally and publishes with plain atomic
+//! stores; tx-side counters may be written by several PMDs and use relaxed adds, once per burst.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use serde::Serialize;
+use slaswitch_classifier::parse::PARSE_ERROR_KINDS;
+
+/// Rx-side figures of one port, as the owning PMD accumulates them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct RxTotals {
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    /// Batches that carried at least one packet.
+    pub batches: u64,
+    pub empty_polls: u64,
+    /// Cycles spent polling the port and finding nothing (the PMD's idle time).
+    pub idle_cycles: u64,
+    pub ingress_cycles: u64,
+    pub classify_cycles: u64,
+    pub egress_cycles: u64,
+    pub emc_hits: u64,
+    pub emc_misses: u64,
+    /// Packets a rule dropped, or that matched no rule.
+    pub dropped_by_rules: u64,
+    pub parse_errors: [u64; PARSE_ERROR_KINDS],
+}
+
+impl RxTotals {
+    pub fn busy_cycles(&self) -> u64 {
+        self.ingress_cycles + self.classify_cycles + self.egress_cycles
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct PortCounters {
+    rx: [AtomicU64; 11 + PARSE_ERROR_KINDS],
+    pub tx_packets: AtomicU64,
+    pub tx_bytes: AtomicU64,
+    /// Packets the port did not take (tx ring full, VM not connected) or no mbuf for a copy.
+    pub tx_dropped: AtomicU64,
+}
+
+impl PortCounters {
+    /// Publishes the owner's running totals.
+    pub fn publish(&self, t: &RxTotals) {
+        let values = [
+            t.rx_packets, t.rx_bytes, t.batches, t.empty_polls, t.idle_cycles, t.ingress_cycles, t.classify_cycles,
+            t.egress_cycles, t.emc_hits, t.emc_misses, t.dropped_by_rules,
+        ];
+        for (slot, v) in self.rx.iter().zip(values.iter().chain(t.parse_errors.iter())) {
+            slot.store(*v, Relaxed);
+        }
+    }
+
+    pub fn rx(&self) -> RxTotals {
+        let v: Vec<u64> = self.rx.iter().map(|a| a.load(Relaxed)).collect();
+        let mut parse_errors = [0; PARSE_ERROR_KINDS];
+        parse_errors.copy_from_slice(&v[11..]);
+        RxTotals {
+            rx_packets: v[0], rx_bytes: v[1], batches: v[2], empty_polls: v[3], idle_cycles: v[4], ingress_cycles: v[5],
+            classify_cycles: v[6], egress_cycles: v[7], emc_hits: v[8], emc_misses: v[9], dropped_by_rules: v[10], parse_errors,
+        }
+    }
+
+    #[inline]
+    pub fn add_tx(&self, packets: u64, bytes: u64, dropped: u64) {
+        if packets > 0 {
+            self.tx_packets.fetch_add(packets, Relaxed);
+            self.tx_bytes.fetch_add(bytes, Relaxed);
+        }
+        if dropped > 0 {
+            self.tx_dropped.fetch_add(dropped, Relaxed);
+        }
+    }
+}
+
+/// Whole-PMD figures: busy is the sum of every batch's three stages, idle everything else
+/// (empty polls, reconfiguration), so busy + idle is the thread's whole time on the TSC.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct PmdTotals {
+    pub busy_cycles: u64,
+    pub idle_cycles: u64,
+    pub passes: u64,
+}
+
+#[derive(Debug, Default)]
+pub struct PmdCounters {
+    busy: AtomicU64,
+    idle: AtomicU64,
+    passes: AtomicU64,
+}
+
+impl PmdCounters {
+    pub fn publish(&self, t: &PmdTotals) {
+        self.busy.store(t.busy_cycles, Relaxed);
+        self.idle.store(t.idle_cycles, Relaxed);
+        self.passes.store(t.passes, Relaxed);
+    }
+
+    pub fn read(&self) -> PmdTotals {
+        PmdTotals { busy_cycles: self.busy.load(Relaxed), idle_cycles: self.idle.load(Relaxed), passes: self.passes.load(Relaxed) }
+    }
+}
+
+/// Packets and bytes per rule, added once per batch per rule hit.
+#[derive(Debug, Default)]
+pub struct RuleCounters {
+    pub packets: Vec<AtomicU64>,
+    pub bytes: Vec<AtomicU64>,
+}
+
+impl RuleCounters {
+    pub fn new(rules: usize) -> Self {
+        RuleCounters { packets: (0..rules).map(|_| AtomicU64::new(0)).collect(), bytes: (0..rules).map(|_| AtomicU64::new(0)).collect() }
+    }
+}

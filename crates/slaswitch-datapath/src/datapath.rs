@@ -1,0 +1,533 @@
+//! The data plane's control side: owns EAL, the mbuf pool, the ports and the rules, and hands
+//! each PMD thread a new [`PmdConfig`] when any of them changes. A change is all-or-nothing: a
+//! port whose device cannot be created or started is rolled back, and a rule set that does not
+//! parse is refused before anything is sent to the PMDs.
+//!
+//! A removed port is taken out of every PMD's configuration first; only once every PMD has
+//! acknowledged the new configuration is its device stopped and closed, so no thread ever polls
+//! a closed port and other ports keep forwarding throughout.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::mpsc::{channel, Sender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use serde::Serialize;
+use slaswitch_classifier::{Classifier, Rule};
+use slaswitch_dpdk::{hugepage_status, probe_device, remove_device, remove_vdev, Eal, EthPort, EthStats, Mempool};
+
+use crate::counters::{PmdCounters, PmdTotals, PortCounters, RuleCounters, RxTotals};
+use crate::pmd::{self, PmdConfig, PmdMessage, RxPort, TxPort, MAX_PORTS};
+use crate::port::{ring_option, DeviceRecipe, PortSpec, PortType};
+
+#[derive(Clone, Debug)]
+pub struct DatapathSettings {
+    /// Cores of the PMD threads, one thread each.
+    pub pmd_cores: Vec<usize>,
+    /// Core of EAL's main thread (the control plane).
+    pub main_core: usize,
+    /// EAL `--file-prefix`: several instances (and OVS) can run side by side.
+    pub file_prefix: String,
+    /// Where vhost-user sockets are created by default.
+    pub run_dir: PathBuf,
+    pub mbufs: u32,
+    /// Use hugepages (the default); without, EAL runs on ordinary memory (`--no-huge`).
+    pub hugepages: bool,
+    /// Let EAL scan the PCI bus (for `dpdk` ports); off by default on a host with no NIC.
+    pub pci: bool,
+    /// Seconds before a learned MAC address is forgotten.
+    pub mac_max_age_secs: u64,
+}
+
+impl DatapathSettings {
+    pub fn eal_args(&self) -> Vec<String> {
+        let mut args = vec![
+            "slaswitchd".to_string(),
+            "-l".into(),
+            self.main_core.to_string(),
+            "--file-prefix".into(),
+            self.file_prefix.clone(),
+            "--log-level".into(),
+            "*:warning".into(),
+        ];
+        if !self.pci {
+            args.push("--no-pci".into());
+        }
+        if self.hugepages {
+            args.push("--single-file-segments".into());
+        } else {
+            args.extend(["--no-huge".into(), "-m".into(), "1024".into()]);
+        }
+        args
+    }
+}
+
+struct PortEntry {
+    spec: PortSpec,
+    eth: EthPort,
+    recipe: DeviceRecipe,
+    counters: Arc<PortCounters>,
+    tx_lock: Arc<AtomicBool>,
+    /// Index into `Datapath::pmds` of the thread that polls it.
+    pmd: usize,
+}
+
+struct PmdHandle {
+    core: usize,
+    sender: Sender<PmdMessage>,
+    counters: Arc<PmdCounters>,
+    join: Option<JoinHandle<()>>,
+}
+
+/// What `port-stats` shows of one port.
+#[derive(Clone, Debug, Serialize)]
+pub struct PortStats {
+    pub name: String,
+    pub number: u16,
+    #[serde(rename = "type")]
+    pub port_type: String,
+    pub pmd_core: usize,
+    pub link_up: bool,
+    pub socket: Option<String>,
+    pub rx: RxTotals,
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    pub tx_dropped: u64,
+    /// The driver's own counters (ring overruns show here as rx_missed).
+    pub device_rx_missed: u64,
+    pub device_rx_nombuf: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PmdStats {
+    pub core: usize,
+    pub totals: PmdTotals,
+    pub ports: Vec<String>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct FlowStats {
+    pub flow: String,
+    pub priority: u32,
+    pub packets: u64,
+    pub bytes: u64,
+}
+
+/// Ports, rules and PMD threads. Fields drop in order: EAL goes last.
+pub struct Datapath {
+    settings: DatapathSettings,
+    ports: BTreeMap<String, PortEntry>,
+    rules: Vec<Rule>,
+    classifier: Arc<Classifier>,
+    rule_counters: Arc<RuleCounters>,
+    pmds: Vec<PmdHandle>,
+    pool: Arc<Mempool>,
+    eal: Eal,
+}
+
+impl Datapath {
+    /// Starts EAL and the PMD threads (with no ports yet).
+    pub fn start(settings: DatapathSettings) -> Result<Datapath, String> {
+        if settings.pmd_cores.is_empty() {
+            return Err("at least one PMD core is needed".into());
+        }
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if let Some(&bad) = settings.pmd_cores.iter().chain([&settings.main_core]).find(|&&c| c >= cores) {
+            return Err(format!("core {bad} does not exist: this machine has cores 0 to {}", cores - 1));
+        }
+        if settings.hugepages {
+            let (total, free, mounted) = hugepage_status();
+            if total == 0 || free == 0 || !mounted {
+                return Err(format!(
+                    "no usable hugepages (total {total}, free {free}, hugetlbfs mounted: {mounted}). Fix as root:\n  \
+                     echo 1024 > /proc/sys/vm/nr_hugepages\n  mkdir -p /dev/hugepages && mount -t hugetlbfs nodev /dev/hugepages\n\
+                     or start with --no-huge (slower; vhost-user VMs still need hugepages on their side)"
+                ));
+            }
+        }
+        std::fs::create_dir_all(&settings.run_dir)
+            .map_err(|e| format!("cannot create run directory {}: {e}", settings.run_dir.display()))?;
+        let eal = Eal::init(&settings.eal_args()).map_err(|e| e.to_string())?;
+        let pool = Arc::new(
+            Mempool::new(&eal, &format!("{}_mbufs", settings.file_prefix), settings.mbufs, 256, 2048 + 128)
+                .map_err(|e| e.to_string())?,
+        );
+        let classifier = Arc::new(Classifier::new(Vec::new()));
+        let rule_counters = Arc::new(RuleCounters::new(0));
+        let mut dp = Datapath { settings, ports: BTreeMap::new(), rules: Vec::new(), classifier, rule_counters, pmds: Vec::new(), pool, eal };
+        for core in dp.settings.pmd_cores.clone() {
+            let (sender, receiver) = channel();
+            let counters = Arc::new(PmdCounters::default());
+            let cfg = dp.pmd_config(dp.pmds.len());
+            let thread_counters = counters.clone();
+            let register = dp.eal.thread_registrar();
+            let join = std::thread::Builder::new()
+                .name(format!("pmd-c{core:02}"))
+                .spawn(move || {
+                    if let Err(e) = pmd::pin_to_core(core) {
+                        eprintln!("slaswitchd: {e}");
+                    }
+                    if let Err(e) = register() {
+                        eprintln!("slaswitchd: PMD on core {core} runs without an lcore id (no mempool cache): {e}");
+                    }
+                    pmd::run(cfg, receiver, thread_counters);
+                })
+                .map_err(|e| format!("cannot start the PMD thread for core {core}: {e}"))?;
+            dp.pmds.push(PmdHandle { core, sender, counters, join: Some(join) });
+        }
+        Ok(dp)
+    }
+
+    pub fn tsc_hz(&self) -> u64 {
+        self.eal.tsc_hz()
+    }
+
+    pub fn settings(&self) -> &DatapathSettings {
+        &self.settings
+    }
+
+    pub fn port_specs(&self) -> Vec<PortSpec> {
+        let mut specs: Vec<PortSpec> = self.ports.values().map(|p| p.spec.clone()).collect();
+        specs.sort_by_key(|s| s.number);
+        specs
+    }
+
+    pub fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
+
+    fn pmd_config(&self, pmd_index: usize) -> Arc<PmdConfig> {
+        let mut tx_ports: Vec<Option<TxPort>> = vec![None; MAX_PORTS];
+        let mut flood = Vec::new();
+        let mut rx_ports = Vec::new();
+        for p in self.ports.values() {
+            tx_ports[p.spec.number as usize] =
+                Some(TxPort { number: p.spec.number, eth: p.eth, counters: p.counters.clone(), lock: p.tx_lock.clone() });
+            flood.push(p.spec.number);
+            if p.pmd == pmd_index {
+                rx_ports.push(RxPort { number: p.spec.number, eth: p.eth, counters: p.counters.clone() });
+            }
+        }
+        rx_ports.sort_by_key(|p| p.number);
+        flood.sort_unstable();
+        Arc::new(PmdConfig {
+            rx_ports,
+            tx_ports,
+            flood,
+            classifier: self.classifier.clone(),
+            rule_counters: self.rule_counters.clone(),
+            shared_tx: self.settings.pmd_cores.len() > 1,
+            pool: self.pool.clone(),
+            mac_max_age_tsc: self.settings.mac_max_age_secs.saturating_mul(self.eal.tsc_hz()),
+        })
+    }
+
+    /// Sends every PMD its new configuration and waits until each has switched.
+    fn push_configs(&self) -> Result<(), String> {
+        let mut acks = Vec::new();
+        for (i, pmd) in self.pmds.iter().enumerate() {
+            let (ack_tx, ack_rx) = channel();
+            pmd.sender
+                .send(PmdMessage::Config(self.pmd_config(i), ack_tx))
+                .map_err(|_| format!("the PMD thread on core {} has stopped", pmd.core))?;
+            acks.push((pmd.core, ack_rx));
+        }
+        for (core, ack) in acks {
+            ack.recv_timeout(Duration::from_secs(10)).map_err(|_| format!("the PMD thread on core {core} did not take the new configuration"))?;
+        }
+        Ok(())
+    }
+
+    fn port_number(&self, name_or_number: &str) -> Option<u16> {
+        self.ports.get(name_or_number).map(|p| p.spec.number).or_else(|| {
+            let n: u16 = name_or_number.parse().ok()?;
+            self.ports.values().any(|p| p.spec.number == n).then_some(n)
+        })
+    }
+
+    /// Name of a port number (or the number itself if no port has it).
+    pub fn port_name(&self, number: u16) -> String {
+        self.ports.values().find(|p| p.spec.number == number).map_or(number.to_string(), |p| p.spec.name.clone())
+    }
+
+    /// Adds a port; on any failure nothing changes. `spec.number` 0 means "pick one".
+    pub fn add_port(&mut self, mut spec: PortSpec) -> Result<PortSpec, String> {
+        spec.validate()?;
+        if self.ports.contains_key(&spec.name) {
+            return Err(format!("a port named '{}' already exists", spec.name));
+        }
+        let used: Vec<u16> = self.ports.values().map(|p| p.spec.number).collect();
+        if let Some(req) = spec.options.get("ofport_request") {
+            let n: u16 = req.parse().ok().filter(|&n| n >= 1 && (n as usize) < MAX_PORTS).ok_or_else(|| format!("ofport_request={req}: must be from 1 to {}", MAX_PORTS - 1))?;
+            if used.contains(&n) {
+                return Err(format!("ofport_request={n}: port number {n} is taken by '{}'", self.port_name(n)));
+            }
+            spec.number = n;
+        } else if spec.number == 0 || used.contains(&spec.number) {
+            spec.number = (1..MAX_PORTS as u16).find(|n| !used.contains(n)).ok_or("no port number left")?;
+        }
+        let pmd = self.pick_pmd(&spec)?;
+        if let Some(path) = spec.socket_path(&self.settings.run_dir) {
+            if spec.port_type == PortType::VhostUser && std::path::Path::new(&path).exists() {
+                // A stale socket from a previous run would make the vhost driver fail.
+                let _ = std::fs::remove_file(&path);
+            }
+        }
+        let recipe = spec.recipe(&self.settings.run_dir);
+        let eth = if recipe.is_vdev {
+            EthPort::create_vdev(&self.eal, &recipe.device, &recipe.args)
+        } else {
+            probe_device(&self.eal, &recipe.device)
+        }
+        .map_err(|e| format!("cannot create {} port {}: {e}", spec.port_type.name(), spec.name))?;
+        let rx_ring = ring_option(&spec.options, "rx_ring")?;
+        let tx_ring = ring_option(&spec.options, "tx_ring")?;
+        if let Err(e) = eth.setup(rx_ring, tx_ring, &self.pool) {
+            Self::destroy_device(eth, &recipe);
+            return Err(format!("cannot start {} port {}: {e}", spec.port_type.name(), spec.name));
+        }
+        let entry = PortEntry {
+            spec: spec.clone(),
+            eth,
+            recipe,
+            counters: Arc::new(PortCounters::default()),
+            tx_lock: Arc::new(AtomicBool::new(false)),
+            pmd,
+        };
+        self.ports.insert(spec.name.clone(), entry);
+        if let Err(e) = self.push_configs() {
+            let entry = self.ports.remove(&spec.name).expect("just inserted");
+            let _ = self.push_configs();
+            Self::destroy_device(entry.eth, &entry.recipe);
+            return Err(e);
+        }
+        Ok(spec)
+    }
+
+    fn pick_pmd(&self, spec: &PortSpec) -> Result<usize, String> {
+        if let Some(core) = spec.options.get("pmd") {
+            let core: usize = core.parse().map_err(|_| format!("pmd={core}: not a core number"))?;
+            return self
+                .pmds
+                .iter()
+                .position(|p| p.core == core)
+                .ok_or_else(|| format!("pmd={core}: no PMD thread runs on core {core} (PMD cores: {:?})", self.settings.pmd_cores));
+        }
+        // Round robin: the PMD with the fewest ports.
+        Ok((0..self.pmds.len()).min_by_key(|&i| self.ports.values().filter(|p| p.pmd == i).count()).unwrap_or(0))
+    }
+
+    fn destroy_device(eth: EthPort, recipe: &DeviceRecipe) {
+        let _ = eth.stop_close();
+        if recipe.is_vdev {
+            let _ = remove_vdev(&recipe.device);
+        } else {
+            let _ = remove_device(eth);
+        }
+    }
+
+    /// Removes a port: PMDs stop using it first, then its device is closed.
+    pub fn del_port(&mut self, name: &str) -> Result<(), String> {
+        let entry = self.ports.remove(name).ok_or_else(|| format!("no port named '{name}'"))?;
+        let result = self.push_configs();
+        Self::destroy_device(entry.eth, &entry.recipe);
+        if entry.spec.port_type == PortType::VhostUser {
+            if let Some(path) = entry.spec.socket_path(&self.settings.run_dir) {
+                let _ = std::fs::remove_file(path);
+            }
+        }
+        result
+    }
+
+    /// Changes a port's options. `pmd` moves its rx queue live; any other change recreates the
+    /// port's device under the same number (only that port pauses).
+    pub fn set_port(&mut self, name: &str, options: &BTreeMap<String, String>) -> Result<PortSpec, String> {
+        let entry = self.ports.get(name).ok_or_else(|| format!("no port named '{name}'"))?;
+        let mut spec = entry.spec.clone();
+        for (k, v) in options {
+            spec.options.insert(k.clone(), v.clone());
+        }
+        spec.validate()?;
+        if let Some(req) = options.get("ofport_request") {
+            if req.parse::<u16>().ok() != Some(spec.number) {
+                return Err(format!("ofport_request cannot change on a live port ({} is number {}); delete and add it", name, spec.number));
+            }
+        }
+        let only_pmd = options.keys().all(|k| k == "pmd");
+        if only_pmd {
+            let pmd = self.pick_pmd(&spec)?;
+            let entry = self.ports.get_mut(name).expect("checked");
+            let (old_pmd, old_spec) = (entry.pmd, entry.spec.clone());
+            entry.pmd = pmd;
+            entry.spec = spec.clone();
+            if let Err(e) = self.push_configs() {
+                let entry = self.ports.get_mut(name).expect("checked");
+                entry.pmd = old_pmd;
+                entry.spec = old_spec;
+                return Err(e);
+            }
+            return Ok(spec);
+        }
+        let old = self.ports.get(name).expect("checked").spec.clone();
+        self.del_port(name)?;
+        match self.add_port(spec.clone()) {
+            Ok(s) => Ok(s),
+            Err(e) => {
+                // Put the old port back so a bad setting changes nothing.
+                self.add_port(old).map_err(|e2| format!("{e}; restoring the old port failed too: {e2}"))?;
+                Err(e)
+            }
+        }
+    }
+
+    fn resolve_port(&self) -> impl Fn(&str) -> Option<u16> + '_ {
+        move |s| self.port_number(s)
+    }
+
+    /// Installs a new rule set, keeping the counters of rules that stay.
+    fn install_rules(&mut self, rules: Vec<Rule>) -> Result<(), String> {
+        let classifier = Arc::new(Classifier::new(rules));
+        let counters = RuleCounters::new(classifier.rules().len());
+        for (i, r) in classifier.rules().iter().enumerate() {
+            if let Some(j) = self.classifier.rules().iter().position(|o| o.priority == r.priority && o.matcher == r.matcher) {
+                counters.packets[i].store(self.rule_counters.packets[j].load(std::sync::atomic::Ordering::Relaxed), std::sync::atomic::Ordering::Relaxed);
+                counters.bytes[i].store(self.rule_counters.bytes[j].load(std::sync::atomic::Ordering::Relaxed), std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        let (old_classifier, old_counters, old_rules) = (self.classifier.clone(), self.rule_counters.clone(), self.rules.clone());
+        self.rules = classifier.rules().to_vec();
+        self.classifier = classifier;
+        self.rule_counters = Arc::new(counters);
+        if let Err(e) = self.push_configs() {
+            self.classifier = old_classifier;
+            self.rule_counters = old_counters;
+            self.rules = old_rules;
+            let _ = self.push_configs();
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    pub fn add_flows(&mut self, texts: &[String]) -> Result<usize, String> {
+        let mut new_rules = Vec::new();
+        {
+            let resolve = self.resolve_port();
+            for t in texts {
+                new_rules.push(Rule::parse(t, &resolve).map_err(|e| format!("flow '{t}': {e}"))?);
+            }
+        }
+        let mut rules = self.rules.clone();
+        rules.extend(new_rules);
+        let n = texts.len();
+        self.install_rules(rules)?;
+        Ok(n)
+    }
+
+    /// Deletes every rule, or those whose match equals `matcher` (and priority, when `strict`).
+    pub fn del_flows(&mut self, matcher: Option<&str>, strict: bool) -> Result<usize, String> {
+        let parsed = match matcher {
+            None => None,
+            Some(m) => {
+                let resolve = self.resolve_port();
+                let text = if m.contains("actions=") { m.to_string() } else { format!("{m},actions=drop") };
+                Some(Rule::parse(&text, &resolve).map_err(|e| format!("match '{m}': {e}"))?)
+            }
+        };
+        let (kept, removed) = self.classifier.without(parsed.as_ref().map(|r| &r.matcher), parsed.as_ref().filter(|_| strict).map(|r| r.priority));
+        if removed > 0 {
+            self.install_rules(kept)?;
+        }
+        Ok(removed)
+    }
+
+    pub fn dump_flows(&self) -> Vec<FlowStats> {
+        let names = |n: u16| self.port_name(n);
+        self.classifier
+            .rules()
+            .iter()
+            .enumerate()
+            .map(|(i, r)| FlowStats {
+                flow: r.to_text(&names),
+                priority: r.priority,
+                packets: self.rule_counters.packets[i].load(std::sync::atomic::Ordering::Relaxed),
+                bytes: self.rule_counters.bytes[i].load(std::sync::atomic::Ordering::Relaxed),
+            })
+            .collect()
+    }
+
+    /// Flows as text with port names, in a form `add_flows` reads back (for persistence).
+    pub fn flow_texts(&self) -> Vec<String> {
+        self.dump_flows().into_iter().map(|f| f.flow).collect()
+    }
+
+    pub fn port_stats(&self) -> Vec<PortStats> {
+        let mut out: Vec<PortStats> = self
+            .ports
+            .values()
+            .map(|p| {
+                let dev: EthStats = p.eth.stats().unwrap_or_default();
+                PortStats {
+                    name: p.spec.name.clone(),
+                    number: p.spec.number,
+                    port_type: p.spec.port_type.name().into(),
+                    pmd_core: self.pmds[p.pmd].core,
+                    link_up: p.eth.link_up(),
+                    socket: p.spec.socket_path(&self.settings.run_dir),
+                    rx: p.counters.rx(),
+                    tx_packets: p.counters.tx_packets.load(std::sync::atomic::Ordering::Relaxed),
+                    tx_bytes: p.counters.tx_bytes.load(std::sync::atomic::Ordering::Relaxed),
+                    tx_dropped: p.counters.tx_dropped.load(std::sync::atomic::Ordering::Relaxed),
+                    device_rx_missed: dev.imissed,
+                    device_rx_nombuf: dev.rx_nombuf,
+                }
+            })
+            .collect();
+        out.sort_by_key(|p| p.number);
+        out
+    }
+
+    pub fn pmd_stats(&self) -> Vec<PmdStats> {
+        self.pmds
+            .iter()
+            .enumerate()
+            .map(|(i, p)| PmdStats {
+                core: p.core,
+                totals: p.counters.read(),
+                ports: self.ports.values().filter(|e| e.pmd == i).map(|e| e.spec.name.clone()).collect(),
+            })
+            .collect()
+    }
+
+    /// Stops the PMDs and closes every port.
+    pub fn shutdown(mut self) {
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        for p in &self.pmds {
+            let _ = p.sender.send(PmdMessage::Quit);
+        }
+        for p in &mut self.pmds {
+            if let Some(j) = p.join.take() {
+                let _ = j.join();
+            }
+        }
+        for (_, entry) in std::mem::take(&mut self.ports) {
+            Self::destroy_device(entry.eth, &entry.recipe);
+            if entry.spec.port_type == PortType::VhostUser {
+                if let Some(path) = entry.spec.socket_path(&self.settings.run_dir) {
+                    let _ = std::fs::remove_file(path);
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Datapath {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

@@ -1,0 +1,10 @@
+//! The slaswitch data plane: DPDK ports polled by pinned PMD threads through ingress,
+//! classification and egress, with TSC cycles charged per port per stage.
+
+pub mod counters;
+pub mod datapath;
+pub mod pmd;
+pub mod port;
+
+pub use datapath::{Datapath, DatapathSettings, FlowStats, PmdStats, PortStats};
+pub use port::{PortSpec, PortType};

@@ -1,0 +1,372 @@
+//! A PMD (poll-mode driver) thread: pinned to one core, it polls its rx ports in batches of up to
+//! 32 and runs each batch through three stages, charging the TSC cycles of each stage to the port
+//! the batch came from (seed 000 Sec. III-A, Eq. 1: C = C_ingress + C_classification + C_egress):
+//! 1. ingress: `rx_burst` from the port;
+//! 2. classification: parse, exact-match cache, tuple space search on a miss, actions;
+//! 3. egress: packets grouped per output port, one `tx_burst` each.
+//!
+//! A batch is flushed before the next port is polled, so every packet in the egress stage came
+//! from the batch's own port and the egress cycles belong to it entirely (OVS flushes at the end
+//! of an iteration and would have to split them by packet count). One TSC read per stage
+//! boundary, reused as the next stage's start, so the stages of all batches plus the empty polls
+//! add up to the thread's whole time.
+//!
+//! No lock on the hot path: the control plane sends a new [`PmdConfig`] over a channel, which the
+//! thread checks between passes and acknowledges once it no longer uses the old one. Ports shared
+//! by several PMDs take a per-port spin lock around `tx_burst`, as OVS does when a port has fewer
+//! tx queues than PMDs.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, Sender, TryRecvError};
+use std::sync::Arc;
+
+use slaswitch_classifier::emc::NO_RULE;
+use slaswitch_classifier::mac_learning::is_multicast;
+use slaswitch_classifier::{parse_frame, Action, Classifier, ExactMatchCache, MacTable};
+use slaswitch_dpdk::{free_bulk, rdtsc, EthPort, Mbuf, Mempool, MAX_BURST};
+
+use crate::counters::{PmdCounters, PmdTotals, PortCounters, RuleCounters, RxTotals};
+
+/// Port numbers run from 1 to `MAX_PORTS - 1`.
+pub const MAX_PORTS: usize = 1024;
+/// Passes between two publications of the counters.
+const PUBLISH_EVERY_PASSES: u64 = 1024;
+/// Passes between two looks at the control channel while busy.
+const CHECK_CONTROL_EVERY_PASSES: u64 = 64;
+/// vhost tx bursts retried when the guest's ring is momentarily full (OVS: vhost-tx-retries).
+const TX_RETRIES: usize = 4;
+
+#[derive(Clone)]
+pub struct RxPort {
+    pub number: u16,
+    pub eth: EthPort,
+    pub counters: Arc<PortCounters>,
+}
+
+#[derive(Clone)]
+pub struct TxPort {
+    pub number: u16,
+    pub eth: EthPort,
+    pub counters: Arc<PortCounters>,
+    pub lock: Arc<AtomicBool>,
+}
+
+/// Everything a PMD needs, swapped as a whole.
+pub struct PmdConfig {
+    pub rx_ports: Vec<RxPort>,
+    /// Indexed by port number.
+    pub tx_ports: Vec<Option<TxPort>>,
+    /// Port numbers a flooded packet goes to (all ports).
+    pub flood: Vec<u16>,
+    pub classifier: Arc<Classifier>,
+    pub rule_counters: Arc<RuleCounters>,
+    /// Several PMDs may transmit on one port: take its tx lock.
+    pub shared_tx: bool,
+    pub pool: Arc<Mempool>,
+    /// TSC ticks after which a learned MAC is forgotten.
+    pub mac_max_age_tsc: u64,
+}
+
+pub enum PmdMessage {
+    /// Swap in a new configuration; reply once the old one is no longer used.
+    Config(Arc<PmdConfig>, Sender<()>),
+    Quit,
+}
+
+struct SpinGuard<'a>(&'a AtomicBool);
+
+impl<'a> SpinGuard<'a> {
+    fn lock(flag: &'a AtomicBool) -> Self {
+        while flag.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
+            std::hint::spin_loop();
+        }
+        SpinGuard(flag)
+    }
+}
+
+impl Drop for SpinGuard<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
+/// Per-thread state of the loop.
+struct Pmd {
+    cfg: Arc<PmdConfig>,
+    totals: Vec<RxTotals>,
+    pmd_totals: PmdTotals,
+    counters: Arc<PmdCounters>,
+    emc: ExactMatchCache,
+    macs: MacTable,
+    /// Pending packets per output port, and their bytes.
+    out: Vec<Vec<Mbuf>>,
+    out_bytes: Vec<u64>,
+    dirty: Vec<u16>,
+    targets: Vec<u16>,
+    rule_hits: Vec<(u64, u64)>,
+    rules_touched: Vec<u32>,
+}
+
+impl Pmd {
+    fn new(cfg: Arc<PmdConfig>, counters: Arc<PmdCounters>) -> Pmd {
+        let rules = cfg.classifier.rules().len();
+        Pmd {
+            macs: MacTable::new(8192, cfg.mac_max_age_tsc),
+            totals: cfg.rx_ports.iter().map(|p| p.counters.rx()).collect(),
+            cfg,
+            pmd_totals: PmdTotals::default(),
+            counters,
+            emc: ExactMatchCache::new(),
+            out: (0..MAX_PORTS).map(|_| Vec::new()).collect(),
+            out_bytes: vec![0; MAX_PORTS],
+            dirty: Vec::with_capacity(64),
+            targets: Vec::with_capacity(MAX_PORTS),
+            rule_hits: vec![(0, 0); rules],
+            rules_touched: Vec::with_capacity(64),
+        }
+    }
+
+    fn publish(&self) {
+        for (p, t) in self.cfg.rx_ports.iter().zip(&self.totals) {
+            p.counters.publish(t);
+        }
+        self.counters.publish(&self.pmd_totals);
+    }
+
+    fn install(&mut self, cfg: Arc<PmdConfig>) {
+        self.publish();
+        if !Arc::ptr_eq(&cfg.classifier, &self.cfg.classifier) {
+            self.emc.invalidate();
+            self.rule_hits = vec![(0, 0); cfg.classifier.rules().len()];
+        }
+        // Forget MACs learned on ports that are gone.
+        for number in 0..self.cfg.tx_ports.len() {
+            if self.cfg.tx_ports[number].is_some() && cfg.tx_ports.get(number).is_none_or(|p| p.is_none()) {
+                self.macs.flush_port(number as u16);
+            }
+        }
+        self.macs.set_max_age(cfg.mac_max_age_tsc);
+        self.totals = cfg.rx_ports.iter().map(|p| p.counters.rx()).collect();
+        self.cfg = cfg;
+    }
+
+    /// Decides where one packet goes; fills `self.targets`.
+    #[inline]
+    fn resolve(&mut self, m: &Mbuf, in_port: u16, port_idx: usize, now: u64) -> bool {
+        let st = &mut self.totals[port_idx];
+        let key = match parse_frame(m.data(), in_port) {
+            Ok(k) => k,
+            Err(e) => {
+                st.parse_errors[e as usize] += 1;
+                return false;
+            }
+        };
+        let hash = key.hash64();
+        let rule = match self.emc.lookup(&key, hash) {
+            Some(v) => {
+                st.emc_hits += 1;
+                v
+            }
+            None => {
+                st.emc_misses += 1;
+                let v = self.cfg.classifier.lookup(&key).unwrap_or(NO_RULE);
+                self.emc.insert(&key, hash, v);
+                v
+            }
+        };
+        self.targets.clear();
+        let actions: &[Action] = if rule == NO_RULE {
+            // With no rules the switch is a MAC-learning L2 switch; with rules, a miss drops.
+            if self.cfg.classifier.rules().is_empty() { &[Action::Normal] } else { &[] }
+        } else {
+            let hits = &mut self.rule_hits[rule as usize];
+            if hits.0 == 0 {
+                self.rules_touched.push(rule);
+            }
+            hits.0 += 1;
+            hits.1 += u64::from(m.pkt_len());
+            &self.cfg.classifier.rule(rule).actions
+        };
+        for action in actions {
+            match *action {
+                Action::Output(p) if p != in_port => self.targets.push(p),
+                Action::Output(_) | Action::Drop => {}
+                Action::Normal => {
+                    let vlan = key.vlan_tci();
+                    self.macs.learn(key.eth_src(), vlan, in_port, now);
+                    let dst = key.eth_dst();
+                    match (!is_multicast(dst)).then(|| self.macs.lookup(dst, vlan, now)).flatten() {
+                        Some(p) if p != in_port => self.targets.push(p),
+                        Some(_) => {}
+                        None => self.targets.extend(self.cfg.flood.iter().copied().filter(|&p| p != in_port)),
+                    }
+                }
+            }
+        }
+        true
+    }
+
+    #[inline]
+    fn enqueue(&mut self, port: u16, m: Mbuf) {
+        let p = port as usize;
+        if self.out[p].is_empty() {
+            self.dirty.push(port);
+        }
+        self.out_bytes[p] += u64::from(m.pkt_len());
+        self.out[p].push(m);
+    }
+
+    /// Classification stage for one batch.
+    #[inline]
+    fn classify(&mut self, batch: &[Mbuf], port_idx: usize, now: u64) -> u64 {
+        let in_port = self.cfg.rx_ports[port_idx].number;
+        let mut bytes = 0;
+        for &m in batch {
+            bytes += u64::from(m.pkt_len());
+            if !self.resolve(&m, in_port, port_idx, now) {
+                m.free();
+                continue;
+            }
+            if self.targets.is_empty() {
+                self.totals[port_idx].dropped_by_rules += 1;
+                m.free();
+                continue;
+            }
+            let last = self.targets.len() - 1;
+            for i in 0..last {
+                let target = self.targets[i];
+                match self.cfg.pool.copy(m) {
+                    Some(copy) => self.enqueue(target, copy),
+                    None => {
+                        if let Some(Some(tx)) = self.cfg.tx_ports.get(target as usize) {
+                            tx.counters.add_tx(0, 0, 1);
+                        }
+                    }
+                }
+            }
+            let target = self.targets[last];
+            self.enqueue(target, m);
+        }
+        for &rule in &self.rules_touched {
+            let (packets, bytes) = std::mem::take(&mut self.rule_hits[rule as usize]);
+            self.cfg.rule_counters.packets[rule as usize].fetch_add(packets, Ordering::Relaxed);
+            self.cfg.rule_counters.bytes[rule as usize].fetch_add(bytes, Ordering::Relaxed);
+        }
+        self.rules_touched.clear();
+        bytes
+    }
+
+    /// Egress stage: one tx burst per output port that has packets.
+    #[inline]
+    fn flush(&mut self) {
+        while let Some(port) = self.dirty.pop() {
+            let p = port as usize;
+            let mut pending = std::mem::take(&mut self.out[p]);
+            let bytes = std::mem::take(&mut self.out_bytes[p]);
+            match self.cfg.tx_ports.get(p).and_then(|t| t.as_ref()) {
+                None => free_bulk(&pending),
+                Some(tx) => {
+                    let _guard = self.cfg.shared_tx.then(|| SpinGuard::lock(&tx.lock));
+                    let mut sent = 0;
+                    for _ in 0..TX_RETRIES {
+                        let k = tx.eth.tx_burst(&mut pending[sent..]);
+                        sent += k;
+                        if sent == pending.len() || k == 0 {
+                            break;
+                        }
+                    }
+                    let unsent = &pending[sent..];
+                    let unsent_bytes: u64 = unsent.iter().map(|m| u64::from(m.pkt_len())).sum();
+                    tx.counters.add_tx(sent as u64, bytes - unsent_bytes, unsent.len() as u64);
+                    free_bulk(unsent);
+                }
+            }
+            pending.clear();
+            self.out[p] = pending;
+        }
+    }
+}
+
+/// Pins the calling thread to `core`.
+pub fn pin_to_core(core: usize) -> Result<(), String> {
+    // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes within it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(core, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(format!("cannot pin to core {core}: {}", std::io::Error::last_os_error()));
+        }
+    }
+    Ok(())
+}
+
+/// The PMD thread's body. Returns when told to quit.
+pub fn run(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<PmdCounters>) {
+    let mut pmd = Pmd::new(cfg, counters);
+    let mut batch = [Mbuf(std::ptr::NonNull::dangling()); MAX_BURST];
+    let mut pass: u64 = 0;
+    let mut t = rdtsc();
+    loop {
+        pass += 1;
+        let mut pass_had_packets = false;
+        for idx in 0..pmd.cfg.rx_ports.len() {
+            let eth = pmd.cfg.rx_ports[idx].eth;
+            let n = eth.rx_burst(&mut batch);
+            let t_rx = rdtsc();
+            if n == 0 {
+                let st = &mut pmd.totals[idx];
+                st.empty_polls += 1;
+                st.idle_cycles += t_rx - t;
+                pmd.pmd_totals.idle_cycles += t_rx - t;
+                t = t_rx;
+                continue;
+            }
+            pass_had_packets = true;
+            let bytes = pmd.classify(&batch[..n], idx, t_rx);
+            let t_classified = rdtsc();
+            pmd.flush();
+            let t_sent = rdtsc();
+            let st = &mut pmd.totals[idx];
+            st.rx_packets += n as u64;
+            st.rx_bytes += bytes;
+            st.batches += 1;
+            st.ingress_cycles += t_rx - t;
+            st.classify_cycles += t_classified - t_rx;
+            st.egress_cycles += t_sent - t_classified;
+            pmd.pmd_totals.busy_cycles += t_sent - t;
+            t = t_sent;
+        }
+        pmd.pmd_totals.passes += 1;
+        if pass % PUBLISH_EVERY_PASSES == 0 {
+            pmd.publish();
+        }
+        if !pass_had_packets || pass % CHECK_CONTROL_EVERY_PASSES == 0 {
+            match control.try_recv() {
+                Ok(PmdMessage::Config(cfg, ack)) => {
+                    pmd.install(cfg);
+                    let _ = ack.send(());
+                }
+                Ok(PmdMessage::Quit) | Err(TryRecvError::Disconnected) => break,
+                Err(TryRecvError::Empty) => {}
+            }
+            let now = rdtsc();
+            pmd.pmd_totals.idle_cycles += now - t;
+            t = now;
+        }
+        if pmd.cfg.rx_ports.is_empty() {
+            // Nothing to poll: wait for a configuration instead of spinning.
+            match control.recv_timeout(std::time::Duration::from_millis(10)) {
+                Ok(PmdMessage::Config(cfg, ack)) => {
+                    pmd.install(cfg);
+                    let _ = ack.send(());
+                }
+                Ok(PmdMessage::Quit) | Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            }
+            let now = rdtsc();
+            pmd.pmd_totals.idle_cycles += now - t;
+            t = now;
+        }
+    }
+    pmd.publish();
+}

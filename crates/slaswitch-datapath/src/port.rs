@@ -1,0 +1,158 @@
+//! Port types and how each becomes a DPDK device.
+//!
+//! | type                | device                          | options                             |
+//! |---------------------|---------------------------------|-------------------------------------|
+//! | `vhost-user`        | `net_vhost`, the switch serves  | `path` (default RUN_DIR/NAME.sock)  |
+//! | `vhost-user-client` | `net_vhost`, client, reconnects | `path` (required: the VM's socket)  |
+//! | `tap`               | `net_tap`, a kernel interface   | `iface` (default NAME)              |
+//! | `af-packet`         | `net_af_packet` on an interface | `iface` (required, e.g. a veth end) |
+//! | `null`              | `net_null`, a sink and source   |                                     |
+//! | `dpdk`              | a PCI NIC by devargs            | `devargs` (e.g. 0000:3b:00.0); the  |
+//! |                     |                                 | daemon must run with `--pci`        |
+//!
+//! Every type also takes `ofport_request` (the port number rules use), `rx_ring` and `tx_ring`
+//! (descriptors, default 2048).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PortType {
+    VhostUser,
+    VhostUserClient,
+    Tap,
+    AfPacket,
+    Null,
+    Dpdk,
+}
+
+impl PortType {
+    pub fn parse(s: &str) -> Result<PortType, String> {
+        Ok(match s {
+            "vhost-user" | "dpdkvhostuser" => PortType::VhostUser,
+            "vhost-user-client" | "dpdkvhostuserclient" => PortType::VhostUserClient,
+            "tap" => PortType::Tap,
+            "af-packet" | "af_packet" => PortType::AfPacket,
+            "null" => PortType::Null,
+            "dpdk" => PortType::Dpdk,
+            _ => return Err(format!("unknown port type '{s}' (vhost-user, vhost-user-client, tap, af-packet, null, dpdk)")),
+        })
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            PortType::VhostUser => "vhost-user",
+            PortType::VhostUserClient => "vhost-user-client",
+            PortType::Tap => "tap",
+            PortType::AfPacket => "af-packet",
+            PortType::Null => "null",
+            PortType::Dpdk => "dpdk",
+        }
+    }
+
+    fn allowed_options(&self) -> &'static [&'static str] {
+        match self {
+            PortType::VhostUser | PortType::VhostUserClient => &["path"],
+            PortType::Tap | PortType::AfPacket => &["iface"],
+            PortType::Null => &[],
+            PortType::Dpdk => &["devargs"],
+        }
+    }
+}
+
+/// Options every port type takes.
+pub const COMMON_OPTIONS: &[&str] = &["ofport_request", "rx_ring", "tx_ring", "pmd"];
+
+/// A port as configured (and persisted).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortSpec {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub port_type: PortType,
+    /// The port number rules refer to (OpenFlow's ofport).
+    pub number: u16,
+    #[serde(default)]
+    pub options: BTreeMap<String, String>,
+}
+
+/// How to create the DPDK device for a port.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceRecipe {
+    /// vdev name, or the PCI device name for `dpdk`.
+    pub device: String,
+    pub args: String,
+    pub is_vdev: bool,
+}
+
+fn valid_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > 15 {
+        return Err(format!("port name '{name}' must be 1 to 15 characters (it may become an interface name)"));
+    }
+    if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+        return Err(format!("port name '{name}' may only hold letters, digits, '-' and '_'"));
+    }
+    Ok(())
+}
+
+pub fn ring_option(options: &BTreeMap<String, String>, key: &str) -> Result<u16, String> {
+    match options.get(key) {
+        None => Ok(2048),
+        Some(v) => match v.parse::<u16>() {
+            Ok(n) if (64..=32768).contains(&n) && n.is_power_of_two() => Ok(n),
+            _ => Err(format!("{key}={v}: must be a power of two from 64 to 32768")),
+        },
+    }
+}
+
+impl PortSpec {
+    /// Checks names and options; `number` is filled in by the caller.
+    pub fn validate(&self) -> Result<(), String> {
+        valid_name(&self.name)?;
+        for key in self.options.keys() {
+            if !COMMON_OPTIONS.contains(&key.as_str()) && !self.port_type.allowed_options().contains(&key.as_str()) {
+                let mut known: Vec<&str> = COMMON_OPTIONS.to_vec();
+                known.extend(self.port_type.allowed_options());
+                return Err(format!("{} port {}: unknown option '{key}' (known: {})", self.port_type.name(), self.name, known.join(", ")));
+            }
+        }
+        ring_option(&self.options, "rx_ring")?;
+        ring_option(&self.options, "tx_ring")?;
+        match self.port_type {
+            PortType::VhostUserClient if !self.options.contains_key("path") => {
+                Err(format!("vhost-user-client port {} needs path=SOCKET (the VM's vhost-user socket)", self.name))
+            }
+            PortType::AfPacket if !self.options.contains_key("iface") => {
+                Err(format!("af-packet port {} needs iface=INTERFACE", self.name))
+            }
+            PortType::Dpdk if !self.options.contains_key("devargs") => Err(format!("dpdk port {} needs devargs=PCI_ADDRESS", self.name)),
+            _ => Ok(()),
+        }
+    }
+
+    pub fn socket_path(&self, run_dir: &Path) -> Option<String> {
+        match self.port_type {
+            PortType::VhostUser => Some(
+                self.options.get("path").cloned().unwrap_or_else(|| run_dir.join(format!("{}.sock", self.name)).display().to_string()),
+            ),
+            PortType::VhostUserClient => self.options.get("path").cloned(),
+            _ => None,
+        }
+    }
+
+    /// The DPDK device for this port. vdev names carry the port number, so they are unique.
+    pub fn recipe(&self, run_dir: &Path) -> DeviceRecipe {
+        let n = self.number;
+        let vdev = |driver: &str, args: String| DeviceRecipe { device: format!("{driver}_ss{n}"), args, is_vdev: true };
+        match self.port_type {
+            PortType::VhostUser => vdev("net_vhost", format!("iface={},queues=1,client=0", self.socket_path(run_dir).expect("vhost path"))),
+            PortType::VhostUserClient => vdev("net_vhost", format!("iface={},queues=1,client=1", self.socket_path(run_dir).expect("vhost path"))),
+            PortType::Tap => vdev("net_tap", format!("iface={}", self.options.get("iface").unwrap_or(&self.name))),
+            PortType::AfPacket => vdev("net_af_packet", format!("iface={},qpairs=1", self.options["iface"])),
+            PortType::Null => vdev("net_null", String::new()),
+            PortType::Dpdk => DeviceRecipe { device: self.options["devargs"].clone(), args: String::new(), is_vdev: false },
+        }
+    }
+}

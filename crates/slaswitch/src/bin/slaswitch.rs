@@ -1,0 +1,120 @@
+//! slaswitch: the command line for slaswitchd, with verbs in the style of ovs-vsctl/ovs-appctl.
+
+use std::path::PathBuf;
+
+use serde_json::{json, Value};
+use slaswitch::args::{key_values, Args};
+use slaswitch::control::{default_socket, request};
+
+const USAGE: &str = "usage: slaswitch [--socket PATH] COMMAND [ARGS] [--json]
+  add-port NAME TYPE [KEY=VALUE...]   TYPE: vhost-user, vhost-user-client, tap, af-packet, null, dpdk
+  del-port NAME
+  set-port NAME KEY=VALUE...
+  list-ports
+  add-flow FLOW                       e.g. \"priority=10,in_port=vm1,actions=output:uplink\"
+  del-flows [MATCH] [--strict]
+  dump-flows
+  port-stats [NAME]
+  pmd-stats                           per port: Kpps, Mbps, cycles/packet by stage, PMD share, EMC hits
+  show                                the persisted configuration
+The socket defaults to $SLASWITCH_SOCKET or /var/run/slaswitch/slaswitchd.ctl.";
+
+fn main() {
+    match run() {
+        Ok(()) => {}
+        Err(e) => {
+            eprintln!("slaswitch: {e}");
+            std::process::exit(1);
+        }
+    }
+}
+
+fn need<'a>(words: &'a [String], i: usize, what: &str) -> Result<&'a str, String> {
+    words.get(i).map(String::as_str).ok_or_else(|| format!("missing {what}\n{USAGE}"))
+}
+
+fn run() -> Result<(), String> {
+    let a = Args::parse(std::env::args().skip(1), &["socket"], &["json", "strict", "help"])?;
+    if a.flag("help") || a.positional.is_empty() {
+        println!("{USAGE}");
+        return if a.flag("help") { Ok(()) } else { Err("no command given".into()) };
+    }
+    let socket = PathBuf::from(a.get("socket").map(str::to_string).unwrap_or_else(default_socket));
+    let w = &a.positional;
+    let verb = w[0].as_str();
+    let req = match verb {
+        "add-port" => json!({"cmd": verb, "name": need(w, 1, "port name")?, "type": need(w, 2, "port type")?, "options": key_values(&w[3..])?}),
+        "del-port" => json!({"cmd": verb, "name": need(w, 1, "port name")?}),
+        "set-port" => json!({"cmd": verb, "name": need(w, 1, "port name")?, "options": key_values(&w[2..])?}),
+        "add-flow" => json!({"cmd": verb, "flow": need(w, 1, "flow")?}),
+        "del-flows" => json!({"cmd": verb, "match": w.get(1), "strict": a.flag("strict")}),
+        "port-stats" => json!({"cmd": verb, "name": w.get(1)}),
+        "list-ports" | "dump-flows" | "pmd-stats" | "show" => json!({"cmd": verb}),
+        other => return Err(format!("unknown command '{other}'\n{USAGE}")),
+    };
+    let result = request(&socket, &req)?;
+    if a.flag("json") || verb == "show" {
+        println!("{}", serde_json::to_string_pretty(&result).expect("JSON"));
+        return Ok(());
+    }
+    print!("{}", render(verb, &result));
+    Ok(())
+}
+
+fn f(v: &Value) -> String {
+    match v {
+        Value::Number(n) => n.as_f64().map_or(n.to_string(), |x| if x.fract() == 0.0 { format!("{x}") } else { format!("{x:.1}") }),
+        Value::Null => "-".into(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn render(verb: &str, r: &Value) -> String {
+    let mut out = String::new();
+    match verb {
+        "add-port" => out += &format!("port {} is number {}{}\n", f(&r["name"]), f(&r["number"]), r["socket"].as_str().map_or(String::new(), |s| format!(", socket {s}"))),
+        "list-ports" => {
+            out += &format!("{:<16} {:>4}  {:<18} {:>4}  {:<5} {}\n", "PORT", "NUM", "TYPE", "PMD", "LINK", "STATE / SOCKET");
+            for p in r.as_array().into_iter().flatten() {
+                out += &format!(
+                    "{:<16} {:>4}  {:<18} {:>4}  {:<5} {}\n",
+                    f(&p["name"]), f(&p["number"]), f(&p["type"]), f(&p["pmd_core"]),
+                    if p["link_up"].as_bool() == Some(true) { "up" } else { "down" },
+                    if p["state"] == "up" { p["socket"].as_str().unwrap_or("").to_string() } else { f(&p["state"]) }
+                );
+            }
+        }
+        "dump-flows" => {
+            for fl in r.as_array().into_iter().flatten() {
+                out += &format!(" n_packets={}, n_bytes={}, {}\n", f(&fl["packets"]), f(&fl["bytes"]), f(&fl["flow"]));
+            }
+        }
+        "port-stats" => {
+            for p in r["ports"].as_array().into_iter().flatten() {
+                let rx = &p["rx"];
+                let errors: u64 = rx["parse_errors"].as_array().into_iter().flatten().filter_map(Value::as_u64).sum();
+                out += &format!("port {} ({}):\n  RX packets:{} bytes:{} malformed:{} rule-drops:{} ring-overruns:{}\n  TX packets:{} bytes:{} dropped:{}\n",
+                    f(&p["number"]), f(&p["name"]), f(&rx["rx_packets"]), f(&rx["rx_bytes"]), errors, f(&rx["dropped_by_rules"]), f(&p["device_rx_missed"]),
+                    f(&p["tx_packets"]), f(&p["tx_bytes"]), f(&p["tx_dropped"]));
+            }
+        }
+        "pmd-stats" => {
+            for pmd in r["pmds"].as_array().into_iter().flatten() {
+                let (busy, idle) = (pmd["busy_cycles"].as_f64().unwrap_or(0.0), pmd["idle_cycles"].as_f64().unwrap_or(0.0));
+                out += &format!("pmd thread core {}:\n  busy {:.1}% (last interval {}%), busy cycles {} = per-port stage cycles {}\n",
+                    f(&pmd["core"]), if busy + idle > 0.0 { busy * 100.0 / (busy + idle) } else { 0.0 },
+                    pmd["busy_pct_interval"].as_f64().map_or("-".into(), |x| format!("{x:.1}")), f(&pmd["busy_cycles"]), f(&pmd["stage_cycles_sum"]));
+                out += &format!("  {:<14} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>7} {:>7}\n", "port", "Kpps", "Mbps", "ingress", "classify", "egress", "cyc/pkt", "share%", "emc%");
+                for p in pmd["ports"].as_array().into_iter().flatten() {
+                    let i = &p["interval"];
+                    let c = &i["cycles_per_packet"];
+                    out += &format!("  {:<14} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>7} {:>7}\n", f(&p["name"]), f(&i["rx_kpps"]), f(&i["rx_mbps"]),
+                        f(&c["ingress"]), f(&c["classification"]), f(&c["egress"]), f(&c["total"]), f(&i["pmd_share_pct"]), f(&i["emc_hit_pct"]));
+                }
+            }
+        }
+        _ => out += &format!("{}\n", serde_json::to_string(r).expect("JSON")),
+    }
+    out
+}

@@ -1,0 +1,76 @@
+//! slaswitchd: the switch daemon. Runs in the foreground until SIGINT or SIGTERM.
+//!
+//! slaswitchd [--pmd-cores 0[,1...]] [--main-core N] [--run-dir DIR] [--db FILE]
+//!            [--file-prefix NAME] [--metrics ADDR | --no-metrics] [--mbufs N] [--no-huge] [--pci]
+
+use std::path::PathBuf;
+
+use slaswitch::args::Args;
+use slaswitch::control::{DEFAULT_RUN_DIR, SOCKET_NAME};
+use slaswitch::daemon::{config::ConfigStore, install_signal_handlers, serve, Daemon};
+use slaswitch_datapath::{Datapath, DatapathSettings};
+
+const USAGE: &str = "usage: slaswitchd [--pmd-cores LIST] [--main-core N] [--run-dir DIR] [--db FILE] [--file-prefix NAME]
+                  [--metrics ADDR | --no-metrics] [--mbufs N] [--mac-age SECS] [--no-huge] [--pci]
+  --pmd-cores   cores of the PMD threads, comma-separated (default 0)
+  --main-core   core of the control thread (default: the last core not used by a PMD)
+  --run-dir     control socket and default vhost-user sockets (default /var/run/slaswitch)
+  --db          persisted configuration (default /var/lib/slaswitch/conf.json)
+  --file-prefix DPDK EAL file prefix, so instances and OVS can run side by side (default slaswitch)
+  --metrics     Prometheus endpoint (default 127.0.0.1:9477)";
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("slaswitchd: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<(), String> {
+    let a = Args::parse(
+        std::env::args().skip(1),
+        &["pmd-cores", "main-core", "run-dir", "db", "file-prefix", "metrics", "mbufs", "mac-age"],
+        &["no-huge", "pci", "no-metrics", "help"],
+    )
+    .map_err(|e| format!("{e}\n{USAGE}"))?;
+    if a.flag("help") {
+        println!("{USAGE}");
+        return Ok(());
+    }
+    if let Some(extra) = a.positional.first() {
+        return Err(format!("unexpected argument '{extra}'\n{USAGE}"));
+    }
+    let pmd_cores: Vec<usize> = a
+        .get("pmd-cores")
+        .unwrap_or("0")
+        .split(',')
+        .map(|c| c.trim().parse().map_err(|_| format!("--pmd-cores: '{c}' is not a core number")))
+        .collect::<Result<_, _>>()?;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let default_main = (0..cores).rev().find(|c| !pmd_cores.contains(c)).unwrap_or(0);
+    let run_dir = PathBuf::from(a.get("run-dir").unwrap_or(DEFAULT_RUN_DIR));
+    let settings = DatapathSettings {
+        pmd_cores,
+        main_core: a.parsed("main-core", default_main)?,
+        file_prefix: a.get("file-prefix").unwrap_or("slaswitch").to_string(),
+        run_dir: run_dir.clone(),
+        mbufs: a.parsed("mbufs", 65535)?,
+        hugepages: !a.flag("no-huge"),
+        pci: a.flag("pci"),
+        mac_max_age_secs: a.parsed("mac-age", 300)?,
+    };
+    let store = ConfigStore::new(PathBuf::from(a.get("db").unwrap_or("/var/lib/slaswitch/conf.json")));
+    let metrics = if a.flag("no-metrics") { None } else { Some(a.get("metrics").unwrap_or("127.0.0.1:9477").to_string()) };
+    install_signal_handlers();
+    let dp = Datapath::start(settings.clone())?;
+    let daemon = Daemon::start(dp, store)?;
+    let socket = run_dir.join(SOCKET_NAME);
+    eprintln!(
+        "slaswitchd: ready; PMD cores {:?}, control core {}, control socket {}{}",
+        settings.pmd_cores,
+        settings.main_core,
+        socket.display(),
+        metrics.as_ref().map_or(String::new(), |m| format!(", metrics http://{m}/metrics"))
+    );
+    serve(daemon, socket, metrics)
+}

@@ -1,0 +1,46 @@
+//! The persisted configuration: ports and flows, written atomically (temp file + rename) after
+//! every change that succeeded, and replayed at start so the daemon restarts into the same state.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use slaswitch_datapath::PortSpec;
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SavedConfig {
+    pub ports: Vec<PortSpec>,
+    /// Flows as `add-flow` text, with port names.
+    pub flows: Vec<String>,
+}
+
+pub struct ConfigStore {
+    path: PathBuf,
+}
+
+impl ConfigStore {
+    pub fn new(path: PathBuf) -> Self {
+        ConfigStore { path }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn load(&self) -> Result<SavedConfig, String> {
+        match std::fs::read_to_string(&self.path) {
+            Ok(text) => serde_json::from_str(&text).map_err(|e| format!("{} is not a valid slaswitch configuration: {e}", self.path.display())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(SavedConfig::default()),
+            Err(e) => Err(format!("cannot read {}: {e}", self.path.display())),
+        }
+    }
+
+    pub fn save(&self, config: &SavedConfig) -> Result<(), String> {
+        if let Some(dir) = self.path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        }
+        let tmp = self.path.with_extension("tmp");
+        let text = serde_json::to_string_pretty(config).expect("config serialises");
+        std::fs::write(&tmp, text).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+        std::fs::rename(&tmp, &self.path).map_err(|e| format!("cannot replace {}: {e}", self.path.display()))
+    }
+}

@@ -1,0 +1,56 @@
+//! Prometheus exposition of every counter the switch keeps, served on a loopback port
+//! (`GET /metrics`, text format 0.0.4).
+
+use std::fmt::Write as _;
+
+use slaswitch_classifier::parse::ParseError;
+use slaswitch_datapath::{FlowStats, PmdStats, PortStats};
+
+fn escape(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('"', "\\\"")
+}
+
+pub fn render(ports: &[PortStats], pmds: &[PmdStats], flows: &[FlowStats], tsc_hz: u64) -> String {
+    let mut out = String::new();
+    let mut family = |name: &str, kind: &str, help: &str, samples: Vec<(String, u64)>| {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for (labels, v) in samples {
+            let _ = writeln!(out, "{name}{{{labels}}} {v}");
+        }
+    };
+    let per_port = |f: &dyn Fn(&PortStats) -> u64| ports.iter().map(|p| (format!("port=\"{}\"", escape(&p.name)), f(p))).collect::<Vec<_>>();
+    family("slaswitch_port_rx_packets_total", "counter", "Packets received on the port.", per_port(&|p| p.rx.rx_packets));
+    family("slaswitch_port_rx_bytes_total", "counter", "Bytes received on the port.", per_port(&|p| p.rx.rx_bytes));
+    family("slaswitch_port_tx_packets_total", "counter", "Packets transmitted on the port.", per_port(&|p| p.tx_packets));
+    family("slaswitch_port_tx_bytes_total", "counter", "Bytes transmitted on the port.", per_port(&|p| p.tx_bytes));
+    family("slaswitch_port_tx_dropped_total", "counter", "Packets the port did not take.", per_port(&|p| p.tx_dropped));
+    family("slaswitch_port_rule_dropped_total", "counter", "Packets from the port dropped by a rule or a table miss.", per_port(&|p| p.rx.dropped_by_rules));
+    family("slaswitch_port_link_up", "gauge", "1 when the port's link is up.", per_port(&|p| u64::from(p.link_up)));
+    let mut stages = Vec::new();
+    for p in ports {
+        for (stage, v) in [("ingress", p.rx.ingress_cycles), ("classification", p.rx.classify_cycles), ("egress", p.rx.egress_cycles), ("idle", p.rx.idle_cycles)] {
+            stages.push((format!("port=\"{}\",stage=\"{stage}\"", escape(&p.name)), v));
+        }
+    }
+    family("slaswitch_port_cycles_total", "counter", "TSC cycles the PMD spent on the port, per stage (idle: empty polls).", stages);
+    let mut errors = Vec::new();
+    for p in ports {
+        for kind in ParseError::ALL {
+            errors.push((format!("port=\"{}\",kind=\"{}\"", escape(&p.name), kind.name()), p.rx.parse_errors[kind as usize]));
+        }
+    }
+    family("slaswitch_port_parse_errors_total", "counter", "Malformed frames dropped, by kind.", errors);
+    family("slaswitch_port_emc_hits_total", "counter", "Exact-match cache hits for the port's packets.", per_port(&|p| p.rx.emc_hits));
+    family("slaswitch_port_emc_misses_total", "counter", "Exact-match cache misses for the port's packets.", per_port(&|p| p.rx.emc_misses));
+    let mut pmd_cycles = Vec::new();
+    for p in pmds {
+        pmd_cycles.push((format!("core=\"{}\",state=\"busy\"", p.core), p.totals.busy_cycles));
+        pmd_cycles.push((format!("core=\"{}\",state=\"idle\"", p.core), p.totals.idle_cycles));
+    }
+    family("slaswitch_pmd_cycles_total", "counter", "TSC cycles of each PMD thread, busy or idle.", pmd_cycles);
+    family("slaswitch_tsc_hz", "gauge", "TSC frequency, to turn cycles into seconds.", vec![(String::new(), tsc_hz)]);
+    let flow = |f: &FlowStats| format!("flow=\"{}\"", escape(&f.flow));
+    family("slaswitch_flow_packets_total", "counter", "Packets that matched the flow.", flows.iter().map(|f| (flow(f), f.packets)).collect());
+    family("slaswitch_flow_bytes_total", "counter", "Bytes that matched the flow.", flows.iter().map(|f| (flow(f), f.bytes)).collect());
+    out.replace("{}", "")
+}

@@ -1,0 +1,6 @@
+//! slaswitch's programs: the daemon, its CLI and the emulated VM.
+
+pub mod args;
+pub mod control;
+pub mod daemon;
+pub mod tenant;
