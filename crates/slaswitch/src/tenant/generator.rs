@@ -1,0 +1,164 @@
+//! The sending side: every VM of the process is served in turn in one loop, so many VMs are
+//! really busy at the same time from one core (separate busy-polling processes sharing a core
+//! would take turns of milliseconds and never compete inside the switch). Pacing is in software
+//! from the TSC: each VM may send what its phase's rate allows since the phase began.
+
+use serde::Serialize;
+use slaswitch_dpdk::{free_bulk, rdtsc, EthPort, Mbuf, Mempool, MAX_BURST};
+
+use super::frames::{ip_for, mac_for, sender_id, stamp, write_frame};
+use super::phase::{Phase, Size, IMIX_PATTERN};
+
+pub struct GenVm {
+    pub name: String,
+    pub port: EthPort,
+    pub phases: Vec<Phase>,
+    mac: [u8; 6],
+    ip: [u8; 4],
+    id: u16,
+    seq: u64,
+    flow: u32,
+    imix_pos: usize,
+    /// (phase index, packets sent in it)
+    current: Option<(usize, u64)>,
+    pub sent_packets: u64,
+    pub sent_bytes: u64,
+    pub tx_full: u64,
+    interval_packets: u64,
+    interval_bytes: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct GenRecord {
+    pub t_secs: f64,
+    pub vm: String,
+    pub packets: u64,
+    pub bytes: u64,
+    pub kpps: f64,
+    pub mbps: f64,
+}
+
+impl GenVm {
+    pub fn new(name: &str, port: EthPort, phases: Vec<Phase>) -> GenVm {
+        GenVm {
+            name: name.to_string(),
+            port,
+            phases,
+            mac: mac_for(name),
+            ip: ip_for(name),
+            id: sender_id(name),
+            seq: 0,
+            flow: 0,
+            imix_pos: 0,
+            current: None,
+            sent_packets: 0,
+            sent_bytes: 0,
+            tx_full: 0,
+            interval_packets: 0,
+            interval_bytes: 0,
+        }
+    }
+
+    fn next_size(&mut self, size: Size) -> u16 {
+        match size {
+            Size::Fixed(s) => s,
+            Size::Imix => {
+                self.imix_pos = (self.imix_pos + 1) % IMIX_PATTERN.len();
+                IMIX_PATTERN[self.imix_pos]
+            }
+        }
+    }
+
+    /// Sends what the active phase allows at `t_secs`; returns packets sent.
+    fn step(&mut self, pool: &Mempool, t_secs: f64, tsc: u64) -> usize {
+        let Some(idx) = self.phases.iter().position(|p| t_secs >= p.start_secs && t_secs < p.end_secs()) else {
+            self.current = None;
+            return 0;
+        };
+        if self.current.map(|(i, _)| i) != Some(idx) {
+            self.current = Some((idx, 0));
+        }
+        let phase = self.phases[idx].clone();
+        let sent_in_phase = self.current.expect("set").1;
+        let want = match phase.target_pps() {
+            None => MAX_BURST,
+            Some(pps) => {
+                let due = ((t_secs - phase.start_secs) * pps) as u64;
+                due.saturating_sub(sent_in_phase).min(MAX_BURST as u64) as usize
+            }
+        };
+        if want == 0 {
+            return 0;
+        }
+        let mut batch = [Mbuf(std::ptr::NonNull::dangling()); MAX_BURST];
+        if !pool.alloc_bulk(&mut batch[..want]) {
+            return 0;
+        }
+        let mut bytes = 0u64;
+        for m in batch[..want].iter_mut() {
+            let len = self.next_size(phase.size);
+            m.set_len(len);
+            let flow = self.flow;
+            self.flow = (self.flow + 1) % phase.flows;
+            let buf = m.data_mut();
+            write_frame(buf, self.mac, self.ip, phase.dst_mac, phase.dst_ip, flow);
+            self.seq += 1;
+            stamp(buf, self.id, self.seq, tsc);
+            bytes += u64::from(len);
+        }
+        let sent = self.port.tx_burst(&mut batch[..want]);
+        if sent < want {
+            let unsent_bytes: u64 = batch[sent..want].iter().map(|m| u64::from(m.pkt_len())).sum();
+            bytes -= unsent_bytes;
+            free_bulk(&batch[sent..want]);
+            self.tx_full += (want - sent) as u64;
+        }
+        // Count what was offered against the pace, so a full ring does not make the VM burst later.
+        if let Some((_, n)) = self.current.as_mut() {
+            *n += want as u64;
+        }
+        self.sent_packets += sent as u64;
+        self.sent_bytes += bytes;
+        self.interval_packets += sent as u64;
+        self.interval_bytes += bytes;
+        sent
+    }
+}
+
+/// Runs every VM's phases for `duration_secs`, reporting each `interval_secs`.
+pub fn run(vms: &mut [GenVm], pool: &Mempool, tsc_hz: u64, duration_secs: f64, interval_secs: f64, mut report: impl FnMut(&GenRecord)) {
+    let start = rdtsc();
+    let hz = tsc_hz as f64;
+    let mut next_report = interval_secs;
+    loop {
+        let tsc = rdtsc();
+        let t = (tsc - start) as f64 / hz;
+        if t >= duration_secs {
+            break;
+        }
+        for vm in vms.iter_mut() {
+            vm.step(pool, t, tsc);
+        }
+        // Drain anything the switch sends back (e.g. floods) so the rings do not fill.
+        let mut rx = [Mbuf(std::ptr::NonNull::dangling()); MAX_BURST];
+        for vm in vms.iter() {
+            let n = vm.port.rx_burst(&mut rx);
+            free_bulk(&rx[..n]);
+        }
+        if t >= next_report {
+            for vm in vms.iter_mut() {
+                report(&GenRecord {
+                    t_secs: next_report,
+                    vm: vm.name.clone(),
+                    packets: vm.interval_packets,
+                    bytes: vm.interval_bytes,
+                    kpps: vm.interval_packets as f64 / interval_secs / 1e3,
+                    mbps: vm.interval_bytes as f64 * 8.0 / interval_secs / 1e6,
+                });
+                vm.interval_packets = 0;
+                vm.interval_bytes = 0;
+            }
+            next_report += interval_secs;
+        }
+    }
+}

@@ -1,0 +1,136 @@
+//! Traffic phases: when a VM sends, what and how fast.
+//! Text form: `start=0,dur=10,size=64,rate=1mpps,flows=1,dst-mac=02:..,dst-ip=10.0.0.2,vm=vm1`
+//! (`size` a frame length in bytes without FCS, or `imix`; `rate` as `NNpps`, `NNkpps`, `NNmpps`,
+//! `NNbps`, `NNkbps`, `NNmbps`, `NNgbps` of frame bytes, or `max`; `vm` omitted: every VM).
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Size {
+    Fixed(u16),
+    /// Simple IMIX: 7 x 60, 4 x 590, 1 x 1514 bytes (64/594/1518 with FCS).
+    Imix,
+}
+
+pub const IMIX_PATTERN: [u16; 12] = [60, 60, 60, 60, 60, 60, 60, 590, 590, 590, 590, 1514];
+
+impl Size {
+    pub fn mean_bytes(&self) -> f64 {
+        match self {
+            Size::Fixed(s) => f64::from(*s),
+            Size::Imix => IMIX_PATTERN.iter().map(|&s| f64::from(s)).sum::<f64>() / IMIX_PATTERN.len() as f64,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Rate {
+    Pps(f64),
+    Bps(f64),
+    Max,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Phase {
+    pub start_secs: f64,
+    pub duration_secs: f64,
+    pub size: Size,
+    pub rate: Rate,
+    pub flows: u32,
+    pub dst_mac: [u8; 6],
+    pub dst_ip: [u8; 4],
+    /// The VM that sends this phase; `None`: every VM.
+    pub vm: Option<String>,
+}
+
+impl Phase {
+    /// Packets per second this phase asks for (`None`: as fast as possible).
+    pub fn target_pps(&self) -> Option<f64> {
+        match self.rate {
+            Rate::Pps(p) => Some(p),
+            Rate::Bps(b) => Some(b / 8.0 / self.size.mean_bytes()),
+            Rate::Max => None,
+        }
+    }
+
+    pub fn end_secs(&self) -> f64 {
+        self.start_secs + self.duration_secs
+    }
+}
+
+pub fn parse_mac(s: &str) -> Result<[u8; 6], String> {
+    let parts: Vec<u8> = s.split(':').map(|p| u8::from_str_radix(p, 16)).collect::<Result<_, _>>().map_err(|_| format!("'{s}' is not a MAC address"))?;
+    parts.try_into().map_err(|_| format!("'{s}' is not a MAC address"))
+}
+
+fn parse_rate(s: &str) -> Result<Rate, String> {
+    if s == "max" {
+        return Ok(Rate::Max);
+    }
+    let lower = s.to_ascii_lowercase();
+    let units: [(&str, f64, bool); 8] = [
+        ("mpps", 1e6, true), ("kpps", 1e3, true), ("pps", 1.0, true),
+        ("gbps", 1e9, false), ("mbps", 1e6, false), ("kbps", 1e3, false), ("bps", 1.0, false), ("", 1.0, true),
+    ];
+    for (suffix, scale, pps) in units {
+        if let Some(num) = lower.strip_suffix(suffix) {
+            if let Ok(v) = num.parse::<f64>() {
+                if v <= 0.0 || !v.is_finite() {
+                    return Err(format!("rate '{s}' must be positive"));
+                }
+                return Ok(if pps { Rate::Pps(v * scale) } else { Rate::Bps(v * scale) });
+            }
+        }
+    }
+    Err(format!("rate '{s}': use e.g. 1mpps, 500kpps, 2gbps, 800mbps or max"))
+}
+
+impl std::str::FromStr for Phase {
+    type Err = String;
+    fn from_str(spec: &str) -> Result<Phase, String> {
+        let mut p = Phase {
+            start_secs: 0.0,
+            duration_secs: f64::INFINITY,
+            size: Size::Fixed(64),
+            rate: Rate::Max,
+            flows: 1,
+            dst_mac: [0xff; 6],
+            dst_ip: [10, 255, 255, 254],
+            vm: None,
+        };
+        for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let (k, v) = item.split_once('=').ok_or_else(|| format!("phase item '{item}' is not key=value"))?;
+            let num = |v: &str| v.parse::<f64>().map_err(|_| format!("{k}={v}: not a number"));
+            match k {
+                "start" => p.start_secs = num(v)?,
+                "dur" | "duration" => p.duration_secs = num(v)?,
+                "size" => {
+                    p.size = if v == "imix" {
+                        Size::Imix
+                    } else {
+                        let s: u16 = v.parse().map_err(|_| format!("size={v}: a frame length or imix"))?;
+                        if !(60..=1514).contains(&s) {
+                            return Err(format!("size={s}: frames are 60 to 1514 bytes (without FCS)"));
+                        }
+                        Size::Fixed(s)
+                    }
+                }
+                "rate" => p.rate = parse_rate(v)?,
+                "flows" => {
+                    p.flows = v.parse().ok().filter(|&f| f >= 1).ok_or_else(|| format!("flows={v}: at least 1"))?;
+                }
+                "dst-mac" => p.dst_mac = parse_mac(v)?,
+                "dst-ip" => {
+                    let ip: std::net::Ipv4Addr = v.parse().map_err(|_| format!("dst-ip={v}: not an IPv4 address"))?;
+                    p.dst_ip = ip.octets();
+                }
+                "vm" => p.vm = Some(v.to_string()),
+                other => return Err(format!("unknown phase key '{other}' (start, dur, size, rate, flows, dst-mac, dst-ip, vm)")),
+            }
+        }
+        if p.start_secs < 0.0 || p.duration_secs <= 0.0 {
+            return Err(format!("phase '{spec}': start must be >= 0 and dur > 0"));
+        }
+        Ok(p)
+    }
+}
