@@ -12,6 +12,7 @@ const USAGE: &str = "usage: slaswitch [--socket PATH] COMMAND [ARGS] [--json]
   set-port NAME KEY=VALUE...
   list-ports
   add-flow FLOW                       e.g. \"priority=10,in_port=vm1,actions=output:uplink\"
+  add-flows FILE                      one flow per line (# comments), added all or none
   del-flows [MATCH] [--strict]
   dump-flows
   port-stats [NAME]
@@ -47,6 +48,12 @@ fn run() -> Result<(), String> {
         "del-port" => json!({"cmd": verb, "name": need(w, 1, "port name")?}),
         "set-port" => json!({"cmd": verb, "name": need(w, 1, "port name")?, "options": key_values(&w[2..])?}),
         "add-flow" => json!({"cmd": verb, "flow": need(w, 1, "flow")?}),
+        "add-flows" => {
+            let path = need(w, 1, "file of flows")?;
+            let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+            let flows: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).collect();
+            json!({"cmd": "add-flow", "flows": flows})
+        }
         "del-flows" => json!({"cmd": verb, "match": w.get(1), "strict": a.flag("strict")}),
         "port-stats" => json!({"cmd": verb, "name": w.get(1)}),
         "list-ports" | "dump-flows" | "pmd-stats" | "show" => json!({"cmd": verb}),

@@ -1,0 +1,199 @@
+//! Starts real slaswitchd and slaswitch-tenant processes for integration tests. Each test gets
+//! its own run directory, EAL file prefix and configuration file, and everything it starts is
+//! stopped when the guard drops (also on panic).
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// One test at a time: they share the PMD core, the VM core and hugepages.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+pub fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// True when this machine can run the data plane (root, hugepages); else the test says why and
+/// returns early. CI runs as root and `scripts/test` sets hugepages up.
+pub fn can_run() -> bool {
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIP: the data-plane tests need root");
+        return false;
+    }
+    let (total, _, mounted) = slaswitch_dpdk::hugepage_status();
+    if total == 0 || !mounted {
+        eprintln!("SKIP: no hugepages (scripts/test sets them up)");
+        return false;
+    }
+    true
+}
+
+pub const DAEMON: &str = env!("CARGO_BIN_EXE_slaswitchd");
+pub const CLI: &str = env!("CARGO_BIN_EXE_slaswitch");
+pub const TENANT: &str = env!("CARGO_BIN_EXE_slaswitch-tenant");
+
+pub struct Switch {
+    pub dir: PathBuf,
+    pub name: String,
+    child: Option<Child>,
+    extra: Vec<String>,
+}
+
+impl Switch {
+    pub fn start(name: &str, extra: &[&str]) -> Switch {
+        let dir = std::env::temp_dir().join(format!("slaswitch-it-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut s = Switch { dir, name: name.to_string(), child: None, extra: extra.iter().map(|s| s.to_string()).collect() };
+        s.spawn();
+        s
+    }
+
+    pub fn socket(&self) -> PathBuf {
+        self.dir.join("slaswitchd.ctl")
+    }
+
+    fn spawn(&mut self) {
+        let _ = std::fs::remove_file(self.socket());
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join("slaswitchd.log")).unwrap();
+        let mut cmd = Command::new(DAEMON);
+        cmd.args(["--pmd-cores", "0", "--main-core", "1", "--run-dir"]).arg(&self.dir).arg("--db").arg(self.dir.join("conf.json"));
+        cmd.args(["--file-prefix", &format!("ssit-{}", self.name)]).args(&self.extra);
+        if !self.extra.iter().any(|e| e.starts_with("--metrics")) {
+            cmd.arg("--no-metrics");
+        }
+        let child = cmd.stdout(Stdio::null()).stderr(log).spawn().expect("start slaswitchd");
+        self.child = Some(child);
+        let t = Instant::now();
+        while !self.socket().exists() {
+            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("slaswitchd exited ({status}): {}", self.log());
+            }
+            assert!(t.elapsed() < Duration::from_secs(30), "slaswitchd did not come up: {}", self.log());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("slaswitchd.log")).unwrap_or_default()
+    }
+
+    /// Stops the daemon with SIGTERM and waits for it.
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            let t = Instant::now();
+            while c.try_wait().unwrap().is_none() {
+                if t.elapsed() > Duration::from_secs(20) {
+                    let _ = c.kill();
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+
+    pub fn restart(&mut self) {
+        self.stop();
+        self.spawn();
+    }
+
+    /// Runs the CLI; returns (success, stdout, stderr).
+    pub fn cli(&self, args: &[&str]) -> (bool, String, String) {
+        let out: Output = Command::new(CLI).arg("--socket").arg(self.socket()).args(args).output().expect("run slaswitch");
+        (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+
+    /// Runs the CLI and requires success.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let (ok, out, err) = self.cli(args);
+        assert!(ok, "slaswitch {args:?} failed: {err}\n{}", self.log());
+        out
+    }
+
+    pub fn json(&self, args: &[&str]) -> Value {
+        let mut a = args.to_vec();
+        a.push("--json");
+        serde_json::from_str(&self.ok(&a)).expect("JSON from slaswitch")
+    }
+
+    pub fn port_sock(&self, port: &str) -> String {
+        self.dir.join(format!("{port}.sock")).display().to_string()
+    }
+
+    /// Cumulative stats of one port (`port-stats --json`).
+    pub fn port(&self, name: &str) -> Value {
+        self.json(&["port-stats", name])["ports"][0].clone()
+    }
+}
+
+impl Drop for Switch {
+    fn drop(&mut self) {
+        self.stop();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A running slaswitch-tenant process.
+pub struct Tenant {
+    child: Option<Child>,
+    pub out: PathBuf,
+    stdout: PathBuf,
+}
+
+impl Tenant {
+    /// `vms` are (name, socket); `mode_args` start with gen or sink. Writes JSON to `out`.
+    pub fn start(dir: &Path, tag: &str, vms: &[(&str, &str)], ring: u32, duration_secs: f64, mode_args: &[&str]) -> Tenant {
+        let out = dir.join(format!("{tag}.json"));
+        let stdout = dir.join(format!("{tag}.out"));
+        let mut cmd = Command::new(TENANT);
+        cmd.args(["--core", "1", "--ring", &ring.to_string(), "--duration", &duration_secs.to_string(), "--interval", "0.5", "--file-prefix", &format!("ssit-{tag}-{}", std::process::id())]);
+        cmd.arg("--out").arg(&out);
+        for (name, sock) in vms {
+            cmd.arg("--vm").arg(format!("{name}={sock}"));
+        }
+        cmd.args(mode_args);
+        let child = cmd.stdout(std::fs::File::create(&stdout).unwrap()).stderr(Stdio::inherit()).spawn().expect("start slaswitch-tenant");
+        Tenant { child: Some(child), out, stdout }
+    }
+
+    /// Waits for the process to finish and returns its JSON output document.
+    pub fn finish(mut self) -> Value {
+        let status = self.child.take().unwrap().wait().unwrap();
+        assert!(status.success(), "slaswitch-tenant failed: {}", std::fs::read_to_string(&self.stdout).unwrap_or_default());
+        serde_json::from_str(&std::fs::read_to_string(&self.out).expect("tenant output")).expect("tenant JSON")
+    }
+
+    pub fn kill(mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Tenant {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// The MAC address an emulated VM of this name uses.
+pub fn mac(name: &str) -> String {
+    slaswitch::tenant::frames::mac_text(slaswitch::tenant::frames::mac_for(name))
+}
+
+/// Packets a sink received from `source` in total.
+pub fn received_from(sink_doc: &Value, source: &str) -> u64 {
+    sink_doc["summary"]["totals"].as_array().unwrap().iter().filter(|t| t["source"] == source).map(|t| t["packets"].as_u64().unwrap()).sum()
+}
+
+pub fn sent_by(gen_doc: &Value, vm: &str) -> u64 {
+    gen_doc["summary"]["vms"].as_array().unwrap().iter().find(|v| v["vm"] == vm).map(|v| v["sent_packets"].as_u64().unwrap()).unwrap_or(0)
+}

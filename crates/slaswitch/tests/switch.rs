@@ -1,0 +1,290 @@
+//! The switch end to end: slaswitchd, slaswitch and slaswitch-tenant as real processes, VMs over
+//! vhost-user, PMD on core 0 and the emulated VMs on core 1.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+
+fn sleep(secs: f64) {
+    std::thread::sleep(Duration::from_secs_f64(secs));
+}
+
+#[test]
+fn vms_forward_through_the_switch_with_counters_and_cycle_accounting() {
+    let _g = serial();
+    if !can_run() {
+        return;
+    }
+    let sw = Switch::start("fwd", &[]);
+    for p in ["vm1", "vm2", "sink"] {
+        sw.ok(&["add-port", p, "vhost-user"]);
+    }
+    sw.ok(&["add-flow", "in_port=vm1,actions=output:sink"]);
+    sw.ok(&["add-flow", "in_port=vm2,actions=output:sink"]);
+    let sink = Tenant::start(&sw.dir, "sink", &[("sink", &sw.port_sock("sink"))], 8192, 6.0, &["sink", "--source", "vm1", "--source", "vm2"]);
+    sleep(1.0);
+    let gen = Tenant::start(
+        &sw.dir,
+        "gen",
+        &[("vm1", &sw.port_sock("vm1")), ("vm2", &sw.port_sock("vm2"))],
+        4096,
+        3.0,
+        &["gen", "--phase", "rate=200kpps,size=64,vm=vm1", "--phase", "rate=100kpps,size=512,vm=vm2"],
+    );
+    let gen = gen.finish();
+    sleep(1.0);
+    let stats = sw.json(&["pmd-stats"]);
+    let sink = sink.finish();
+    let (sent1, sent2) = (sent_by(&gen, "vm1"), sent_by(&gen, "vm2"));
+    assert!(sent1 > 400_000 && sent2 > 200_000, "generator fell short: {gen}");
+    let (got1, got2) = (received_from(&sink, "vm1"), received_from(&sink, "vm2"));
+    assert!(got1 as f64 >= 0.99 * sent1 as f64, "vm1: sent {sent1}, sink got {got1}");
+    assert!(got2 as f64 >= 0.99 * sent2 as f64, "vm2: sent {sent2}, sink got {got2}");
+
+    // Per-port counters agree with what the VMs sent and the sink received.
+    assert_eq!(sw.port("vm1")["rx"]["rx_packets"].as_u64().unwrap(), sent1);
+    assert_eq!(sw.port("vm2")["rx"]["rx_bytes"].as_u64().unwrap(), sent2 * 512);
+    assert!(sw.port("sink")["tx_packets"].as_u64().unwrap() >= got1 + got2);
+    let flows = sw.json(&["dump-flows"]);
+    assert_eq!(flows[0]["packets"].as_u64().unwrap(), sent1, "{flows}");
+
+    // Cycle accounting: the stages of every port add up to the PMD's busy cycles.
+    let pmd = &stats["pmds"][0];
+    let busy = pmd["busy_cycles"].as_f64().unwrap();
+    let stages = pmd["stage_cycles_sum"].as_f64().unwrap();
+    assert!(busy > 0.0 && (stages - busy).abs() / busy < 0.03, "stages {stages} vs busy {busy}");
+    let vm1 = pmd["ports"].as_array().unwrap().iter().find(|p| p["name"] == "vm1").unwrap();
+    for stage in ["ingress_cycles", "classify_cycles", "egress_cycles"] {
+        assert!(vm1[stage].as_u64().unwrap() > 0, "vm1 {stage} is zero: {vm1}");
+    }
+    let share: f64 = pmd["ports"].as_array().unwrap().iter().filter_map(|p| p["interval"]["pmd_share_pct"].as_f64()).sum();
+    assert!(share <= 100.5, "shares add up to {share}%");
+}
+
+#[test]
+fn mac_learning_switch_delivers_unicast_only_to_the_destination() {
+    let _g = serial();
+    if !can_run() {
+        return;
+    }
+    let sw = Switch::start("l2", &[]);
+    for p in ["vm1", "vm2", "sink"] {
+        sw.ok(&["add-port", p, "vhost-user"]);
+    }
+    // No rules: a MAC-learning L2 switch. The sink announces itself, so vm1's frames to its MAC
+    // are unicast to the sink port and never reach vm2.
+    let sink = Tenant::start(&sw.dir, "sink", &[("sink", &sw.port_sock("sink"))], 8192, 5.0, &["sink", "--source", "vm1"]);
+    let idle_vm2 = Tenant::start(&sw.dir, "vm2", &[("vm2", &sw.port_sock("vm2"))], 1024, 5.0, &["gen", "--phase", "start=100,rate=1pps"]);
+    sleep(1.5);
+    let dst = format!("rate=100kpps,size=128,dst-mac={}", mac("sink"));
+    let gen = Tenant::start(&sw.dir, "gen", &[("vm1", &sw.port_sock("vm1"))], 4096, 2.0, &["gen", "--phase", &dst]).finish();
+    let sink = sink.finish();
+    idle_vm2.kill();
+    let sent = sent_by(&gen, "vm1");
+    assert!(received_from(&sink, "vm1") as f64 >= 0.99 * sent as f64);
+    let vm2_tx = sw.port("vm2")["tx_packets"].as_u64().unwrap();
+    assert!(vm2_tx < 50, "vm2 got {vm2_tx} frames: unicast was flooded (vm1 sent {sent})");
+}
+
+#[test]
+fn many_flows_cost_more_classification_cycles_than_one_flow() {
+    let _g = serial();
+    if !can_run() {
+        return;
+    }
+    let sw = Switch::start("flows", &[]);
+    sw.ok(&["add-port", "vm1", "vhost-user"]);
+    sw.ok(&["add-port", "uplink", "null"]);
+    // A security-group-like rule set with 100 distinct masks (seed 000, Fig. 5c).
+    let rules: Vec<String> = slaswitch_classifier::security_group::security_group_rules(99).iter().map(|r| r.to_string()).collect();
+    let file = sw.dir.join("sg.flows");
+    std::fs::write(&file, rules.join("\n")).unwrap();
+    sw.ok(&["add-flows", file.to_str().unwrap()]);
+    assert_eq!(sw.json(&["dump-flows"]).as_array().unwrap().len(), 100);
+    let measure = |flows: u32| {
+        let before = sw.port("vm1")["rx"].clone();
+        let phase = format!("rate=300kpps,size=64,flows={flows},dst-ip=192.168.1.1");
+        Tenant::start(&sw.dir, &format!("gen{flows}"), &[("vm1", &sw.port_sock("vm1"))], 4096, 2.0, &["gen", "--phase", &phase]).finish();
+        sleep(0.5);
+        let after = sw.port("vm1")["rx"].clone();
+        let d = |k: &str| after[k].as_f64().unwrap() - before[k].as_f64().unwrap();
+        (d("classify_cycles") / d("rx_packets"), d("emc_hits") / (d("emc_hits") + d("emc_misses")))
+    };
+    let (single, single_hits) = measure(1);
+    let (many, many_hits) = measure(20_000);
+    eprintln!("classification cycles/packet: 1 flow {single:.0} (EMC hits {:.1}%), 20000 flows {many:.0} (EMC hits {:.1}%)", single_hits * 100.0, many_hits * 100.0);
+    assert!(single_hits > 0.99, "one flow should hit the exact-match cache");
+    assert!(many_hits < 0.6, "20000 flows should overflow the 8192-entry cache");
+    assert!(many > 1.2 * single, "many flows {many:.0} vs one flow {single:.0} cycles/packet");
+}
+
+#[test]
+fn ports_come_and_go_and_a_vm_reconnects_while_another_keeps_forwarding() {
+    let _g = serial();
+    if !can_run() {
+        return;
+    }
+    let sw = Switch::start("hotplug", &[]);
+    sw.ok(&["add-port", "vm1", "vhost-user"]);
+    sw.ok(&["add-port", "sink", "vhost-user"]);
+    sw.ok(&["add-flow", "in_port=vm1,actions=output:sink"]);
+    let sink = Tenant::start(&sw.dir, "sink", &[("sink", &sw.port_sock("sink"))], 8192, 9.0, &["sink", "--source", "vm1", "--source", "vm2"]);
+    sleep(1.0);
+    let steady = Tenant::start(&sw.dir, "vm1", &[("vm1", &sw.port_sock("vm1"))], 4096, 7.0, &["gen", "--phase", "rate=100kpps,size=64"]);
+    sleep(1.0);
+    // Hot add a VM port and a flow, attach a VM, drop it, reattach, then remove everything.
+    sw.ok(&["add-port", "vm2", "vhost-user"]);
+    sw.ok(&["add-flow", "in_port=vm2,actions=output:sink"]);
+    let first = Tenant::start(&sw.dir, "vm2a", &[("vm2", &sw.port_sock("vm2"))], 1024, 10.0, &["gen", "--phase", "rate=50kpps,size=64"]);
+    sleep(1.0);
+    first.kill();
+    let second = Tenant::start(&sw.dir, "vm2b", &[("vm2", &sw.port_sock("vm2"))], 1024, 1.5, &["gen", "--phase", "rate=50kpps,size=64"]).finish();
+    sw.ok(&["add-port", "extra", "null"]);
+    sw.ok(&["del-port", "extra"]);
+    sw.ok(&["del-port", "vm2"]);
+    let steady = steady.finish();
+    let sink = sink.finish();
+    let sent = sent_by(&steady, "vm1");
+    let got = received_from(&sink, "vm1");
+    assert!(got as f64 >= 0.99 * sent as f64, "vm1 sent {sent}, sink got {got}: other ports' changes disturbed it");
+    // vm1's traffic arrived in every half-second interval while the changes happened.
+    let intervals: Vec<f64> = sink["records"].as_array().unwrap().iter().filter(|r| r["source"] == "vm1").map(|r| r["t_secs"].as_f64().unwrap()).collect();
+    for t in [2.5, 3.0, 3.5, 4.0, 4.5, 5.0] {
+        assert!(intervals.iter().any(|&x| (x - t).abs() < 0.01), "no vm1 packets in the interval ending at {t} s: {intervals:?}");
+    }
+    // The reconnected VM's traffic got through.
+    let vm2_second = sent_by(&second, "vm2");
+    assert!(vm2_second > 0 && received_from(&sink, "vm2") >= vm2_second * 99 / 100, "reconnected vm2 sent {vm2_second}");
+    let ports = sw.json(&["list-ports"]);
+    assert_eq!(ports.as_array().unwrap().len(), 2, "{ports}");
+}
+
+#[test]
+fn restart_keeps_ports_numbers_and_flows() {
+    let _g = serial();
+    if !can_run() {
+        return;
+    }
+    let mut sw = Switch::start("restart", &[]);
+    sw.ok(&["add-port", "vm1", "vhost-user"]);
+    sw.ok(&["add-port", "up", "null", "ofport_request=7"]);
+    sw.ok(&["add-flow", "priority=10,in_port=vm1,udp,tp_dst=53,actions=drop"]);
+    sw.ok(&["add-flow", "priority=5,in_port=vm1,actions=output:up"]);
+    let before = (sw.json(&["list-ports"]), sw.ok(&["dump-flows"]));
+    sw.restart();
+    let after = (sw.json(&["list-ports"]), sw.ok(&["dump-flows"]));
+    let names = |v: &serde_json::Value| v.as_array().unwrap().iter().map(|p| (p["name"].to_string(), p["number"].to_string())).collect::<Vec<_>>();
+    assert_eq!(names(&before.0), names(&after.0));
+    let flows = |s: &str| s.lines().map(|l| l.split(", ").last().unwrap().to_string()).collect::<Vec<_>>();
+    assert_eq!(flows(&before.1), flows(&after.1));
+    assert!(after.1.contains("in_port=vm1") && after.1.contains("output:up"), "{}", after.1);
+}
+
+#[test]
+fn rejected_commands_say_why_and_change_nothing() {
+    let _g = serial();
+    if !can_run() {
+        return;
+    }
+    let sw = Switch::start("reject", &[]);
+    sw.ok(&["add-port", "vm1", "vhost-user"]);
+    sw.ok(&["add-flow", "in_port=vm1,actions=drop"]);
+    let before = sw.ok(&["show"]);
+    for (args, says) in [
+        (vec!["add-port", "vm1", "null"], "already exists"),
+        (vec!["add-port", "x", "frobnicator"], "unknown port type"),
+        (vec!["add-port", "x", "null", "colour=blue"], "unknown option 'colour'"),
+        (vec!["add-port", "x", "null", "rx_ring=1000"], "power of two"),
+        (vec!["add-port", "x", "null", "ofport_request=1"], "taken by 'vm1'"),
+        (vec!["add-port", "x", "af-packet"], "needs iface"),
+        (vec!["add-port", "x", "af-packet", "iface=no-such-if0"], "cannot create"),
+        (vec!["add-port", "x", "null", "pmd=1"], "no PMD thread runs on core 1"),
+        (vec!["del-port", "nope"], "no port named 'nope'"),
+        (vec!["set-port", "vm1", "path=/elsewhere", "rx_ring=3"], "power of two"),
+        (vec!["add-flow", "in_port=nope,actions=drop"], "no port named 'nope'"),
+        (vec!["add-flow", "tp_dst=80,actions=drop"], "tcp, udp"),
+        (vec!["del-flows", "in_port=zz"], "no port named 'zz'"),
+        (vec!["port-stats", "nope"], "no port named 'nope'"),
+    ] {
+        let (ok, _, err) = sw.cli(&args);
+        assert!(!ok, "{args:?} should fail");
+        assert!(err.contains(says), "{args:?}: '{err}' should say '{says}'");
+        assert_eq!(sw.ok(&["show"]), before, "{args:?} changed the configuration");
+    }
+    // The failed af-packet port left no device behind: the same name works now.
+    sw.ok(&["add-port", "x", "null"]);
+}
+
+fn sh(cmd: &str) -> (bool, String) {
+    let out = std::process::Command::new("sh").arg("-c").arg(cmd).output().unwrap();
+    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}
+
+/// Deletes the namespaces even if the test fails.
+struct Namespaces(Vec<String>);
+impl Drop for Namespaces {
+    fn drop(&mut self) {
+        for ns in &self.0 {
+            let _ = sh(&format!("ip netns del {ns}"));
+        }
+    }
+}
+
+#[test]
+fn iperf3_tcp_between_two_namespaces_through_tap_ports() {
+    let _g = serial();
+    if !can_run() {
+        return;
+    }
+    if !sh("command -v iperf3").0 {
+        eprintln!("SKIP: iperf3 is not installed (scripts/test installs it)");
+        return;
+    }
+    let tag = std::process::id() % 10000;
+    let (a, b) = (format!("ssa{tag}"), format!("ssb{tag}"));
+    let _ns = Namespaces(vec![a.clone(), b.clone()]);
+    let sw = Switch::start("iperf", &[]);
+    let (ta, tb) = (format!("sta{tag}"), format!("stb{tag}"));
+    sw.ok(&["add-port", "tapa", "tap", &format!("iface={ta}")]);
+    sw.ok(&["add-port", "tapb", "tap", &format!("iface={tb}")]);
+    for (ns, tap, ip) in [(&a, &ta, "10.77.0.1/24"), (&b, &tb, "10.77.0.2/24")] {
+        let (ok, out) = sh(&format!("ip netns add {ns} && ip link set {tap} netns {ns} && ip -n {ns} addr add {ip} dev {tap} && ip -n {ns} link set {tap} up && ip -n {ns} link set lo up"));
+        assert!(ok, "namespace setup: {out}");
+    }
+    let (ok, out) = sh(&format!("ip netns exec {a} ping -c 3 -i 0.2 -W 2 10.77.0.2"));
+    assert!(ok, "ping through the switch failed: {out}");
+    let server = std::process::Command::new("ip").args(["netns", "exec", &b, "iperf3", "-s", "-1", "-p", "5299"]).stdout(std::process::Stdio::null()).spawn().unwrap();
+    sleep(0.5);
+    let (ok, out) = sh(&format!("ip netns exec {a} iperf3 -c 10.77.0.2 -p 5299 -t 3 -J"));
+    let mut server = server;
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(ok, "iperf3 failed: {out}");
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let bps = doc["end"]["sum_received"]["bits_per_second"].as_f64().unwrap();
+    eprintln!("iperf3 through slaswitch (tap ports, PMD core 0): {:.0} Mbit/s", bps / 1e6);
+    assert!(bps > 50e6, "TCP throughput {bps} bit/s");
+    assert!(sw.port("tapb")["tx_packets"].as_u64().unwrap() > 1000);
+}
+
+#[test]
+fn prometheus_metrics_are_served_on_loopback() {
+    let _g = serial();
+    if !can_run() {
+        return;
+    }
+    let sw = Switch::start("metrics", &["--metrics", "127.0.0.1:19477"]);
+    sw.ok(&["add-port", "up", "null"]);
+    sleep(0.5);
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect("127.0.0.1:19477").unwrap();
+    s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).unwrap();
+    assert!(body.starts_with("HTTP/1.0 200 OK"), "{body}");
+    assert!(body.contains("slaswitch_port_rx_packets_total{port=\"up\"}"), "{body}");
+    assert!(body.contains("slaswitch_port_cycles_total{port=\"up\",stage=\"classification\"}"));
+    assert!(body.contains("slaswitch_pmd_cycles_total{core=\"0\",state=\"busy\"}"));
+}
