@@ -6,7 +6,7 @@
 //! | `vhost-user-client` | `net_vhost`, client, reconnects | `path` (required: the VM's socket)  |
 //! | `tap`               | `net_tap`, a kernel interface   | `iface` (default NAME)              |
 //! | `af-packet`         | `net_af_packet` on an interface | `iface` (required, e.g. a veth end) |
-//! | `null`              | `net_null`, a sink and source   |                                     |
+//! | `null`              | `net_null`, a sink (no rx)      |                                     |
 //! | `dpdk`              | a PCI NIC by devargs            | `devargs` (e.g. 0000:3b:00.0); the  |
 //! |                     |                                 | daemon must run with `--pci`        |
 //!
@@ -151,7 +151,8 @@ impl PortSpec {
             PortType::VhostUserClient => vdev("net_vhost", format!("iface={},queues=1,client=1", self.socket_path(run_dir).expect("vhost path"))),
             PortType::Tap => vdev("net_tap", format!("iface={}", self.options.get("iface").unwrap_or(&self.name))),
             PortType::AfPacket => vdev("net_af_packet", format!("iface={},qpairs=1", self.options["iface"])),
-            PortType::Null => vdev("net_null", String::new()),
+            // A sink: the null driver would otherwise make up packets on every rx poll.
+            PortType::Null => vdev("net_null", "no-rx=1".to_string()),
             PortType::Dpdk => DeviceRecipe { device: self.options["devargs"].clone(), args: String::new(), is_vdev: false },
         }
     }
