@@ -12,8 +12,23 @@ use std::hash::{Hash, Hasher};
 
 pub const WORDS: usize = 7;
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, Default, PartialOrd, Ord)]
 pub struct FlowKey(pub [u64; WORDS]);
+
+impl PartialEq for FlowKey {
+    /// Branchless: the derived comparison of a 56-byte array calls `memcmp` (measured: 8% of a
+    /// PMD thread's time with many flows).
+    #[inline(always)]
+    fn eq(&self, other: &Self) -> bool {
+        let mut diff = 0;
+        for i in 0..WORDS {
+            diff |= self.0[i] ^ other.0[i];
+        }
+        diff == 0
+    }
+}
+
+impl Eq for FlowKey {}
 
 /// Set in the stored VLAN TCI when the frame carried an 802.1Q tag (TCI 0 is a valid tag).
 pub const VLAN_PRESENT: u16 = 0x1000;
@@ -43,13 +58,22 @@ impl FlowKey {
         FlowKey(out)
     }
 
-    /// A fast, well-mixed 64-bit hash (multiply-rotate per word).
+    /// A fast, well-mixed 64-bit hash: multiply-rotate per word in two independent chains (so
+    /// the multiplies overlap), then mixed together.
     #[inline]
     pub fn hash64(&self) -> u64 {
-        let mut h: u64 = 0x9e37_79b9_7f4a_7c15;
-        for &w in &self.0 {
-            h = (h ^ w).wrapping_mul(0xff51_afd7_ed55_8ccd).rotate_left(29);
-        }
+        const K: u64 = 0xff51_afd7_ed55_8ccd;
+        let w = &self.0;
+        let mut a: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut b: u64 = 0xc2b2_ae3d_27d4_eb4f;
+        a = (a ^ w[0]).wrapping_mul(K).rotate_left(29);
+        b = (b ^ w[1]).wrapping_mul(K).rotate_left(31);
+        a = (a ^ w[2]).wrapping_mul(K).rotate_left(29);
+        b = (b ^ w[3]).wrapping_mul(K).rotate_left(31);
+        a = (a ^ w[4]).wrapping_mul(K).rotate_left(29);
+        b = (b ^ w[5]).wrapping_mul(K).rotate_left(31);
+        a = (a ^ w[6]).wrapping_mul(K).rotate_left(29);
+        let h = (a ^ b.rotate_left(17)).wrapping_mul(K);
         h ^ (h >> 32)
     }
 

@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use slaswitch_classifier::emc::NO_RULE;
 use slaswitch_classifier::mac_learning::is_multicast;
-use slaswitch_classifier::{parse_frame, Action, Classifier, ExactMatchCache, MacTable};
+use slaswitch_classifier::{parse_frame, Action, Classifier, ExactMatchCache, FlowKey, MacTable};
 use slaswitch_dpdk::{free_bulk, rdtsc, EthPort, Mbuf, Mempool, MAX_BURST};
 
 use crate::counters::{PmdCounters, PmdTotals, PortCounters, RuleCounters, RxTotals};
@@ -150,18 +150,11 @@ impl Pmd {
         self.cfg = cfg;
     }
 
-    /// Decides where one packet goes; fills `self.targets`.
+    /// Decides where one parsed packet goes; fills `self.targets`.
     #[inline]
-    fn resolve(&mut self, m: &Mbuf, in_port: u16, port_idx: usize, now: u64) -> bool {
+    fn resolve(&mut self, m: &Mbuf, key: &FlowKey, hash: u64, in_port: u16, port_idx: usize, now: u64) {
         let st = &mut self.totals[port_idx];
-        let key = match parse_frame(m.data(), in_port) {
-            Ok(k) => k,
-            Err(e) => {
-                st.parse_errors[e as usize] += 1;
-                return false;
-            }
-        };
-        let hash = key.hash64();
+        let key = *key;
         let rule = match self.emc.lookup(&key, hash) {
             Some(v) => {
                 st.emc_hits += 1;
@@ -203,7 +196,6 @@ impl Pmd {
                 }
             }
         }
-        true
     }
 
     #[inline]
@@ -216,17 +208,31 @@ impl Pmd {
         self.out[p].push(m);
     }
 
-    /// Classification stage for one batch.
+    /// Classification stage for one batch: first parse and hash every packet and prefetch its
+    /// exact-match-cache slots, then look up and act, so cache misses overlap.
     #[inline]
     fn classify(&mut self, batch: &[Mbuf], port_idx: usize, now: u64) -> u64 {
         let in_port = self.cfg.rx_ports[port_idx].number;
+        let mut keys = [(FlowKey::ZERO, 0u64, false); MAX_BURST];
+        for (slot, m) in keys.iter_mut().zip(batch) {
+            match parse_frame(m.data(), in_port) {
+                Ok(k) => {
+                    let h = k.hash64();
+                    self.emc.prefetch(h);
+                    *slot = (k, h, true);
+                }
+                Err(e) => self.totals[port_idx].parse_errors[e as usize] += 1,
+            }
+        }
         let mut bytes = 0;
-        for &m in batch {
+        for (i, &m) in batch.iter().enumerate() {
             bytes += u64::from(m.pkt_len());
-            if !self.resolve(&m, in_port, port_idx, now) {
+            let (key, hash, parsed) = keys[i];
+            if !parsed {
                 m.free();
                 continue;
             }
+            self.resolve(&m, &key, hash, in_port, port_idx, now);
             if self.targets.is_empty() {
                 self.totals[port_idx].dropped_by_rules += 1;
                 m.free();

@@ -277,6 +277,21 @@ impl Mbuf {
         unsafe { std::slice::from_raw_parts_mut(base.add(off), self.data_len() as usize) }
     }
 
+    /// Sets a fresh single-segment mbuf's length with two stores (no FFI call), for packets
+    /// no longer than `max_len`, the pool's data room less headroom, which the caller knows.
+    #[inline(always)]
+    pub fn set_len_within(&mut self, len: u16, max_len: u16) -> bool {
+        if len > max_len {
+            return false;
+        }
+        // SAFETY: offsets checked at Eal::init; the mbuf is fresh (one segment, headroom only).
+        unsafe {
+            self.0.as_ptr().add(OFF_DATA_LEN).cast::<u16>().write_unaligned(len);
+            self.0.as_ptr().add(OFF_PKT_LEN).cast::<u32>().write_unaligned(u32::from(len));
+        }
+        true
+    }
+
     /// Makes a fresh single-segment mbuf hold `len` bytes; false if it does not fit.
     pub fn set_len(&mut self, len: u16) -> bool {
         // SAFETY: valid mbuf.

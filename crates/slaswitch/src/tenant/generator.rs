@@ -21,6 +21,9 @@ pub struct GenVm {
     imix_pos: usize,
     /// (phase index, packets sent in it)
     current: Option<(usize, u64)>,
+    /// Frames of each size the active phase sends, built once per phase: a packet is a copy of
+    /// its template with the flow's port and the stamp patched in.
+    templates: Vec<(u16, Vec<u8>)>,
     pub sent_packets: u64,
     pub sent_bytes: u64,
     pub tx_full: u64,
@@ -51,6 +54,7 @@ impl GenVm {
             flow: 0,
             imix_pos: 0,
             current: None,
+            templates: Vec::new(),
             sent_packets: 0,
             sent_bytes: 0,
             tx_full: 0,
@@ -77,13 +81,29 @@ impl GenVm {
         };
         if self.current.map(|(i, _)| i) != Some(idx) {
             self.current = Some((idx, 0));
+            let p = &self.phases[idx];
+            let sizes: Vec<u16> = match p.size {
+                Size::Fixed(s) => vec![s],
+                Size::Imix => vec![60, 590, 1514],
+            };
+            self.templates = sizes
+                .into_iter()
+                .map(|len| {
+                    let mut f = vec![0u8; usize::from(len)];
+                    write_frame(&mut f, self.mac, self.ip, p.dst_mac, p.dst_ip, 0);
+                    (len, f)
+                })
+                .collect();
         }
-        let phase = self.phases[idx].clone();
+        let phase = &self.phases[idx];
+        let (size, flows, pps) = (phase.size, phase.flows, phase.target_pps());
+        let phase_start = phase.start_secs;
+        let (dst_mac, dst_ip) = (phase.dst_mac, phase.dst_ip);
         let sent_in_phase = self.current.expect("set").1;
-        let want = match phase.target_pps() {
+        let want = match pps {
             None => MAX_BURST,
             Some(pps) => {
-                let due = ((t_secs - phase.start_secs) * pps) as u64;
+                let due = ((t_secs - phase_start) * pps) as u64;
                 due.saturating_sub(sent_in_phase).min(MAX_BURST as u64) as usize
             }
         };
@@ -96,12 +116,19 @@ impl GenVm {
         }
         let mut bytes = 0u64;
         for m in batch[..want].iter_mut() {
-            let len = self.next_size(phase.size);
-            m.set_len(len);
+            let len = self.next_size(size);
+            m.set_len_within(len, 2048);
             let flow = self.flow;
-            self.flow = (self.flow + 1) % phase.flows;
+            self.flow = (self.flow + 1) % flows;
             let buf = m.data_mut();
-            write_frame(buf, self.mac, self.ip, phase.dst_mac, phase.dst_ip, flow);
+            let template = &self.templates.iter().find(|(l, _)| *l == len).expect("template per size").1;
+            buf.copy_from_slice(template);
+            if flow >= 60000 {
+                // Beyond 60000 the source address changes too, and with it the IP checksum.
+                write_frame(buf, self.mac, self.ip, dst_mac, dst_ip, flow);
+            } else if flow != 0 {
+                buf[34..36].copy_from_slice(&(1024 + flow as u16).to_be_bytes());
+            }
             self.seq += 1;
             stamp(buf, self.id, self.seq, tsc);
             bytes += u64::from(len);
