@@ -157,11 +157,20 @@ pub fn run(vms: &mut [GenVm], pool: &Mempool, tsc_hz: u64, duration_secs: f64, i
     let start = rdtsc();
     let hz = tsc_hz as f64;
     let mut next_report = interval_secs;
+    let mut next_link_check = 0.1;
     loop {
         let tsc = rdtsc();
         let t = (tsc - start) as f64 / hz;
         if t >= duration_secs {
             break;
+        }
+        if t >= next_link_check {
+            // Asking for the link status is what lets a virtio-user device in server mode take
+            // the switch's new connection after the switch restarts (a VM's driver does the same).
+            for vm in vms.iter() {
+                vm.port.link_up();
+            }
+            next_link_check = t + 0.1;
         }
         for vm in vms.iter_mut() {
             vm.step(pool, t, tsc);

@@ -163,7 +163,7 @@ impl Tenant {
     /// Waits for the process to finish and returns its JSON output document.
     pub fn finish(mut self) -> Value {
         let status = self.child.take().unwrap().wait().unwrap();
-        assert!(status.success(), "slaswitch-tenant failed: {}", std::fs::read_to_string(&self.stdout).unwrap_or_default());
+        assert!(status.success(), "slaswitch-tenant failed ({status}): {}", std::fs::read_to_string(&self.stdout).unwrap_or_default());
         serde_json::from_str(&std::fs::read_to_string(&self.out).expect("tenant output")).expect("tenant JSON")
     }
 
