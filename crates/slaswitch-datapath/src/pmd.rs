@@ -152,7 +152,8 @@ impl Pmd {
 
     /// Decides where one parsed packet goes; fills `self.targets`.
     #[inline]
-    fn resolve(&mut self, m: &Mbuf, key: &FlowKey, hash: u64, in_port: u16, port_idx: usize, now: u64) {
+    /// Returns the rule it matched ([`NO_RULE`] if none).
+    fn resolve(&mut self, m: &Mbuf, key: &FlowKey, hash: u64, in_port: u16, port_idx: usize, now: u64) -> u32 {
         let st = &mut self.totals[port_idx];
         let key = *key;
         let rule = match self.emc.lookup(&key, hash) {
@@ -172,12 +173,7 @@ impl Pmd {
             // With no rules the switch is a MAC-learning L2 switch; with rules, a miss drops.
             if self.cfg.classifier.rules().is_empty() { &[Action::Normal] } else { &[] }
         } else {
-            let hits = &mut self.rule_hits[rule as usize];
-            if hits.0 == 0 {
-                self.rules_touched.push(rule);
-            }
-            hits.0 += 1;
-            hits.1 += u64::from(m.pkt_len());
+            self.count_rule(rule, m.pkt_len());
             &self.cfg.classifier.rule(rule).actions
         };
         for action in actions {
@@ -196,7 +192,20 @@ impl Pmd {
                 }
             }
         }
+        rule
     }
+
+    #[inline(always)]
+    fn count_rule(&mut self, rule: u32, len: u32) {
+        let hits = &mut self.rule_hits[rule as usize];
+        if hits.0 == 0 {
+            self.rules_touched.push(rule);
+        }
+        hits.0 += 1;
+        hits.1 += u64::from(len);
+    }
+
+
 
     #[inline]
     fn enqueue(&mut self, port: u16, m: Mbuf) {
@@ -225,6 +234,9 @@ impl Pmd {
             }
         }
         let mut bytes = 0;
+        // The previous packet's key and single destination: a run of packets of one flow (the
+        // common case within a batch) skips the cache lookup and the actions.
+        let mut last: Option<(FlowKey, u16, u32)> = None;
         for (i, &m) in batch.iter().enumerate() {
             bytes += u64::from(m.pkt_len());
             let (key, hash, parsed) = keys[i];
@@ -232,7 +244,19 @@ impl Pmd {
                 m.free();
                 continue;
             }
-            self.resolve(&m, &key, hash, in_port, port_idx, now);
+            if let Some((k, target, rule)) = last {
+                if k == key {
+                    let st = &mut self.totals[port_idx];
+                    st.emc_hits += 1;
+                    if rule != NO_RULE {
+                        self.count_rule(rule, m.pkt_len());
+                    }
+                    self.enqueue(target, m);
+                    continue;
+                }
+            }
+            let rule = self.resolve(&m, &key, hash, in_port, port_idx, now);
+            last = (self.targets.len() == 1).then(|| (key, self.targets[0], rule));
             if self.targets.is_empty() {
                 self.totals[port_idx].dropped_by_rules += 1;
                 m.free();
