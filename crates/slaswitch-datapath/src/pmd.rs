@@ -367,10 +367,10 @@ pub fn run(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<Pmd
             t = t_sent;
         }
         pmd.pmd_totals.passes += 1;
-        if pass % PUBLISH_EVERY_PASSES == 0 {
+        if pass.is_multiple_of(PUBLISH_EVERY_PASSES) {
             pmd.publish();
         }
-        if !pass_had_packets || pass % CHECK_CONTROL_EVERY_PASSES == 0 {
+        if !pass_had_packets || pass.is_multiple_of(CHECK_CONTROL_EVERY_PASSES) {
             match control.try_recv() {
                 Ok(PmdMessage::Config(cfg, ack)) => {
                     pmd.install(cfg);

@@ -209,7 +209,7 @@ impl CycleBuckets {
     /// True when the port may run a batch: unlimited, or tokens above zero.
     #[inline]
     pub fn has_tokens(&self, port: PortIndex) -> bool {
-        self.bucket(port).map_or(true, |b| b.tokens > 0.0)
+        self.bucket(port).is_none_or(|b| b.tokens > 0.0)
     }
 
     /// Subtracts the cycles a batch really used (Sec. IV-A-2: tokens may go negative), and
