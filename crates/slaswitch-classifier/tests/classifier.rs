@@ -136,3 +136,41 @@ fn mac_learning_learns_ages_and_flushes() {
     t.flush_port(3);
     assert!(t.is_empty());
 }
+
+mod against_a_naive_scan {
+    use proptest::prelude::*;
+    use slaswitch_classifier::*;
+
+    /// A rule over a few fields with small value ranges, so packets often match several rules.
+    fn rule(prio: u32, src_bits: u32, src: u8, dport: Option<u16>, in_port: Option<u16>) -> Rule {
+        let mut text = format!("priority={prio},udp,nw_src=10.{src}.0.0/{src_bits}");
+        if let Some(p) = dport {
+            text.push_str(&format!(",tp_dst={p}"));
+        }
+        if let Some(p) = in_port {
+            text.push_str(&format!(",in_port={p}"));
+        }
+        text.push_str(",actions=drop");
+        Rule::parse(&text, &|s: &str| s.parse().ok()).unwrap()
+    }
+
+    proptest! {
+        /// The highest-priority matching rule, found by tuple space search (with both the
+        /// hashed and the linear subtables), equals what a scan over every rule finds.
+        #[test]
+        fn lookup_finds_the_highest_priority_match(
+            rules in prop::collection::vec((0u32..50, prop::sample::select(vec![8u32, 16]), 0u8..4, prop::option::of(0u16..3), prop::option::of(1u16..3)), 1..40),
+            packets in prop::collection::vec((0u8..4, 0u8..4, 0u16..3, 1u16..3), 50),
+        ) {
+            let rules: Vec<Rule> = rules.into_iter().map(|(p, b, s, d, i)| rule(p, b, s, d, i)).collect();
+            let c = Classifier::new(rules);
+            for (a, b, dport, in_port) in packets {
+                let f = parse::build::udp4([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2], [10, a, b, 1], [10, 9, 9, 9], 5, dport, 64);
+                let key = parse_frame(&f, in_port).unwrap();
+                let naive = c.rules().iter().filter(|r| r.matcher.matches(&key)).map(|r| r.priority).max();
+                let found = c.lookup(&key).map(|id| c.rule(id).priority);
+                prop_assert_eq!(found, naive);
+            }
+        }
+    }
+}

@@ -31,14 +31,14 @@ fn vms_forward_through_the_switch_with_counters_and_cycle_accounting() {
         &[("vm1", &sw.port_sock("vm1")), ("vm2", &sw.port_sock("vm2"))],
         4096,
         3.0,
-        &["gen", "--phase", "rate=200kpps,size=64,vm=vm1", "--phase", "rate=100kpps,size=512,vm=vm2"],
+        &["gen", "--phase", "rate=100kpps,size=64,vm=vm1", "--phase", "rate=50kpps,size=512,vm=vm2"],
     );
     let gen = gen.finish();
     sleep(1.0);
     let stats = sw.json(&["pmd-stats"]);
     let sink = sink.finish();
     let (sent1, sent2) = (sent_by(&gen, "vm1"), sent_by(&gen, "vm2"));
-    assert!(sent1 > 400_000 && sent2 > 200_000, "generator fell short: {gen}");
+    assert!(sent1 > 250_000 && sent2 > 120_000, "generator fell short: {gen}");
     let (got1, got2) = (received_from(&sink, "vm1"), received_from(&sink, "vm2"));
     assert!(got1 as f64 >= 0.99 * sent1 as f64, "vm1: sent {sent1}, sink got {got1}");
     assert!(got2 as f64 >= 0.99 * sent2 as f64, "vm2: sent {sent2}, sink got {got2}");
