@@ -1,5 +1,8 @@
 //! The exact-match cache: 8192 entries keyed by the whole flow key (OVS's EMC size), two probe
-//! positions per key taken from its hash. It remembers which rule (or none) a flow matched, so a
+//! positions per key taken from its hash. A free or stale slot is always filled; a live one is
+//! replaced only with probability 1/100, as OVS's `emc-insert-inv-prob` does: with more flows
+//! than entries, always replacing makes every flow evict another and nothing hits, while rare
+//! replacement keeps a stable subset cached. It remembers which rule (or none) a flow matched, so a
 //! hit skips the subtable walk. Changing the rules invalidates it in O(1) by bumping a
 //! generation number that every entry carries.
 
@@ -18,9 +21,14 @@ struct Entry {
     value: u32,
 }
 
+/// One in this many inserts may evict a live entry.
+pub const INSERT_INV_PROB: u32 = 100;
+
 pub struct ExactMatchCache {
     entries: Box<[Entry]>,
     generation: u32,
+    /// xorshift state deciding the rare evictions.
+    rng: u32,
     pub hits: u64,
     pub misses: u64,
 }
@@ -37,6 +45,7 @@ impl ExactMatchCache {
         ExactMatchCache {
             entries: vec![Entry { key: FlowKey::ZERO, generation: 0, value: NO_RULE }; EMC_ENTRIES].into_boxed_slice(),
             generation: 1,
+            rng: 0x9e37_79b9,
             hits: 0,
             misses: 0,
         }
@@ -83,7 +92,8 @@ impl ExactMatchCache {
         None
     }
 
-    /// Caches `value` for `key`, in a free or stale probe slot, else over the first probe.
+    /// Caches `value` for `key` in a free or stale probe slot; when both are live, evicts one of
+    /// them with probability 1/[`INSERT_INV_PROB`].
     #[inline]
     pub fn insert(&mut self, key: &FlowKey, hash: u64, value: u32) {
         let (a, b) = Self::probes(hash);
@@ -91,10 +101,14 @@ impl ExactMatchCache {
             a
         } else if self.entries[b].generation != self.generation {
             b
-        } else if hash & (1 << 20) == 0 {
-            a
         } else {
-            b
+            self.rng ^= self.rng << 13;
+            self.rng ^= self.rng >> 17;
+            self.rng ^= self.rng << 5;
+            if self.rng % INSERT_INV_PROB != 0 {
+                return;
+            }
+            if hash & (1 << 20) == 0 { a } else { b }
         };
         self.entries[slot] = Entry { key: *key, generation: self.generation, value };
     }
