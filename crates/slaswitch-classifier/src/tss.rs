@@ -55,6 +55,9 @@ impl Subtable {
 pub struct Classifier {
     rules: Vec<Rule>,
     subtables: Vec<Subtable>,
+    /// When every rule matches on nothing but the input port, the answer per input port (the
+    /// same idea as OVS 3's "simple match"): no hash and no exact-match cache needed.
+    by_in_port: Option<Vec<Option<RuleId>>>,
 }
 
 impl Classifier {
@@ -88,7 +91,27 @@ impl Classifier {
             st.linear = st.entries.iter().map(|(k, ids)| (*k, ids[0])).collect();
         }
         subtables.sort_by_key(|s| std::cmp::Reverse(s.max_priority));
-        Classifier { rules: unique, subtables }
+        let mut c = Classifier { rules: unique, subtables, by_in_port: None };
+        let in_port_only = |m: &FlowKey| m.0[0] & !0xffff == 0 && m.0[1..].iter().all(|&w| w == 0);
+        if !c.rules.is_empty() && c.rules.iter().all(|r| in_port_only(&r.matcher.mask)) {
+            let table = (0..=u16::MAX as usize)
+                .take(1024)
+                .map(|p| {
+                    let mut k = FlowKey::ZERO;
+                    k.set_in_port(p as u16);
+                    c.lookup(&k)
+                })
+                .collect();
+            c.by_in_port = Some(table);
+        }
+        c
+    }
+
+    /// `Some(answer)` when the rules depend on the input port alone (ports 0 to 1023), so the
+    /// caller can skip hashing and caching; `None` when a full lookup is needed.
+    #[inline]
+    pub fn by_in_port(&self, in_port: u16) -> Option<Option<RuleId>> {
+        self.by_in_port.as_ref().and_then(|t| t.get(in_port as usize).copied())
     }
 
     pub fn rules(&self) -> &[Rule] {

@@ -174,3 +174,15 @@ mod against_a_naive_scan {
         }
     }
 }
+
+#[test]
+fn rules_on_the_input_port_alone_answer_by_port() {
+    let c = Classifier::new(vec![rule("in_port=1,actions=output:2"), rule("priority=1,actions=drop")]);
+    let (one, other) = (c.by_in_port(1).unwrap(), c.by_in_port(5).unwrap());
+    assert_eq!(c.rule(one.unwrap()).actions, vec![Action::Output(2)]);
+    assert_eq!(c.rule(other.unwrap()).actions, vec![Action::Drop]);
+    // A rule that looks at anything else needs the full lookup.
+    let c = Classifier::new(vec![rule("in_port=1,actions=output:2"), rule("ip,actions=drop")]);
+    assert_eq!(c.by_in_port(1), None);
+    assert_eq!(Classifier::new(vec![]).by_in_port(1), None);
+}

@@ -154,18 +154,23 @@ impl Pmd {
     #[inline]
     /// Returns the rule it matched ([`NO_RULE`] if none).
     fn resolve(&mut self, m: &Mbuf, key: &FlowKey, hash: u64, in_port: u16, port_idx: usize, now: u64) -> u32 {
-        let st = &mut self.totals[port_idx];
         let key = *key;
-        let rule = match self.emc.lookup(&key, hash) {
-            Some(v) => {
-                st.emc_hits += 1;
-                v
-            }
+        let rule = match self.cfg.classifier.by_in_port(in_port) {
+            Some(r) => r.unwrap_or(NO_RULE),
             None => {
-                st.emc_misses += 1;
-                let v = self.cfg.classifier.lookup(&key).unwrap_or(NO_RULE);
-                self.emc.insert(&key, hash, v);
-                v
+                let st = &mut self.totals[port_idx];
+                match self.emc.lookup(&key, hash) {
+                    Some(v) => {
+                        st.emc_hits += 1;
+                        v
+                    }
+                    None => {
+                        st.emc_misses += 1;
+                        let v = self.cfg.classifier.lookup(&key).unwrap_or(NO_RULE);
+                        self.emc.insert(&key, hash, v);
+                        v
+                    }
+                }
             }
         };
         self.targets.clear();
@@ -222,12 +227,16 @@ impl Pmd {
     #[inline]
     fn classify(&mut self, batch: &[Mbuf], port_idx: usize, now: u64) -> u64 {
         let in_port = self.cfg.rx_ports[port_idx].number;
+        // Rules that look at the input port alone decide the whole batch without the cache.
+        let simple = self.cfg.classifier.by_in_port(in_port);
         let mut keys = [(FlowKey::ZERO, 0u64, false); MAX_BURST];
         for (slot, m) in keys.iter_mut().zip(batch) {
             match parse_frame(m.data(), in_port) {
                 Ok(k) => {
-                    let h = k.hash64();
-                    self.emc.prefetch(h);
+                    let h = if simple.is_some() { 0 } else { k.hash64() };
+                    if simple.is_none() {
+                        self.emc.prefetch(h);
+                    }
                     *slot = (k, h, true);
                 }
                 Err(e) => self.totals[port_idx].parse_errors[e as usize] += 1,
@@ -246,8 +255,9 @@ impl Pmd {
             }
             if let Some((k, target, rule)) = last {
                 if k == key {
-                    let st = &mut self.totals[port_idx];
-                    st.emc_hits += 1;
+                    if simple.is_none() {
+                        self.totals[port_idx].emc_hits += 1;
+                    }
                     if rule != NO_RULE {
                         self.count_rule(rule, m.pkt_len());
                     }
