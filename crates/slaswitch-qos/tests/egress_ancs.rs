@@ -105,3 +105,18 @@ proptest! {
         prop_assert!(total >= 0.97 * (LINK as f64).min(capped_total), "link at {} of {}", total, (LINK as f64).min(capped_total));
     }
 }
+
+#[test]
+fn a_minimum_with_capped_neighbours_takes_what_they_leave() {
+    // A case the property test below found: VM2 (weight 1, minimum 56 Mbit/s) must get the
+    // 850 Mbit/s that three capped VMs leave.
+    let mut a = ancs(&[
+        AncsPolicy { weight: 4, min_rate_bps: None, max_rate_bps: Some(50 * M) },
+        AncsPolicy { weight: 1, min_rate_bps: Some(56 * M), max_rate_bps: None },
+        AncsPolicy { weight: 6, min_rate_bps: None, max_rate_bps: Some(50 * M) },
+        AncsPolicy { weight: 7, min_rate_bps: None, max_rate_bps: Some(50 * M) },
+    ]);
+    let run = run_link(&mut a, &greedy(4), LINK, 0, 2 * SEC, SEC);
+    let vm2 = bps(run.bytes_by_queue[1], 2 * SEC);
+    assert!(vm2 >= 0.97 * 850.0 * M as f64, "VM2 got {vm2} bit/s");
+}

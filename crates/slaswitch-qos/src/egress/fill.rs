@@ -9,47 +9,39 @@ pub struct Claim {
     pub ceiling: f64,
 }
 
-/// Returns each claimant's share. If the floors alone exceed `total`, they are scaled down
-/// proportionally (admission control should have refused that configuration). What the
-/// ceilings leave unallocated stays unallocated.
+/// Returns each claimant's share: `clamp(lambda * weight, floor, ceiling)` for the one `lambda`
+/// that makes the shares add up to `total`. The sum grows with lambda, so bisection finds it.
+/// If the floors alone exceed `total` they are scaled down proportionally (admission control
+/// should have refused that configuration); if the ceilings cannot absorb `total`, everyone gets
+/// their ceiling and the rest stays unallocated.
+///
+/// (A first version fixed claimants at their bounds one pass at a time and got this wrong: a
+/// claimant pinned at its floor early never received what ceilings freed later. The ANCS
+/// property test found it; `tests/fill.rs` keeps the case.)
 pub fn weighted_fill(claims: &[Claim], total: f64) -> Vec<f64> {
-    let n = claims.len();
-    let mut share = vec![0.0; n];
-    let floors: f64 = claims.iter().map(|c| c.floor.min(c.ceiling)).sum();
+    let bounded = |c: &Claim| c.ceiling.max(c.floor);
+    let floors: f64 = claims.iter().map(|c| c.floor.min(bounded(c))).sum();
     if floors >= total {
         let scale = if floors > 0.0 { total / floors } else { 0.0 };
-        for (s, c) in share.iter_mut().zip(claims) {
-            *s = c.floor.min(c.ceiling) * scale;
-        }
-        return share;
+        return claims.iter().map(|c| c.floor.min(bounded(c)) * scale).collect();
     }
-    // Fix claimants whose proportional share falls outside their bounds, one kind at a time,
-    // until the proportional split of what is left respects every remaining bound.
-    let mut fixed = vec![false; n];
-    loop {
-        let remaining: f64 = total - (0..n).filter(|&i| fixed[i]).map(|i| share[i]).sum::<f64>();
-        let free_weight: f64 = (0..n).filter(|&i| !fixed[i]).map(|i| claims[i].weight).sum();
-        if free_weight <= 0.0 {
-            break;
-        }
-        let per_weight = remaining / free_weight;
-        let below: Vec<usize> =
-            (0..n).filter(|&i| !fixed[i] && per_weight * claims[i].weight < claims[i].floor).collect();
-        let to_fix = if below.is_empty() {
-            (0..n).filter(|&i| !fixed[i] && per_weight * claims[i].weight > claims[i].ceiling).collect()
+    let share_at = |lambda: f64| -> Vec<f64> { claims.iter().map(|c| (lambda * c.weight).clamp(c.floor, bounded(c))).collect() };
+    let sum_at = |lambda: f64| share_at(lambda).iter().sum::<f64>();
+    if claims.iter().map(bounded).sum::<f64>() <= total {
+        return claims.iter().map(bounded).collect();
+    }
+    let mut hi = 1.0;
+    while sum_at(hi) < total && hi < 1e300 {
+        hi *= 2.0;
+    }
+    let mut lo = 0.0;
+    for _ in 0..100 {
+        let mid = (lo + hi) / 2.0;
+        if sum_at(mid) < total {
+            lo = mid;
         } else {
-            below
-        };
-        if to_fix.is_empty() {
-            for i in (0..n).filter(|&i| !fixed[i]) {
-                share[i] = per_weight * claims[i].weight;
-            }
-            break;
-        }
-        for i in to_fix {
-            fixed[i] = true;
-            share[i] = if per_weight * claims[i].weight < claims[i].floor { claims[i].floor } else { claims[i].ceiling };
+            hi = mid;
         }
     }
-    share
+    share_at(hi)
 }
