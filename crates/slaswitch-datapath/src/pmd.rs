@@ -243,6 +243,37 @@ impl Pmd {
             }
         }
         let mut bytes = 0;
+        // Rules on the input port alone whose actions do not look at the packet (no `normal`):
+        // one decision serves the whole batch.
+        if let Some(rule) = simple {
+            let actions: &[Action] = match rule {
+                Some(r) => &self.cfg.classifier.rule(r).actions,
+                None => &[],
+            };
+            if !actions.contains(&Action::Normal) {
+                self.targets.clear();
+                self.targets.extend(actions.iter().filter_map(|a| match *a {
+                    Action::Output(p) if p != in_port => Some(p),
+                    _ => None,
+                }));
+                let targets = std::mem::take(&mut self.targets);
+                for (i, &m) in batch.iter().enumerate() {
+                    let len = m.pkt_len();
+                    bytes += u64::from(len);
+                    if !keys[i].2 {
+                        m.free();
+                        continue;
+                    }
+                    if let Some(r) = rule {
+                        self.count_rule(r, len);
+                    }
+                    self.emit(m, &targets, port_idx);
+                }
+                self.targets = targets;
+                self.publish_rule_hits();
+                return bytes;
+            }
+        }
         // The previous packet's key and single destination: a run of packets of one flow (the
         // common case within a batch) skips the cache lookup and the actions.
         let mut last: Option<(FlowKey, u16, u32)> = None;
@@ -267,33 +298,44 @@ impl Pmd {
             }
             let rule = self.resolve(&m, &key, hash, in_port, port_idx, now);
             last = (self.targets.len() == 1).then(|| (key, self.targets[0], rule));
-            if self.targets.is_empty() {
-                self.totals[port_idx].dropped_by_rules += 1;
-                m.free();
-                continue;
-            }
-            let last = self.targets.len() - 1;
-            for i in 0..last {
-                let target = self.targets[i];
-                match self.cfg.pool.copy(m) {
-                    Some(copy) => self.enqueue(target, copy),
-                    None => {
-                        if let Some(Some(tx)) = self.cfg.tx_ports.get(target as usize) {
-                            tx.counters.add_tx(0, 0, 1);
-                        }
+            let targets = std::mem::take(&mut self.targets);
+            self.emit(m, &targets, port_idx);
+            self.targets = targets;
+        }
+        self.publish_rule_hits();
+        bytes
+    }
+
+    /// Hands a packet to its destinations: copies for all but the last; no destination drops it.
+    #[inline]
+    fn emit(&mut self, m: Mbuf, targets: &[u16], port_idx: usize) {
+        let Some((&last, others)) = targets.split_last() else {
+            self.totals[port_idx].dropped_by_rules += 1;
+            m.free();
+            return;
+        };
+        for &target in others {
+            match self.cfg.pool.copy(m) {
+                Some(copy) => self.enqueue(target, copy),
+                None => {
+                    if let Some(Some(tx)) = self.cfg.tx_ports.get(target as usize) {
+                        tx.counters.add_tx(0, 0, 1);
                     }
                 }
             }
-            let target = self.targets[last];
-            self.enqueue(target, m);
         }
+        self.enqueue(last, m);
+    }
+
+    /// Adds this batch's per-rule counts to the shared counters.
+    #[inline]
+    fn publish_rule_hits(&mut self) {
         for &rule in &self.rules_touched {
             let (packets, bytes) = std::mem::take(&mut self.rule_hits[rule as usize]);
             self.cfg.rule_counters.packets[rule as usize].fetch_add(packets, Ordering::Relaxed);
             self.cfg.rule_counters.bytes[rule as usize].fetch_add(bytes, Ordering::Relaxed);
         }
         self.rules_touched.clear();
-        bytes
     }
 
     /// Egress stage: one tx burst per output port that has packets.

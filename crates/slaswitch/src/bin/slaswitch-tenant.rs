@@ -104,7 +104,7 @@ fn run() -> Result<(), String> {
     let mut ports = Vec::new();
     for (i, vm) in vms.iter().enumerate() {
         let dev = format!("net_virtio_user{i}");
-        let args = format!("path={},queues=1,queue_size={ring},mac={}{}", vm.socket, mac_text(mac_for(&vm.name)), if vm.server { ",server=1" } else { "" });
+        let args = format!("path={},queues=1,queue_size={ring},mac={}{}{}", vm.socket, mac_text(mac_for(&vm.name)), if vm.server { ",server=1" } else { "" }, std::env::var("SLASWITCH_TENANT_VDEV_EXTRA").unwrap_or_default());
         let port = EthPort::create_vdev(&eal, &dev, &args).map_err(|e| format!("VM {}: {e}", vm.name))?;
         port.setup(ring, ring, &pool).map_err(|e| format!("VM {}: {e}", vm.name))?;
         ports.push((dev, port));
