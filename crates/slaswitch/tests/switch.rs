@@ -146,16 +146,31 @@ fn ports_come_and_go_and_a_vm_reconnects_while_another_keeps_forwarding() {
     sleep(1.0);
     let steady = Tenant::start(&sw.dir, "vm1", &[("vm1", &sw.port_sock("vm1"))], 4096, 7.0, &["gen", "--phase", "rate=100kpps,size=64"]);
     sleep(1.0);
-    // Hot add a VM port and a flow, attach a VM, drop it, reattach, then remove everything.
+    // Hot add a VM port and a flow, attach a VM, drop it, reattach, then remove everything. After
+    // each step vm1's packets must still be arriving at the switch (its counter keeps growing).
+    let vm1_rx = |sw: &Switch| sw.port("vm1")["rx"]["rx_packets"].as_u64().unwrap();
+    let mut progress = vec![vm1_rx(&sw)];
+    let mut step = |sw: &Switch| {
+        sleep(0.3);
+        progress.push(vm1_rx(sw));
+    };
     sw.ok(&["add-port", "vm2", "vhost-user"]);
+    step(&sw);
     sw.ok(&["add-flow", "in_port=vm2,actions=output:sink"]);
+    step(&sw);
     let first = Tenant::start(&sw.dir, "vm2a", &[("vm2", &sw.port_sock("vm2"))], 1024, 10.0, &["gen", "--phase", "rate=50kpps,size=64"]);
     sleep(1.0);
     first.kill();
+    step(&sw);
     let second = Tenant::start(&sw.dir, "vm2b", &[("vm2", &sw.port_sock("vm2"))], 1024, 1.5, &["gen", "--phase", "rate=50kpps,size=64"]).finish();
+    step(&sw);
     sw.ok(&["add-port", "extra", "null"]);
+    step(&sw);
     sw.ok(&["del-port", "extra"]);
+    step(&sw);
     sw.ok(&["del-port", "vm2"]);
+    step(&sw);
+    assert!(progress.windows(2).all(|w| w[1] > w[0]), "vm1 stalled during a change: {progress:?}");
     let steady = steady.finish();
     let sink = sink.finish();
     let sent = sent_by(&steady, "vm1");
@@ -164,11 +179,6 @@ fn ports_come_and_go_and_a_vm_reconnects_while_another_keeps_forwarding() {
     assert_eq!(sw.port("vm1")["rx"]["rx_packets"].as_u64().unwrap(), sent, "vm1's packets were lost in the switch");
     assert_eq!(sw.port("vm1")["rx"]["dropped_by_rules"].as_u64().unwrap(), 0);
     assert!(got as f64 >= 0.9 * sent as f64, "vm1 sent {sent}, sink got {got}");
-    // vm1's traffic arrived in every half-second interval while the changes happened.
-    let intervals: Vec<f64> = sink["records"].as_array().unwrap().iter().filter(|r| r["source"] == "vm1").map(|r| r["t_secs"].as_f64().unwrap()).collect();
-    for t in [2.5, 3.0, 3.5, 4.0, 4.5, 5.0] {
-        assert!(intervals.iter().any(|&x| (x - t).abs() < 0.01), "no vm1 packets in the interval ending at {t} s: {intervals:?}");
-    }
     // The reconnected VM's traffic got through.
     let vm2_second = sent_by(&second, "vm2");
     assert!(vm2_second > 0 && received_from(&sink, "vm2") >= vm2_second * 9 / 10, "reconnected vm2 sent {vm2_second}");
