@@ -287,10 +287,7 @@ impl CycleBuckets {
         self.refill(port, now_tsc);
         match self.bucket(port) {
             None => 0,
-            Some(b) if b.tokens > 0.0 => 0,
-            Some(b) if b.tokens_per_tick <= 0.0 => u64::MAX / 2,
-            // Truncation is floor here (the quotient is positive) and avoids a libm call.
-            Some(b) => ((-b.tokens) / b.tokens_per_tick) as u64 + 1,
+            Some(_) => self.ticks_until_positive(port).unwrap_or(u64::MAX / 2),
         }
     }
 

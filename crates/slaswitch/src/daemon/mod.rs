@@ -124,12 +124,13 @@ impl Daemon {
                 Ok(serde_json::to_value(spec).expect("spec serialises"))
             }
             "list-ports" => {
+                let specs = self.dp.port_specs();
                 let mut list: Vec<Value> = self
                     .dp
                     .port_stats()
                     .into_iter()
                     .map(|p| {
-                        let spec = self.dp.port_specs().into_iter().find(|s| s.name == p.name);
+                        let spec = specs.iter().find(|s| s.name == p.name).cloned();
                         json!({"name": p.name, "number": p.number, "type": p.port_type, "pmd_core": p.pmd_core,
                                "link_up": p.link_up, "socket": p.socket, "options": spec.map(|s| s.options), "state": "up"})
                     })
