@@ -24,6 +24,8 @@ pub struct RxTotals {
     pub emc_misses: u64,
     /// Packets a rule dropped, or that matched no rule.
     pub dropped_by_rules: u64,
+    /// Packets the port's ingress policer dropped (they are not in `rx_packets`).
+    pub policer_drops: u64,
     pub parse_errors: [u64; PARSE_ERROR_KINDS],
 }
 
@@ -33,9 +35,11 @@ impl RxTotals {
     }
 }
 
+const RX_FIELDS: usize = 12;
+
 #[derive(Debug, Default)]
 pub struct PortCounters {
-    rx: [AtomicU64; 11 + PARSE_ERROR_KINDS],
+    rx: [AtomicU64; RX_FIELDS + PARSE_ERROR_KINDS],
     pub tx_packets: AtomicU64,
     pub tx_bytes: AtomicU64,
     /// Packets the port did not take (tx ring full, VM not connected) or no mbuf for a copy.
@@ -47,7 +51,7 @@ impl PortCounters {
     pub fn publish(&self, t: &RxTotals) {
         let values = [
             t.rx_packets, t.rx_bytes, t.batches, t.empty_polls, t.idle_cycles, t.ingress_cycles, t.classify_cycles,
-            t.egress_cycles, t.emc_hits, t.emc_misses, t.dropped_by_rules,
+            t.egress_cycles, t.emc_hits, t.emc_misses, t.dropped_by_rules, t.policer_drops,
         ];
         for (slot, v) in self.rx.iter().zip(values.iter().chain(t.parse_errors.iter())) {
             slot.store(*v, Relaxed);
@@ -57,10 +61,10 @@ impl PortCounters {
     pub fn rx(&self) -> RxTotals {
         let v: Vec<u64> = self.rx.iter().map(|a| a.load(Relaxed)).collect();
         let mut parse_errors = [0; PARSE_ERROR_KINDS];
-        parse_errors.copy_from_slice(&v[11..]);
+        parse_errors.copy_from_slice(&v[RX_FIELDS..]);
         RxTotals {
             rx_packets: v[0], rx_bytes: v[1], batches: v[2], empty_polls: v[3], idle_cycles: v[4], ingress_cycles: v[5],
-            classify_cycles: v[6], egress_cycles: v[7], emc_hits: v[8], emc_misses: v[9], dropped_by_rules: v[10], parse_errors,
+            classify_cycles: v[6], egress_cycles: v[7], emc_hits: v[8], emc_misses: v[9], dropped_by_rules: v[10], policer_drops: v[11], parse_errors,
         }
     }
 

@@ -21,6 +21,7 @@ use slaswitch_dpdk::{hugepage_status, probe_device, remove_device, remove_vdev, 
 
 use crate::counters::{PmdCounters, PmdTotals, PortCounters, RuleCounters, RxTotals};
 use crate::pmd::{self, PmdConfig, PmdMessage, RxPort, TxPort, MAX_PORTS};
+use crate::policing::PolicingSpec;
 use crate::port::{ring_option, DeviceRecipe, PortSpec, PortType};
 
 #[derive(Clone, Debug)]
@@ -208,7 +209,8 @@ impl Datapath {
                 Some(TxPort { number: p.spec.number, eth: p.eth, counters: p.counters.clone(), lock: p.tx_lock.clone() });
             flood.push(p.spec.number);
             if p.pmd == pmd_index {
-                rx_ports.push(RxPort { number: p.spec.number, eth: p.eth, counters: p.counters.clone() });
+                let policing = PolicingSpec::from_options(&p.spec.options).expect("validated when the port was set");
+                rx_ports.push(RxPort { number: p.spec.number, eth: p.eth, counters: p.counters.clone(), policing });
             }
         }
         rx_ports.sort_by_key(|p| p.number);
@@ -222,6 +224,7 @@ impl Datapath {
             shared_tx: self.settings.pmd_cores.len() > 1,
             pool: self.pool.clone(),
             mac_max_age_tsc: self.settings.mac_max_age_secs.saturating_mul(self.eal.tsc_hz()),
+            tsc_hz: self.eal.tsc_hz(),
         })
     }
 
@@ -356,8 +359,7 @@ impl Datapath {
                 return Err(format!("ofport_request cannot change on a live port ({} is number {}); delete and add it", name, spec.number));
             }
         }
-        let only_pmd = options.keys().all(|k| k == "pmd");
-        if only_pmd {
+        if options.keys().all(|k| crate::port::is_live_option(k)) {
             let pmd = self.pick_pmd(&spec)?;
             let entry = self.ports.get_mut(name).expect("checked");
             let (old_pmd, old_spec) = (entry.pmd, entry.spec.clone());

@@ -4,6 +4,7 @@
 pub mod counters;
 pub mod datapath;
 pub mod pmd;
+pub mod policing;
 pub mod port;
 
 pub use datapath::{Datapath, DatapathSettings, FlowStats, PmdStats, PortStats};

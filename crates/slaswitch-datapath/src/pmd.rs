@@ -26,6 +26,7 @@ use slaswitch_classifier::{parse_frame, Action, Classifier, ExactMatchCache, Flo
 use slaswitch_dpdk::{free_bulk, rdtsc, EthPort, Mbuf, Mempool, MAX_BURST};
 
 use crate::counters::{PmdCounters, PmdTotals, PortCounters, RuleCounters, RxTotals};
+use crate::policing::{Policer, PolicingSpec};
 
 /// Port numbers run from 1 to `MAX_PORTS - 1`.
 pub const MAX_PORTS: usize = 1024;
@@ -41,6 +42,7 @@ pub struct RxPort {
     pub number: u16,
     pub eth: EthPort,
     pub counters: Arc<PortCounters>,
+    pub policing: Option<PolicingSpec>,
 }
 
 #[derive(Clone)]
@@ -65,6 +67,7 @@ pub struct PmdConfig {
     pub pool: Arc<Mempool>,
     /// TSC ticks after which a learned MAC is forgotten.
     pub mac_max_age_tsc: u64,
+    pub tsc_hz: u64,
 }
 
 pub enum PmdMessage {
@@ -94,6 +97,9 @@ impl Drop for SpinGuard<'_> {
 struct Pmd {
     cfg: Arc<PmdConfig>,
     totals: Vec<RxTotals>,
+    /// Per rx port (same order): its policer's state, kept across reconfigurations while the
+    /// port's policing settings stay the same.
+    policers: Vec<Option<Policer>>,
     pmd_totals: PmdTotals,
     counters: Arc<PmdCounters>,
     emc: ExactMatchCache,
@@ -113,6 +119,7 @@ impl Pmd {
         Pmd {
             macs: MacTable::new(8192, cfg.mac_max_age_tsc),
             totals: cfg.rx_ports.iter().map(|p| p.counters.rx()).collect(),
+            policers: cfg.rx_ports.iter().map(|p| p.policing.map(|s| s.policer(tsc_to_ns(rdtsc(), cfg.tsc_hz)))).collect(),
             cfg,
             pmd_totals: PmdTotals::default(),
             counters,
@@ -147,6 +154,16 @@ impl Pmd {
         }
         self.macs.set_max_age(cfg.mac_max_age_tsc);
         self.totals = cfg.rx_ports.iter().map(|p| p.counters.rx()).collect();
+        let now_ns = tsc_to_ns(rdtsc(), cfg.tsc_hz);
+        self.policers = cfg
+            .rx_ports
+            .iter()
+            .map(|p| {
+                let spec = p.policing?;
+                let kept = self.cfg.rx_ports.iter().position(|o| o.number == p.number && o.policing == Some(spec));
+                Some(kept.and_then(|i| self.policers[i]).unwrap_or_else(|| spec.policer(now_ns)))
+            })
+            .collect();
         self.cfg = cfg;
     }
 
@@ -211,6 +228,26 @@ impl Pmd {
     }
 
 
+
+    /// Drops from `batch[..n]` what the port's policer refuses; returns how many are left,
+    /// packed at the front.
+    #[inline]
+    fn police(&mut self, batch: &mut [Mbuf], n: usize, port_idx: usize, now_tsc: u64) -> usize {
+        let Some(policer) = self.policers[port_idx].as_mut() else { return n };
+        let now_ns = tsc_to_ns(now_tsc, self.cfg.tsc_hz);
+        let mut kept = 0;
+        for i in 0..n {
+            let m = batch[i];
+            if policer.allow(m.pkt_len(), now_ns) {
+                batch[kept] = m;
+                kept += 1;
+            } else {
+                m.free();
+            }
+        }
+        self.totals[port_idx].policer_drops += (n - kept) as u64;
+        kept
+    }
 
     #[inline]
     fn enqueue(&mut self, port: u16, m: Mbuf) {
@@ -369,6 +406,11 @@ impl Pmd {
     }
 }
 
+#[inline]
+fn tsc_to_ns(tsc: u64, tsc_hz: u64) -> u64 {
+    (u128::from(tsc) * 1_000_000_000 / u128::from(tsc_hz.max(1))) as u64
+}
+
 /// Pins the calling thread to `core`.
 pub fn pin_to_core(core: usize) -> Result<(), String> {
     // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes within it.
@@ -393,8 +435,21 @@ pub fn run(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<Pmd
         let mut pass_had_packets = false;
         for idx in 0..pmd.cfg.rx_ports.len() {
             let eth = pmd.cfg.rx_ports[idx].eth;
-            let n = eth.rx_burst(&mut batch);
-            let t_rx = rdtsc();
+            let received = eth.rx_burst(&mut batch);
+            let mut t_rx = rdtsc();
+            let n = if received == 0 { 0 } else { pmd.police(&mut batch, received, idx, t_rx) };
+            if n < received {
+                // Policing belongs to the ingress stage, as in OVS-DPDK's rx path.
+                t_rx = rdtsc();
+                if n == 0 {
+                    let st = &mut pmd.totals[idx];
+                    st.ingress_cycles += t_rx - t;
+                    pmd.pmd_totals.busy_cycles += t_rx - t;
+                    t = t_rx;
+                    pass_had_packets = true;
+                    continue;
+                }
+            }
             if n == 0 {
                 let st = &mut pmd.totals[idx];
                 st.empty_polls += 1;

@@ -11,7 +11,8 @@
 //! |                     |                                 | daemon must run with `--pci`        |
 //!
 //! Every type also takes `ofport_request` (the port number rules use), `rx_ring` and `tx_ring`
-//! (descriptors, default 2048).
+//! (descriptors, default 2048), `pmd` (the core whose PMD polls it) and the ingress policing
+//! options of [`crate::policing`]. `pmd` and policing change live; the others recreate the device.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -64,7 +65,15 @@ impl PortType {
 }
 
 /// Options every port type takes.
-pub const COMMON_OPTIONS: &[&str] = &["ofport_request", "rx_ring", "tx_ring", "pmd"];
+pub const COMMON_OPTIONS: &[&str] = &[
+    "ofport_request", "rx_ring", "tx_ring", "pmd",
+    "ingress_policing_rate", "ingress_policing_burst", "ingress_policing_kpkts_rate", "ingress_policing_kpkts_burst",
+];
+
+/// Options a running port takes without recreating its device.
+pub fn is_live_option(key: &str) -> bool {
+    key == "pmd" || crate::policing::POLICING_OPTIONS.contains(&key)
+}
 
 /// A port as configured (and persisted).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -120,6 +129,7 @@ impl PortSpec {
         }
         ring_option(&self.options, "rx_ring")?;
         ring_option(&self.options, "tx_ring")?;
+        crate::policing::PolicingSpec::from_options(&self.options)?;
         match self.port_type {
             PortType::VhostUserClient if !self.options.contains_key("path") => {
                 Err(format!("vhost-user-client port {} needs path=SOCKET (the VM's vhost-user socket)", self.name))

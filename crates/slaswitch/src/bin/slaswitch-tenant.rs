@@ -3,11 +3,13 @@
 //!
 //!   slaswitch-tenant --vm vm1=/var/run/slaswitch/vm1.sock [--vm ...] gen --phase "rate=1mpps,size=64" [--phase ...]
 //!   slaswitch-tenant --vm sink=/var/run/slaswitch/sink.sock sink --source vm1 --source vm2
+//!   slaswitch-tenant --vm vm1=... --vm up=... gen --sink up --phase ...   (senders and sink in one loop)
 //!
 //! Common options: --core N (default 1), --ring N (virtio ring, up to 32768; the mbuf pool is sized
 //! to match), --duration S, --interval S (default 1), --out FILE, --format json|csv,
 //! --file-prefix NAME, --link-timeout S. Append ",server" to a socket when the switch port is a
-//! vhost-user-client (the VM side then listens).
+//! vhost-user-client (the VM side then listens). A socket written `af_packet:IFACE` attaches
+//! the VM to a kernel interface instead (a veth or tap in a Linux bridge or VDE2 switch).
 
 use std::io::Write;
 
@@ -47,11 +49,11 @@ fn parse_vm(s: &str) -> Result<Vm, String> {
 fn run() -> Result<(), String> {
     let a = Args::parse(
         std::env::args().skip(1),
-        &["vm", "core", "ring", "duration", "interval", "out", "format", "file-prefix", "phase", "script", "source", "link-timeout"],
+        &["vm", "core", "ring", "duration", "interval", "out", "format", "file-prefix", "phase", "script", "source", "sink", "link-timeout"],
         &["help"],
     )?;
     if a.flag("help") || a.positional.is_empty() {
-        println!("{}", include_str!("slaswitch-tenant.rs").lines().skip(2).take(11).map(|l| l.trim_start_matches("//!")).collect::<Vec<_>>().join("\n"));
+        println!("{}", include_str!("slaswitch-tenant.rs").lines().skip(2).take(13).map(|l| l.trim_start_matches("//!")).collect::<Vec<_>>().join("\n"));
         return if a.flag("help") { Ok(()) } else { Err("say gen or sink".into()) };
     }
     let mode = a.positional[0].as_str();
@@ -79,6 +81,18 @@ fn run() -> Result<(), String> {
             phases.push(line.parse().map_err(|e| format!("{script}:{}: {e}", i + 1))?);
         }
     }
+    let sink_names = a.all("sink");
+    for name in sink_names {
+        if !vms.iter().any(|v| &v.name == name) {
+            return Err(format!("--sink {name} is not one of this process's --vm"));
+        }
+    }
+    if mode == "sink" && !sink_names.is_empty() {
+        return Err("--sink belongs to gen mode (in sink mode every VM receives)".into());
+    }
+    if !sink_names.is_empty() && format == "csv" {
+        return Err("--sink with --format csv: sender and sink records differ, use --format json".into());
+    }
     if mode == "gen" && phases.is_empty() {
         return Err("gen needs at least one --phase (or --script)".into());
     }
@@ -103,8 +117,15 @@ fn run() -> Result<(), String> {
     let pool = Mempool::new(&eal, "tenant_pool", mbufs, 256, 2048 + 128).map_err(|e| format!("{e} (asked for {mbufs} mbufs for {} VMs with {ring}-descriptor rings)", vms.len()))?;
     let mut ports = Vec::new();
     for (i, vm) in vms.iter().enumerate() {
-        let dev = format!("net_virtio_user{i}");
-        let args = format!("path={},queues=1,queue_size={ring},mac={}{}{}", vm.socket, mac_text(mac_for(&vm.name)), if vm.server { ",server=1" } else { "" }, std::env::var("SLASWITCH_TENANT_VDEV_EXTRA").unwrap_or_default());
+        let (dev, args) = match vm.socket.strip_prefix("af_packet:") {
+            // The kernel interface has its own MAC; frames carry the VM's MAC anyway, and the
+            // interface is put in promiscuous mode by the driver.
+            Some(iface) => (format!("net_af_packet{i}"), format!("iface={iface},qpairs=1,blocksz=4096,framesz=2048,framecnt={ring}")),
+            None => (
+                format!("net_virtio_user{i}"),
+                format!("path={},queues=1,queue_size={ring},mac={}{}{}", vm.socket, mac_text(mac_for(&vm.name)), if vm.server { ",server=1" } else { "" }, std::env::var("SLASWITCH_TENANT_VDEV_EXTRA").unwrap_or_default()),
+            ),
+        };
         let port = EthPort::create_vdev(&eal, &dev, &args).map_err(|e| format!("VM {}: {e}", vm.name))?;
         port.setup(ring, ring, &pool).map_err(|e| format!("VM {}: {e}", vm.name))?;
         ports.push((dev, port));
@@ -140,21 +161,33 @@ fn run() -> Result<(), String> {
         }
     };
     let tsc_hz = eal.tsc_hz();
+    let start_unix_secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
+    let mut sink_records: Vec<serde_json::Value> = Vec::new();
     let summary = if mode == "gen" {
+        let is_sink = |name: &str| sink_names.iter().any(|s| s == name);
         let mut gens: Vec<GenVm> = vms
             .iter()
             .zip(&ports)
+            .filter(|(vm, _)| !is_sink(&vm.name))
             .map(|(vm, (_, port))| GenVm::new(&vm.name, *port, phases.iter().filter(|p| p.vm.as_deref().is_none_or(|n| n == vm.name)).cloned().collect()))
             .collect();
-        generator::run(&mut gens, &pool, tsc_hz, duration, interval, |r| emit(serde_json::to_value(r).expect("record")));
-        json!({"mode": "gen", "core": core, "vms": gens.iter().map(|g| json!({"vm": g.name, "mac": mac_text(mac_for(&g.name)), "sent_packets": g.sent_packets, "sent_bytes": g.sent_bytes, "tx_ring_full": g.tx_full})).collect::<Vec<_>>()})
+        let sinks: Vec<SinkVm> = vms.iter().zip(&ports).filter(|(vm, _)| is_sink(&vm.name)).map(|(vm, (_, port))| SinkVm { name: vm.name.clone(), port: *port }).collect();
+        let sources: Vec<String> = gens.iter().map(|g| g.name.clone()).chain(a.all("source").iter().cloned()).collect();
+        let mut sink = (!sinks.is_empty()).then(|| sink::Sink::new(&sinks, &sources, &pool, tsc_hz));
+        let mut on_sink_record = |r: &sink::SinkRecord| sink_records.push(serde_json::to_value(r).expect("record"));
+        let sink_arg = sink.as_mut().map(|s| (s, &mut on_sink_record as &mut dyn FnMut(&sink::SinkRecord)));
+        generator::run(&mut gens, sink_arg, &pool, tsc_hz, duration, interval, |r| emit(serde_json::to_value(r).expect("record")));
+        let totals = sink.map(|s| s.totals());
+        json!({"mode": "gen", "core": core, "start_unix_secs": start_unix_secs,
+               "vms": gens.iter().map(|g| json!({"vm": g.name, "mac": mac_text(mac_for(&g.name)), "sent_packets": g.sent_packets, "sent_bytes": g.sent_bytes, "tx_ring_full": g.tx_full})).collect::<Vec<_>>(),
+               "sink_totals": totals})
     } else {
         let sinks: Vec<SinkVm> = vms.iter().zip(&ports).map(|(vm, (_, port))| SinkVm { name: vm.name.clone(), port: *port }).collect();
         let totals = sink::run(&sinks, a.all("source"), &pool, tsc_hz, duration, interval, |r| emit(serde_json::to_value(r).expect("record")));
-        json!({"mode": "sink", "core": core, "totals": totals})
+        json!({"mode": "sink", "core": core, "start_unix_secs": start_unix_secs, "totals": totals})
     };
     if format == "json" && a.get("out").is_some() {
-        let doc = json!({"interval_secs": interval, "records": records, "summary": summary});
+        let doc = json!({"interval_secs": interval, "start_unix_secs": start_unix_secs, "records": records, "sink_records": sink_records, "summary": summary});
         writeln!(out, "{}", serde_json::to_string_pretty(&doc).expect("JSON")).map_err(|e| e.to_string())?;
     }
     println!("{summary}");

@@ -18,6 +18,9 @@ const USAGE: &str = "usage: slaswitch [--socket PATH] COMMAND [ARGS] [--json]
   port-stats [NAME]
   pmd-stats                           per port: Kpps, Mbps, cycles/packet by stage, PMD share, EMC hits
   show                                the persisted configuration
+  experiment run SCENARIO [--switch slaswitch|ovs-dpdk|linux-tc|vde2 ...] [--out DIR] [--quiet]
+                                      run a test-bed scenario (experiments/*.toml) on each switch
+  experiment report DIR               rebuild a run's report.md and plots from its samples
 The socket defaults to $SLASWITCH_SOCKET or /var/run/slaswitch/slaswitchd.ctl.";
 
 fn main() {
@@ -34,7 +37,47 @@ fn need<'a>(words: &'a [String], i: usize, what: &str) -> Result<&'a str, String
     words.get(i).map(String::as_str).ok_or_else(|| format!("missing {what}\n{USAGE}"))
 }
 
+fn experiment(words: Vec<String>) -> Result<(), String> {
+    let a = Args::parse(words.into_iter(), &["switch", "out"], &["quiet", "help"])?;
+    let w = &a.positional;
+    match w.first().map(String::as_str) {
+        Some("run") => {
+            let scenario = need(w, 1, "scenario file")?;
+            let mut switches = Vec::new();
+            for list in a.all("switch") {
+                for name in list.split(',').filter(|s| !s.is_empty()) {
+                    switches.push(slaswitch_testbed::scenario::SwitchKind::parse(name)?);
+                }
+            }
+            let tools = std::env::current_exe().map_err(|e| e.to_string())?.parent().map(PathBuf::from).ok_or("no folder for this program")?;
+            let opts = slaswitch_testbed::runner::RunOptions {
+                scenario_path: PathBuf::from(scenario),
+                switches,
+                out_dir: a.get("out").map(PathBuf::from),
+                tools,
+                quiet: a.flag("quiet"),
+            };
+            let dir = slaswitch_testbed::runner::run(&opts)?;
+            println!("{}", dir.join("report.md").display());
+            Ok(())
+        }
+        Some("report") => {
+            let dir = need(w, 1, "run folder")?;
+            slaswitch_testbed::report::generate(std::path::Path::new(dir))?;
+            println!("{}", std::path::Path::new(dir).join("report.md").display());
+            Ok(())
+        }
+        _ => Err(format!("experiment run SCENARIO | experiment report DIR\n{USAGE}")),
+    }
+}
+
 fn run() -> Result<(), String> {
+    let words: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(i) = words.iter().position(|w| w == "experiment") {
+        if words[..i].iter().all(|w| w.starts_with("--")) {
+            return experiment(words[i + 1..].to_vec());
+        }
+    }
     let a = Args::parse(std::env::args().skip(1), &["socket"], &["json", "strict", "help"])?;
     if a.flag("help") || a.positional.is_empty() {
         println!("{USAGE}");
@@ -101,8 +144,8 @@ fn render(verb: &str, r: &Value) -> String {
             for p in r["ports"].as_array().into_iter().flatten() {
                 let rx = &p["rx"];
                 let errors: u64 = rx["parse_errors"].as_array().into_iter().flatten().filter_map(Value::as_u64).sum();
-                out += &format!("port {} ({}):\n  RX packets:{} bytes:{} malformed:{} rule-drops:{} ring-overruns:{}\n  TX packets:{} bytes:{} dropped:{}\n",
-                    f(&p["number"]), f(&p["name"]), f(&rx["rx_packets"]), f(&rx["rx_bytes"]), errors, f(&rx["dropped_by_rules"]), f(&p["device_rx_missed"]),
+                out += &format!("port {} ({}):\n  RX packets:{} bytes:{} malformed:{} rule-drops:{} policed:{} ring-overruns:{}\n  TX packets:{} bytes:{} dropped:{}\n",
+                    f(&p["number"]), f(&p["name"]), f(&rx["rx_packets"]), f(&rx["rx_bytes"]), errors, f(&rx["dropped_by_rules"]), f(&rx["policer_drops"]), f(&p["device_rx_missed"]),
                     f(&p["tx_packets"]), f(&p["tx_bytes"]), f(&p["tx_dropped"]));
             }
         }

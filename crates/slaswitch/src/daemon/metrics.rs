@@ -25,6 +25,7 @@ pub fn render(ports: &[PortStats], pmds: &[PmdStats], flows: &[FlowStats], tsc_h
     family("slaswitch_port_tx_bytes_total", "counter", "Bytes transmitted on the port.", per_port(&|p| p.tx_bytes));
     family("slaswitch_port_tx_dropped_total", "counter", "Packets the port did not take.", per_port(&|p| p.tx_dropped));
     family("slaswitch_port_rule_dropped_total", "counter", "Packets from the port dropped by a rule or a table miss.", per_port(&|p| p.rx.dropped_by_rules));
+    family("slaswitch_port_policer_dropped_total", "counter", "Packets the port's ingress policer dropped.", per_port(&|p| p.rx.policer_drops));
     family("slaswitch_port_link_up", "gauge", "1 when the port's link is up.", per_port(&|p| u64::from(p.link_up)));
     let mut stages = Vec::new();
     for p in ports {

@@ -192,6 +192,8 @@ impl Daemon {
                             "ports": ports.iter().map(|p| json!({
                                 "name": p.name,
                                 "rx_packets": p.rx.rx_packets,
+                                "rx_bytes": p.rx.rx_bytes,
+                                "policer_drops": p.rx.policer_drops,
                                 "ingress_cycles": p.rx.ingress_cycles,
                                 "classify_cycles": p.rx.classify_cycles,
                                 "egress_cycles": p.rx.egress_cycles,

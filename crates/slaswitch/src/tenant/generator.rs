@@ -6,8 +6,9 @@
 use serde::Serialize;
 use slaswitch_dpdk::{free_bulk, rdtsc, EthPort, Mbuf, Mempool, MAX_BURST};
 
-use super::frames::{ip_for, mac_for, sender_id, stamp, write_frame};
-use super::phase::{Phase, Size, IMIX_PATTERN};
+use slaswitch_traffic::frames::{ip_for, mac_for, sender_id, stamp, write_frame};
+use slaswitch_traffic::phase::{Phase, Size, IMIX_PATTERN};
+use super::sink::{Sink, SinkRecord};
 
 pub struct GenVm {
     pub name: String,
@@ -29,6 +30,7 @@ pub struct GenVm {
     pub tx_full: u64,
     interval_packets: u64,
     interval_bytes: u64,
+    interval_tx_full: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -39,6 +41,8 @@ pub struct GenRecord {
     pub bytes: u64,
     pub kpps: f64,
     pub mbps: f64,
+    /// Packets the VM's ring had no room for in the interval: the VM was backlogged.
+    pub tx_ring_full: u64,
 }
 
 impl GenVm {
@@ -60,6 +64,7 @@ impl GenVm {
             tx_full: 0,
             interval_packets: 0,
             interval_bytes: 0,
+            interval_tx_full: 0,
         }
     }
 
@@ -139,6 +144,7 @@ impl GenVm {
             bytes -= unsent_bytes;
             free_bulk(&batch[sent..want]);
             self.tx_full += (want - sent) as u64;
+            self.interval_tx_full += (want - sent) as u64;
         }
         // Count what was offered against the pace, so a full ring does not make the VM burst later.
         if let Some((_, n)) = self.current.as_mut() {
@@ -152,8 +158,18 @@ impl GenVm {
     }
 }
 
-/// Runs every VM's phases for `duration_secs`, reporting each `interval_secs`.
-pub fn run(vms: &mut [GenVm], pool: &Mempool, tsc_hz: u64, duration_secs: f64, interval_secs: f64, mut report: impl FnMut(&GenRecord)) {
+/// Runs every VM's phases for `duration_secs`, reporting each `interval_secs`. With a `sink`,
+/// the same loop also receives on the sink VMs, so senders and receiver share one core
+/// without the kernel's time slices between them.
+pub fn run(
+    vms: &mut [GenVm],
+    mut sink: Option<(&mut Sink, &mut dyn FnMut(&SinkRecord))>,
+    pool: &Mempool,
+    tsc_hz: u64,
+    duration_secs: f64,
+    interval_secs: f64,
+    mut report: impl FnMut(&GenRecord),
+) {
     let start = rdtsc();
     let hz = tsc_hz as f64;
     let mut next_report = interval_secs;
@@ -175,6 +191,9 @@ pub fn run(vms: &mut [GenVm], pool: &Mempool, tsc_hz: u64, duration_secs: f64, i
         for vm in vms.iter_mut() {
             vm.step(pool, t, tsc);
         }
+        if let Some((s, _)) = sink.as_mut() {
+            s.poll();
+        }
         // Drain anything the switch sends back (e.g. floods) so the rings do not fill.
         let mut rx = [Mbuf(std::ptr::NonNull::dangling()); MAX_BURST];
         for vm in vms.iter() {
@@ -190,9 +209,14 @@ pub fn run(vms: &mut [GenVm], pool: &Mempool, tsc_hz: u64, duration_secs: f64, i
                     bytes: vm.interval_bytes,
                     kpps: vm.interval_packets as f64 / interval_secs / 1e3,
                     mbps: vm.interval_bytes as f64 * 8.0 / interval_secs / 1e6,
+                    tx_ring_full: vm.interval_tx_full,
                 });
+                vm.interval_tx_full = 0;
                 vm.interval_packets = 0;
                 vm.interval_bytes = 0;
+            }
+            if let Some((s, sink_report)) = sink.as_mut() {
+                s.end_interval(next_report, interval_secs, pool, |r| sink_report(r));
             }
             next_report += interval_secs;
         }

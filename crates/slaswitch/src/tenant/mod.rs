@@ -1,8 +1,8 @@
 //! slaswitch-tenant: an emulated VM (or many) attached over vhost-user the way a VM's virtio-net
 //! is: a DPDK virtio-user device per VM. It stands in for the seeds' VMs and pkt-gen.
 
-pub mod frames;
 pub mod generator;
 pub mod latency;
-pub mod phase;
 pub mod sink;
+
+pub use slaswitch_traffic::{frames, phase};

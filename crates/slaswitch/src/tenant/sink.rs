@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use slaswitch_dpdk::{free_bulk, rdtsc, EthPort, Mbuf, Mempool, MAX_BURST};
 
-use super::frames::{ip_for, mac_for, mac_text, read_stamp, sender_id, write_frame};
+use slaswitch_traffic::frames::{ip_for, mac_for, mac_text, read_stamp, sender_id, write_frame};
 use super::latency::Histogram;
 
 pub struct SinkVm {
@@ -65,8 +65,119 @@ fn announce(pool: &Mempool, vm: &SinkVm) {
     }
 }
 
-/// Receives for `duration_secs`; `sources` names the senders to expect (others are shown by MAC
-/// or sender id). Calls `report` per (sink, source) each interval; returns the run's totals.
+/// The receiving VMs' state: call [`Sink::poll`] in a loop and [`Sink::end_interval`] once per
+/// interval. A sender process can own one too, so one core serves senders and sink in turn.
+pub struct Sink<'a> {
+    vms: &'a [SinkVm],
+    names: BTreeMap<u16, String>,
+    /// Labels looked up once per sender id.
+    labels: BTreeMap<u16, String>,
+    ns_per_tick: f64,
+    interval: BTreeMap<(usize, String), Tally>,
+    total: BTreeMap<(usize, String), Tally>,
+    rx: [Mbuf; MAX_BURST],
+}
+
+impl<'a> Sink<'a> {
+    /// `sources` names the senders to expect (others are shown by MAC or sender id).
+    pub fn new(vms: &'a [SinkVm], sources: &[String], pool: &Mempool, tsc_hz: u64) -> Sink<'a> {
+        for vm in vms {
+            announce(pool, vm);
+        }
+        Sink {
+            vms,
+            names: sources.iter().map(|s| (sender_id(s), s.clone())).collect(),
+            labels: BTreeMap::new(),
+            ns_per_tick: 1e9 / tsc_hz as f64,
+            interval: BTreeMap::new(),
+            total: BTreeMap::new(),
+            rx: [Mbuf(std::ptr::NonNull::dangling()); MAX_BURST],
+        }
+    }
+
+    /// One rx burst from every sink VM.
+    #[inline]
+    pub fn poll(&mut self) {
+        for (i, vm) in self.vms.iter().enumerate() {
+            let n = vm.port.rx_burst(&mut self.rx);
+            if n == 0 {
+                continue;
+            }
+            let arrival = rdtsc();
+            for m in &self.rx[..n] {
+                let frame = m.data();
+                let (source, latency) = match read_stamp(frame) {
+                    Some((id, _seq, tsc)) => {
+                        let names = &self.names;
+                        let label = self.labels.entry(id).or_insert_with(|| names.get(&id).cloned().unwrap_or_else(|| format!("id-{id:04x}")));
+                        (label.clone(), (arrival >= tsc).then(|| ((arrival - tsc) as f64 * self.ns_per_tick) as u64))
+                    }
+                    None if frame.len() >= 12 => (mac_text(frame[6..12].try_into().expect("6 bytes")), None),
+                    None => ("runt".to_string(), None),
+                };
+                let tally = self.interval.entry((i, source)).or_default();
+                tally.packets += 1;
+                tally.bytes += u64::from(m.pkt_len());
+                if let Some(l) = latency {
+                    tally.latency.record(l);
+                }
+            }
+            free_bulk(&self.rx[..n]);
+        }
+    }
+
+    /// Reports the interval that ends at `t_secs` and starts the next one.
+    pub fn end_interval(&mut self, t_secs: f64, interval_secs: f64, pool: &Mempool, mut report: impl FnMut(&SinkRecord)) {
+        for ((i, source), tally) in std::mem::take(&mut self.interval) {
+            report(&SinkRecord {
+                t_secs,
+                sink: self.vms[i].name.clone(),
+                source: source.clone(),
+                packets: tally.packets,
+                bytes: tally.bytes,
+                kpps: tally.packets as f64 / interval_secs / 1e3,
+                mbps: tally.bytes as f64 * 8.0 / interval_secs / 1e6,
+                latency_samples: tally.latency.count(),
+                lat_p50_us: us(tally.latency.quantile_ns(0.5)),
+                lat_p90_us: us(tally.latency.quantile_ns(0.9)),
+                lat_p99_us: us(tally.latency.quantile_ns(0.99)),
+                lat_max_us: us((tally.latency.count() > 0).then(|| tally.latency.max_ns())),
+            });
+            self.add_to_total(i, source, &tally);
+        }
+        for vm in self.vms {
+            announce(pool, vm);
+        }
+    }
+
+    fn add_to_total(&mut self, i: usize, source: String, tally: &Tally) {
+        let t = self.total.entry((i, source)).or_default();
+        t.packets += tally.packets;
+        t.bytes += tally.bytes;
+        t.latency.merge(&tally.latency);
+    }
+
+    /// The run's totals per (sink, source), including a last partial interval.
+    pub fn totals(mut self) -> Vec<SinkTotal> {
+        for ((i, source), tally) in std::mem::take(&mut self.interval) {
+            self.add_to_total(i, source, &tally);
+        }
+        self.total
+            .into_iter()
+            .map(|((i, source), t)| SinkTotal {
+                sink: self.vms[i].name.clone(),
+                source,
+                packets: t.packets,
+                bytes: t.bytes,
+                lat_p50_us: us(t.latency.quantile_ns(0.5)),
+                lat_p99_us: us(t.latency.quantile_ns(0.99)),
+                lat_max_us: us((t.latency.count() > 0).then(|| t.latency.max_ns())),
+            })
+            .collect()
+    }
+}
+
+/// Receives for `duration_secs`, reporting per (sink, source) each interval; returns the totals.
 pub fn run(
     vms: &[SinkVm],
     sources: &[String],
@@ -76,93 +187,20 @@ pub fn run(
     interval_secs: f64,
     mut report: impl FnMut(&SinkRecord),
 ) -> Vec<SinkTotal> {
-    let names: BTreeMap<u16, String> = sources.iter().map(|s| (sender_id(s), s.clone())).collect();
+    let mut sink = Sink::new(vms, sources, pool, tsc_hz);
     let start = rdtsc();
     let hz = tsc_hz as f64;
-    let ns_per_tick = 1e9 / hz;
-    let mut interval: BTreeMap<(usize, String), Tally> = BTreeMap::new();
-    let mut total: BTreeMap<(usize, String), Tally> = BTreeMap::new();
     let mut next_report = interval_secs;
-    let mut rx = [Mbuf(std::ptr::NonNull::dangling()); MAX_BURST];
-    for vm in vms {
-        announce(pool, vm);
-    }
-    // Labels are looked up once per sender id and cached.
-    let mut labels: BTreeMap<u16, String> = BTreeMap::new();
     loop {
-        let now = rdtsc();
-        let t = (now - start) as f64 / hz;
+        let t = (rdtsc() - start) as f64 / hz;
         if t >= duration_secs {
             break;
         }
-        for (i, vm) in vms.iter().enumerate() {
-            let n = vm.port.rx_burst(&mut rx);
-            if n == 0 {
-                continue;
-            }
-            let arrival = rdtsc();
-            for m in &rx[..n] {
-                let frame = m.data();
-                let (source, latency) = match read_stamp(frame) {
-                    Some((id, _seq, tsc)) => {
-                        let label = labels.entry(id).or_insert_with(|| names.get(&id).cloned().unwrap_or_else(|| format!("id-{id:04x}")));
-                        (label.clone(), (arrival >= tsc).then(|| ((arrival - tsc) as f64 * ns_per_tick) as u64))
-                    }
-                    None if frame.len() >= 12 => (mac_text(frame[6..12].try_into().expect("6 bytes")), None),
-                    None => ("runt".to_string(), None),
-                };
-                let tally = interval.entry((i, source)).or_default();
-                tally.packets += 1;
-                tally.bytes += u64::from(m.pkt_len());
-                if let Some(l) = latency {
-                    tally.latency.record(l);
-                }
-            }
-            free_bulk(&rx[..n]);
-        }
+        sink.poll();
         if t >= next_report {
-            for ((i, source), tally) in std::mem::take(&mut interval) {
-                report(&SinkRecord {
-                    t_secs: next_report,
-                    sink: vms[i].name.clone(),
-                    source: source.clone(),
-                    packets: tally.packets,
-                    bytes: tally.bytes,
-                    kpps: tally.packets as f64 / interval_secs / 1e3,
-                    mbps: tally.bytes as f64 * 8.0 / interval_secs / 1e6,
-                    latency_samples: tally.latency.count(),
-                    lat_p50_us: us(tally.latency.quantile_ns(0.5)),
-                    lat_p90_us: us(tally.latency.quantile_ns(0.9)),
-                    lat_p99_us: us(tally.latency.quantile_ns(0.99)),
-                    lat_max_us: us((tally.latency.count() > 0).then(|| tally.latency.max_ns())),
-                });
-                let t = total.entry((i, source)).or_default();
-                t.packets += tally.packets;
-                t.bytes += tally.bytes;
-                t.latency.merge(&tally.latency);
-            }
-            for vm in vms {
-                announce(pool, vm);
-            }
+            sink.end_interval(next_report, interval_secs, pool, &mut report);
             next_report += interval_secs;
         }
     }
-    for (key, tally) in interval {
-        let t = total.entry(key).or_default();
-        t.packets += tally.packets;
-        t.bytes += tally.bytes;
-        t.latency.merge(&tally.latency);
-    }
-    total
-        .into_iter()
-        .map(|((i, source), t)| SinkTotal {
-            sink: vms[i].name.clone(),
-            source,
-            packets: t.packets,
-            bytes: t.bytes,
-            lat_p50_us: us(t.latency.quantile_ns(0.5)),
-            lat_p99_us: us(t.latency.quantile_ns(0.99)),
-            lat_max_us: us((t.latency.count() > 0).then(|| t.latency.max_ns())),
-        })
-        .collect()
+    sink.totals()
 }

@@ -1,0 +1,122 @@
+//! What the runner asks of each switch: come up, take its configuration, report its counters,
+//! go away. Every process and kernel object a driver creates is registered with
+//! [`crate::cleanup`] the moment it exists, so an interrupted run still removes it.
+
+use std::path::Path;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::plan::SwitchPlan;
+
+/// One figure a switch reports. Counters are cumulative (the runner turns them into rates);
+/// gauges are already per interval.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Reading {
+    pub subject: String,
+    pub metric: String,
+    pub value: f64,
+    pub counter: bool,
+}
+
+impl Reading {
+    pub fn counter(subject: &str, metric: &str, value: f64) -> Reading {
+        Reading { subject: subject.to_string(), metric: metric.to_string(), value, counter: true }
+    }
+
+    pub fn gauge(subject: &str, metric: &str, value: f64) -> Reading {
+        Reading { subject: subject.to_string(), metric: metric.to_string(), value, counter: false }
+    }
+}
+
+pub trait Driver {
+    /// Starts the switch's processes (or kernel objects).
+    fn start(&mut self) -> Result<(), String>;
+
+    /// Applies the plan: writes its files and runs its commands in order.
+    fn configure(&mut self, plan: &SwitchPlan) -> Result<(), String> {
+        for (path, text) in &plan.files {
+            std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+        }
+        for undo in &plan.undo {
+            crate::cleanup::undo(&undo.iter().map(String::as_str).collect::<Vec<_>>());
+        }
+        for cmd in &plan.commands {
+            run(cmd)?;
+        }
+        for cmd in &plan.daemons {
+            let child = std::process::Command::new(&cmd[0])
+                .args(&cmd[1..])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .process_group(0)
+                .spawn()
+                .map_err(|e| format!("cannot start {}: {e}", cmd.join(" ")))?;
+            crate::cleanup::process(child.id(), &cmd[0]);
+        }
+        Ok(())
+    }
+
+    /// Waits until every VM's port sees its VM (link up), where the switch can tell.
+    fn wait_for_vms(&mut self, _names: &[String], _timeout: Duration) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// Counters and gauges now: per port `rx_packets`, `rx_bytes`, `policer_drops`, stage
+    /// cycles; per PMD `busy_cycles`, `idle_cycles`.
+    fn sample(&mut self) -> Vec<Reading>;
+
+    /// Stops everything `start` and `configure` created.
+    fn stop(&mut self);
+
+    /// The switch's name and version, for the report.
+    fn version(&self) -> String;
+}
+
+/// Runs a command; its failure is an error naming the command and its output.
+pub fn run(cmd: &[String]) -> Result<String, String> {
+    let out = Command::new(&cmd[0])
+        .args(&cmd[1..])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", cmd[0]))?;
+    if !out.status.success() {
+        return Err(format!(
+            "`{}` failed ({}): {}{}",
+            cmd.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim(),
+            String::from_utf8_lossy(&out.stdout).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+pub fn run_args(args: &[&str]) -> Result<String, String> {
+    run(&args.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+}
+
+/// Waits for `path` to exist, failing after `timeout` with what `log` holds.
+pub fn wait_for_path(path: &Path, timeout: Duration, what: &str, log: &Path) -> Result<(), String> {
+    let t = Instant::now();
+    while !path.exists() {
+        if t.elapsed() > timeout {
+            let log_text = std::fs::read_to_string(log).unwrap_or_default();
+            let tail: Vec<&str> = log_text.lines().rev().take(10).collect();
+            return Err(format!("{what} did not come up within {} s; last log lines:\n{}", timeout.as_secs(), tail.into_iter().rev().collect::<Vec<_>>().join("\n")));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(())
+}
+
+/// First line of `program --version`, or "unknown".
+pub fn version_of(program: &str, arg: &str) -> String {
+    Command::new(program)
+        .arg(arg)
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).lines().next().map(str::to_string))
+        .unwrap_or_else(|| "unknown".into())
+}

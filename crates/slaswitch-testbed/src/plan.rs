@@ -1,0 +1,90 @@
+//! A scenario step translated for one switch: the commands that configure it, where each VM
+//! attaches, and what the switch cannot express. Translation is pure (no process runs), so it
+//! is tested on its own and printed in the report as the exact configuration.
+
+use std::path::{Path, PathBuf};
+
+use slaswitch_traffic::frames::{mac_for, mac_text};
+
+use crate::scenario::{Scenario, Step, SwitchKind};
+
+/// How an emulated VM (or the sink) reaches the switch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Attach {
+    /// A vhost-user socket the switch serves; the VM is a virtio-user frontend.
+    VhostUser(PathBuf),
+    /// A kernel interface (veth end or tap) the VM opens with af_packet.
+    AfPacket(String),
+}
+
+impl Attach {
+    /// The tenant's `--vm NAME=...` value.
+    pub fn tenant_arg(&self, name: &str) -> String {
+        match self {
+            Attach::VhostUser(p) => format!("{name}={}", p.display()),
+            Attach::AfPacket(iface) => format!("{name}=af_packet:{iface}"),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SwitchPlan {
+    /// Files the commands read (flow tables), written before they run.
+    pub files: Vec<(PathBuf, String)>,
+    /// Configuration commands, in order, once the switch is up.
+    pub commands: Vec<Vec<String>>,
+    /// Commands that undo them (registered before they run, run newest first at cleanup).
+    pub undo: Vec<Vec<String>>,
+    /// Long-running helper processes the switch needs (e.g. VDE2's tap plugs).
+    pub daemons: Vec<Vec<String>>,
+    /// Per VM and for the uplink: (name, attachment). The uplink comes first.
+    pub attach: Vec<(String, Attach)>,
+    /// Settings this switch has no equivalent for (the report lists them).
+    pub unsupported: Vec<String>,
+    /// How settings were translated where it is not one to one.
+    pub notes: Vec<String>,
+}
+
+impl SwitchPlan {
+    pub fn cmd(&mut self, args: &[&str]) {
+        self.commands.push(args.iter().map(|s| s.to_string()).collect());
+    }
+
+    pub fn undo_with(&mut self, args: &[&str]) {
+        self.undo.push(args.iter().map(|s| s.to_string()).collect());
+    }
+}
+
+/// Port numbers: the uplink is 1, the VMs follow in order from 2.
+pub fn port_numbers(scenario: &Scenario, step: &Step) -> Vec<(String, u16)> {
+    let mut v = Vec::new();
+    v.push((scenario.uplink.name.clone(), 1));
+    for (i, vm) in step.vms.iter().enumerate() {
+        v.push((vm.name.clone(), 2 + i as u16));
+    }
+    v
+}
+
+pub fn mac_of(name: &str) -> String {
+    mac_text(mac_for(name))
+}
+
+/// The destination every VM's phases send to: the uplink's MAC (MAC learning forwards it).
+pub fn phase_with_destination(phase: &str, uplink: &str) -> String {
+    if phase.split(',').any(|kv| kv.trim_start().starts_with("dst-mac=")) {
+        phase.to_string()
+    } else {
+        format!("{phase},dst-mac={}", mac_of(uplink))
+    }
+}
+
+/// The translation of `step` for `switch`. `dir` is the run's working folder, `tools` the
+/// folder of slaswitch's own programs.
+pub fn plan(switch: SwitchKind, scenario: &Scenario, step: &Step, dir: &Path, tools: &Path) -> SwitchPlan {
+    match switch {
+        SwitchKind::Slaswitch => crate::switch_slaswitch::plan(scenario, step, dir, tools),
+        SwitchKind::OvsDpdk => crate::switch_ovs::plan(scenario, step, dir),
+        SwitchKind::LinuxTc => crate::switch_linux_tc::plan(scenario, step),
+        SwitchKind::Vde2 => crate::switch_vde2::plan(scenario, step, dir),
+    }
+}

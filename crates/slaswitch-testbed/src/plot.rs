@@ -1,0 +1,147 @@
+//! PNG charts for the report: lines over time (one panel per switch, phase boundaries marked),
+//! lines over a sweep, and grouped bars. Text is drawn with DejaVu Sans from Debian's
+//! fonts-dejavu-core, which the runner installs.
+
+use std::path::Path;
+use std::sync::Once;
+
+use plotters::prelude::*;
+use plotters::style::{register_font, FontStyle};
+
+use crate::preflight::FONT;
+
+static FONT_ONCE: Once = Once::new();
+
+fn ensure_font() -> Result<(), String> {
+    let mut result = Ok(());
+    FONT_ONCE.call_once(|| match std::fs::read(FONT) {
+        Ok(bytes) => {
+            // The font lives as long as the process: plotters keeps a 'static reference.
+            let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+            if register_font("sans-serif", FontStyle::Normal, bytes).is_err() {
+                result = Err(format!("{FONT} is not a font plotters can read"));
+            }
+        }
+        Err(e) => result = Err(format!("{FONT}: {e} (apt-get install fonts-dejavu-core)")),
+    });
+    if !Path::new(FONT).exists() {
+        return Err(format!("{FONT} is missing (apt-get install fonts-dejavu-core)"));
+    }
+    result
+}
+
+pub struct Series {
+    pub label: String,
+    pub points: Vec<(f64, f64)>,
+}
+
+pub struct Panel {
+    pub title: String,
+    pub series: Vec<Series>,
+    /// x positions of vertical markers (phase boundaries).
+    pub markers: Vec<f64>,
+}
+
+const COLORS: [RGBColor; 8] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+];
+
+fn e<T: std::fmt::Display>(x: T) -> String {
+    x.to_string()
+}
+
+/// Line charts, one panel per entry, stacked vertically, sharing axis labels.
+pub fn lines(path: &Path, title: &str, x_label: &str, y_label: &str, panels: &[Panel]) -> Result<(), String> {
+    ensure_font()?;
+    let height = 80 + 320 * panels.len().max(1) as u32;
+    let root = BitMapBackend::new(path, (1000, height)).into_drawing_area();
+    root.fill(&WHITE).map_err(e)?;
+    let root = root.titled(title, ("sans-serif", 24)).map_err(e)?;
+    let areas = root.split_evenly((panels.len().max(1), 1));
+    for (panel, area) in panels.iter().zip(areas.iter()) {
+        let xs = panel.series.iter().flat_map(|s| s.points.iter().map(|p| p.0));
+        let ys = panel.series.iter().flat_map(|s| s.points.iter().map(|p| p.1));
+        let x_max = xs.fold(1.0f64, f64::max);
+        let y_max = ys.fold(0.0f64, f64::max).max(1e-9) * 1.1;
+        let mut chart = ChartBuilder::on(area)
+            .caption(&panel.title, ("sans-serif", 18))
+            .margin(10)
+            .x_label_area_size(40)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0.0..x_max, 0.0..y_max)
+            .map_err(e)?;
+        chart.configure_mesh().x_desc(x_label).y_desc(y_label).label_style(("sans-serif", 14)).draw().map_err(e)?;
+        for &m in &panel.markers {
+            chart.draw_series(LineSeries::new(vec![(m, 0.0), (m, y_max)], BLACK.mix(0.3).stroke_width(1))).map_err(e)?;
+        }
+        for (i, s) in panel.series.iter().enumerate() {
+            let color = COLORS[i % COLORS.len()];
+            chart
+                .draw_series(LineSeries::new(s.points.iter().copied(), color.stroke_width(2)))
+                .map_err(e)?
+                .label(&s.label)
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+        }
+        if !panel.series.is_empty() {
+            chart
+                .configure_series_labels()
+                .background_style(WHITE.mix(0.8))
+                .border_style(BLACK)
+                .label_font(("sans-serif", 14))
+                .position(SeriesLabelPosition::UpperRight)
+                .draw()
+                .map_err(e)?;
+        }
+    }
+    root.present().map_err(e)?;
+    Ok(())
+}
+
+/// Grouped bars: for each group (e.g. a VM), one bar per member (e.g. a switch).
+pub fn bars(path: &Path, title: &str, y_label: &str, members: &[String], groups: &[(String, Vec<f64>)]) -> Result<(), String> {
+    ensure_font()?;
+    let root = BitMapBackend::new(path, (1000, 500)).into_drawing_area();
+    root.fill(&WHITE).map_err(e)?;
+    let y_max = groups.iter().flat_map(|(_, v)| v.iter().copied()).fold(0.0f64, f64::max).max(1e-9) * 1.15;
+    let n = groups.len().max(1) as f64;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 22))
+        .margin(15)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0.0..n, 0.0..y_max)
+        .map_err(e)?;
+    let names: Vec<String> = groups.iter().map(|(g, _)| g.clone()).collect();
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .y_desc(y_label)
+        .x_labels(groups.len().max(1))
+        .x_label_formatter(&|x| names.get((*x - 0.5).round() as usize).cloned().filter(|_| (x.fract() - 0.5).abs() < 0.01).unwrap_or_default())
+        .label_style(("sans-serif", 14))
+        .draw()
+        .map_err(e)?;
+    let width = 0.8 / members.len().max(1) as f64;
+    for (mi, member) in members.iter().enumerate() {
+        let color = COLORS[mi % COLORS.len()];
+        chart
+            .draw_series(groups.iter().enumerate().filter_map(|(gi, (_, values))| {
+                let v = *values.get(mi)?;
+                let x0 = gi as f64 + 0.1 + mi as f64 * width;
+                Some(Rectangle::new([(x0, 0.0), (x0 + width * 0.95, v)], color.filled()))
+            }))
+            .map_err(e)?
+            .label(member)
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 15, y + 5)], color.filled()));
+    }
+    chart.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).label_font(("sans-serif", 14)).draw().map_err(e)?;
+    root.present().map_err(e)?;
+    Ok(())
+}

@@ -1,0 +1,308 @@
+//! `slaswitch experiment report DIR`: the Markdown report and its plots, from what a run
+//! recorded (`scenario.toml`, `run.json`, `samples.csv`). Regenerating a report never reruns
+//! anything, so a report can be rebuilt (or its format improved) from old data.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::plot::{self, Panel, Series};
+use crate::samples::{self, mean_in, series, Sample};
+use crate::scenario::{HeadlineType, Scenario, Step};
+
+/// Times at which some VM's phase starts or ends, inside the run.
+pub fn phase_boundaries(s: &Scenario) -> Vec<f64> {
+    let mut b: Vec<f64> = Vec::new();
+    for step in s.steps().iter().take(1) {
+        for vm in &step.vms {
+            for p in &vm.phases {
+                for t in [p.start_secs, p.end_secs()] {
+                    if t > 0.0 && t < s.duration_secs && !b.iter().any(|x| (x - t).abs() < 1e-9) {
+                        b.push(t);
+                    }
+                }
+            }
+        }
+    }
+    b.sort_by(f64::total_cmp);
+    b
+}
+
+/// Windows between phase boundaries, each without its first second (the change settling).
+pub fn windows(s: &Scenario) -> Vec<(f64, f64)> {
+    let mut edges = vec![0.0];
+    edges.extend(phase_boundaries(s));
+    edges.push(s.duration_secs);
+    edges.windows(2).map(|w| if w[1] - w[0] > 2.0 { (w[0] + 1.0, w[1]) } else { (w[0], w[1]) }).collect()
+}
+
+fn fmt(v: Option<f64>) -> String {
+    match v {
+        Some(x) if x.abs() >= 100.0 => format!("{x:.0}"),
+        Some(x) => format!("{x:.1}"),
+        None => "-".into(),
+    }
+}
+
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    Some(v[v.len() / 2])
+}
+
+/// The run's VMs that send (names), for one step.
+fn vm_names(step: &Step) -> Vec<String> {
+    step.vms.iter().map(|v| v.name.clone()).collect()
+}
+
+/// One headline figure per switch: (switch, value, explanation).
+pub fn headline_values(s: &Scenario, samples: &[Sample], switches: &[String]) -> Vec<(String, Vec<(String, Option<f64>, String)>)> {
+    let steps = s.steps();
+    s.headlines
+        .iter()
+        .map(|h| {
+            let values = switches
+                .iter()
+                .map(|sw| match h.kind {
+                    HeadlineType::Loss => {
+                        let (vm, metric) = (&h.vm, h.metric.as_deref().unwrap_or("mbps"));
+                        let (before, after) = (h.before.unwrap_or_default(), h.after.unwrap_or_default());
+                        let step = &steps[0].label;
+                        let ser = series(samples, sw, step, "sink", vm, metric);
+                        let (b, a) = (mean_in(&ser, before[0], before[1]), mean_in(&ser, after[0], after[1]));
+                        let loss = match (b, a) {
+                            (Some(b), Some(a)) if b > 0.0 => Some(100.0 * (b - a) / b),
+                            _ => None,
+                        };
+                        (sw.clone(), loss, format!("{} {metric}: {} before, {} after", vm, fmt(b), fmt(a)))
+                    }
+                    HeadlineType::LatencyGrowth => {
+                        let (vm, percentile) = (&h.vm, h.percentile.as_deref().unwrap_or("p50"));
+                        let metric = format!("lat_{percentile}_us");
+                        let at = |step: &Step| median(series(samples, sw, &step.label, "sink", vm, &metric).into_iter().map(|p| p.1).collect());
+                        let (first, last) = (at(&steps[0]), at(steps.last().expect("a step")));
+                        let growth = match (first, last) {
+                            (Some(f), Some(l)) if f > 0.0 => Some(l / f),
+                            _ => None,
+                        };
+                        (sw.clone(), growth, format!("{vm} {percentile}: {} us at {}, {} us at {}", fmt(first), steps[0].label, fmt(last), steps.last().expect("a step").label))
+                    }
+                })
+                .collect();
+            (h.label.clone(), values)
+        })
+        .collect()
+}
+
+/// Share of intervals in which each VM found its ring full (it was backlogged), and in which
+/// two or more VMs were backlogged at once.
+fn overlap(samples: &[Sample], sw: &str, step: &Step) -> (Vec<(String, f64)>, f64) {
+    let mut per_vm = Vec::new();
+    let mut by_time: std::collections::BTreeMap<i64, usize> = Default::default();
+    let mut intervals = 0;
+    for vm in vm_names(step) {
+        let ser = series(samples, sw, &step.label, "sent", &vm, "tx_ring_full");
+        if ser.is_empty() {
+            continue;
+        }
+        intervals = intervals.max(ser.len());
+        let full = ser.iter().filter(|p| p.1 > 0.0).count();
+        for p in ser.iter().filter(|p| p.1 > 0.0) {
+            *by_time.entry((p.0 * 1000.0) as i64).or_default() += 1;
+        }
+        per_vm.push((vm, 100.0 * full as f64 / ser.len() as f64));
+    }
+    let both = by_time.values().filter(|&&n| n >= 2).count();
+    (per_vm, if intervals == 0 { 0.0 } else { 100.0 * both as f64 / intervals as f64 })
+}
+
+fn write_plots(dir: &Path, s: &Scenario, samples: &[Sample], switches: &[String]) -> Result<Vec<(String, String)>, String> {
+    let steps = s.steps();
+    let markers = phase_boundaries(s);
+    let mut made = Vec::new();
+    // For a sweep the time plots show its last (busiest) step.
+    let step = steps.last().expect("a step");
+    let vms = vm_names(step);
+    let shown: Vec<&String> = vms.iter().take(8).collect();
+    let panels = |source: &str, metric: &str, extra: Option<(&str, &str)>| -> Vec<Panel> {
+        switches
+            .iter()
+            .map(|sw| {
+                let mut series_list: Vec<Series> = shown
+                    .iter()
+                    .map(|vm| Series { label: vm.to_string(), points: series(samples, sw, &step.label, source, vm, metric) })
+                    .filter(|x| !x.points.is_empty())
+                    .collect();
+                if let Some((subject, m)) = extra {
+                    let pts = series(samples, sw, &step.label, "switch", subject, m);
+                    if !pts.is_empty() {
+                        series_list.push(Series { label: format!("PMD busy ({subject})"), points: pts });
+                    }
+                }
+                Panel { title: format!("{sw} ({})", step.label), series: series_list, markers: markers.clone() }
+            })
+            .collect()
+    };
+    plot::lines(&dir.join("bandwidth.png"), &format!("{}: received at the uplink per VM", s.title), "time (s)", "Mbit/s", &panels("sink", "mbps", None))?;
+    made.push(("bandwidth.png".into(), "Per-VM bandwidth received at the uplink over time; vertical lines mark phase changes.".into()));
+    let share = panels("switch", "pmd_share_pct", Some(("pmd0", "busy_pct")));
+    if share.iter().any(|p| !p.series.is_empty()) {
+        plot::lines(&dir.join("pmd_share.png"), "Share of the PMD core per VM, and the PMD's busy share", "time (s)", "% of the PMD's cycles", &share)?;
+        made.push(("pmd_share.png".into(), "Per-VM share of the PMD's cycles (the switch's own accounting; OVS gives only the PMD's busy share per second).".into()));
+    }
+    if s.sweep.is_some() {
+        let sweep = s.sweep.as_ref().expect("checked");
+        let probe = steps[0].vms.first().map(|v| v.name.clone()).unwrap_or_default();
+        let mut panel_series = Vec::new();
+        for sw in switches {
+            for pct in ["p50", "p99"] {
+                let pts: Vec<(f64, f64)> = steps
+                    .iter()
+                    .filter_map(|st| {
+                        let v = median(series(samples, sw, &st.label, "sink", &probe, &format!("lat_{pct}_us")).into_iter().map(|p| p.1).collect())?;
+                        Some((st.sweep_value? as f64, v))
+                    })
+                    .collect();
+                panel_series.push(Series { label: format!("{sw} {pct}"), points: pts });
+            }
+        }
+        plot::lines(
+            &dir.join("latency.png"),
+            &format!("One-way latency of {probe} as busy VMs are added"),
+            &format!("number of '{}' VMs", sweep.vm),
+            "microseconds (median of per-second percentiles)",
+            &[Panel { title: String::new(), series: panel_series, markers: vec![] }],
+        )?;
+        made.push(("latency.png".into(), format!("Latency percentiles of {probe} against the number of busy VMs.")));
+    } else {
+        plot::lines(&dir.join("latency.png"), "One-way latency p99 per VM", "time (s)", "microseconds", &panels("sink", "lat_p99_us", None))?;
+        made.push(("latency.png".into(), "Per-VM one-way latency (99th percentile per second).".into()));
+    }
+    let last = *windows(s).last().expect("a window");
+    let groups: Vec<(String, Vec<f64>)> = shown
+        .iter()
+        .map(|vm| (vm.to_string(), switches.iter().map(|sw| mean_in(&series(samples, sw, &step.label, "sink", vm, "mbps"), last.0, last.1).unwrap_or(0.0)).collect()))
+        .collect();
+    plot::bars(&dir.join("comparison.png"), &format!("Mean received bandwidth per VM, {}-{} s, by switch", last.0, last.1), "Mbit/s", switches, &groups)?;
+    made.push(("comparison.png".into(), "Mean per-VM bandwidth in the last phase, switches side by side.".into()));
+    Ok(made)
+}
+
+/// Writes `report.md` and the plots into `dir`.
+pub fn generate(dir: &Path) -> Result<(), String> {
+    let scenario_path = dir.join("scenario.toml");
+    let text = std::fs::read_to_string(&scenario_path).map_err(|e| format!("{}: {e} (is this a run folder?)", scenario_path.display()))?;
+    let s = crate::scenario::parse(&scenario_path.display().to_string(), &text).map_err(|e| e.to_string())?;
+    let run: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).map_err(|e| format!("{}: {e}", dir.join("run.json").display()))?)
+        .map_err(|e| format!("run.json: {e}"))?;
+    let samples = samples::load(&dir.join("samples.csv"))?;
+    let switches: Vec<String> = run["switches"].as_array().into_iter().flatten().filter_map(|v| v.as_str().map(str::to_string)).collect();
+    let plots = write_plots(dir, &s, &samples, &switches)?;
+    let steps = s.steps();
+    let mut md = String::new();
+    let _ = writeln!(md, "# {}\n", s.title);
+    if !s.reproduces.is_empty() {
+        let _ = writeln!(md, "Reproduces {}.\n", s.reproduces);
+    }
+    if !s.description.is_empty() {
+        let _ = writeln!(md, "{}\n", s.description.trim());
+    }
+    let pin = &run["pinning"];
+    let _ = writeln!(
+        md,
+        "**Where the numbers come from:** measured on this machine's data plane, by each switch's own counters and by the emulated sink VM. PMD core(s) {}, emulated VMs (senders and sink, one process) on core {}. Machine: {}, {} cores, {}, kernel {}, DPDK {}.\n",
+        pin["pmd_cores"], pin["vm_core"], run["machine"]["cpu"].as_str().unwrap_or("?"), run["machine"]["cores"], run["machine"]["memory"].as_str().unwrap_or("?"),
+        run["machine"]["kernel"].as_str().unwrap_or("?"), run["machine"]["dpdk"].as_str().unwrap_or("?")
+    );
+    if !s.scaling.is_empty() {
+        let _ = writeln!(md, "**Scaling:** {}\n", s.scaling.trim());
+    }
+    let heads = headline_values(&s, &samples, &switches);
+    if !heads.is_empty() {
+        let _ = writeln!(md, "## Headline\n\n| figure | {} |\n|---|{}", switches.join(" | "), "---|".repeat(switches.len()));
+        for (label, values) in &heads {
+            let _ = writeln!(md, "| {label} | {} |", values.iter().map(|(_, v, why)| format!("**{}** ({why})", fmt(*v))).collect::<Vec<_>>().join(" | "));
+        }
+        md.push('\n');
+    }
+    let win = windows(&s);
+    let _ = writeln!(md, "## Per VM, per phase\n\nMean over each phase (its first second left out) of what the uplink's sink received; latency is the median of the per-second percentiles; PMD busy is the switch's own figure.\n");
+    for step in &steps {
+        let _ = writeln!(md, "### {}\n", if step.label == "run" { "Run".to_string() } else { step.label.clone() });
+        let mut header = "| switch | VM |".to_string();
+        let mut rule = "|---|---|".to_string();
+        for w in &win {
+            let _ = write!(header, " {}-{} s Mbps | kpps |", w.0, w.1);
+            rule.push_str("---|---|");
+        }
+        header.push_str(" p50 us | p99 us |");
+        rule.push_str("---|---|");
+        let _ = writeln!(md, "{header}\n{rule}");
+        for sw in &switches {
+            for vm in vm_names(step).iter().take(20) {
+                let mut row = format!("| {sw} | {vm} |");
+                for w in &win {
+                    let _ = write!(
+                        row,
+                        " {} | {} |",
+                        fmt(mean_in(&series(&samples, sw, &step.label, "sink", vm, "mbps"), w.0, w.1)),
+                        fmt(mean_in(&series(&samples, sw, &step.label, "sink", vm, "kpps"), w.0, w.1))
+                    );
+                }
+                let lat = |m: &str| median(series(&samples, sw, &step.label, "sink", vm, m).into_iter().map(|p| p.1).collect());
+                let _ = writeln!(md, "{row} {} | {} |", fmt(lat("lat_p50_us")), fmt(lat("lat_p99_us")));
+            }
+            let busy: Vec<String> = win.iter().map(|w| fmt(mean_in(&series(&samples, sw, &step.label, "switch", "pmd0", "busy_pct"), w.0, w.1))).collect();
+            let (per_vm, both) = overlap(&samples, sw, step);
+            let _ = writeln!(
+                md,
+                "| {sw} | *PMD busy %* | {} | | |",
+                busy.iter().map(|b| format!("{b} | ")).collect::<String>().trim_end_matches(" | ")
+            );
+            if !per_vm.is_empty() {
+                let _ = writeln!(
+                    md,
+                    "| {sw} | *backlogged* | {} (two or more at once: {both:.0}% of seconds) |{}",
+                    per_vm.iter().map(|(v, p)| format!("{v} {p:.0}%")).collect::<Vec<_>>().join(", "),
+                    " |".repeat(win.len() * 2 + 1)
+                );
+            }
+        }
+        md.push('\n');
+    }
+    let _ = writeln!(md, "## Plots\n");
+    for (file, caption) in &plots {
+        let _ = writeln!(md, "![{caption}]({file})\n\n{caption}\n");
+    }
+    let _ = writeln!(md, "## Configuration\n\nThe scenario file:\n\n```toml\n{}\n```\n", text.trim());
+    let mut seen = std::collections::BTreeSet::new();
+    for r in run["runs"].as_array().into_iter().flatten() {
+        let sw = r["switch"].as_str().unwrap_or("?");
+        let _ = writeln!(md, "### {sw}, {} ({})\n", r["step"].as_str().unwrap_or("?"), r["version"].as_str().unwrap_or("?"));
+        let unsupported: Vec<&str> = r["unsupported"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+        if !unsupported.is_empty() {
+            let _ = writeln!(md, "No equivalent on this switch (not applied):\n");
+            for u in unsupported {
+                let _ = writeln!(md, "- {u}");
+            }
+            md.push('\n');
+        }
+        let notes: Vec<&str> = r["notes"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+        for n in notes {
+            let _ = writeln!(md, "- {n}");
+        }
+        if seen.insert(sw.to_string()) {
+            let _ = writeln!(md, "\nCommands:\n\n```\n{}\n```\n", r["commands"].as_array().into_iter().flatten().filter_map(Value::as_str).collect::<Vec<_>>().join("\n"));
+            for f in r["files"].as_array().into_iter().flatten() {
+                let _ = writeln!(md, "{}:\n\n```\n{}\n```\n", f["file"].as_str().unwrap_or("file"), f["text"].as_str().unwrap_or("").trim());
+            }
+            let _ = writeln!(md, "Emulated VMs:\n\n```\n{}\n```\n", r["tenant_command"].as_str().unwrap_or(""));
+        }
+    }
+    let _ = writeln!(md, "## Rerun\n\n```\n{}\n```\n\nRaw samples: `samples.csv` (switch, step, t_secs, source, subject, metric, value); run metadata: `run.json`.", run["command"].as_str().unwrap_or(""));
+    std::fs::write(dir.join("report.md"), md).map_err(|e| e.to_string())?;
+    Ok(())
+}

@@ -1,0 +1,243 @@
+//! `slaswitch experiment run`: for each switch and each step of the scenario, stand the switch
+//! up, attach the same emulated VMs (one slaswitch-tenant process on the VM core sends for
+//! every VM and receives for the uplink, so the VMs are backlogged together), sample every
+//! interval, then take everything down. Writes `samples.csv` and `run.json`, then the report.
+
+use std::io::Write as _;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::{json, Value};
+
+use crate::cleanup;
+use crate::driver::{Driver, Reading};
+use crate::plan::{phase_with_destination, plan, SwitchPlan};
+use crate::samples::{self, Sample};
+use crate::scenario::{Scenario, Step, SwitchKind, VmKind};
+use crate::{preflight, report};
+
+pub struct RunOptions {
+    pub scenario_path: PathBuf,
+    /// Empty: the scenario's own list.
+    pub switches: Vec<SwitchKind>,
+    pub out_dir: Option<PathBuf>,
+    /// Where slaswitchd, slaswitch and slaswitch-tenant are.
+    pub tools: PathBuf,
+    pub quiet: bool,
+}
+
+fn unix_now() -> f64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// Draws `[####......] label` on one terminal line.
+fn progress(label: &str, done: f64, total: f64, quiet: bool) {
+    if quiet {
+        return;
+    }
+    let width = 30;
+    let filled = ((done / total.max(1e-9)).clamp(0.0, 1.0) * width as f64) as usize;
+    eprint!("\r[{}{}] {label} {:>4.0}/{:.0} s ", "#".repeat(filled), ".".repeat(width - filled), done.max(0.0), total);
+    let _ = std::io::stderr().flush();
+}
+
+fn driver_for(switch: SwitchKind, dir: &Path, tools: &Path, scenario: &Scenario, prefix: &str) -> Box<dyn Driver> {
+    match switch {
+        SwitchKind::Slaswitch => Box::new(crate::switch_slaswitch::Slaswitch::new(dir, tools, scenario, prefix)),
+        SwitchKind::OvsDpdk => Box::new(crate::switch_ovs::Ovs::new(dir, scenario, prefix)),
+        SwitchKind::LinuxTc => Box::new(crate::switch_linux_tc::LinuxTc::new(dir)),
+        SwitchKind::Vde2 => Box::new(crate::switch_vde2::Vde2::new(dir)),
+    }
+}
+
+/// The tenant's command line: every emulated VM sends, the uplink receives.
+pub fn tenant_command(scenario: &Scenario, step: &Step, p: &SwitchPlan, tools: &Path, out: &Path, prefix: &str) -> Vec<String> {
+    let mut cmd: Vec<String> = vec![
+        tools.join("slaswitch-tenant").display().to_string(),
+        "--core".into(),
+        scenario.host.vm_core.to_string(),
+        "--ring".into(),
+        scenario.host.ring.to_string(),
+        "--duration".into(),
+        scenario.duration_secs.to_string(),
+        "--interval".into(),
+        scenario.sample_interval_secs.to_string(),
+        "--file-prefix".into(),
+        prefix.into(),
+        "--link-timeout".into(),
+        "60".into(),
+        "--out".into(),
+        out.display().to_string(),
+    ];
+    for (name, attach) in &p.attach {
+        cmd.push("--vm".into());
+        cmd.push(attach.tenant_arg(name));
+    }
+    cmd.push("gen".into());
+    cmd.push("--sink".into());
+    cmd.push(scenario.uplink.name.clone());
+    for vm in step.vms.iter().filter(|v| v.kind == VmKind::Emulated) {
+        for phase in &vm.phase_texts {
+            cmd.push("--phase".into());
+            cmd.push(format!("{},vm={}", phase_with_destination(phase, &scenario.uplink.name), vm.name));
+        }
+    }
+    cmd
+}
+
+struct StepResult {
+    samples: Vec<Sample>,
+    meta: Value,
+}
+
+fn run_step(scenario: &Scenario, step: &Step, switch: SwitchKind, work: &Path, opts: &RunOptions, label: &str) -> Result<StepResult, String> {
+    std::fs::create_dir_all(work).map_err(|e| format!("{}: {e}", work.display()))?;
+    let prefix = format!("tb{}{}", std::process::id(), switch.name().chars().next().unwrap_or('x'));
+    let mut driver = driver_for(switch, work, &opts.tools, scenario, &format!("{prefix}sw"));
+    let p = plan(switch, scenario, step, work, &opts.tools);
+    let result = (|| {
+        driver.start()?;
+        driver.configure(&p)?;
+        let tenant_out = work.join("tenant.json");
+        let cmd = tenant_command(scenario, step, &p, &opts.tools, &tenant_out, &format!("{prefix}vm"));
+        let log = work.join("tenant.log");
+        let mut child = Command::new(&cmd[0])
+            .args(&cmd[1..])
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(work.join("tenant.stdout")).map_err(|e| e.to_string())?)
+            .stderr(std::fs::File::create(&log).map_err(|e| e.to_string())?)
+            .process_group(0)
+            .spawn()
+            .map_err(|e| format!("cannot start slaswitch-tenant: {e}"))?;
+        cleanup::process(child.id(), "slaswitch-tenant");
+        let names: Vec<String> = p.attach.iter().map(|(n, _)| n.clone()).collect();
+        driver.wait_for_vms(&names, Duration::from_secs(90))?;
+        let connected_at = unix_now();
+        let mut times: Vec<f64> = Vec::new();
+        let mut readings: Vec<Vec<Reading>> = Vec::new();
+        let interval = Duration::from_secs_f64(scenario.sample_interval_secs);
+        let mut next = Instant::now();
+        let status = loop {
+            if cleanup::interrupted() {
+                return Err("interrupted".to_string());
+            }
+            if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
+                break status;
+            }
+            if Instant::now() >= next {
+                times.push(unix_now());
+                readings.push(driver.sample());
+                next += interval;
+                progress(label, unix_now() - connected_at, scenario.duration_secs, opts.quiet);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        if !opts.quiet {
+            eprintln!();
+        }
+        if !status.success() {
+            let tail = std::fs::read_to_string(&log).unwrap_or_default();
+            return Err(format!("slaswitch-tenant failed ({status}): {}", tail.trim()));
+        }
+        let doc: Value = serde_json::from_str(&std::fs::read_to_string(&tenant_out).map_err(|e| format!("{}: {e}", tenant_out.display()))?)
+            .map_err(|e| format!("{}: {e}", tenant_out.display()))?;
+        let start = doc["start_unix_secs"].as_f64().unwrap_or(connected_at);
+        let rel: Vec<f64> = times.iter().map(|t| t - start).collect();
+        let mut out = samples::from_tenant(&doc, switch.name(), &step.label);
+        out.extend(samples::from_readings(&rel, &readings, switch.name(), &step.label));
+        let meta = json!({
+            "switch": switch.name(),
+            "step": step.label,
+            "version": driver.version(),
+            "commands": p.commands.iter().map(|c| c.join(" ")).collect::<Vec<_>>(),
+            "daemons": p.daemons.iter().map(|c| c.join(" ")).collect::<Vec<_>>(),
+            "files": p.files.iter().map(|(f, t)| json!({"file": f.file_name().map(|n| n.to_string_lossy().into_owned()), "text": t})).collect::<Vec<_>>(),
+            "tenant_command": cmd.join(" "),
+            "unsupported": p.unsupported,
+            "notes": p.notes,
+            "tenant_summary": doc["summary"],
+        });
+        Ok(StepResult { samples: out, meta })
+    })();
+    driver.stop();
+    cleanup::undo_all();
+    result
+}
+
+fn command_output(program: &str, args: &[&str]) -> String {
+    Command::new(program).args(args).output().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default()
+}
+
+/// The machine, for the report.
+pub fn machine() -> Value {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split_once(':')).map_or("unknown".into(), |(_, m)| m.trim().to_string());
+    json!({
+        "cpu": model,
+        "cores": std::thread::available_parallelism().map_or(1, |n| n.get()),
+        "kernel": command_output("uname", &["-r"]),
+        "dpdk": command_output("pkg-config", &["--modversion", "libdpdk"]),
+        "memory": command_output("sh", &["-c", "free -g | awk '/Mem:/ {print $2 \" GiB\"}'"]),
+    })
+}
+
+/// Runs the scenario; returns the folder with the samples and the report.
+pub fn run(opts: &RunOptions) -> Result<PathBuf, String> {
+    let text = std::fs::read_to_string(&opts.scenario_path).map_err(|e| format!("{}: {e}", opts.scenario_path.display()))?;
+    let scenario = crate::scenario::parse(&opts.scenario_path.display().to_string(), &text).map_err(|e| e.to_string())?;
+    let switches = if opts.switches.is_empty() { scenario.switches.clone() } else { opts.switches.clone() };
+    preflight::check(&scenario, &switches, &opts.tools)?;
+    let out_dir = opts.out_dir.clone().unwrap_or_else(|| {
+        let stamp = command_output("date", &["+%Y%m%d-%H%M%S"]);
+        PathBuf::from("results").join(format!("{}-{stamp}", scenario.name))
+    });
+    std::fs::create_dir_all(&out_dir).map_err(|e| format!("{}: {e}", out_dir.display()))?;
+    std::fs::write(out_dir.join("scenario.toml"), &text).map_err(|e| e.to_string())?;
+    cleanup::install_signal_handlers();
+    let base = std::env::temp_dir().join(format!("slaswitch-exp-{}", std::process::id()));
+    let steps = scenario.steps();
+    let mut all: Vec<Sample> = Vec::new();
+    let mut metas = Vec::new();
+    let started = unix_now();
+    let mut failure = None;
+    'outer: for (si, &switch) in switches.iter().enumerate() {
+        for (ti, step) in steps.iter().enumerate() {
+            let label = format!("{} ({}/{}) {} ({}/{})", switch, si + 1, switches.len(), step.label, ti + 1, steps.len());
+            let work = base.join(format!("{}-{ti}", switch.name()));
+            cleanup::path(work.clone());
+            match run_step(&scenario, step, switch, &work, opts, &label) {
+                Ok(r) => {
+                    all.extend(r.samples);
+                    metas.push(r.meta);
+                }
+                Err(e) => {
+                    failure = Some(format!("{switch}, {}: {e}", step.label));
+                    break 'outer;
+                }
+            }
+            let _ = std::fs::remove_dir_all(&work);
+        }
+    }
+    cleanup::undo_all();
+    let _ = std::fs::remove_dir_all(&base);
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    std::fs::write(out_dir.join("samples.csv"), samples::to_csv(&all)).map_err(|e| e.to_string())?;
+    let run = json!({
+        "scenario": scenario.name,
+        "scenario_file": opts.scenario_path.display().to_string(),
+        "started_unix_secs": started,
+        "finished_unix_secs": unix_now(),
+        "switches": switches.iter().map(|s| s.name()).collect::<Vec<_>>(),
+        "machine": machine(),
+        "pinning": {"pmd_cores": scenario.host.pmd_cores, "vm_core": scenario.host.vm_core},
+        "runs": metas,
+        "command": format!("slaswitch experiment run {} --switch {} --out {}", opts.scenario_path.display(), switches.iter().map(|s| s.name()).collect::<Vec<_>>().join(","), out_dir.display()),
+    });
+    std::fs::write(out_dir.join("run.json"), serde_json::to_string_pretty(&run).expect("JSON")).map_err(|e| e.to_string())?;
+    report::generate(&out_dir)?;
+    Ok(out_dir)
+}

@@ -1,0 +1,168 @@
+//! Samples: one row per (switch, step, second, source, subject, metric), in `samples.csv`.
+//! Sources: `sink` (what the uplink's sink received from each VM, and the one-way latency),
+//! `sent` (what each VM put on its ring), `switch` (the switch's own per-port and per-PMD
+//! figures over the interval).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::driver::Reading;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sample {
+    pub switch: String,
+    pub step: String,
+    pub t_secs: f64,
+    pub source: String,
+    pub subject: String,
+    pub metric: String,
+    pub value: f64,
+}
+
+pub const HEADER: &str = "switch,step,t_secs,source,subject,metric,value";
+
+pub fn to_csv(samples: &[Sample]) -> String {
+    let mut out = String::from(HEADER);
+    out.push('\n');
+    for s in samples {
+        let _ = writeln!(out, "{},{},{:.3},{},{},{},{}", s.switch, s.step, s.t_secs, s.source, s.subject, s.metric, s.value);
+    }
+    out
+}
+
+pub fn from_csv(text: &str) -> Result<Vec<Sample>, String> {
+    let mut lines = text.lines();
+    if lines.next() != Some(HEADER) {
+        return Err(format!("not a samples file (first line should be '{HEADER}')"));
+    }
+    lines
+        .enumerate()
+        .filter(|(_, l)| !l.is_empty())
+        .map(|(i, l)| {
+            let f: Vec<&str> = l.split(',').collect();
+            let num = |s: &str| s.parse::<f64>().map_err(|_| format!("samples.csv:{}: '{s}' is not a number", i + 2));
+            if f.len() != 7 {
+                return Err(format!("samples.csv:{}: expected 7 fields, found {}", i + 2, f.len()));
+            }
+            Ok(Sample { switch: f[0].into(), step: f[1].into(), t_secs: num(f[2])?, source: f[3].into(), subject: f[4].into(), metric: f[5].into(), value: num(f[6])? })
+        })
+        .collect()
+}
+
+pub fn load(path: &Path) -> Result<Vec<Sample>, String> {
+    from_csv(&std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?)
+}
+
+/// Samples from the tenant's JSON output (sender and sink records), timed from its start.
+pub fn from_tenant(doc: &Value, switch: &str, step: &str) -> Vec<Sample> {
+    let mut out = Vec::new();
+    let mk = |t: f64, source: &str, subject: &str, metric: &str, value: f64| Sample {
+        switch: switch.into(),
+        step: step.into(),
+        t_secs: t,
+        source: source.into(),
+        subject: subject.into(),
+        metric: metric.into(),
+        value,
+    };
+    for r in doc["records"].as_array().into_iter().flatten() {
+        let (t, vm) = (r["t_secs"].as_f64().unwrap_or(0.0), r["vm"].as_str().unwrap_or("?"));
+        for m in ["mbps", "kpps", "tx_ring_full"] {
+            if let Some(v) = r[m].as_f64() {
+                out.push(mk(t, "sent", vm, m, v));
+            }
+        }
+    }
+    for r in doc["sink_records"].as_array().into_iter().flatten() {
+        let (t, vm) = (r["t_secs"].as_f64().unwrap_or(0.0), r["source"].as_str().unwrap_or("?"));
+        for m in ["mbps", "kpps", "lat_p50_us", "lat_p90_us", "lat_p99_us", "lat_max_us", "latency_samples"] {
+            if let Some(v) = r[m].as_f64() {
+                out.push(mk(t, "sink", vm, m, v));
+            }
+        }
+    }
+    out
+}
+
+/// Per-interval figures from consecutive switch readings taken at `times` (seconds from the
+/// tenant's start). A port's share of the PMD is its busy cycles over all PMD cycles of the
+/// interval divided among the PMDs.
+pub fn from_readings(times: &[f64], readings: &[Vec<Reading>], switch: &str, step: &str) -> Vec<Sample> {
+    let mut out = Vec::new();
+    for i in 1..readings.len().min(times.len()) {
+        let dt = times[i] - times[i - 1];
+        if dt <= 0.0 || times[i] <= 0.0 {
+            continue;
+        }
+        let prev: BTreeMap<(&str, &str), f64> = readings[i - 1].iter().filter(|r| r.counter).map(|r| ((r.subject.as_str(), r.metric.as_str()), r.value)).collect();
+        let delta = |subject: &str, metric: &str| -> Option<f64> {
+            let now = readings[i].iter().find(|r| r.counter && r.subject == subject && r.metric == metric)?.value;
+            Some((now - prev.get(&(subject, metric)).copied()?).max(0.0))
+        };
+        let mut push = |subject: &str, metric: &str, value: f64| {
+            out.push(Sample { switch: switch.into(), step: step.into(), t_secs: times[i], source: "switch".into(), subject: subject.into(), metric: metric.into(), value })
+        };
+        let pmds: Vec<&str> = readings[i].iter().filter(|r| r.metric == "idle_cycles" && r.subject.starts_with("pmd")).map(|r| r.subject.as_str()).collect();
+        let mut pmd_cycles = 0.0;
+        for pmd in &pmds {
+            if let (Some(b), Some(idle)) = (delta(pmd, "busy_cycles"), delta(pmd, "idle_cycles")) {
+                pmd_cycles += b + idle;
+                if b + idle > 0.0 {
+                    push(pmd, "busy_pct", 100.0 * b / (b + idle));
+                }
+            }
+        }
+        let ports: Vec<&str> = {
+            let mut v: Vec<&str> = readings[i].iter().filter(|r| r.metric == "rx_packets").map(|r| r.subject.as_str()).collect();
+            v.dedup();
+            v
+        };
+        for port in ports {
+            let rx = delta(port, "rx_packets");
+            if let Some(p) = rx {
+                push(port, "rx_kpps", p / dt / 1e3);
+            }
+            if let Some(b) = delta(port, "rx_bytes") {
+                push(port, "rx_mbps", b * 8.0 / dt / 1e6);
+            }
+            if let Some(d) = delta(port, "policer_drops") {
+                push(port, "policed_kpps", d / dt / 1e3);
+            }
+            if let Some(d) = delta(port, "tx_dropped") {
+                push(port, "tx_dropped_kpps", d / dt / 1e3);
+            }
+            if let Some(busy) = delta(port, "busy_cycles") {
+                if pmd_cycles > 0.0 {
+                    push(port, "pmd_share_pct", 100.0 * busy * pmds.len() as f64 / pmd_cycles);
+                }
+                if let Some(p) = rx.filter(|&p| p > 0.0) {
+                    push(port, "cycles_per_packet", busy / p);
+                }
+            }
+        }
+        for r in readings[i].iter().filter(|r| !r.counter) {
+            push(&r.subject, &r.metric, r.value);
+        }
+    }
+    out
+}
+
+/// Values of one series, ordered by time.
+pub fn series<'a>(samples: &'a [Sample], switch: &str, step: &str, source: &str, subject: &str, metric: &str) -> Vec<(f64, f64)> {
+    let mut v: Vec<(f64, f64)> = samples
+        .iter()
+        .filter(|s| s.switch == switch && s.step == step && s.source == source && s.subject == subject && s.metric == metric)
+        .map(|s| (s.t_secs, s.value))
+        .collect();
+    v.sort_by(|a, b| a.0.total_cmp(&b.0));
+    v
+}
+
+/// Mean of a series over the window `[from, to)` of its time stamps (end of each interval).
+pub fn mean_in(series: &[(f64, f64)], from: f64, to: f64) -> Option<f64> {
+    let v: Vec<f64> = series.iter().filter(|(t, _)| *t > from && *t <= to).map(|(_, v)| *v).collect();
+    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+}

@@ -1,0 +1,606 @@
+//! Scenario files: one TOML file per experiment, under `experiments/` in the repository. A
+//! scenario names the host layout (PMD cores, the core the VMs run on), the VMs (emulated
+//! vhost-user VMs with phase scripts, or network namespaces running real programs), the uplink,
+//! per-VM QoS settings, how long to run and what to sample. Bad files are refused with the line
+//! and the field at fault.
+//!
+//! ```toml
+//! title = "Seed 000 Fig. 1(a-b): byte-rate policing"
+//! duration_secs = 30
+//! switches = ["slaswitch", "ovs-dpdk"]
+//! [uplink]
+//! kind = "sink"
+//! [[vm]]
+//! name = "vm1"
+//! phases = ["start=0,dur=10,size=512,rate=400mbps", "start=10,dur=20,size=64,rate=400mbps"]
+//! qos = { ingress_policing_rate_kbps = 400000 }
+//! ```
+
+use std::fmt;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use slaswitch_traffic::phase::Phase;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SwitchKind {
+    Slaswitch,
+    OvsDpdk,
+    LinuxTc,
+    Vde2,
+}
+
+impl SwitchKind {
+    pub const ALL: [SwitchKind; 4] = [SwitchKind::Slaswitch, SwitchKind::OvsDpdk, SwitchKind::LinuxTc, SwitchKind::Vde2];
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            SwitchKind::Slaswitch => "slaswitch",
+            SwitchKind::OvsDpdk => "ovs-dpdk",
+            SwitchKind::LinuxTc => "linux-tc",
+            SwitchKind::Vde2 => "vde2",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<SwitchKind, String> {
+        SwitchKind::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| format!("unknown switch '{s}' (slaswitch, ovs-dpdk, linux-tc, vde2)"))
+    }
+}
+
+impl fmt::Display for SwitchKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Defaults to the file's name without `.toml`.
+    #[serde(default)]
+    pub name: String,
+    pub title: String,
+    /// The seed experiment this reproduces, e.g. "seed 000 Fig. 1(a-b)".
+    #[serde(default)]
+    pub reproduces: String,
+    #[serde(default)]
+    pub description: String,
+    /// How the seed's numbers were scaled to this machine; the report repeats it.
+    #[serde(default)]
+    pub scaling: String,
+    pub duration_secs: f64,
+    #[serde(default = "one_sec")]
+    pub sample_interval_secs: f64,
+    /// The switches to run on when the command line names none.
+    #[serde(default = "default_switches")]
+    pub switches: Vec<SwitchKind>,
+    #[serde(default)]
+    pub host: Host,
+    #[serde(default)]
+    pub classification: Classification,
+    #[serde(default)]
+    pub uplink: Uplink,
+    #[serde(rename = "vm", default)]
+    pub vms: Vec<VmSpec>,
+    pub sweep: Option<Sweep>,
+    /// Headline figures the report computes (see [`Headline`]).
+    #[serde(rename = "headline", default)]
+    pub headlines: Vec<Headline>,
+}
+
+fn one_sec() -> f64 {
+    1.0
+}
+
+fn default_switches() -> Vec<SwitchKind> {
+    vec![SwitchKind::Slaswitch]
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Host {
+    #[serde(default = "default_pmd_cores")]
+    pub pmd_cores: Vec<usize>,
+    /// The core every emulated VM (and the sink) runs on.
+    #[serde(default = "default_vm_core")]
+    pub vm_core: usize,
+    /// Virtio ring of each emulated VM: large, so VMs sharing a core stay backlogged together.
+    #[serde(default = "default_ring")]
+    pub ring: u32,
+}
+
+fn default_pmd_cores() -> Vec<usize> {
+    vec![0]
+}
+fn default_vm_core() -> usize {
+    1
+}
+fn default_ring() -> u32 {
+    4096
+}
+
+impl Default for Host {
+    fn default() -> Self {
+        Host { pmd_cores: default_pmd_cores(), vm_core: default_vm_core(), ring: default_ring() }
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Classification {
+    /// A security-group-like rule set with this many distinct masks (0 to 99) ahead of the
+    /// forwarding rules, so classification costs what it costs in a cloud (seed 000 Fig. 5c).
+    #[serde(default)]
+    pub security_group_masks: usize,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum UplinkKind {
+    /// An emulated VM that receives everything and measures it (rate and one-way latency).
+    Sink,
+    /// A network namespace standing for the remote server, running `commands`.
+    Namespace,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Uplink {
+    #[serde(default = "default_uplink_name")]
+    pub name: String,
+    #[serde(default = "default_uplink_kind")]
+    pub kind: UplinkKind,
+    /// The uplink's line rate (e.g. "10gbps"); the switch paces the port to it.
+    pub line_rate: Option<String>,
+    /// Programs the namespace runs (servers), started before the VMs.
+    #[serde(default)]
+    pub commands: Vec<String>,
+}
+
+fn default_uplink_name() -> String {
+    "uplink".into()
+}
+fn default_uplink_kind() -> UplinkKind {
+    UplinkKind::Sink
+}
+
+impl Default for Uplink {
+    fn default() -> Self {
+        Uplink { name: default_uplink_name(), kind: UplinkKind::Sink, line_rate: None, commands: Vec::new() }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum VmKind {
+    /// slaswitch-tenant: a DPDK virtio-user device on a vhost-user port, sending its phases.
+    Emulated,
+    /// A network namespace on a tap port running real programs (iperf3, qperf, wrk, ...).
+    Namespace,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VmSpec {
+    pub name: String,
+    #[serde(default = "default_vm_kind")]
+    pub kind: VmKind,
+    /// More than 1: VMs NAME1..NAMEn with the same settings.
+    #[serde(default = "one_vm")]
+    pub count: usize,
+    /// Phase scripts (see slaswitch-tenant): emulated VMs only.
+    #[serde(default)]
+    pub phases: Vec<String>,
+    /// Programs to run in the namespace: namespace VMs only. `{uplink_ip}` and `{duration}`
+    /// are filled in.
+    #[serde(default)]
+    pub commands: Vec<String>,
+    #[serde(default)]
+    pub qos: Qos,
+}
+
+fn default_vm_kind() -> VmKind {
+    VmKind::Emulated
+}
+fn one_vm() -> usize {
+    1
+}
+
+/// Per-VM QoS settings, in OVS's units where OVS has the setting.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Qos {
+    /// Byte-rate ingress policing (srTCM), kbit/s of frames without the Ethernet header.
+    pub ingress_policing_rate_kbps: Option<u64>,
+    pub ingress_policing_burst_kb: Option<u64>,
+    /// Packet-rate ingress policing, thousands of packets per second.
+    pub ingress_policing_kpps: Option<u64>,
+    pub ingress_policing_kpkts_burst: Option<u64>,
+    /// Egress shaping towards the VM's traffic on the uplink (min guarantee / max limit).
+    pub min_rate_kbps: Option<u64>,
+    pub max_rate_kbps: Option<u64>,
+    /// Share weight and priority class (1 highest to 8).
+    pub weight: Option<u32>,
+    pub priority: Option<u8>,
+}
+
+impl Qos {
+    /// (field, value) of every setting present, in a fixed order.
+    pub fn settings(&self) -> Vec<(&'static str, u64)> {
+        let fields: [(&str, Option<u64>); 8] = [
+            ("ingress_policing_rate_kbps", self.ingress_policing_rate_kbps),
+            ("ingress_policing_burst_kb", self.ingress_policing_burst_kb),
+            ("ingress_policing_kpps", self.ingress_policing_kpps),
+            ("ingress_policing_kpkts_burst", self.ingress_policing_kpkts_burst),
+            ("min_rate_kbps", self.min_rate_kbps),
+            ("max_rate_kbps", self.max_rate_kbps),
+            ("weight", self.weight.map(u64::from)),
+            ("priority", self.priority.map(u64::from)),
+        ];
+        fields.into_iter().filter_map(|(k, v)| v.map(|v| (k, v))).collect()
+    }
+}
+
+/// Runs the scenario once per value, with the VM group `vm` resized to it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Sweep {
+    pub vm: String,
+    pub counts: Vec<usize>,
+}
+
+/// A figure the report puts first.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Headline {
+    pub label: String,
+    pub kind: HeadlineType,
+    pub vm: String,
+    /// loss: "mbps" or "kpps" at the sink.
+    pub metric: Option<String>,
+    /// loss: the windows `[from, to]` (seconds) compared.
+    pub before: Option<[f64; 2]>,
+    pub after: Option<[f64; 2]>,
+    /// latency-growth: "p50", "p90", "p99" or "max".
+    pub percentile: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HeadlineType {
+    /// How much of `vm`'s received rate it loses from window `before` to window `after`, in %.
+    Loss,
+    /// `vm`'s latency percentile at the last sweep step over the first.
+    LatencyGrowth,
+}
+
+/// A concrete VM after `count` and `sweep` are expanded.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Vm {
+    pub name: String,
+    pub group: String,
+    pub kind: VmKind,
+    pub phases: Vec<Phase>,
+    pub phase_texts: Vec<String>,
+    pub commands: Vec<String>,
+    pub qos: Qos,
+}
+
+/// One run of a scenario on one switch: the sweep value (if any) and its VMs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Step {
+    pub label: String,
+    pub sweep_value: Option<usize>,
+    pub vms: Vec<Vm>,
+}
+
+/// A scenario error: where (line, field) and what.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScenarioError {
+    pub file: String,
+    pub line: Option<usize>,
+    pub field: String,
+    pub message: String,
+}
+
+impl fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            Some(l) => write!(f, "{}:{l}: ", self.file)?,
+            None => write!(f, "{}: ", self.file)?,
+        }
+        if !self.field.is_empty() {
+            write!(f, "{}: ", self.field)?;
+        }
+        f.write_str(&self.message)
+    }
+}
+
+/// A path to a value in the TOML document, for finding its line.
+#[derive(Clone, Debug)]
+enum Seg {
+    Key(&'static str),
+    Index(usize),
+}
+
+fn field_text(path: &[Seg]) -> String {
+    let mut out = String::new();
+    for s in path {
+        match s {
+            Seg::Key(k) => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(k);
+            }
+            Seg::Index(i) => out.push_str(&format!("[{i}]")),
+        }
+    }
+    out
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].bytes().filter(|&b| b == b'\n').count() + 1
+}
+
+/// The line of the value at `path` (or of its closest present parent).
+fn locate(text: &str, path: &[Seg]) -> Option<usize> {
+    let doc: toml_edit::ImDocument<String> = text.to_string().parse().ok()?;
+    let mut item: &toml_edit::Item = doc.as_item();
+    let mut best = None;
+    for seg in path {
+        let next = match seg {
+            Seg::Key(k) => item.get(*k),
+            Seg::Index(i) => item.get(*i),
+        };
+        let Some(next) = next else { break };
+        if let Some(span) = next.span() {
+            best = Some(span.start);
+        }
+        item = next;
+    }
+    best.map(|o| line_of(text, o))
+}
+
+struct Checker<'a> {
+    file: &'a str,
+    text: &'a str,
+}
+
+impl Checker<'_> {
+    fn err(&self, path: &[Seg], message: impl Into<String>) -> ScenarioError {
+        ScenarioError { file: self.file.to_string(), line: locate(self.text, path), field: field_text(path), message: message.into() }
+    }
+}
+
+/// Parses and checks a scenario. `file` names it in errors and gives the default name.
+pub fn parse(file: &str, text: &str) -> Result<Scenario, ScenarioError> {
+    let mut s: Scenario = toml::from_str(text).map_err(|e| ScenarioError {
+        file: file.to_string(),
+        line: e.span().map(|r| line_of(text, r.start)),
+        field: String::new(),
+        message: e.message().trim().to_string(),
+    })?;
+    if s.name.is_empty() {
+        s.name = Path::new(file).file_stem().map_or("scenario".into(), |n| n.to_string_lossy().into_owned());
+    }
+    validate(&s, &Checker { file, text })?;
+    Ok(s)
+}
+
+pub fn load(path: &Path) -> Result<Scenario, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    parse(&path.display().to_string(), &text).map_err(|e| e.to_string())
+}
+
+fn valid_vm_name(name: &str) -> bool {
+    !name.is_empty() && name.len() <= 12 && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
+fn validate(s: &Scenario, c: &Checker) -> Result<(), ScenarioError> {
+    use Seg::*;
+    if !(s.duration_secs > 0.0 && s.duration_secs <= 3600.0) {
+        return Err(c.err(&[Key("duration_secs")], format!("{} must be more than 0 and at most 3600 seconds", s.duration_secs)));
+    }
+    if !(s.sample_interval_secs >= 0.1 && s.sample_interval_secs <= s.duration_secs) {
+        return Err(c.err(&[Key("sample_interval_secs")], format!("{} must be from 0.1 s to the duration", s.sample_interval_secs)));
+    }
+    if s.switches.is_empty() {
+        return Err(c.err(&[Key("switches")], "name at least one switch"));
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if s.host.pmd_cores.is_empty() {
+        return Err(c.err(&[Key("host"), Key("pmd_cores")], "name at least one PMD core"));
+    }
+    for (i, &core) in s.host.pmd_cores.iter().enumerate() {
+        if core >= cores.max(2) {
+            return Err(c.err(&[Key("host"), Key("pmd_cores"), Index(i)], format!("core {core} does not exist (this machine has {cores})")));
+        }
+    }
+    if s.host.vm_core >= cores.max(2) {
+        return Err(c.err(&[Key("host"), Key("vm_core")], format!("core {} does not exist (this machine has {cores})", s.host.vm_core)));
+    }
+    if !(64..=32768).contains(&s.host.ring) || !s.host.ring.is_power_of_two() {
+        return Err(c.err(&[Key("host"), Key("ring")], format!("{}: a power of two from 64 to 32768", s.host.ring)));
+    }
+    if s.classification.security_group_masks > 99 {
+        return Err(c.err(&[Key("classification"), Key("security_group_masks")], "at most 99 masks"));
+    }
+    if !valid_vm_name(&s.uplink.name) {
+        return Err(c.err(&[Key("uplink"), Key("name")], format!("'{}': 1 to 12 letters, digits, '-' or '_'", s.uplink.name)));
+    }
+    if let Some(rate) = &s.uplink.line_rate {
+        parse_rate_bps(rate).map_err(|e| c.err(&[Key("uplink"), Key("line_rate")], e))?;
+    }
+    if s.uplink.kind == UplinkKind::Sink && !s.uplink.commands.is_empty() {
+        return Err(c.err(&[Key("uplink"), Key("commands")], "a sink uplink runs no programs (use kind = \"namespace\")"));
+    }
+    if s.vms.is_empty() {
+        return Err(c.err(&[], "no [[vm]]: a scenario needs at least one VM"));
+    }
+    let mut names: Vec<&str> = vec![&s.uplink.name];
+    for (i, vm) in s.vms.iter().enumerate() {
+        let at = |field: &'static str| vec![Key("vm"), Index(i), Key(field)];
+        if !valid_vm_name(&vm.name) {
+            return Err(c.err(&at("name"), format!("'{}': 1 to 12 letters, digits, '-' or '_'", vm.name)));
+        }
+        if names.contains(&vm.name.as_str()) {
+            return Err(c.err(&at("name"), format!("'{}' is used twice (VM and uplink names must differ)", vm.name)));
+        }
+        names.push(&vm.name);
+        if vm.count == 0 || vm.count > 64 {
+            return Err(c.err(&at("count"), format!("{}: from 1 to 64", vm.count)));
+        }
+        match vm.kind {
+            VmKind::Emulated => {
+                if vm.phases.is_empty() {
+                    return Err(c.err(&at("phases"), "an emulated VM needs at least one phase"));
+                }
+                if !vm.commands.is_empty() {
+                    return Err(c.err(&at("commands"), "an emulated VM runs phases, not commands (use kind = \"namespace\")"));
+                }
+                for (j, text) in vm.phases.iter().enumerate() {
+                    let p: Phase = text.parse().map_err(|e: String| c.err(&[Key("vm"), Index(i), Key("phases"), Index(j)], e))?;
+                    if p.vm.is_some() {
+                        return Err(c.err(&[Key("vm"), Index(i), Key("phases"), Index(j)], "vm= has no place here: the phase belongs to this [[vm]]"));
+                    }
+                    if p.start_secs >= s.duration_secs {
+                        return Err(c.err(&[Key("vm"), Index(i), Key("phases"), Index(j)], format!("starts at {} s, after the run ends ({} s)", p.start_secs, s.duration_secs)));
+                    }
+                }
+            }
+            VmKind::Namespace => {
+                if vm.commands.is_empty() {
+                    return Err(c.err(&at("commands"), "a namespace VM needs at least one command"));
+                }
+                if !vm.phases.is_empty() {
+                    return Err(c.err(&at("phases"), "a namespace VM runs commands, not phases (use kind = \"emulated\")"));
+                }
+                if s.uplink.kind != UplinkKind::Namespace {
+                    return Err(c.err(&at("kind"), "namespace VMs talk to a namespace uplink: set [uplink] kind = \"namespace\""));
+                }
+            }
+        }
+        if let Some(p) = vm.qos.priority {
+            if !(1..=8).contains(&p) {
+                return Err(c.err(&[Key("vm"), Index(i), Key("qos"), Key("priority")], format!("{p}: from 1 (highest) to 8")));
+            }
+        }
+        if vm.qos.weight == Some(0) {
+            return Err(c.err(&[Key("vm"), Index(i), Key("qos"), Key("weight")], "must be at least 1"));
+        }
+        if let (Some(min), Some(max)) = (vm.qos.min_rate_kbps, vm.qos.max_rate_kbps) {
+            if min > max {
+                return Err(c.err(&[Key("vm"), Index(i), Key("qos"), Key("min_rate_kbps")], format!("{min} is above max_rate_kbps {max}")));
+            }
+        }
+        for (field, value) in [("ingress_policing_rate_kbps", vm.qos.ingress_policing_rate_kbps), ("ingress_policing_kpps", vm.qos.ingress_policing_kpps)] {
+            if value == Some(0) {
+                return Err(c.err(&[Key("vm"), Index(i), Key("qos"), Key(field)], "0 means no policing: leave the field out"));
+            }
+        }
+    }
+    if let Some(sweep) = &s.sweep {
+        let Some(i) = s.vms.iter().position(|v| v.name == sweep.vm) else {
+            return Err(c.err(&[Key("sweep"), Key("vm")], format!("no [[vm]] named '{}'", sweep.vm)));
+        };
+        if sweep.counts.is_empty() {
+            return Err(c.err(&[Key("sweep"), Key("counts")], "give at least one count"));
+        }
+        if let Some(j) = sweep.counts.iter().position(|&n| n > 64) {
+            return Err(c.err(&[Key("sweep"), Key("counts"), Index(j)], format!("{}: at most 64 VMs", sweep.counts[j])));
+        }
+        let _ = i;
+    }
+    for (i, h) in s.headlines.iter().enumerate() {
+        let at = |field: &'static str| vec![Key("headline"), Index(i), Key(field)];
+        match h.kind {
+            HeadlineType::Loss => {
+                let metric = h.metric.as_deref().unwrap_or("");
+                if metric != "mbps" && metric != "kpps" {
+                    return Err(c.err(&at("metric"), format!("'{metric}': a loss headline needs metric = \"mbps\" or \"kpps\"")));
+                }
+                for (field, w) in [("before", h.before), ("after", h.after)] {
+                    let Some(w) = w else { return Err(c.err(&at(field), "a loss headline needs the window [from, to] in seconds")) };
+                    if !(w[0] < w[1] && w[0] >= 0.0 && w[1] <= s.duration_secs) {
+                        return Err(c.err(&at(field), format!("[{}, {}] is not a window within the run", w[0], w[1])));
+                    }
+                }
+            }
+            HeadlineType::LatencyGrowth => {
+                let p = h.percentile.as_deref().unwrap_or("");
+                if !["p50", "p90", "p99", "max"].contains(&p) {
+                    return Err(c.err(&at("percentile"), format!("'{p}': a latency-growth headline needs percentile = p50, p90, p99 or max")));
+                }
+                if s.sweep.is_none() {
+                    return Err(c.err(&at("kind"), "latency-growth compares sweep steps: add a [sweep]"));
+                }
+            }
+        }
+        let vm = &h.vm;
+        if !s.vms.iter().any(|v| &v.name == vm || (vm.starts_with(&v.name) && vm[v.name.len()..].parse::<usize>().is_ok())) {
+            return Err(c.err(&at("vm"), format!("no VM named '{vm}'")));
+        }
+    }
+    Ok(())
+}
+
+/// Bits per second from "10gbps", "800mbps", "100kbps" or a plain number.
+pub fn parse_rate_bps(s: &str) -> Result<u64, String> {
+    let lower = s.to_ascii_lowercase();
+    for (suffix, scale) in [("gbps", 1e9), ("mbps", 1e6), ("kbps", 1e3), ("bps", 1.0), ("", 1.0)] {
+        if let Some(num) = lower.strip_suffix(suffix) {
+            if let Ok(v) = num.trim().parse::<f64>() {
+                if v > 0.0 && v.is_finite() {
+                    return Ok((v * scale) as u64);
+                }
+                return Err(format!("rate '{s}' must be positive"));
+            }
+        }
+    }
+    Err(format!("rate '{s}': use e.g. 10gbps or 800mbps"))
+}
+
+impl Scenario {
+    /// The runs this scenario makes on each switch: one, or one per sweep value.
+    pub fn steps(&self) -> Vec<Step> {
+        let values: Vec<Option<usize>> = match &self.sweep {
+            Some(sw) => sw.counts.iter().map(|&n| Some(n)).collect(),
+            None => vec![None],
+        };
+        values
+            .into_iter()
+            .map(|value| {
+                let mut vms = Vec::new();
+                for spec in &self.vms {
+                    let count = match (&self.sweep, value) {
+                        (Some(sw), Some(n)) if sw.vm == spec.name => n,
+                        _ => spec.count,
+                    };
+                    let phases: Vec<Phase> = spec.phases.iter().map(|p| p.parse().expect("validated")).collect();
+                    for k in 1..=count {
+                        let grouped = spec.count > 1 || self.sweep.as_ref().is_some_and(|s| s.vm == spec.name);
+                        vms.push(Vm {
+                            name: if grouped { format!("{}{k}", spec.name) } else { spec.name.clone() },
+                            group: spec.name.clone(),
+                            kind: spec.kind,
+                            phases: phases.clone(),
+                            phase_texts: spec.phases.clone(),
+                            commands: spec.commands.clone(),
+                            qos: spec.qos.clone(),
+                        });
+                    }
+                }
+                let label = match (value, &self.sweep) {
+                    (Some(n), Some(sw)) => format!("{}={n}", sw.vm),
+                    _ => "run".to_string(),
+                };
+                Step { label, sweep_value: value, vms }
+            })
+            .collect()
+    }
+}

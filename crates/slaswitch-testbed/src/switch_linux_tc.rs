@@ -1,0 +1,139 @@
+//! A Linux bridge with tc as the egress-scheduling baseline. Each VM is a veth pair: the
+//! emulated VM opens its end with af_packet, the other end is in the bridge. Translation:
+//! - ingress policing: an ingress qdisc with a matchall `police` filter on the VM's bridge end
+//!   (`rate`/`burst` for bytes, `pkts_rate`/`pkts_burst` for packets);
+//! - `min_rate_kbps`, `max_rate_kbps`, `weight`, `priority`: an htb class per VM on the uplink's
+//!   bridge end (rate = min, ceil = max or the line rate, quantum = weight x 1514 bytes,
+//!   prio = priority - 1), chosen by the VM's source MAC with a flower filter;
+//! - security groups and PMD cores have no equivalent: the kernel forwards in softirq context.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::cleanup;
+use crate::driver::{run_args, version_of, Driver, Reading};
+use crate::plan::{mac_of, Attach, SwitchPlan};
+use crate::scenario::{parse_rate_bps, Scenario, Step};
+
+pub const BRIDGE: &str = "ssbr0";
+
+/// (bridge end, VM end) of a VM's veth pair.
+pub fn veth_names(name: &str) -> (String, String) {
+    (format!("s{name}b"), format!("s{name}v"))
+}
+
+pub fn plan(scenario: &Scenario, step: &Step) -> SwitchPlan {
+    let mut p = SwitchPlan::default();
+    let mut names = vec![scenario.uplink.name.clone()];
+    names.extend(step.vms.iter().map(|v| v.name.clone()));
+    for name in &names {
+        let (b, v) = veth_names(name);
+        p.undo_with(&["ip", "link", "del", &b]);
+        p.cmd(&["ip", "link", "add", &b, "type", "veth", "peer", "name", &v]);
+        p.cmd(&["ip", "link", "set", &b, "master", BRIDGE, "up"]);
+        p.cmd(&["ip", "link", "set", &v, "up"]);
+        p.attach.push((name.clone(), Attach::AfPacket(v)));
+    }
+    let (up_b, _) = veth_names(&scenario.uplink.name);
+    let line_kbit = scenario.uplink.line_rate.as_deref().and_then(|r| parse_rate_bps(r).ok()).map_or(10_000_000, |b| b / 1000);
+    let shaped = step.vms.iter().any(|v| v.qos.min_rate_kbps.is_some() || v.qos.max_rate_kbps.is_some() || v.qos.weight.is_some() || v.qos.priority.is_some());
+    if shaped || scenario.uplink.line_rate.is_some() {
+        p.cmd(&["tc", "qdisc", "add", "dev", &up_b, "root", "handle", "1:", "htb", "default", "ffff"]);
+        p.cmd(&["tc", "class", "add", "dev", &up_b, "parent", "1:", "classid", "1:1", "htb", "rate", &format!("{line_kbit}kbit")]);
+        p.cmd(&["tc", "class", "add", "dev", &up_b, "parent", "1:1", "classid", "1:ffff", "htb", "rate", "8kbit", "ceil", &format!("{line_kbit}kbit")]);
+    }
+    for (i, vm) in step.vms.iter().enumerate() {
+        let (b, _) = veth_names(&vm.name);
+        let q = &vm.qos;
+        if q.ingress_policing_rate_kbps.is_some() || q.ingress_policing_kpps.is_some() {
+            p.cmd(&["tc", "qdisc", "add", "dev", &b, "ingress"]);
+            let mut f: Vec<String> = ["tc", "filter", "add", "dev", &b, "ingress", "matchall", "action", "police"].iter().map(|s| s.to_string()).collect();
+            if let Some(rate) = q.ingress_policing_rate_kbps {
+                f.extend([format!("rate"), format!("{rate}kbit"), "burst".into(), format!("{}k", q.ingress_policing_burst_kb.unwrap_or(8000) / 8)]);
+            }
+            if let Some(kpps) = q.ingress_policing_kpps {
+                f.extend(["pkts_rate".into(), format!("{}", kpps * 1000), "pkts_burst".into(), format!("{}", q.ingress_policing_kpkts_burst.unwrap_or(16) * 1000)]);
+            }
+            f.extend(["conform-exceed".into(), "drop".into()]);
+            p.commands.push(f);
+        }
+        if shaped {
+            let class = format!("1:{:x}", 10 + i);
+            let rate = q.min_rate_kbps.unwrap_or(8);
+            let ceil = q.max_rate_kbps.unwrap_or(line_kbit);
+            let mut c: Vec<String> = ["tc", "class", "add", "dev", &up_b, "parent", "1:1", "classid", &class, "htb"].iter().map(|s| s.to_string()).collect();
+            c.extend(["rate".into(), format!("{rate}kbit"), "ceil".into(), format!("{ceil}kbit")]);
+            if let Some(w) = q.weight {
+                c.extend(["quantum".into(), format!("{}", u64::from(w) * 1514)]);
+            }
+            if let Some(pr) = q.priority {
+                c.extend(["prio".into(), format!("{}", pr - 1)]);
+            }
+            p.commands.push(c);
+            p.cmd(&["tc", "filter", "add", "dev", &up_b, "parent", "1:", "protocol", "all", "flower", "src_mac", &mac_of(&vm.name), "classid", &class]);
+        }
+    }
+    if scenario.classification.security_group_masks > 0 {
+        p.unsupported.push(format!("classification.security_group_masks = {} (a Linux bridge forwards by MAC only)", scenario.classification.security_group_masks));
+    }
+    p.notes.push("the kernel forwards in softirq context on whatever core the sender runs on: there is no PMD core".into());
+    p
+}
+
+pub struct LinuxTc {
+    pub dir: PathBuf,
+    up: bool,
+}
+
+impl LinuxTc {
+    pub fn new(dir: &std::path::Path) -> LinuxTc {
+        LinuxTc { dir: dir.to_path_buf(), up: false }
+    }
+}
+
+/// A counter from /sys/class/net/IFACE/statistics.
+fn sys_counter(iface: &str, name: &str) -> f64 {
+    std::fs::read_to_string(format!("/sys/class/net/{iface}/statistics/{name}")).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0.0)
+}
+
+impl Driver for LinuxTc {
+    fn start(&mut self) -> Result<(), String> {
+        cleanup::undo(&["ip", "link", "del", BRIDGE]);
+        run_args(&["ip", "link", "add", BRIDGE, "type", "bridge"])?;
+        run_args(&["ip", "link", "set", BRIDGE, "up"])?;
+        self.up = true;
+        Ok(())
+    }
+
+    fn wait_for_vms(&mut self, _names: &[String], _timeout: Duration) -> Result<(), String> {
+        // Bridge ports forward once they leave the listening state (no STP: at once).
+        Ok(())
+    }
+
+    fn sample(&mut self) -> Vec<Reading> {
+        let mut out = Vec::new();
+        let Ok(entries) = std::fs::read_dir(format!("/sys/class/net/{BRIDGE}/brif")) else { return out };
+        for e in entries.flatten() {
+            let iface = e.file_name().to_string_lossy().into_owned();
+            let Some(name) = iface.strip_prefix('s').and_then(|n| n.strip_suffix('b')) else { continue };
+            // The bridge end receives what the VM sends.
+            out.push(Reading::counter(name, "rx_packets", sys_counter(&iface, "rx_packets")));
+            out.push(Reading::counter(name, "rx_bytes", sys_counter(&iface, "rx_bytes")));
+            out.push(Reading::counter(name, "policer_drops", sys_counter(&iface, "rx_dropped")));
+            out.push(Reading::counter(name, "tx_packets", sys_counter(&iface, "tx_packets")));
+            out.push(Reading::counter(name, "tx_dropped", sys_counter(&iface, "tx_dropped")));
+        }
+        out
+    }
+
+    fn stop(&mut self) {
+        if self.up {
+            let _ = run_args(&["ip", "link", "del", BRIDGE]);
+            self.up = false;
+        }
+    }
+
+    fn version(&self) -> String {
+        format!("Linux bridge + {}", version_of("tc", "-V"))
+    }
+}

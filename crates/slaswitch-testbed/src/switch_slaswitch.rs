@@ -1,0 +1,175 @@
+//! slaswitch under test: slaswitchd with its PMD on the scenario's cores, vhost-user ports with
+//! pinned numbers, the scenario's rules, and per-port ingress policing.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::os::unix::process::CommandExt;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use slaswitch_classifier::security_group::security_group_rules;
+
+use crate::cleanup;
+use crate::driver::{run, version_of, wait_for_path, Driver, Reading};
+use crate::plan::{port_numbers, Attach, SwitchPlan};
+use crate::scenario::{Scenario, Step};
+
+/// The flow table: the security-group rule set (whose default is `normal`), or per-VM rules
+/// that send everything to the uplink.
+pub fn flow_table(scenario: &Scenario, step: &Step) -> Vec<String> {
+    let up = &scenario.uplink.name;
+    if scenario.classification.security_group_masks > 0 {
+        return security_group_rules(scenario.classification.security_group_masks).iter().map(|r| r.to_string()).collect();
+    }
+    let mut flows: Vec<String> = step.vms.iter().map(|vm| format!("priority=10,in_port={},actions=output:{up}", vm.name)).collect();
+    flows.push("priority=0,actions=normal".into());
+    flows
+}
+
+pub fn plan(scenario: &Scenario, step: &Step, dir: &Path, tools: &Path) -> SwitchPlan {
+    let mut p = SwitchPlan::default();
+    let cli = tools.join("slaswitch").display().to_string();
+    let socket = dir.join("slaswitchd.ctl").display().to_string();
+    for (name, number) in port_numbers(scenario, step) {
+        let mut cmd = vec![cli.clone(), "--socket".into(), socket.clone(), "add-port".into(), name.clone(), "vhost-user".into(), format!("ofport_request={number}")];
+        if let Some(vm) = step.vms.iter().find(|v| v.name == name) {
+            let q = &vm.qos;
+            for (key, value) in [
+                ("ingress_policing_rate", q.ingress_policing_rate_kbps),
+                ("ingress_policing_burst", q.ingress_policing_burst_kb),
+                ("ingress_policing_kpkts_rate", q.ingress_policing_kpps),
+                ("ingress_policing_kpkts_burst", q.ingress_policing_kpkts_burst),
+            ] {
+                if let Some(v) = value {
+                    cmd.push(format!("{key}={v}"));
+                }
+            }
+            for (field, _) in q.settings().into_iter().filter(|(f, _)| !f.starts_with("ingress_policing")) {
+                p.unsupported.push(format!("{}: qos.{field} (slaswitch's C2QoS and egress schedulers are not in the data plane yet)", vm.name));
+            }
+        }
+        p.commands.push(cmd);
+        p.attach.push((name.clone(), Attach::VhostUser(dir.join(format!("{name}.sock")))));
+    }
+    if scenario.uplink.line_rate.is_some() {
+        p.unsupported.push("uplink.line_rate (the paced port comes with the C2QoS issue)".into());
+    }
+    let flows_file = dir.join("flows.txt");
+    p.files.push((flows_file.clone(), flow_table(scenario, step).join("\n") + "\n"));
+    p.commands.push(vec![cli, "--socket".into(), socket, "add-flows".into(), flows_file.display().to_string()]);
+    p
+}
+
+pub struct Slaswitch {
+    pub dir: PathBuf,
+    pub tools: PathBuf,
+    pub pmd_cores: Vec<usize>,
+    pub main_core: usize,
+    pub file_prefix: String,
+    child: Option<Child>,
+}
+
+impl Slaswitch {
+    pub fn new(dir: &Path, tools: &Path, scenario: &Scenario, file_prefix: &str) -> Slaswitch {
+        Slaswitch {
+            dir: dir.to_path_buf(),
+            tools: tools.to_path_buf(),
+            pmd_cores: scenario.host.pmd_cores.clone(),
+            main_core: scenario.host.vm_core,
+            file_prefix: file_prefix.to_string(),
+            child: None,
+        }
+    }
+
+    fn cli(&self, args: &[&str]) -> Result<String, String> {
+        let mut cmd = vec![self.tools.join("slaswitch").display().to_string(), "--socket".into(), self.dir.join("slaswitchd.ctl").display().to_string()];
+        cmd.extend(args.iter().map(|s| s.to_string()));
+        run(&cmd)
+    }
+
+    fn json(&self, args: &[&str]) -> Result<Value, String> {
+        let mut a = args.to_vec();
+        a.push("--json");
+        serde_json::from_str(&self.cli(&a)?).map_err(|e| format!("slaswitch {}: {e}", args.join(" ")))
+    }
+}
+
+impl Driver for Slaswitch {
+    fn start(&mut self) -> Result<(), String> {
+        let log = self.dir.join("slaswitchd.log");
+        let cores: Vec<String> = self.pmd_cores.iter().map(|c| c.to_string()).collect();
+        let child = Command::new(self.tools.join("slaswitchd"))
+            .args(["--pmd-cores", &cores.join(","), "--main-core", &self.main_core.to_string(), "--run-dir"])
+            .arg(&self.dir)
+            .arg("--db")
+            .arg(self.dir.join("conf.json"))
+            .args(["--file-prefix", &self.file_prefix, "--no-metrics"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?)
+            .process_group(0)
+            .spawn()
+            .map_err(|e| format!("cannot start slaswitchd: {e}"))?;
+        cleanup::process(child.id(), "slaswitchd");
+        self.child = Some(child);
+        wait_for_path(&self.dir.join("slaswitchd.ctl"), Duration::from_secs(30), "slaswitchd", &log)
+    }
+
+    fn wait_for_vms(&mut self, names: &[String], timeout: Duration) -> Result<(), String> {
+        let t = Instant::now();
+        loop {
+            let ports = self.json(&["list-ports"])?;
+            let down: Vec<String> = names
+                .iter()
+                .filter(|n| !ports.as_array().into_iter().flatten().any(|p| p["name"] == n.as_str() && p["link_up"] == true))
+                .cloned()
+                .collect();
+            if down.is_empty() {
+                return Ok(());
+            }
+            if t.elapsed() > timeout {
+                return Err(format!("these VMs never connected to slaswitch: {}", down.join(", ")));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn sample(&mut self) -> Vec<Reading> {
+        let mut out = Vec::new();
+        let Ok(stats) = self.json(&["pmd-stats"]) else { return out };
+        for pmd in stats["pmds"].as_array().into_iter().flatten() {
+            let core = format!("pmd{}", pmd["core"]);
+            for key in ["busy_cycles", "idle_cycles"] {
+                out.push(Reading::counter(&core, key, pmd[key].as_f64().unwrap_or(0.0)));
+            }
+            for p in pmd["ports"].as_array().into_iter().flatten() {
+                let name = p["name"].as_str().unwrap_or("?");
+                for key in ["rx_packets", "rx_bytes", "policer_drops", "ingress_cycles", "classify_cycles", "egress_cycles", "emc_hits", "emc_misses"] {
+                    out.push(Reading::counter(name, key, p[key].as_f64().unwrap_or(0.0)));
+                }
+                let busy: f64 = ["ingress_cycles", "classify_cycles", "egress_cycles"].iter().map(|k| p[*k].as_f64().unwrap_or(0.0)).sum();
+                out.push(Reading::counter(name, "busy_cycles", busy));
+            }
+        }
+        if let Ok(ports) = self.json(&["port-stats"]) {
+            for p in ports["ports"].as_array().into_iter().flatten() {
+                let name = p["name"].as_str().unwrap_or("?");
+                for key in ["tx_packets", "tx_bytes", "tx_dropped"] {
+                    out.push(Reading::counter(name, key, p[key].as_f64().unwrap_or(0.0)));
+                }
+            }
+        }
+        out
+    }
+
+    fn stop(&mut self) {
+        if let Some(child) = self.child.take() {
+            cleanup::stop_group(child.id() as i32, Duration::from_secs(15));
+        }
+    }
+
+    fn version(&self) -> String {
+        let v = version_of(&self.tools.join("slaswitch").display().to_string(), "--version");
+        if v == "unknown" || v.starts_with("usage") { format!("slaswitch {}", env!("CARGO_PKG_VERSION")) } else { v }
+    }
+}
