@@ -53,6 +53,14 @@ const COLORS: [RGBColor; 8] = [
     RGBColor(127, 127, 127),
 ];
 
+/// A title cut to `chars` characters so it fits the image.
+fn fit(title: &str, chars: usize) -> String {
+    if title.chars().count() <= chars {
+        return title.to_string();
+    }
+    title.chars().take(chars - 3).collect::<String>() + "..."
+}
+
 fn e<T: std::fmt::Display>(x: T) -> String {
     x.to_string()
 }
@@ -61,9 +69,9 @@ fn e<T: std::fmt::Display>(x: T) -> String {
 pub fn lines(path: &Path, title: &str, x_label: &str, y_label: &str, panels: &[Panel]) -> Result<(), String> {
     ensure_font()?;
     let height = 80 + 320 * panels.len().max(1) as u32;
-    let root = BitMapBackend::new(path, (1000, height)).into_drawing_area();
+    let root = BitMapBackend::new(path, (1200, height)).into_drawing_area();
     root.fill(&WHITE).map_err(e)?;
-    let root = root.titled(title, ("sans-serif", 24)).map_err(e)?;
+    let root = root.titled(&fit(title, 110), ("sans-serif", 20)).map_err(e)?;
     let areas = root.split_evenly((panels.len().max(1), 1));
     for (panel, area) in panels.iter().zip(areas.iter()) {
         let xs = panel.series.iter().flat_map(|s| s.points.iter().map(|p| p.0));
@@ -107,12 +115,13 @@ pub fn lines(path: &Path, title: &str, x_label: &str, y_label: &str, panels: &[P
 /// Grouped bars: for each group (e.g. a VM), one bar per member (e.g. a switch).
 pub fn bars(path: &Path, title: &str, y_label: &str, members: &[String], groups: &[(String, Vec<f64>)]) -> Result<(), String> {
     ensure_font()?;
-    let root = BitMapBackend::new(path, (1000, 500)).into_drawing_area();
+    let root = BitMapBackend::new(path, (1200, 500)).into_drawing_area();
     root.fill(&WHITE).map_err(e)?;
+    let title = fit(title, 110);
     let y_max = groups.iter().flat_map(|(_, v)| v.iter().copied()).fold(0.0f64, f64::max).max(1e-9) * 1.15;
     let n = groups.len().max(1) as f64;
     let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 22))
+        .caption(&title, ("sans-serif", 20))
         .margin(15)
         .x_label_area_size(40)
         .y_label_area_size(70)

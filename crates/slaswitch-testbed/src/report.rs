@@ -53,6 +53,13 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
     Some(v[v.len() / 2])
 }
 
+/// What the uplink received from `vm` (`metric` "mbps" or "kpps"): the sink's count, or with a
+/// null uplink the switch's count of what it forwarded.
+pub fn received(s: &Scenario, samples: &[Sample], sw: &str, step: &str, vm: &str, metric: &str) -> Vec<(f64, f64)> {
+    let (source, prefix) = s.received_source();
+    series(samples, sw, step, source, vm, &format!("{prefix}{metric}"))
+}
+
 /// The run's VMs that send (names), for one step.
 fn vm_names(step: &Step) -> Vec<String> {
     step.vms.iter().map(|v| v.name.clone()).collect()
@@ -71,7 +78,7 @@ pub fn headline_values(s: &Scenario, samples: &[Sample], switches: &[String]) ->
                         let (vm, metric) = (&h.vm, h.metric.as_deref().unwrap_or("mbps"));
                         let (before, after) = (h.before.unwrap_or_default(), h.after.unwrap_or_default());
                         let step = &steps[0].label;
-                        let ser = series(samples, sw, step, "sink", vm, metric);
+                        let ser = received(s, samples, sw, step, vm, metric);
                         let (b, a) = (mean_in(&ser, before[0], before[1]), mean_in(&ser, after[0], after[1]));
                         let loss = match (b, a) {
                             (Some(b), Some(a)) if b > 0.0 => Some(100.0 * (b - a) / b),
@@ -127,6 +134,8 @@ fn write_plots(dir: &Path, s: &Scenario, samples: &[Sample], switches: &[String]
     let step = steps.last().expect("a step");
     let vms = vm_names(step);
     let shown: Vec<&String> = vms.iter().take(8).collect();
+    let (recv_source, recv_prefix) = s.received_source();
+    let recv_metric = format!("{recv_prefix}mbps");
     let panels = |source: &str, metric: &str, extra: Option<(&str, &str)>| -> Vec<Panel> {
         switches
             .iter()
@@ -146,7 +155,7 @@ fn write_plots(dir: &Path, s: &Scenario, samples: &[Sample], switches: &[String]
             })
             .collect()
     };
-    plot::lines(&dir.join("bandwidth.png"), &format!("{}: received at the uplink per VM", s.title), "time (s)", "Mbit/s", &panels("sink", "mbps", None))?;
+    plot::lines(&dir.join("bandwidth.png"), &format!("{}: bandwidth received at the uplink per VM", s.name), "time (s)", "Mbit/s", &panels(recv_source, &recv_metric, None))?;
     made.push(("bandwidth.png".into(), "Per-VM bandwidth received at the uplink over time; vertical lines mark phase changes.".into()));
     let share = panels("switch", "pmd_share_pct", Some(("pmd0", "busy_pct")));
     if share.iter().any(|p| !p.series.is_empty()) {
@@ -184,7 +193,7 @@ fn write_plots(dir: &Path, s: &Scenario, samples: &[Sample], switches: &[String]
     let last = *windows(s).last().expect("a window");
     let groups: Vec<(String, Vec<f64>)> = shown
         .iter()
-        .map(|vm| (vm.to_string(), switches.iter().map(|sw| mean_in(&series(samples, sw, &step.label, "sink", vm, "mbps"), last.0, last.1).unwrap_or(0.0)).collect()))
+        .map(|vm| (vm.to_string(), switches.iter().map(|sw| mean_in(&received(s, samples, sw, &step.label, vm, "mbps"), last.0, last.1).unwrap_or(0.0)).collect()))
         .collect();
     plot::bars(&dir.join("comparison.png"), &format!("Mean received bandwidth per VM, {}-{} s, by switch", last.0, last.1), "Mbit/s", switches, &groups)?;
     made.push(("comparison.png".into(), "Mean per-VM bandwidth in the last phase, switches side by side.".into()));
@@ -229,7 +238,11 @@ pub fn generate(dir: &Path) -> Result<(), String> {
         md.push('\n');
     }
     let win = windows(&s);
-    let _ = writeln!(md, "## Per VM, per phase\n\nMean over each phase (its first second left out) of what the uplink's sink received; latency is the median of the per-second percentiles; PMD busy is the switch's own figure.\n");
+    let measured = match s.uplink.kind {
+        crate::scenario::UplinkKind::Null => "of what the switch forwarded to the uplink (a null port; the switch's own per-VM counters after policing)",
+        _ => "of what the uplink's sink VM received",
+    };
+    let _ = writeln!(md, "## Per VM, per phase\n\nMean over each phase (its first second left out) {measured}; latency is the median of the per-second percentiles at the sink; PMD busy is the switch's own figure.\n");
     for step in &steps {
         let _ = writeln!(md, "### {}\n", if step.label == "run" { "Run".to_string() } else { step.label.clone() });
         let mut header = "| switch | VM |".to_string();
@@ -248,8 +261,8 @@ pub fn generate(dir: &Path) -> Result<(), String> {
                     let _ = write!(
                         row,
                         " {} | {} |",
-                        fmt(mean_in(&series(&samples, sw, &step.label, "sink", vm, "mbps"), w.0, w.1)),
-                        fmt(mean_in(&series(&samples, sw, &step.label, "sink", vm, "kpps"), w.0, w.1))
+                        fmt(mean_in(&received(&s, &samples, sw, &step.label, vm, "mbps"), w.0, w.1)),
+                        fmt(mean_in(&received(&s, &samples, sw, &step.label, vm, "kpps"), w.0, w.1))
                     );
                 }
                 let lat = |m: &str| median(series(&samples, sw, &step.label, "sink", vm, m).into_iter().map(|p| p.1).collect());

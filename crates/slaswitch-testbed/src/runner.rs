@@ -43,10 +43,10 @@ fn progress(label: &str, done: f64, total: f64, quiet: bool) {
     let _ = std::io::stderr().flush();
 }
 
-fn driver_for(switch: SwitchKind, dir: &Path, tools: &Path, scenario: &Scenario, prefix: &str) -> Box<dyn Driver> {
+fn driver_for(switch: SwitchKind, dir: &Path, tools: &Path, scenario: &Scenario, step: &Step, prefix: &str) -> Box<dyn Driver> {
     match switch {
         SwitchKind::Slaswitch => Box::new(crate::switch_slaswitch::Slaswitch::new(dir, tools, scenario, prefix)),
-        SwitchKind::OvsDpdk => Box::new(crate::switch_ovs::Ovs::new(dir, scenario, prefix)),
+        SwitchKind::OvsDpdk => Box::new(crate::switch_ovs::Ovs::new(dir, scenario, step, prefix)),
         SwitchKind::LinuxTc => Box::new(crate::switch_linux_tc::LinuxTc::new(dir)),
         SwitchKind::Vde2 => Box::new(crate::switch_vde2::Vde2::new(dir)),
     }
@@ -76,8 +76,10 @@ pub fn tenant_command(scenario: &Scenario, step: &Step, p: &SwitchPlan, tools: &
         cmd.push(attach.tenant_arg(name));
     }
     cmd.push("gen".into());
-    cmd.push("--sink".into());
-    cmd.push(scenario.uplink.name.clone());
+    if p.attach.iter().any(|(n, _)| *n == scenario.uplink.name) {
+        cmd.push("--sink".into());
+        cmd.push(scenario.uplink.name.clone());
+    }
     for vm in step.vms.iter().filter(|v| v.kind == VmKind::Emulated) {
         for phase in &vm.phase_texts {
             cmd.push("--phase".into());
@@ -95,7 +97,7 @@ struct StepResult {
 fn run_step(scenario: &Scenario, step: &Step, switch: SwitchKind, work: &Path, opts: &RunOptions, label: &str) -> Result<StepResult, String> {
     std::fs::create_dir_all(work).map_err(|e| format!("{}: {e}", work.display()))?;
     let prefix = format!("tb{}{}", std::process::id(), switch.name().chars().next().unwrap_or('x'));
-    let mut driver = driver_for(switch, work, &opts.tools, scenario, &format!("{prefix}sw"));
+    let mut driver = driver_for(switch, work, &opts.tools, scenario, step, &format!("{prefix}sw"));
     let p = plan(switch, scenario, step, work, &opts.tools);
     let result = (|| {
         driver.start()?;
@@ -147,6 +149,8 @@ fn run_step(scenario: &Scenario, step: &Step, switch: SwitchKind, work: &Path, o
         let rel: Vec<f64> = times.iter().map(|t| t - start).collect();
         let mut out = samples::from_tenant(&doc, switch.name(), &step.label);
         out.extend(samples::from_readings(&rel, &readings, switch.name(), &step.label));
+        // Samples after the VMs stopped say nothing about the scenario.
+        out.retain(|s| s.t_secs <= scenario.duration_secs + 0.5);
         let meta = json!({
             "switch": switch.name(),
             "step": step.label,
@@ -206,7 +210,6 @@ pub fn run(opts: &RunOptions) -> Result<PathBuf, String> {
         for (ti, step) in steps.iter().enumerate() {
             let label = format!("{} ({}/{}) {} ({}/{})", switch, si + 1, switches.len(), step.label, ti + 1, steps.len());
             let work = base.join(format!("{}-{ti}", switch.name()));
-            cleanup::path(work.clone());
             match run_step(&scenario, step, switch, &work, opts, &label) {
                 Ok(r) => {
                     all.extend(r.samples);
@@ -221,10 +224,11 @@ pub fn run(opts: &RunOptions) -> Result<PathBuf, String> {
         }
     }
     cleanup::undo_all();
-    let _ = std::fs::remove_dir_all(&base);
     if let Some(e) = failure {
-        return Err(e);
+        // Keep the logs of the run that failed.
+        return Err(format!("{e}\n(logs kept in {})", base.display()));
     }
+    let _ = std::fs::remove_dir_all(&base);
     std::fs::write(out_dir.join("samples.csv"), samples::to_csv(&all)).map_err(|e| e.to_string())?;
     let run = json!({
         "scenario": scenario.name,

@@ -113,6 +113,15 @@ pub fn from_readings(times: &[f64], readings: &[Vec<Reading>], switch: &str, ste
                 if b + idle > 0.0 {
                     push(pmd, "busy_pct", 100.0 * b / (b + idle));
                 }
+                if let Some(p) = delta(pmd, "packets").filter(|&p| p > 0.0) {
+                    push(pmd, "cycles_per_packet", b / p);
+                    // Where the PMD's lookups ended (OVS: EMC, SMC, megaflow cache, upcall).
+                    for m in ["emc_hits", "smc_hits", "megaflow_hits", "upcalls"] {
+                        if let Some(h) = delta(pmd, m) {
+                            push(pmd, &format!("{m}_pct"), 100.0 * h / p);
+                        }
+                    }
+                }
             }
         }
         let ports: Vec<&str> = {

@@ -13,7 +13,7 @@ use std::time::Duration;
 use crate::cleanup;
 use crate::driver::{run_args, version_of, Driver, Reading};
 use crate::plan::{mac_of, Attach, SwitchPlan};
-use crate::scenario::{parse_rate_bps, Scenario, Step};
+use crate::scenario::{parse_rate_bps, Scenario, Step, UplinkKind};
 
 pub const BRIDGE: &str = "ssbr0";
 
@@ -29,6 +29,12 @@ pub fn plan(scenario: &Scenario, step: &Step) -> SwitchPlan {
     for name in &names {
         let (b, v) = veth_names(name);
         p.undo_with(&["ip", "link", "del", &b]);
+        if *name == scenario.uplink.name && scenario.uplink.kind == UplinkKind::Null {
+            // A dummy interface discards what the bridge sends it.
+            p.cmd(&["ip", "link", "add", &b, "type", "dummy"]);
+            p.cmd(&["ip", "link", "set", &b, "master", BRIDGE, "up"]);
+            continue;
+        }
         p.cmd(&["ip", "link", "add", &b, "type", "veth", "peer", "name", &v]);
         p.cmd(&["ip", "link", "set", &b, "master", BRIDGE, "up"]);
         p.cmd(&["ip", "link", "set", &v, "up"]);

@@ -16,14 +16,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use slaswitch_classifier::security_group::security_group_rules;
-
 use crate::cleanup;
 use crate::driver::{run, run_args, version_of, wait_for_path, Driver, Reading};
 use crate::plan::{port_numbers, Attach, SwitchPlan};
-use crate::scenario::{Scenario, Step};
+use crate::scenario::{Scenario, Step, UplinkKind};
 
 pub const VSWITCHD: &str = "/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk";
+const NULL_VDEV: &str = "net_null0";
 const SCHEMA: &str = "/usr/share/openvswitch/vswitch.ovsschema";
 
 fn vsctl(dir: &Path) -> Vec<String> {
@@ -41,10 +40,16 @@ fn ofctl(dir: &Path) -> Vec<String> {
 pub fn plan(scenario: &Scenario, step: &Step, dir: &Path) -> SwitchPlan {
     let mut p = SwitchPlan::default();
     let numbers = port_numbers(scenario, step);
-    let uplink = 1;
     for (name, number) in &numbers {
+        let null_uplink = *name == scenario.uplink.name && scenario.uplink.kind == UplinkKind::Null;
         let mut cmd = vsctl(dir);
-        cmd.extend(["add-port", "br0", name, "--", "set", "Interface", name, "type=dpdkvhostuser"].iter().map(|s| s.to_string()));
+        cmd.extend(["add-port", "br0", name, "--", "set", "Interface", name].iter().map(|s| s.to_string()));
+        if null_uplink {
+            // The null device is created by EAL from dpdk-extra (see `Ovs::start`).
+            cmd.extend(["type=dpdk".to_string(), format!("options:dpdk-devargs={NULL_VDEV}")]);
+        } else {
+            cmd.push("type=dpdkvhostuser".into());
+        }
         cmd.push(format!("ofport_request={number}"));
         if let Some(vm) = step.vms.iter().find(|v| &v.name == name) {
             if let Some(rate) = vm.qos.ingress_policing_rate_kbps {
@@ -53,23 +58,27 @@ pub fn plan(scenario: &Scenario, step: &Step, dir: &Path) -> SwitchPlan {
             }
         }
         p.commands.push(cmd);
-        p.attach.push((name.clone(), Attach::VhostUser(dir.join(name))));
+        if !null_uplink {
+            p.attach.push((name.clone(), Attach::VhostUser(dir.join(name))));
+        }
     }
-    let mut flows: Vec<String> = Vec::new();
     let mut meters: Vec<String> = Vec::new();
+    let mut metered: Vec<String> = Vec::new();
     for (i, vm) in step.vms.iter().enumerate() {
-        let number = 2 + i as u16;
-        let meter = u32::from(number);
+        let meter = 2 + i as u32;
         let q = &vm.qos;
-        let mut bands = Vec::new();
+        let mut band = None;
         if let Some(kpps) = q.ingress_policing_kpps {
             let burst = q.ingress_policing_kpkts_burst.unwrap_or(16) * 1000;
-            bands.push(format!("meter={meter},pktps,burst,band=type=drop,rate={},burst_size={burst}", kpps * 1000));
-            p.notes.push(format!("{}: ingress_policing_kpps {kpps} -> OpenFlow meter {meter} (pktps); netdev-dpdk has no packet-rate ingress policer, and a meter acts after classification", vm.name));
+            band = Some(format!("meter={meter},pktps,burst,band=type=drop,rate={},burst_size={burst}", kpps * 1000));
+            p.notes.push(format!(
+                "{}: ingress_policing_kpps {kpps} -> OpenFlow meter {meter} (pktps). netdev-dpdk ignores ingress_policing_kpkts_rate (measured: a vhost port set to 1 kpps passed 100 kpps), and a meter acts after classification",
+                vm.name
+            ));
         }
         if let Some(max) = q.max_rate_kbps {
-            if bands.is_empty() {
-                bands.push(format!("meter={meter},kbps,band=type=drop,rate={max}"));
+            if band.is_none() {
+                band = Some(format!("meter={meter},kbps,band=type=drop,rate={max}"));
                 p.notes.push(format!("{}: max_rate_kbps {max} -> OpenFlow meter {meter} (kbps)", vm.name));
             } else {
                 p.unsupported.push(format!("{}: max_rate_kbps together with ingress_policing_kpps (one meter per VM)", vm.name));
@@ -80,19 +89,16 @@ pub fn plan(scenario: &Scenario, step: &Step, dir: &Path) -> SwitchPlan {
                 p.unsupported.push(format!("{}: qos.{field} (OVS-DPDK has no minimum guarantee, share weight or priority class)", vm.name));
             }
         }
-        let out = if scenario.classification.security_group_masks > 0 { "normal".to_string() } else { format!("output:{uplink}") };
-        if let Some(m) = bands.pop() {
-            meters.push(m);
-            flows.push(format!("priority=10,in_port={number},actions=meter:{meter},{out}"));
-        } else if scenario.classification.security_group_masks == 0 {
-            flows.push(format!("priority=10,in_port={number},actions={out}"));
+        if let Some(b) = band {
+            meters.push(b);
+            metered.push(vm.name.clone());
         }
     }
-    if scenario.classification.security_group_masks > 0 {
-        flows.extend(security_group_rules(scenario.classification.security_group_masks).iter().map(|r| r.to_string()));
-    } else {
-        flows.push("priority=0,actions=normal".into());
-    }
+    let number_of = |name: &str| numbers.iter().find(|(n, _)| n == name).map_or(0, |(_, k)| *k).to_string();
+    let meter_of = |name: &str| {
+        if metered.iter().any(|m| m == name) { format!("meter:{},", number_of(name)) } else { String::new() }
+    };
+    let flows = crate::switch_slaswitch::flow_table(scenario, step, &number_of, &meter_of);
     if scenario.uplink.line_rate.is_some() {
         p.unsupported.push("uplink.line_rate (a vhost-user port has no line rate in OVS)".into());
     }
@@ -119,12 +125,16 @@ pub struct Ovs {
     pub pmd_cores: Vec<usize>,
     pub lcore: usize,
     pub file_prefix: String,
+    /// (name, OpenFlow port number) of the ports, to name flow counters.
+    pub ports: Vec<(String, u16)>,
+    /// The uplink is a null device (created at EAL start).
+    pub null_uplink: bool,
     started: bool,
 }
 
 impl Ovs {
-    pub fn new(dir: &Path, scenario: &Scenario, file_prefix: &str) -> Ovs {
-        Ovs { dir: dir.to_path_buf(), pmd_cores: scenario.host.pmd_cores.clone(), lcore: scenario.host.vm_core, file_prefix: file_prefix.into(), started: false }
+    pub fn new(dir: &Path, scenario: &Scenario, step: &Step, file_prefix: &str) -> Ovs {
+        Ovs { dir: dir.to_path_buf(), pmd_cores: scenario.host.pmd_cores.clone(), lcore: scenario.host.vm_core, file_prefix: file_prefix.into(), ports: port_numbers(scenario, step), null_uplink: scenario.uplink.kind == UplinkKind::Null, started: false }
     }
 
     fn appctl(&self, args: &[&str]) -> Result<String, String> {
@@ -159,37 +169,40 @@ fn number_after(text: &str, key: &str) -> Option<f64> {
     text[at..].trim_start().split(|c: char| !c.is_ascii_digit() && c != '.').next()?.parse().ok()
 }
 
-/// Per-port counters from `dpctl/show -s`: (name, rx packets, rx bytes, rx dropped, tx packets, tx dropped).
-pub fn parse_dpctl_show(text: &str) -> Vec<(String, [f64; 5])> {
-    let mut out: Vec<(String, [f64; 5])> = Vec::new();
-    for line in text.lines() {
-        let l = line.trim();
-        if let Some(rest) = l.strip_prefix("port ") {
-            // "port 2: vm1 (dpdkvhostuser: ...)"
-            if let Some((_, name)) = rest.split_once(": ") {
-                out.push((name.split_whitespace().next().unwrap_or("?").to_string(), [0.0; 5]));
+/// (in_port, n_packets, n_bytes) of the per-VM rules (`in_port` and nothing else) in
+/// `ovs-ofctl dump-flows` output.
+pub fn parse_port_flows(text: &str) -> Vec<(String, f64, f64)> {
+    text.lines()
+        .filter_map(|l| {
+            let (stats, rule) = l.split_once(" priority=")?;
+            let matches = rule.split_whitespace().next()?;
+            let fields: Vec<&str> = matches.split(',').skip(1).collect();
+            if fields.len() != 1 {
+                return None;
             }
-        } else if let Some((_, v)) = out.last_mut() {
-            if l.starts_with("RX packets:") {
-                v[0] = number_after(l, "RX packets:").unwrap_or(0.0);
-                v[2] = number_after(l, "dropped:").unwrap_or(0.0);
-            } else if l.starts_with("TX packets:") {
-                v[3] = number_after(l, "TX packets:").unwrap_or(0.0);
-                v[4] = number_after(l, "dropped:").unwrap_or(0.0);
-            } else if l.starts_with("RX bytes:") {
-                v[1] = number_after(l, "RX bytes:").unwrap_or(0.0);
-            }
-        }
-    }
-    out
+            let port = fields[0].strip_prefix("in_port=")?.trim_matches('"').to_string();
+            Some((port, number_after(stats, "n_packets=")?, number_after(stats, "n_bytes=")?))
+        })
+        .collect()
 }
 
-/// Per-PMD (core, idle cycles, processing cycles) from `dpif-netdev/pmd-stats-show`.
-pub fn parse_pmd_stats(text: &str) -> Vec<(usize, f64, f64)> {
+/// Counters of `dpif-netdev/pmd-stats-show` we sample, by the metric name we give them.
+pub const PMD_STATS: [(&str, &str); 7] = [
+    ("idle_cycles", "idle cycles:"),
+    ("busy_cycles", "processing cycles:"),
+    ("packets", "packets received:"),
+    ("emc_hits", "emc hits:"),
+    ("smc_hits", "smc hits:"),
+    ("megaflow_hits", "megaflow hits:"),
+    ("upcalls", "miss with success upcall:"),
+];
+
+/// Per PMD: (core, the [`PMD_STATS`] values in order) from `dpif-netdev/pmd-stats-show`.
+pub fn parse_pmd_stats(text: &str) -> Vec<(usize, Vec<f64>)> {
     let mut out = Vec::new();
     for block in text.split("pmd thread").skip(1) {
         let core = number_after(block, "core_id").unwrap_or(-1.0) as usize;
-        out.push((core, number_after(block, "idle cycles:").unwrap_or(0.0), number_after(block, "processing cycles:").unwrap_or(0.0)));
+        out.push((core, PMD_STATS.iter().map(|(_, key)| number_after(block, key).unwrap_or(0.0)).collect()));
     }
     out
 }
@@ -237,14 +250,23 @@ impl Driver for Ovs {
                 format!("other_config:pmd-cpu-mask={}", mask(&self.pmd_cores)),
                 format!("other_config:dpdk-lcore-mask={}", mask(&[self.lcore])),
                 "other_config:dpdk-socket-mem=1024".into(),
-                format!("other_config:dpdk-extra=--no-pci --file-prefix {} --single-file-segments", self.file_prefix),
+                format!(
+                    "other_config:dpdk-extra=--no-pci --file-prefix {} --single-file-segments{}",
+                    self.file_prefix,
+                    if self.null_uplink { format!(" --vdev {NULL_VDEV},no-rx=1") } else { String::new() }
+                ),
             ]
             .into_iter(),
         );
         run(&cfg)?;
+        // Its handler and revalidator threads stay off the PMD cores (as isolcpus would keep
+        // them); the PMD threads set their own affinity from pmd-cpu-mask.
         self.daemon(
-            VSWITCHD,
+            "taskset",
             &[
+                "-c".into(),
+                self.lcore.to_string(),
+                VSWITCHD.into(),
                 format!("unix:{}", d.join("db.sock").display()),
                 format!("--pidfile={}", d.join("ovs-vswitchd.pid").display()),
                 format!("--unixctl={}", d.join("ovs-vswitchd.ctl").display()),
@@ -285,17 +307,23 @@ impl Driver for Ovs {
 
     fn sample(&mut self) -> Vec<Reading> {
         let mut out = Vec::new();
-        if let Ok(text) = self.appctl(&["dpctl/show", "-s"]) {
-            for (name, v) in parse_dpctl_show(&text) {
-                for (i, key) in ["rx_packets", "rx_bytes", "policer_drops", "tx_packets", "tx_dropped"].iter().enumerate() {
-                    out.push(Reading::counter(&name, key, v[i]));
-                }
+        // vhost ports give no statistics here ("could not retrieve stats (Protocol error)"), so a
+        // VM's forwarded traffic is read from its per-VM flow (OVS refreshes flow counters
+        // every 500 ms).
+        let mut cmd = ofctl(&self.dir);
+        cmd.insert(3, "dump-flows".into());
+        if let Ok(text) = run(&cmd) {
+            for (port, packets, bytes) in parse_port_flows(&text) {
+                let name = self.ports.iter().find(|(_, n)| n.to_string() == port).map_or(port.clone(), |(name, _)| name.clone());
+                out.push(Reading::counter(&name, "rx_packets", packets));
+                out.push(Reading::counter(&name, "rx_bytes", bytes));
             }
         }
         if let Ok(text) = self.appctl(&["dpif-netdev/pmd-stats-show"]) {
-            for (core, idle, busy) in parse_pmd_stats(&text) {
-                out.push(Reading::counter(&format!("pmd{core}"), "busy_cycles", busy));
-                out.push(Reading::counter(&format!("pmd{core}"), "idle_cycles", idle));
+            for (core, values) in parse_pmd_stats(&text) {
+                for ((metric, _), v) in PMD_STATS.iter().zip(values) {
+                    out.push(Reading::counter(&format!("pmd{core}"), metric, v));
+                }
             }
         }
         if let Ok(text) = self.appctl(&["dpif-netdev/pmd-rxq-show"]) {

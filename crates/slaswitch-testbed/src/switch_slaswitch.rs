@@ -12,17 +12,25 @@ use slaswitch_classifier::security_group::security_group_rules;
 use crate::cleanup;
 use crate::driver::{run, version_of, wait_for_path, Driver, Reading};
 use crate::plan::{port_numbers, Attach, SwitchPlan};
-use crate::scenario::{Scenario, Step};
+use crate::scenario::{Scenario, Step, UplinkKind};
 
-/// The flow table: the security-group rule set (whose default is `normal`), or per-VM rules
-/// that send everything to the uplink.
-pub fn flow_table(scenario: &Scenario, step: &Step) -> Vec<String> {
-    let up = &scenario.uplink.name;
-    if scenario.classification.security_group_masks > 0 {
-        return security_group_rules(scenario.classification.security_group_masks).iter().map(|r| r.to_string()).collect();
+/// The flow table, the same on every OpenFlow switch: one rule per VM on its input port (so
+/// the switch counts each VM's forwarded traffic the same way), then either the
+/// security-group rule set (whose default is `normal`) or a default `normal`. `port` names a
+/// port in the switch's own syntax; `extra_actions` puts e.g. a meter before the output.
+pub fn flow_table(scenario: &Scenario, step: &Step, port: &dyn Fn(&str) -> String, extra_actions: &dyn Fn(&str) -> String) -> Vec<String> {
+    let sg = scenario.classification.security_group_masks;
+    let out = if sg > 0 { "normal".to_string() } else { format!("output:{}", port(&scenario.uplink.name)) };
+    let mut flows: Vec<String> = step
+        .vms
+        .iter()
+        .map(|vm| format!("priority={},in_port={},actions={}{out}", if sg > 0 { 1 } else { 10 }, port(&vm.name), extra_actions(&vm.name)))
+        .collect();
+    if sg > 0 {
+        flows.extend(security_group_rules(sg).iter().map(|r| r.to_string()));
+    } else {
+        flows.push("priority=0,actions=normal".into());
     }
-    let mut flows: Vec<String> = step.vms.iter().map(|vm| format!("priority=10,in_port={},actions=output:{up}", vm.name)).collect();
-    flows.push("priority=0,actions=normal".into());
     flows
 }
 
@@ -31,7 +39,9 @@ pub fn plan(scenario: &Scenario, step: &Step, dir: &Path, tools: &Path) -> Switc
     let cli = tools.join("slaswitch").display().to_string();
     let socket = dir.join("slaswitchd.ctl").display().to_string();
     for (name, number) in port_numbers(scenario, step) {
-        let mut cmd = vec![cli.clone(), "--socket".into(), socket.clone(), "add-port".into(), name.clone(), "vhost-user".into(), format!("ofport_request={number}")];
+        let null_uplink = name == scenario.uplink.name && scenario.uplink.kind == UplinkKind::Null;
+        let kind = if null_uplink { "null" } else { "vhost-user" };
+        let mut cmd = vec![cli.clone(), "--socket".into(), socket.clone(), "add-port".into(), name.clone(), kind.into(), format!("ofport_request={number}")];
         if let Some(vm) = step.vms.iter().find(|v| v.name == name) {
             let q = &vm.qos;
             for (key, value) in [
@@ -49,13 +59,15 @@ pub fn plan(scenario: &Scenario, step: &Step, dir: &Path, tools: &Path) -> Switc
             }
         }
         p.commands.push(cmd);
-        p.attach.push((name.clone(), Attach::VhostUser(dir.join(format!("{name}.sock")))));
+        if !null_uplink {
+            p.attach.push((name.clone(), Attach::VhostUser(dir.join(format!("{name}.sock")))));
+        }
     }
     if scenario.uplink.line_rate.is_some() {
         p.unsupported.push("uplink.line_rate (the paced port comes with the C2QoS issue)".into());
     }
     let flows_file = dir.join("flows.txt");
-    p.files.push((flows_file.clone(), flow_table(scenario, step).join("\n") + "\n"));
+    p.files.push((flows_file.clone(), flow_table(scenario, step, &|n| n.to_string(), &|_| String::new()).join("\n") + "\n"));
     p.commands.push(vec![cli, "--socket".into(), socket, "add-flows".into(), flows_file.display().to_string()]);
     p
 }

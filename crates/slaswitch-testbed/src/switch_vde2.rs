@@ -11,7 +11,7 @@ use std::time::Duration;
 use crate::cleanup;
 use crate::driver::{version_of, wait_for_path, Driver, Reading};
 use crate::plan::{Attach, SwitchPlan};
-use crate::scenario::{Scenario, Step};
+use crate::scenario::{Scenario, Step, UplinkKind};
 
 pub fn tap_name(name: &str) -> String {
     format!("v{name}")
@@ -25,7 +25,10 @@ pub fn plan(scenario: &Scenario, step: &Step, dir: &Path) -> SwitchPlan {
     for name in &names {
         let tap = tap_name(name);
         p.daemons.push(vec!["vde_plug2tap".into(), "--sock".into(), sock.clone(), tap.clone()]);
-        p.attach.push((name.clone(), Attach::AfPacket(tap)));
+        // A null uplink is a tap nobody reads: the kernel drops what the switch sends it.
+        if !(*name == scenario.uplink.name && scenario.uplink.kind == UplinkKind::Null) {
+            p.attach.push((name.clone(), Attach::AfPacket(tap)));
+        }
     }
     for vm in &step.vms {
         for (field, _) in vm.qos.settings() {

@@ -95,13 +95,26 @@ impl<'a> Sink<'a> {
         }
     }
 
-    /// One rx burst from every sink VM.
+    /// Up to `MAX_BURSTS_PER_POLL` rx bursts from every sink VM, so a sink sharing its loop
+    /// with senders keeps up with them.
     #[inline]
     pub fn poll(&mut self) {
+        const MAX_BURSTS_PER_POLL: usize = 4;
         for (i, vm) in self.vms.iter().enumerate() {
+            for _ in 0..MAX_BURSTS_PER_POLL {
+                if self.poll_one(i, vm) < MAX_BURST {
+                    break;
+                }
+            }
+        }
+    }
+
+    #[inline]
+    fn poll_one(&mut self, i: usize, vm: &SinkVm) -> usize {
+        {
             let n = vm.port.rx_burst(&mut self.rx);
             if n == 0 {
-                continue;
+                return 0;
             }
             let arrival = rdtsc();
             for m in &self.rx[..n] {
@@ -123,6 +136,7 @@ impl<'a> Sink<'a> {
                 }
             }
             free_bulk(&self.rx[..n]);
+            n
         }
     }
 
