@@ -1,0 +1,131 @@
+//! Scenario files: what parses, what is refused (with the line and the field), and how counts
+//! and sweeps expand.
+
+use slaswitch_testbed::scenario::{parse, SwitchKind, UplinkKind};
+
+const GOOD: &str = r#"
+title = "two VMs"
+duration_secs = 20
+switches = ["slaswitch", "ovs-dpdk"]
+
+[uplink]
+kind = "sink"
+
+[[vm]]
+name = "vm1"
+phases = ["start=0,dur=10,size=512,rate=100kpps", "start=10,dur=10,size=64,rate=1mpps,flows=100"]
+qos = { ingress_policing_rate_kbps = 400000, priority = 2 }
+
+[[vm]]
+name = "busy"
+count = 3
+phases = ["size=64,rate=max"]
+
+[[headline]]
+label = "loss"
+kind = "loss"
+vm = "vm1"
+metric = "mbps"
+before = [1, 10]
+after = [11, 20]
+"#;
+
+#[test]
+fn a_good_scenario_parses_and_expands() {
+    let s = parse("experiments/two-vms.toml", GOOD).expect("parses");
+    assert_eq!(s.name, "two-vms");
+    assert_eq!(s.switches, vec![SwitchKind::Slaswitch, SwitchKind::OvsDpdk]);
+    assert_eq!(s.uplink.kind, UplinkKind::Sink);
+    assert_eq!(s.host.pmd_cores, vec![0]);
+    let steps = s.steps();
+    assert_eq!(steps.len(), 1);
+    let names: Vec<&str> = steps[0].vms.iter().map(|v| v.name.as_str()).collect();
+    assert_eq!(names, ["vm1", "busy1", "busy2", "busy3"]);
+    assert_eq!(steps[0].vms[0].phases.len(), 2);
+    assert_eq!(steps[0].vms[0].phases[1].flows, 100);
+}
+
+#[test]
+fn a_sweep_runs_once_per_count() {
+    let text = GOOD.replace("[[headline]]", "[sweep]\nvm = \"busy\"\ncounts = [0, 2]\n\n[[headline]]");
+    let s = parse("s.toml", &text).expect("parses");
+    let steps = s.steps();
+    assert_eq!(steps.len(), 2);
+    assert_eq!(steps[0].label, "busy=0");
+    assert_eq!(steps[0].vms.len(), 1);
+    assert_eq!(steps[1].vms.iter().map(|v| v.name.as_str()).collect::<Vec<_>>(), ["vm1", "busy1", "busy2"]);
+}
+
+/// Parses `text` and returns the error's (line, field, message).
+fn error(text: &str) -> (Option<usize>, String, String) {
+    let e = parse("bad.toml", text).expect_err("should be refused");
+    let shown = e.to_string();
+    assert!(shown.starts_with("bad.toml:"), "{shown}");
+    (e.line, e.field, e.message)
+}
+
+/// The line of the last occurrence of `needle`.
+fn line_of(text: &str, needle: &str) -> usize {
+    text.lines().enumerate().filter(|(_, l)| l.contains(needle)).last().expect("needle in text").0 + 1
+}
+
+#[test]
+fn an_unknown_field_names_its_line() {
+    let text = GOOD.replace("count = 3", "count = 3\ncolour = \"red\"");
+    let (line, _, message) = error(&text);
+    assert_eq!(line, Some(line_of(&text, "colour")));
+    assert!(message.contains("colour"), "{message}");
+}
+
+#[test]
+fn a_bad_phase_names_the_phase() {
+    let text = GOOD.replace("size=64,rate=1mpps", "size=64,rate=fast");
+    let (line, field, message) = error(&text);
+    assert_eq!(line, Some(line_of(&text, "rate=fast")));
+    assert_eq!(field, "vm[0].phases[1]");
+    assert!(message.contains("fast"), "{message}");
+}
+
+#[test]
+fn semantic_errors_name_line_and_field() {
+    let cases: [(&str, &str, &str, &str); 7] = [
+        ("priority = 2", "priority = 9", "vm[0].qos.priority", "priority = 9"),
+        ("name = \"busy\"", "name = \"vm1\"", "vm[1].name", "name = \"vm1\""),
+        ("count = 3", "count = 0", "vm[1].count", "count = 0"),
+        ("duration_secs = 20", "duration_secs = -1", "duration_secs", "duration_secs = -1"),
+        ("before = [1, 10]", "before = [10, 1]", "headline[0].before", "before = [10, 1]"),
+        ("metric = \"mbps\"", "metric = \"gbps\"", "headline[0].metric", "metric = \"gbps\""),
+        ("kind = \"sink\"", "kind = \"sink\"\nline_rate = \"fast\"", "uplink.line_rate", "line_rate"),
+    ];
+    for (from, to, field, needle) in cases {
+        let text = GOOD.replace(from, to);
+        let (line, f, message) = error(&text);
+        assert_eq!(f, field, "{to}: {message}");
+        assert_eq!(line, Some(line_of(&text, needle)), "{to}: {message}");
+    }
+}
+
+#[test]
+fn a_phase_after_the_end_and_a_missing_vm_are_refused() {
+    let text = GOOD.replace("start=10,dur=10", "start=25,dur=10");
+    assert!(error(&text).2.contains("after the run ends"));
+    let text = GOOD.replace("vm = \"vm1\"", "vm = \"vm7\"");
+    assert!(error(&text).2.contains("vm7"));
+    let text = GOOD.replace("[[headline]]", "[sweep]\nvm = \"nobody\"\ncounts = [1]\n[[headline]]");
+    assert_eq!(error(&text).1, "sweep.vm");
+}
+
+#[test]
+fn namespace_vms_need_commands_and_a_namespace_uplink() {
+    let text = GOOD.replace("count = 3\nphases = [\"size=64,rate=max\"]", "kind = \"namespace\"\ncommands = [\"iperf3 -c {uplink_ip}\"]");
+    let (_, field, message) = error(&text);
+    assert_eq!(field, "vm[1].kind");
+    assert!(message.contains("namespace uplink"), "{message}");
+}
+
+#[test]
+fn a_syntax_error_names_its_line() {
+    let text = GOOD.replace("duration_secs = 20", "duration_secs = = 20");
+    let (line, _, _) = error(&text);
+    assert_eq!(line, Some(line_of(&text, "duration_secs")));
+}
