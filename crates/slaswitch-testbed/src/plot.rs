@@ -154,3 +154,63 @@ pub fn bars(path: &Path, title: &str, y_label: &str, members: &[String], groups:
     root.present().map_err(e)?;
     Ok(())
 }
+
+/// One latency box: the box spans p50 to p90, the whisker reaches p99 (microseconds).
+pub struct LatencyBox {
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+}
+
+/// Latency boxes on a log scale: for each group (e.g. a sweep step), one box per member
+/// (e.g. a switch).
+pub fn latency_boxes(path: &Path, title: &str, x_label: &str, members: &[String], groups: &[(String, Vec<Option<LatencyBox>>)]) -> Result<(), String> {
+    ensure_font()?;
+    let root = BitMapBackend::new(path, (1200, 550)).into_drawing_area();
+    root.fill(&WHITE).map_err(e)?;
+    let title = fit(title, 110);
+    let values = groups.iter().flat_map(|(_, b)| b.iter().flatten().flat_map(|b| [b.p50, b.p99]));
+    let lo = values.clone().fold(f64::INFINITY, f64::min).max(0.1) / 1.5;
+    let hi = values.fold(1.0f64, f64::max) * 1.5;
+    let n = groups.len().max(1) as f64;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(&title, ("sans-serif", 20))
+        .margin(15)
+        .x_label_area_size(45)
+        .y_label_area_size(80)
+        .build_cartesian_2d(0.0..n, (lo..hi).log_scale())
+        .map_err(e)?;
+    let names: Vec<String> = groups.iter().map(|(g, _)| g.clone()).collect();
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_desc(x_label)
+        .y_desc("one-way latency, microseconds (log)")
+        .x_labels(groups.len().max(1) * 2 + 1)
+        .x_label_formatter(&|x| names.get((*x - 0.5).round() as usize).cloned().filter(|_| (x.fract() - 0.5).abs() < 0.01).unwrap_or_default())
+        .label_style(("sans-serif", 14))
+        .draw()
+        .map_err(e)?;
+    let width = 0.8 / members.len().max(1) as f64;
+    for (mi, member) in members.iter().enumerate() {
+        let color = COLORS[mi % COLORS.len()];
+        let mut shapes: Vec<DynElement<BitMapBackend, (f64, f64)>> = Vec::new();
+        for (gi, (_, boxes)) in groups.iter().enumerate() {
+            let Some(Some(b)) = boxes.get(mi) else { continue };
+            let x0 = gi as f64 + 0.1 + mi as f64 * width;
+            let (x1, xm) = (x0 + width * 0.9, x0 + width * 0.45);
+            shapes.push(Rectangle::new([(x0, b.p50), (x1, b.p90)], color.mix(0.5).filled()).into_dyn());
+            shapes.push(PathElement::new(vec![(xm, b.p90), (xm, b.p99)], color.stroke_width(2)).into_dyn());
+            shapes.push(PathElement::new(vec![(x0 + width * 0.25, b.p99), (x0 + width * 0.65, b.p99)], color.stroke_width(2)).into_dyn());
+            shapes.push(PathElement::new(vec![(x0, b.p50), (x1, b.p50)], BLACK.stroke_width(2)).into_dyn());
+        }
+        chart
+            .draw_series(shapes)
+            .map_err(e)?
+            .label(member)
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 15, y + 5)], color.mix(0.5).filled()));
+    }
+    chart.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).label_font(("sans-serif", 14)).position(SeriesLabelPosition::UpperLeft).draw().map_err(e)?;
+    root.present().map_err(e)?;
+    Ok(())
+}

@@ -165,28 +165,26 @@ fn write_plots(dir: &Path, s: &Scenario, samples: &[Sample], switches: &[String]
     if s.sweep.is_some() {
         let sweep = s.sweep.as_ref().expect("checked");
         let probe = steps[0].vms.first().map(|v| v.name.clone()).unwrap_or_default();
-        let mut panel_series = Vec::new();
-        for sw in switches {
-            for pct in ["p50", "p99"] {
-                let pts: Vec<(f64, f64)> = steps
+        let at = |sw: &str, st: &Step, pct: &str| median(series(samples, sw, &st.label, "sink", &probe, &format!("lat_{pct}_us")).into_iter().map(|p| p.1).collect());
+        let groups: Vec<(String, Vec<Option<plot::LatencyBox>>)> = steps
+            .iter()
+            .map(|st| {
+                let boxes = switches
                     .iter()
-                    .filter_map(|st| {
-                        let v = median(series(samples, sw, &st.label, "sink", &probe, &format!("lat_{pct}_us")).into_iter().map(|p| p.1).collect())?;
-                        Some((st.sweep_value? as f64, v))
-                    })
+                    .map(|sw| Some(plot::LatencyBox { p50: at(sw, st, "p50")?, p90: at(sw, st, "p90")?, p99: at(sw, st, "p99")? }))
                     .collect();
-                panel_series.push(Series { label: format!("{sw} {pct}"), points: pts });
-            }
-        }
-        plot::lines(
+                (format!("{} VMs", st.vms.len()), boxes)
+            })
+            .collect();
+        plot::latency_boxes(
             &dir.join("latency.png"),
-            &format!("One-way latency of {probe} as busy VMs are added"),
-            &format!("number of '{}' VMs", sweep.vm),
-            "microseconds (median of per-second percentiles)",
-            &[Panel { title: String::new(), series: panel_series, markers: vec![] }],
+            &format!("One-way latency of {probe} as '{}' VMs are added (box p50-p90, whisker p99)", sweep.vm),
+            "VMs on the PMD core",
+            switches,
+            &groups,
         )?;
-        made.push(("latency.png".into(), format!("Latency percentiles of {probe} against the number of busy VMs.")));
-    } else {
+        made.push(("latency.png".into(), format!("Latency of {probe} by number of VMs on the PMD: box from p50 to p90, whisker to p99 (medians of the per-second percentiles), log scale.")));
+    } else if samples.iter().any(|x| x.source == "sink" && x.metric == "lat_p99_us") {
         plot::lines(&dir.join("latency.png"), "One-way latency p99 per VM", "time (s)", "microseconds", &panels("sink", "lat_p99_us", None))?;
         made.push(("latency.png".into(), "Per-VM one-way latency (99th percentile per second).".into()));
     }
@@ -204,9 +202,13 @@ fn write_plots(dir: &Path, s: &Scenario, samples: &[Sample], switches: &[String]
 pub fn generate(dir: &Path) -> Result<(), String> {
     let scenario_path = dir.join("scenario.toml");
     let text = std::fs::read_to_string(&scenario_path).map_err(|e| format!("{}: {e} (is this a run folder?)", scenario_path.display()))?;
-    let s = crate::scenario::parse(&scenario_path.display().to_string(), &text).map_err(|e| e.to_string())?;
+    let mut s = crate::scenario::parse(&scenario_path.display().to_string(), &text).map_err(|e| e.to_string())?;
     let run: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).map_err(|e| format!("{}: {e}", dir.join("run.json").display()))?)
         .map_err(|e| format!("run.json: {e}"))?;
+    // The copy in the run folder is called scenario.toml; the run knows the scenario's name.
+    if let Some(name) = run["scenario"].as_str() {
+        s.name = name.to_string();
+    }
     let samples = samples::load(&dir.join("samples.csv"))?;
     let switches: Vec<String> = run["switches"].as_array().into_iter().flatten().filter_map(|v| v.as_str().map(str::to_string)).collect();
     let plots = write_plots(dir, &s, &samples, &switches)?;

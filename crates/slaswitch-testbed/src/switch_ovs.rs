@@ -186,6 +186,25 @@ pub fn parse_port_flows(text: &str) -> Vec<(String, f64, f64)> {
         .collect()
 }
 
+/// (meter id, packets dropped, bytes dropped) from `ovs-ofctl meter-stats`.
+pub fn parse_meter_drops(text: &str) -> Vec<(u32, f64, f64)> {
+    let mut out: Vec<(u32, f64, f64)> = Vec::new();
+    for line in text.lines() {
+        let l = line.trim();
+        if let Some(rest) = l.strip_prefix("meter:") {
+            if let Some(id) = rest.split_whitespace().next().and_then(|v| v.parse().ok()) {
+                out.push((id, 0.0, 0.0));
+            }
+        } else if let Some(last) = out.last_mut() {
+            if l.contains("packet_count:") && l.contains("byte_count:") {
+                last.1 += number_after(l, "packet_count:").unwrap_or(0.0);
+                last.2 += number_after(l, "byte_count:").unwrap_or(0.0);
+            }
+        }
+    }
+    out
+}
+
 /// Counters of `dpif-netdev/pmd-stats-show` we sample, by the metric name we give them.
 pub const PMD_STATS: [(&str, &str); 7] = [
     ("idle_cycles", "idle cycles:"),
@@ -310,13 +329,21 @@ impl Driver for Ovs {
         // vhost ports give no statistics here ("could not retrieve stats (Protocol error)"), so a
         // VM's forwarded traffic is read from its per-VM flow (OVS refreshes flow counters
         // every 500 ms).
+        // A rule counts what it matched, before its meter drops: the meter's band counts are
+        // taken off (each VM's meter has the VM's port number).
+        let mut cmd = ofctl(&self.dir);
+        cmd.insert(3, "meter-stats".into());
+        let dropped = run(&cmd).map(|t| parse_meter_drops(&t)).unwrap_or_default();
         let mut cmd = ofctl(&self.dir);
         cmd.insert(3, "dump-flows".into());
         if let Ok(text) = run(&cmd) {
             for (port, packets, bytes) in parse_port_flows(&text) {
-                let name = self.ports.iter().find(|(_, n)| n.to_string() == port).map_or(port.clone(), |(name, _)| name.clone());
-                out.push(Reading::counter(&name, "rx_packets", packets));
-                out.push(Reading::counter(&name, "rx_bytes", bytes));
+                let entry = self.ports.iter().find(|(name, n)| n.to_string() == port || *name == port);
+                let name = entry.map_or(port.clone(), |(name, _)| name.clone());
+                let (drop_packets, drop_bytes) = entry.and_then(|(_, n)| dropped.iter().find(|d| d.0 == u32::from(*n))).map_or((0.0, 0.0), |d| (d.1, d.2));
+                out.push(Reading::counter(&name, "rx_packets", packets - drop_packets));
+                out.push(Reading::counter(&name, "rx_bytes", bytes - drop_bytes));
+                out.push(Reading::counter(&name, "policer_drops", drop_packets));
             }
         }
         if let Ok(text) = self.appctl(&["dpif-netdev/pmd-stats-show"]) {

@@ -3,7 +3,7 @@
 
 use slaswitch_testbed::driver::Reading;
 use slaswitch_testbed::samples::{from_csv, from_readings, to_csv};
-use slaswitch_testbed::switch_ovs::{parse_pmd_stats, parse_port_flows, parse_rxq_usage};
+use slaswitch_testbed::switch_ovs::{parse_meter_drops, parse_pmd_stats, parse_port_flows, parse_rxq_usage};
 
 #[test]
 fn ovs_flow_counters_per_input_port() {
@@ -68,4 +68,15 @@ fn counters_become_rates_and_shares() {
     // The CSV form reads back to the same samples.
     assert_eq!(from_csv(&to_csv(&samples)).unwrap(), samples);
     assert!(from_csv("a,b\n").is_err());
+}
+
+#[test]
+fn ovs_meter_drops_per_meter() {
+    let text = "OFPST_METER reply (OF1.3) (xid=0x2):
+meter:2 flow_count:1 packet_in_count:361943 byte_in_count:23164352 duration:5s bands:
+0: packet_count:324853 byte_count:20790592
+meter:3 flow_count:1 packet_in_count:10 byte_in_count:640 duration:5s bands:
+0: packet_count:0 byte_count:0
+";
+    assert_eq!(parse_meter_drops(text), vec![(2, 324853.0, 20790592.0), (3, 0.0, 0.0)]);
 }
