@@ -165,8 +165,9 @@ fn run_step(scenario: &Scenario, step: &Step, switch: SwitchKind, work: &Path, o
         });
         Ok(StepResult { samples: out, meta })
     })();
-    driver.stop();
+    // Newest first: the VMs stop before the switch they are attached to.
     cleanup::undo_all();
+    driver.stop();
     result
 }
 
@@ -225,8 +226,19 @@ pub fn run(opts: &RunOptions) -> Result<PathBuf, String> {
     }
     cleanup::undo_all();
     if let Some(e) = failure {
-        // Keep the logs of the run that failed.
-        return Err(format!("{e}\n(logs kept in {})", base.display()));
+        // Keep the logs of the run that failed, in the output folder; remove everything else.
+        let kept = out_dir.join("failed-logs");
+        let _ = std::fs::create_dir_all(&kept);
+        for entry in std::fs::read_dir(&base).into_iter().flatten().flatten() {
+            for file in std::fs::read_dir(entry.path()).into_iter().flatten().flatten() {
+                let name = file.file_name().to_string_lossy().into_owned();
+                if name.ends_with(".log") || name.ends_with(".stdout") {
+                    let _ = std::fs::copy(file.path(), kept.join(format!("{}-{name}", entry.file_name().to_string_lossy())));
+                }
+            }
+        }
+        let _ = std::fs::remove_dir_all(&base);
+        return Err(format!("{e}\n(logs in {})", kept.display()));
     }
     let _ = std::fs::remove_dir_all(&base);
     std::fs::write(out_dir.join("samples.csv"), samples::to_csv(&all)).map_err(|e| e.to_string())?;

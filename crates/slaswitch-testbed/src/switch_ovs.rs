@@ -366,14 +366,9 @@ impl Driver for Ovs {
             return;
         }
         for pidfile in ["ovs-vswitchd.pid", "ovsdb-server.pid"] {
+            // Both run in the foreground as our children, each leading its own process group.
             if let Some(pid) = std::fs::read_to_string(self.dir.join(pidfile)).ok().and_then(|s| s.trim().parse::<i32>().ok()) {
-                // SAFETY: signals a daemon we started.
-                unsafe { libc::kill(pid, libc::SIGTERM) };
-                let t = Instant::now();
-                // SAFETY: signal 0 checks existence.
-                while unsafe { libc::kill(pid, 0) } == 0 && t.elapsed() < Duration::from_secs(20) {
-                    std::thread::sleep(Duration::from_millis(100));
-                }
+                cleanup::stop_group(pid, Duration::from_secs(20));
             }
         }
         self.started = false;
