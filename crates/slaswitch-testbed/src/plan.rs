@@ -43,6 +43,8 @@ pub struct SwitchPlan {
     pub unsupported: Vec<String>,
     /// How settings were translated where it is not one to one.
     pub notes: Vec<String>,
+    /// Namespace members (VMs or the uplink) this switch has plumbed: (name, namespace).
+    pub namespaces: Vec<(String, String)>,
 }
 
 impl SwitchPlan {

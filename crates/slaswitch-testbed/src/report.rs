@@ -288,6 +288,14 @@ pub fn generate(dir: &Path) -> Result<(), String> {
         }
         md.push('\n');
     }
+    let apps: Vec<&Sample> = samples.iter().filter(|x| x.source == "app" && !x.metric.starts_with("iperf3_mbps")).collect();
+    if !apps.is_empty() {
+        let _ = writeln!(md, "## Programs in the namespace VMs\n\nFrom each program's own machine-readable output (iperf3 -J, wrk --latency, qperf, sockperf).\n\n| switch | step | VM | figure | value |\n|---|---|---|---|---|");
+        for a in apps {
+            let _ = writeln!(md, "| {} | {} | {} | {} | {} |", a.switch, a.step, a.subject, a.metric, fmt(Some(a.value)));
+        }
+        md.push('\n');
+    }
     let _ = writeln!(md, "## Plots\n");
     for (file, caption) in &plots {
         let _ = writeln!(md, "![{caption}]({file})\n\n{caption}\n");

@@ -16,7 +16,7 @@ use crate::driver::{Driver, Reading};
 use crate::plan::{phase_with_destination, plan, SwitchPlan};
 use crate::samples::{self, Sample};
 use crate::scenario::{Scenario, Step, SwitchKind, VmKind};
-use crate::{preflight, report};
+use crate::{namespaces, preflight, report};
 
 pub struct RunOptions {
     pub scenario_path: PathBuf,
@@ -89,6 +89,45 @@ pub fn tenant_command(scenario: &Scenario, step: &Step, p: &SwitchPlan, tools: &
     cmd
 }
 
+/// A program running in a namespace, its output going to a file.
+struct App {
+    vm: String,
+    command: String,
+    output: PathBuf,
+    child: std::process::Child,
+    done: bool,
+}
+
+impl App {
+    fn start(ns: &str, command: &str, vm: &str, output: &Path) -> Result<App, String> {
+        let file = std::fs::File::create(output).map_err(|e| format!("{}: {e}", output.display()))?;
+        let child = Command::new("ip")
+            .args(["netns", "exec", ns, "sh", "-c", command])
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().map_err(|e| e.to_string())?)
+            .stderr(file)
+            .process_group(0)
+            .spawn()
+            .map_err(|e| format!("cannot run `{command}` in {ns}: {e}"))?;
+        cleanup::process(child.id(), &format!("{vm}: {command}"));
+        Ok(App { vm: vm.into(), command: command.into(), output: output.to_path_buf(), child, done: false })
+    }
+
+    fn finished(&mut self) -> bool {
+        if !self.done {
+            self.done = matches!(self.child.try_wait(), Ok(Some(_)));
+        }
+        self.done
+    }
+
+    fn stop(&mut self) {
+        if !self.finished() {
+            cleanup::stop_group(self.child.id() as i32, Duration::from_secs(3));
+            self.done = true;
+        }
+    }
+}
+
 struct StepResult {
     samples: Vec<Sample>,
     meta: Value,
@@ -99,22 +138,49 @@ fn run_step(scenario: &Scenario, step: &Step, switch: SwitchKind, work: &Path, o
     let prefix = format!("tb{}{}", std::process::id(), switch.name().chars().next().unwrap_or('x'));
     let mut driver = driver_for(switch, work, &opts.tools, scenario, step, &format!("{prefix}sw"));
     let p = plan(switch, scenario, step, work, &opts.tools);
+    let mut members: Vec<&str> = vec![scenario.uplink.name.as_str()];
+    members.extend(step.vms.iter().map(|v| v.name.as_str()));
+    for name in members.into_iter().filter(|n| namespaces::is_namespace(scenario, step, n)) {
+        if !p.namespaces.iter().any(|(n, _)| n == name) {
+            return Err(format!("{switch} cannot attach the namespace VM {name} (the runner plugs only emulated VMs into it)"));
+        }
+    }
     let result = (|| {
         driver.start()?;
         driver.configure(&p)?;
         let tenant_out = work.join("tenant.json");
         let cmd = tenant_command(scenario, step, &p, &opts.tools, &tenant_out, &format!("{prefix}vm"));
         let log = work.join("tenant.log");
-        let mut child = Command::new(&cmd[0])
-            .args(&cmd[1..])
-            .stdin(Stdio::null())
-            .stdout(std::fs::File::create(work.join("tenant.stdout")).map_err(|e| e.to_string())?)
-            .stderr(std::fs::File::create(&log).map_err(|e| e.to_string())?)
-            .process_group(0)
-            .spawn()
-            .map_err(|e| format!("cannot start slaswitch-tenant: {e}"))?;
-        cleanup::process(child.id(), "slaswitch-tenant");
         let names: Vec<String> = p.attach.iter().map(|(n, _)| n.clone()).collect();
+        // Namespace programs: the uplink's servers first, then the VMs' clients.
+        let mut apps: Vec<App> = Vec::new();
+        if let Some((_, ns)) = p.namespaces.iter().find(|(n, _)| *n == scenario.uplink.name) {
+            for (i, c) in scenario.uplink.commands.iter().enumerate() {
+                apps.push(App::start(ns, &namespaces::fill(c, scenario, step, &scenario.uplink.name), &scenario.uplink.name, &work.join(format!("app-{}-{i}.out", scenario.uplink.name)))?);
+            }
+            std::thread::sleep(Duration::from_secs(1));
+        }
+        let servers = apps.len();
+        for vm in step.vms.iter().filter(|v| v.kind == VmKind::Namespace) {
+            let ns = namespaces::ns_name(&vm.name);
+            for (i, c) in vm.commands.iter().enumerate() {
+                apps.push(App::start(&ns, &namespaces::fill(c, scenario, step, &vm.name), &vm.name, &work.join(format!("app-{}-{i}.out", vm.name)))?);
+            }
+        }
+        let mut child = if names.is_empty() {
+            None
+        } else {
+            let c = Command::new(&cmd[0])
+                .args(&cmd[1..])
+                .stdin(Stdio::null())
+                .stdout(std::fs::File::create(work.join("tenant.stdout")).map_err(|e| e.to_string())?)
+                .stderr(std::fs::File::create(&log).map_err(|e| e.to_string())?)
+                .process_group(0)
+                .spawn()
+                .map_err(|e| format!("cannot start slaswitch-tenant: {e}"))?;
+            cleanup::process(c.id(), "slaswitch-tenant");
+            Some(c)
+        };
         driver.wait_for_vms(&names, Duration::from_secs(90))?;
         let connected_at = unix_now();
         let mut times: Vec<f64> = Vec::new();
@@ -125,8 +191,20 @@ fn run_step(scenario: &Scenario, step: &Step, switch: SwitchKind, work: &Path, o
             if cleanup::interrupted() {
                 return Err("interrupted".to_string());
             }
-            if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
-                break status;
+            match child.as_mut() {
+                Some(c) => {
+                    if let Some(status) = c.try_wait().map_err(|e| e.to_string())? {
+                        break Some(status);
+                    }
+                }
+                None => {
+                    // No emulated VM: the run lasts as long as the VMs' programs (at most
+                    // the duration plus 20 s).
+                    let elapsed = unix_now() - connected_at;
+                    if (elapsed >= scenario.duration_secs && apps[servers..].iter_mut().all(|a| a.finished())) || elapsed > scenario.duration_secs + 20.0 {
+                        break None;
+                    }
+                }
             }
             if Instant::now() >= next {
                 times.push(unix_now());
@@ -139,15 +217,33 @@ fn run_step(scenario: &Scenario, step: &Step, switch: SwitchKind, work: &Path, o
         if !opts.quiet {
             eprintln!();
         }
-        if !status.success() {
+        if let Some(status) = status.filter(|s| !s.success()) {
             let tail = std::fs::read_to_string(&log).unwrap_or_default();
             return Err(format!("slaswitch-tenant failed ({status}): {}", tail.trim()));
         }
-        let doc: Value = serde_json::from_str(&std::fs::read_to_string(&tenant_out).map_err(|e| format!("{}: {e}", tenant_out.display()))?)
-            .map_err(|e| format!("{}: {e}", tenant_out.display()))?;
+        let doc: Value = if child.is_some() {
+            serde_json::from_str(&std::fs::read_to_string(&tenant_out).map_err(|e| format!("{}: {e}", tenant_out.display()))?)
+                .map_err(|e| format!("{}: {e}", tenant_out.display()))?
+        } else {
+            json!({"start_unix_secs": connected_at})
+        };
         let start = doc["start_unix_secs"].as_f64().unwrap_or(connected_at);
+        let mut app_samples = Vec::new();
+        let mut app_outputs = Vec::new();
+        for app in apps.iter_mut().skip(servers) {
+            app.stop();
+            let text = std::fs::read_to_string(&app.output).unwrap_or_default();
+            let mut parsed = namespaces::parse_output(&app.command, &text, &app.vm, scenario.duration_secs);
+            for s in parsed.iter_mut() {
+                s.switch = switch.name().into();
+                s.step = step.label.clone();
+            }
+            app_outputs.push(json!({"vm": app.vm, "command": app.command, "parsed_samples": parsed.len(), "output_tail": text.lines().rev().take(15).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")}));
+            app_samples.extend(parsed);
+        }
         let rel: Vec<f64> = times.iter().map(|t| t - start).collect();
         let mut out = samples::from_tenant(&doc, switch.name(), &step.label);
+        out.extend(app_samples);
         out.extend(samples::from_readings(&rel, &readings, switch.name(), &step.label));
         // Samples after the VMs stopped say nothing about the scenario.
         out.retain(|s| s.t_secs <= scenario.duration_secs + 0.5);
@@ -162,6 +258,7 @@ fn run_step(scenario: &Scenario, step: &Step, switch: SwitchKind, work: &Path, o
             "unsupported": p.unsupported,
             "notes": p.notes,
             "tenant_summary": doc["summary"],
+            "apps": app_outputs,
         });
         Ok(StepResult { samples: out, meta })
     })();

@@ -575,7 +575,9 @@ impl Scenario {
     pub fn received_source(&self) -> (&'static str, &'static str) {
         match self.uplink.kind {
             UplinkKind::Null => ("switch", "rx_"),
-            _ => ("sink", ""),
+            // TCP programs: iperf3's per-second rate.
+            UplinkKind::Namespace => ("app", "iperf3_"),
+            UplinkKind::Sink => ("sink", ""),
         }
     }
 

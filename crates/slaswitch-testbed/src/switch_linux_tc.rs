@@ -1,16 +1,18 @@
 //! A Linux bridge with tc as the egress-scheduling baseline. Each VM is a veth pair: the
 //! emulated VM opens its end with af_packet, the other end is in the bridge. Translation:
-//! - ingress policing: an ingress qdisc with a matchall `police` filter on the VM's bridge end
-//!   (`rate`/`burst` for bytes, `pkts_rate`/`pkts_burst` for packets);
 //! - `min_rate_kbps`, `max_rate_kbps`, `weight`, `priority`: an htb class per VM on the uplink's
 //!   bridge end (rate = min, ceil = max or the line rate, quantum = weight x 1514 bytes,
-//!   prio = priority - 1), chosen by the VM's source MAC with a flower filter;
+//!   prio = priority - 1), chosen by the VM's source MAC with a u32 filter;
+//! - byte-rate ingress policing becomes that class's ceiling (a shaper, not a policer: the
+//!   kernels we run on lack the tc `police` action and the matchall and flower classifiers);
+//!   packet-rate policing has no equivalent in htb;
 //! - security groups and PMD cores have no equivalent: the kernel forwards in softirq context.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::cleanup;
+use crate::namespaces;
 use crate::driver::{run_args, version_of, Driver, Reading};
 use crate::plan::{mac_of, Attach, SwitchPlan};
 use crate::scenario::{parse_rate_bps, Scenario, Step, UplinkKind};
@@ -27,6 +29,12 @@ pub fn plan(scenario: &Scenario, step: &Step) -> SwitchPlan {
     let mut names = vec![scenario.uplink.name.clone()];
     names.extend(step.vms.iter().map(|v| v.name.clone()));
     for name in &names {
+        if namespaces::is_namespace(scenario, step, name) {
+            let b = namespaces::add_namespace(&mut p, name, &namespaces::ip_of(scenario, step, name));
+            p.cmd(&["ip", "link", "set", &b, "master", BRIDGE, "up"]);
+            p.namespaces.push((name.clone(), namespaces::ns_name(name)));
+            continue;
+        }
         let (b, v) = veth_names(name);
         p.undo_with(&["ip", "link", "del", &b]);
         if *name == scenario.uplink.name && scenario.uplink.kind == UplinkKind::Null {
@@ -42,42 +50,42 @@ pub fn plan(scenario: &Scenario, step: &Step) -> SwitchPlan {
     }
     let (up_b, _) = veth_names(&scenario.uplink.name);
     let line_kbit = scenario.uplink.line_rate.as_deref().and_then(|r| parse_rate_bps(r).ok()).map_or(10_000_000, |b| b / 1000);
-    let shaped = step.vms.iter().any(|v| v.qos.min_rate_kbps.is_some() || v.qos.max_rate_kbps.is_some() || v.qos.weight.is_some() || v.qos.priority.is_some());
+    let shaped = step.vms.iter().any(|v| {
+        let q = &v.qos;
+        q.min_rate_kbps.is_some() || q.max_rate_kbps.is_some() || q.weight.is_some() || q.priority.is_some() || q.ingress_policing_rate_kbps.is_some()
+    });
     if shaped || scenario.uplink.line_rate.is_some() {
         p.cmd(&["tc", "qdisc", "add", "dev", &up_b, "root", "handle", "1:", "htb", "default", "ffff"]);
         p.cmd(&["tc", "class", "add", "dev", &up_b, "parent", "1:", "classid", "1:1", "htb", "rate", &format!("{line_kbit}kbit")]);
         p.cmd(&["tc", "class", "add", "dev", &up_b, "parent", "1:1", "classid", "1:ffff", "htb", "rate", "8kbit", "ceil", &format!("{line_kbit}kbit")]);
     }
     for (i, vm) in step.vms.iter().enumerate() {
-        let (b, _) = veth_names(&vm.name);
         let q = &vm.qos;
-        if q.ingress_policing_rate_kbps.is_some() || q.ingress_policing_kpps.is_some() {
-            p.cmd(&["tc", "qdisc", "add", "dev", &b, "ingress"]);
-            let mut f: Vec<String> = ["tc", "filter", "add", "dev", &b, "ingress", "matchall", "action", "police"].iter().map(|s| s.to_string()).collect();
-            if let Some(rate) = q.ingress_policing_rate_kbps {
-                f.extend([format!("rate"), format!("{rate}kbit"), "burst".into(), format!("{}k", q.ingress_policing_burst_kb.unwrap_or(8000) / 8)]);
-            }
-            if let Some(kpps) = q.ingress_policing_kpps {
-                f.extend(["pkts_rate".into(), format!("{}", kpps * 1000), "pkts_burst".into(), format!("{}", q.ingress_policing_kpkts_burst.unwrap_or(16) * 1000)]);
-            }
-            f.extend(["conform-exceed".into(), "drop".into()]);
-            p.commands.push(f);
+        if q.ingress_policing_kpps.is_some() {
+            p.unsupported.push(format!("{}: qos.ingress_policing_kpps (htb shapes bytes, not packets)", vm.name));
         }
-        if shaped {
-            let class = format!("1:{:x}", 10 + i);
-            let rate = q.min_rate_kbps.unwrap_or(8);
-            let ceil = q.max_rate_kbps.unwrap_or(line_kbit);
-            let mut c: Vec<String> = ["tc", "class", "add", "dev", &up_b, "parent", "1:1", "classid", &class, "htb"].iter().map(|s| s.to_string()).collect();
-            c.extend(["rate".into(), format!("{rate}kbit"), "ceil".into(), format!("{ceil}kbit")]);
-            if let Some(w) = q.weight {
-                c.extend(["quantum".into(), format!("{}", u64::from(w) * 1514)]);
-            }
-            if let Some(pr) = q.priority {
-                c.extend(["prio".into(), format!("{}", pr - 1)]);
-            }
-            p.commands.push(c);
-            p.cmd(&["tc", "filter", "add", "dev", &up_b, "parent", "1:", "protocol", "all", "flower", "src_mac", &mac_of(&vm.name), "classid", &class]);
+        if !shaped {
+            continue;
         }
+        let class = format!("1:{:x}", 10 + i);
+        let ceil = match (q.max_rate_kbps, q.ingress_policing_rate_kbps) {
+            (Some(m), Some(r)) => m.min(r),
+            (m, r) => m.or(r).unwrap_or(line_kbit),
+        };
+        if let Some(r) = q.ingress_policing_rate_kbps {
+            p.notes.push(format!("{}: ingress_policing_rate_kbps {r} -> htb ceil on the uplink (shaped, not policed)", vm.name));
+        }
+        let rate = q.min_rate_kbps.unwrap_or(8).min(ceil);
+        let mut c: Vec<String> = ["tc", "class", "add", "dev", &up_b, "parent", "1:1", "classid", &class, "htb"].iter().map(|s| s.to_string()).collect();
+        c.extend(["rate".into(), format!("{rate}kbit"), "ceil".into(), format!("{ceil}kbit")]);
+        if let Some(w) = q.weight {
+            c.extend(["quantum".into(), format!("{}", u64::from(w) * 1514)]);
+        }
+        if let Some(pr) = q.priority {
+            c.extend(["prio".into(), format!("{}", pr - 1)]);
+        }
+        p.commands.push(c);
+        p.cmd(&["tc", "filter", "add", "dev", &up_b, "parent", "1:", "protocol", "all", "prio", "1", "u32", "match", "ether", "src", &mac_of(&vm.name), "classid", &class]);
     }
     if scenario.classification.security_group_masks > 0 {
         p.unsupported.push(format!("classification.security_group_masks = {} (a Linux bridge forwards by MAC only)", scenario.classification.security_group_masks));

@@ -17,6 +17,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::cleanup;
+use crate::namespaces;
 use crate::driver::{run, run_args, version_of, wait_for_path, Driver, Reading};
 use crate::plan::{port_numbers, Attach, SwitchPlan};
 use crate::scenario::{Scenario, Step, UplinkKind};
@@ -42,11 +43,17 @@ pub fn plan(scenario: &Scenario, step: &Step, dir: &Path) -> SwitchPlan {
     let numbers = port_numbers(scenario, step);
     for (name, number) in &numbers {
         let null_uplink = *name == scenario.uplink.name && scenario.uplink.kind == UplinkKind::Null;
+        let namespace = namespaces::is_namespace(scenario, step, name);
+        let iface = namespace.then(|| namespaces::add_namespace(&mut p, name, &namespaces::ip_of(scenario, step, name)));
         let mut cmd = vsctl(dir);
         cmd.extend(["add-port", "br0", name, "--", "set", "Interface", name].iter().map(|s| s.to_string()));
         if null_uplink {
             // The null device is created by EAL from dpdk-extra (see `Ovs::start`).
             cmd.extend(["type=dpdk".to_string(), format!("options:dpdk-devargs={NULL_VDEV}")]);
+        } else if let Some(iface) = &iface {
+            // The same af_packet device slaswitch uses, hot-plugged by its devargs.
+            cmd.extend(["type=dpdk".to_string(), format!("options:dpdk-devargs=net_af_packet{number},iface={iface},qpairs=1")]);
+            p.namespaces.push((name.clone(), namespaces::ns_name(name)));
         } else {
             cmd.push("type=dpdkvhostuser".into());
         }
@@ -58,7 +65,7 @@ pub fn plan(scenario: &Scenario, step: &Step, dir: &Path) -> SwitchPlan {
             }
         }
         p.commands.push(cmd);
-        if !null_uplink {
+        if !null_uplink && !namespace {
             p.attach.push((name.clone(), Attach::VhostUser(dir.join(name))));
         }
     }

@@ -10,6 +10,7 @@ use serde_json::Value;
 use slaswitch_classifier::security_group::security_group_rules;
 
 use crate::cleanup;
+use crate::namespaces;
 use crate::driver::{run, version_of, wait_for_path, Driver, Reading};
 use crate::plan::{port_numbers, Attach, SwitchPlan};
 use crate::scenario::{Scenario, Step, UplinkKind};
@@ -40,8 +41,14 @@ pub fn plan(scenario: &Scenario, step: &Step, dir: &Path, tools: &Path) -> Switc
     let socket = dir.join("slaswitchd.ctl").display().to_string();
     for (name, number) in port_numbers(scenario, step) {
         let null_uplink = name == scenario.uplink.name && scenario.uplink.kind == UplinkKind::Null;
-        let kind = if null_uplink { "null" } else { "vhost-user" };
+        let namespace = namespaces::is_namespace(scenario, step, &name);
+        let kind = if null_uplink { "null" } else if namespace { "af-packet" } else { "vhost-user" };
         let mut cmd = vec![cli.clone(), "--socket".into(), socket.clone(), "add-port".into(), name.clone(), kind.into(), format!("ofport_request={number}")];
+        if namespace {
+            let iface = namespaces::add_namespace(&mut p, &name, &namespaces::ip_of(scenario, step, &name));
+            cmd.push(format!("iface={iface}"));
+            p.namespaces.push((name.clone(), namespaces::ns_name(&name)));
+        }
         if let Some(vm) = step.vms.iter().find(|v| v.name == name) {
             let q = &vm.qos;
             for (key, value) in [
@@ -59,7 +66,7 @@ pub fn plan(scenario: &Scenario, step: &Step, dir: &Path, tools: &Path) -> Switc
             }
         }
         p.commands.push(cmd);
-        if !null_uplink {
+        if !null_uplink && !namespace {
             p.attach.push((name.clone(), Attach::VhostUser(dir.join(format!("{name}.sock")))));
         }
     }

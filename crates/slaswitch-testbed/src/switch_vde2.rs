@@ -30,6 +30,11 @@ pub fn plan(scenario: &Scenario, step: &Step, dir: &Path) -> SwitchPlan {
             p.attach.push((name.clone(), Attach::AfPacket(tap)));
         }
     }
+    for name in &names {
+        if crate::namespaces::is_namespace(scenario, step, name) {
+            p.unsupported.push(format!("{name}: namespace VMs (the runner plugs only emulated VMs into VDE2)"));
+        }
+    }
     for vm in &step.vms {
         for (field, _) in vm.qos.settings() {
             p.unsupported.push(format!("{}: qos.{field} (vde_switch has no QoS)", vm.name));

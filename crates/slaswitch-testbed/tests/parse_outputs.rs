@@ -80,3 +80,52 @@ meter:3 flow_count:1 packet_in_count:10 byte_in_count:640 duration:5s bands:
 ";
     assert_eq!(parse_meter_drops(text), vec![(2, 324853.0, 20790592.0), (3, 0.0, 0.0)]);
 }
+
+use slaswitch_testbed::namespaces::{parse_iperf3, parse_output, parse_qperf, parse_sockperf, parse_wrk};
+
+#[test]
+fn iperf3_json_per_interval_and_total() {
+    let text = r#"{"intervals": [{"sum": {"start": 0, "end": 1.0001, "bits_per_second": 2.0e9}}, {"sum": {"start": 1, "end": 2.0, "bits_per_second": 1.5e9}}],
+                   "end": {"sum_sent": {"bits_per_second": 1.8e9, "end": 2.0}, "sum_received": {"end": 2.0, "bits_per_second": 1.75e9}}}"#;
+    let s = parse_iperf3(text, "vm1");
+    let v: Vec<(f64, &str, f64)> = s.iter().map(|x| (x.t_secs, x.metric.as_str(), x.value)).collect();
+    assert_eq!(v, vec![(1.0001, "iperf3_mbps", 2000.0), (2.0, "iperf3_mbps", 1500.0), (2.0, "iperf3_received_mbps", 1750.0)]);
+    assert!(s.iter().all(|x| x.source == "app" && x.subject == "vm1"));
+    assert!(parse_iperf3("iperf3: error - unable to connect", "vm1").is_empty());
+}
+
+#[test]
+fn wrk_latency_distribution_and_rate() {
+    let text = "Running 10s test @ http://10.77.0.1/
+  2 threads and 10 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency   210.52us   80.11us   3.10ms   90.00%
+  Latency Distribution
+     50%  195.00us
+     75%  230.00us
+     90%    1.50ms
+     99%    2.80ms
+  98765 requests in 10.00s, 80.00MB read
+Requests/sec:   9876.50
+Transfer/sec:      8.00MB";
+    let s = parse_wrk(text, "web", 10.0);
+    let get = |m: &str| s.iter().find(|x| x.metric == m).map(|x| x.value);
+    assert_eq!(get("wrk_lat_p50_us"), Some(195.0));
+    assert_eq!(get("wrk_lat_p90_us"), Some(1500.0));
+    assert_eq!(get("wrk_lat_p99_us"), Some(2800.0));
+    assert_eq!(get("wrk_requests_per_sec"), Some(9876.5));
+    assert_eq!(s.len(), 5);
+}
+
+#[test]
+fn qperf_and_sockperf_results() {
+    let q = parse_qperf("tcp_lat:\n    latency  =  26.5 us\ntcp_bw:\n    bw  =  1.25 GB/sec\n", "vm1", 5.0);
+    assert_eq!(q.iter().map(|x| (x.metric.as_str(), x.value)).collect::<Vec<_>>(), vec![("qperf_tcp_lat_us", 26.5), ("qperf_tcp_bw_mbps", 10000.0)]);
+    let text = "sockperf: Summary: Latency is 12.345 usec
+sockperf: ---> <MAX> observation =   40.000
+sockperf: ---> percentile 99.000 =   20.500
+sockperf: ---> percentile 50.000 =   11.000";
+    let s = parse_sockperf(text, "vm1", 5.0);
+    assert_eq!(s.iter().map(|x| (x.metric.as_str(), x.value)).collect::<Vec<_>>(), vec![("sockperf_avg_lat_us", 12.345), ("sockperf_lat_p99_us", 20.5), ("sockperf_lat_p50_us", 11.0)]);
+    assert!(parse_output("nginx -g 'daemon off;'", "whatever", "up", 1.0).is_empty());
+}

@@ -45,6 +45,7 @@ fn the_report_computes_its_headline_from_the_samples() {
         samples.push(sample("ovs-dpdk", t, "sink", "vm2", "mbps", if t <= 10.0 { 1000.0 } else { 500.0 }));
         samples.push(sample("slaswitch", t, "sink", "vm1", "mbps", 400.0));
         samples.push(sample("slaswitch", t, "sink", "vm1", "lat_p50_us", 12.0));
+        samples.push(sample("slaswitch", t, "sink", "vm1", "lat_p99_us", 30.0));
         samples.push(sample("slaswitch", t, "switch", "pmd0", "busy_pct", if t <= 10.0 { 60.0 } else { 99.0 }));
         samples.push(sample("slaswitch", t, "switch", "vm1", "pmd_share_pct", 30.0));
         samples.push(sample("slaswitch", t, "sent", "vm1", "tx_ring_full", if t > 10.0 { 5.0 } else { 0.0 }));
@@ -68,6 +69,7 @@ fn the_report_computes_its_headline_from_the_samples() {
     assert!(md.contains("**Scaling:** one unit is 250 Mbit/s"));
     // Per-phase means leave each phase's first second out: vm2 on OVS is 1000, then 500.
     assert!(md.contains("| ovs-dpdk | vm2 | 1000 | - | 500 | - | - | - |"), "{md}");
+    assert!(md.contains("| slaswitch | vm1 | 400 | - | 400 | - | 12.0 | 30.0 |"), "{md}");
     assert!(md.contains("| slaswitch | *PMD busy %* | 60.0 | 99.0 |"), "{md}");
     assert!(md.contains("vm1 50%, vm2 100% (two or more at once: 50% of seconds)"), "{md}");
     assert!(md.contains("vm2: qos.weight (OVS-DPDK has no share weight)"));

@@ -71,10 +71,13 @@ fn ovs_polices_bytes_on_the_interface_and_packets_with_a_meter() {
 fn linux_tc_polices_on_the_bridge_port_and_shapes_with_htb() {
     let (cmds, p) = commands(SwitchKind::LinuxTc);
     assert!(cmds.contains(&"ip link add svm1b type veth peer name svm1v".to_string()), "{cmds:?}");
-    assert!(cmds.iter().any(|c| c.starts_with("tc filter add dev svm1b ingress matchall action police rate 2000000kbit burst 250k")), "{cmds:?}");
-    assert!(cmds.iter().any(|c| c.contains("dev svm2b ingress matchall action police pkts_rate 600000")), "{cmds:?}");
+    assert!(cmds.iter().all(|c| !c.contains("police")), "{cmds:?}");
+    // vm1's byte policer becomes its class's ceiling; vm2's packet policer has no equivalent.
+    assert!(cmds.iter().any(|c| c.contains("dev suplinkb parent 1:1 classid 1:a htb rate 8kbit ceil 2000000kbit")), "{cmds:?}");
+    assert!(p.notes.iter().any(|n| n.contains("shaped, not policed")));
+    assert!(p.unsupported.iter().any(|u| u.contains("vm2: qos.ingress_policing_kpps")));
     assert!(cmds.iter().any(|c| c.contains("dev suplinkb parent 1:1 classid 1:b htb rate 1000kbit ceil 5000kbit quantum 4542 prio 1")), "{cmds:?}");
-    assert!(cmds.iter().any(|c| c.contains("flower src_mac") && c.contains("classid 1:b")), "{cmds:?}");
+    assert!(cmds.iter().any(|c| c.contains("u32 match ether src") && c.contains("classid 1:b")), "{cmds:?}");
     assert!(p.unsupported.iter().any(|u| u.contains("security_group_masks")));
     assert!(p.undo.iter().any(|u| u.join(" ") == "ip link del svm1b"));
     assert_eq!(p.attach[1].1, Attach::AfPacket("svm1v".into()));
@@ -100,4 +103,37 @@ fn a_null_uplink_is_a_null_port_and_no_vm_attaches_to_it() {
     let ovs = plan(SwitchKind::OvsDpdk, &s, &st, Path::new("/run/x"), Path::new("/opt/bin"));
     assert!(ovs.commands[0].join(" ").contains("type=dpdk options:dpdk-devargs=net_null0"));
     assert!(ovs.attach.iter().all(|(n, _)| n != "uplink"));
+}
+
+#[test]
+fn namespace_vms_get_a_namespace_a_veth_and_an_af_packet_port() {
+    let text = r#"
+title = "tcp"
+duration_secs = 10
+[uplink]
+kind = "namespace"
+commands = ["iperf3 -s"]
+[[vm]]
+name = "vm1"
+kind = "namespace"
+commands = ["iperf3 -c {uplink_ip} -t {duration} -J"]
+"#;
+    let s = parse("t.toml", text).expect("parses");
+    let st = s.steps().remove(0);
+    let sw = plan(SwitchKind::Slaswitch, &s, &st, Path::new("/run/x"), Path::new("/opt/bin"));
+    let cmds: Vec<String> = sw.commands.iter().map(|c| c.join(" ")).collect();
+    assert!(cmds.contains(&"ip netns add ss-vm1".to_string()), "{cmds:?}");
+    assert!(cmds.contains(&"ip -n ss-vm1 addr add 10.77.0.10/24 dev svm1v".to_string()), "{cmds:?}");
+    assert!(cmds.contains(&"ip -n ss-uplink addr add 10.77.0.1/24 dev suplinkv".to_string()), "{cmds:?}");
+    assert!(cmds.iter().any(|c| c.ends_with("add-port vm1 af-packet ofport_request=2 iface=svm1b")), "{cmds:?}");
+    let ns_at = cmds.iter().position(|c| c == "ip netns add ss-vm1").unwrap();
+    let port_at = cmds.iter().position(|c| c.contains("add-port vm1")).unwrap();
+    assert!(ns_at < port_at, "the interface must exist before the port");
+    assert!(sw.attach.is_empty(), "no emulated VM: {:?}", sw.attach);
+    assert!(sw.undo.iter().any(|u| u.join(" ") == "ip netns del ss-vm1"));
+    assert_eq!(slaswitch_testbed::namespaces::fill(&s.vms[0].commands[0], &s, &st, "vm1"), "iperf3 -c 10.77.0.1 -t 10 -J");
+    let ovs = plan(SwitchKind::OvsDpdk, &s, &st, Path::new("/run/x"), Path::new("/opt/bin"));
+    assert!(ovs.commands.iter().any(|c| c.join(" ").contains("options:dpdk-devargs=net_af_packet2,iface=svm1b,qpairs=1")));
+    let vde = plan(SwitchKind::Vde2, &s, &st, Path::new("/run/x"), Path::new("/opt/bin"));
+    assert!(vde.namespaces.is_empty() && vde.unsupported.iter().any(|u| u.contains("namespace VMs")));
 }
