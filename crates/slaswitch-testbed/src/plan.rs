@@ -83,6 +83,15 @@ pub fn phase_with_destination(phase: &str, uplink: &str) -> String {
 /// The translation of `step` for `switch`. `dir` is the run's working folder, `tools` the
 /// folder of slaswitch's own programs.
 pub fn plan(switch: SwitchKind, scenario: &Scenario, step: &Step, dir: &Path, tools: &Path) -> SwitchPlan {
+    let mut p = switch_plan(switch, scenario, step, dir, tools);
+    // Two-level (tenant, then VM) scheduling is PIE-VDE's, which no switch here has yet.
+    for t in &scenario.tenants {
+        p.unsupported.push(format!("tenant {} (weight {}): no tenant-level scheduling on {switch}", t.name, t.weight));
+    }
+    p
+}
+
+fn switch_plan(switch: SwitchKind, scenario: &Scenario, step: &Step, dir: &Path, tools: &Path) -> SwitchPlan {
     match switch {
         SwitchKind::Slaswitch => crate::switch_slaswitch::plan(scenario, step, dir, tools),
         SwitchKind::OvsDpdk => crate::switch_ovs::plan(scenario, step, dir),

@@ -86,6 +86,9 @@ pub struct Scenario {
     pub uplink: Uplink,
     #[serde(rename = "vm", default)]
     pub vms: Vec<VmSpec>,
+    /// Tenants and their weights (PIE-VDE's first level, seed 004); VMs name their tenant.
+    #[serde(rename = "tenant", default)]
+    pub tenants: Vec<TenantSpec>,
     pub sweep: Option<Sweep>,
     /// Headline figures the report computes (see [`Headline`]).
     #[serde(rename = "headline", default)]
@@ -205,6 +208,8 @@ pub struct VmSpec {
     pub commands: Vec<String>,
     #[serde(default)]
     pub qos: Qos,
+    /// The tenant (a `[[tenant]]`) this VM belongs to.
+    pub tenant: Option<String>,
 }
 
 fn default_vm_kind() -> VmKind {
@@ -247,6 +252,18 @@ impl Qos {
         ];
         fields.into_iter().filter_map(|(k, v)| v.map(|v| (k, v))).collect()
     }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantSpec {
+    pub name: String,
+    #[serde(default = "one_weight")]
+    pub weight: u32,
+}
+
+fn one_weight() -> u32 {
+    1
 }
 
 /// Runs the scenario once per value, with the VM group `vm` resized to it.
@@ -292,6 +309,7 @@ pub struct Vm {
     pub phase_texts: Vec<String>,
     pub commands: Vec<String>,
     pub qos: Qos,
+    pub tenant: Option<String>,
 }
 
 /// One run of a scenario on one switch: the sweep value (if any) and its VMs.
@@ -490,6 +508,11 @@ fn validate(s: &Scenario, c: &Checker) -> Result<(), ScenarioError> {
                 }
             }
         }
+        if let Some(t) = &vm.tenant {
+            if !s.tenants.iter().any(|x| &x.name == t) {
+                return Err(c.err(&at("tenant"), format!("no [[tenant]] named '{t}'")));
+            }
+        }
         if let Some(p) = vm.qos.priority {
             if !(1..=8).contains(&p) {
                 return Err(c.err(&[Key("vm"), Index(i), Key("qos"), Key("priority")], format!("{p}: from 1 (highest) to 8")));
@@ -507,6 +530,14 @@ fn validate(s: &Scenario, c: &Checker) -> Result<(), ScenarioError> {
             if value == Some(0) {
                 return Err(c.err(&[Key("vm"), Index(i), Key("qos"), Key(field)], "0 means no policing: leave the field out"));
             }
+        }
+    }
+    for (i, t) in s.tenants.iter().enumerate() {
+        if t.weight == 0 {
+            return Err(c.err(&[Key("tenant"), Index(i), Key("weight")], "must be at least 1"));
+        }
+        if s.tenants[..i].iter().any(|x| x.name == t.name) {
+            return Err(c.err(&[Key("tenant"), Index(i), Key("name")], format!("tenant '{}' is named twice", t.name)));
         }
     }
     if let Some(sweep) = &s.sweep {
@@ -607,6 +638,7 @@ impl Scenario {
                             phase_texts: spec.phases.clone(),
                             commands: spec.commands.clone(),
                             qos: spec.qos.clone(),
+                            tenant: spec.tenant.clone(),
                         });
                     }
                 }

@@ -129,3 +129,16 @@ fn a_syntax_error_names_its_line() {
     let (line, _, _) = error(&text);
     assert_eq!(line, Some(line_of(&text, "duration_secs")));
 }
+
+#[test]
+fn vms_name_known_tenants() {
+    let text = GOOD.replace("[[headline]]", "[[tenant]]\nname = \"t1\"\nweight = 5\n\n[[headline]]").replace("count = 3", "count = 3\ntenant = \"t1\"");
+    let s = parse("t.toml", &text).expect("parses");
+    assert_eq!(s.tenants[0].weight, 5);
+    assert!(s.steps()[0].vms.iter().filter(|v| v.tenant.as_deref() == Some("t1")).count() == 3);
+    let bad = GOOD.replace("count = 3", "count = 3\ntenant = \"t9\"");
+    let (line, field, message) = error(&bad);
+    assert_eq!(field, "vm[1].tenant");
+    assert_eq!(line, Some(line_of(&bad, "t9")));
+    assert!(message.contains("t9"));
+}
