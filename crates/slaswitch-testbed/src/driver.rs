@@ -120,3 +120,19 @@ pub fn version_of(program: &str, arg: &str) -> String {
         .and_then(|o| String::from_utf8_lossy(&o.stdout).lines().next().map(str::to_string))
         .unwrap_or_else(|| "unknown".into())
 }
+
+/// Polls `down` (which returns the VMs not yet connected) until it returns none, failing
+/// after `timeout` with their names.
+pub fn wait_until_connected(switch: &str, timeout: Duration, mut down: impl FnMut() -> Result<Vec<String>, String>) -> Result<(), String> {
+    let t = Instant::now();
+    loop {
+        let missing = down()?;
+        if missing.is_empty() {
+            return Ok(());
+        }
+        if t.elapsed() > timeout {
+            return Err(format!("these VMs never connected to {switch}: {}", missing.join(", ")));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

@@ -61,6 +61,15 @@ fn fit(title: &str, chars: usize) -> String {
     title.chars().take(chars - 3).collect::<String>() + "..."
 }
 
+/// Grouped charts put group i on [i, i + 1): its name is written under i + 0.5, nothing
+/// elsewhere.
+fn group_label(names: &[String], x: f64) -> String {
+    if (x.fract() - 0.5).abs() > 0.01 {
+        return String::new();
+    }
+    names.get(x.floor() as usize).cloned().unwrap_or_default()
+}
+
 fn e<T: std::fmt::Display>(x: T) -> String {
     x.to_string()
 }
@@ -132,8 +141,8 @@ pub fn bars(path: &Path, title: &str, y_label: &str, members: &[String], groups:
         .configure_mesh()
         .disable_x_mesh()
         .y_desc(y_label)
-        .x_labels(groups.len().max(1))
-        .x_label_formatter(&|x| names.get((*x - 0.5).round() as usize).cloned().filter(|_| (x.fract() - 0.5).abs() < 0.01).unwrap_or_default())
+        .x_labels(groups.len().max(1) * 2 + 1)
+        .x_label_formatter(&|x| group_label(&names, *x))
         .label_style(("sans-serif", 14))
         .draw()
         .map_err(e)?;
@@ -187,7 +196,7 @@ pub fn latency_boxes(path: &Path, title: &str, x_label: &str, members: &[String]
         .x_desc(x_label)
         .y_desc("one-way latency, microseconds (log)")
         .x_labels(groups.len().max(1) * 2 + 1)
-        .x_label_formatter(&|x| names.get((*x - 0.5).round() as usize).cloned().filter(|_| (x.fract() - 0.5).abs() < 0.01).unwrap_or_default())
+        .x_label_formatter(&|x| group_label(&names, *x))
         .label_style(("sans-serif", 14))
         .draw()
         .map_err(e)?;

@@ -14,11 +14,11 @@
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::cleanup;
 use crate::namespaces;
-use crate::driver::{run, run_args, version_of, wait_for_path, Driver, Reading};
+use crate::driver::{run, run_args, version_of, wait_for_path, wait_until_connected, Driver, Reading};
 use crate::plan::{port_numbers, Attach, SwitchPlan};
 use crate::scenario::{Scenario, Step, UplinkKind};
 
@@ -311,24 +311,14 @@ impl Driver for Ovs {
     fn wait_for_vms(&mut self, names: &[String], timeout: Duration) -> Result<(), String> {
         // A vhost port shows "enabled" before any VM connects; a VM has connected once the
         // interface reports link state up.
-        let t = Instant::now();
-        loop {
-            let mut down = Vec::new();
-            for n in names {
+        wait_until_connected("OVS", timeout, || {
+            let up = |n: &str| {
                 let mut cmd = vsctl(&self.dir);
                 cmd.extend(["get", "Interface", n, "link_state"].iter().map(|s| s.to_string()));
-                if run(&cmd).map(|s| s.trim().to_string()).as_deref() != Ok("up") {
-                    down.push(n.clone());
-                }
-            }
-            if down.is_empty() {
-                return Ok(());
-            }
-            if t.elapsed() > timeout {
-                return Err(format!("these VMs never connected to OVS: {}", down.join(", ")));
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
+                run(&cmd).map(|s| s.trim().to_string()).as_deref() == Ok("up")
+            };
+            Ok(names.iter().filter(|n| !up(n)).cloned().collect())
+        })
     }
 
     fn sample(&mut self) -> Vec<Reading> {

@@ -4,14 +4,14 @@
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::os::unix::process::CommandExt;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 use slaswitch_classifier::security_group::security_group_rules;
 
 use crate::cleanup;
 use crate::namespaces;
-use crate::driver::{run, version_of, wait_for_path, Driver, Reading};
+use crate::driver::{run, version_of, wait_for_path, wait_until_connected, Driver, Reading};
 use crate::plan::{port_numbers, Attach, SwitchPlan};
 use crate::scenario::{Scenario, Step, UplinkKind};
 
@@ -135,22 +135,11 @@ impl Driver for Slaswitch {
     }
 
     fn wait_for_vms(&mut self, names: &[String], timeout: Duration) -> Result<(), String> {
-        let t = Instant::now();
-        loop {
+        wait_until_connected("slaswitch", timeout, || {
             let ports = self.json(&["list-ports"])?;
-            let down: Vec<String> = names
-                .iter()
-                .filter(|n| !ports.as_array().into_iter().flatten().any(|p| p["name"] == n.as_str() && p["link_up"] == true))
-                .cloned()
-                .collect();
-            if down.is_empty() {
-                return Ok(());
-            }
-            if t.elapsed() > timeout {
-                return Err(format!("these VMs never connected to slaswitch: {}", down.join(", ")));
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+            let up = |n: &str| ports.as_array().into_iter().flatten().any(|p| p["name"] == n && p["link_up"] == true);
+            Ok(names.iter().filter(|n| !up(n)).cloned().collect())
+        })
     }
 
     fn sample(&mut self) -> Vec<Reading> {
