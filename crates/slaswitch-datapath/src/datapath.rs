@@ -21,6 +21,7 @@ use slaswitch_dpdk::{hugepage_status, probe_device, remove_device, remove_vdev, 
 
 use crate::counters::{PmdCounters, PmdTotals, PortCounters, RuleCounters, RxTotals};
 use crate::pmd::{self, PmdConfig, PmdMessage, RxPort, TxPort, MAX_PORTS};
+use crate::cpu_qos::CpuQos;
 use crate::policing::PolicingSpec;
 use crate::port::{ring_option, DeviceRecipe, PortSpec, PortType};
 
@@ -210,7 +211,8 @@ impl Datapath {
             flood.push(p.spec.number);
             if p.pmd == pmd_index {
                 let policing = PolicingSpec::from_options(&p.spec.options).expect("validated when the port was set");
-                rx_ports.push(RxPort { number: p.spec.number, eth: p.eth, counters: p.counters.clone(), policing });
+                let cpu_qos = CpuQos::from_options(&p.spec.options).expect("validated when the port was set");
+                rx_ports.push(RxPort { number: p.spec.number, eth: p.eth, counters: p.counters.clone(), policing, cpu_qos });
             }
         }
         rx_ports.sort_by_key(|p| p.number);
@@ -273,6 +275,7 @@ impl Datapath {
             spec.number = (1..MAX_PORTS as u16).find(|n| !used.contains(n)).ok_or("no port number left")?;
         }
         let pmd = self.pick_pmd(&spec)?;
+        self.admit_cycles(&spec, pmd)?;
         if let Some(path) = spec.socket_path(&self.settings.run_dir) {
             if spec.port_type == PortType::VhostUser && std::path::Path::new(&path).exists() {
                 // A stale socket from a previous run would make the vhost driver fail.
@@ -308,6 +311,26 @@ impl Datapath {
             return Err(e);
         }
         Ok(spec)
+    }
+
+    /// Admission control for cycles (seed 000 Sec. IV): the allocations of a PMD's ports may
+    /// not add up to more than its core's cycles per second.
+    fn admit_cycles(&self, spec: &PortSpec, pmd: usize) -> Result<(), String> {
+        let alloc = |s: &PortSpec| CpuQos::from_options(&s.options).map(|q| q.limit.alloc_cycles_per_sec()).unwrap_or(0);
+        let mine = alloc(spec);
+        if mine == 0 {
+            return Ok(());
+        }
+        let others: u64 = self.ports.values().filter(|p| p.pmd == pmd && p.spec.name != spec.name).map(|p| alloc(&p.spec)).sum();
+        let capacity = self.eal.tsc_hz();
+        if others + mine > capacity {
+            return Err(format!(
+                "cycles_per_sec={mine}: the ports of the PMD on core {} would be allocated {} cycles/s, more than the core's {capacity} (already allocated: {others})",
+                self.pmds[pmd].core,
+                others + mine
+            ));
+        }
+        Ok(())
     }
 
     fn pick_pmd(&self, spec: &PortSpec) -> Result<usize, String> {
@@ -361,6 +384,7 @@ impl Datapath {
         }
         if options.keys().all(|k| crate::port::is_live_option(k)) {
             let pmd = self.pick_pmd(&spec)?;
+            self.admit_cycles(&spec, pmd)?;
             let entry = self.ports.get_mut(name).expect("checked");
             let (old_pmd, old_spec) = (entry.pmd, entry.spec.clone());
             entry.pmd = pmd;

@@ -2,6 +2,7 @@
 //! classification and egress, with TSC cycles charged per port per stage.
 
 pub mod counters;
+pub mod cpu_qos;
 pub mod datapath;
 pub mod pmd;
 pub mod policing;

@@ -26,7 +26,9 @@ use slaswitch_classifier::{parse_frame, Action, Classifier, ExactMatchCache, Flo
 use slaswitch_dpdk::{free_bulk, rdtsc, EthPort, Mbuf, Mempool, MAX_BURST};
 
 use crate::counters::{PmdCounters, PmdTotals, PortCounters, RuleCounters, RxTotals};
+use crate::cpu_qos::CpuQos;
 use crate::policing::{Policer, PolicingSpec};
+use slaswitch_qos::cpu::{C2tbConfig, HbsConfig, PortScheduler};
 
 /// Port numbers run from 1 to `MAX_PORTS - 1`.
 pub const MAX_PORTS: usize = 1024;
@@ -43,6 +45,7 @@ pub struct RxPort {
     pub eth: EthPort,
     pub counters: Arc<PortCounters>,
     pub policing: Option<PolicingSpec>,
+    pub cpu_qos: CpuQos,
 }
 
 #[derive(Clone)]
@@ -100,6 +103,8 @@ struct Pmd {
     /// Per rx port (same order): its policer's state, kept across reconfigurations while the
     /// port's policing settings stay the same.
     policers: Vec<Option<Policer>>,
+    /// Port number -> index in `cfg.rx_ports`.
+    index_of: Vec<u16>,
     pmd_totals: PmdTotals,
     counters: Arc<PmdCounters>,
     emc: ExactMatchCache,
@@ -120,6 +125,7 @@ impl Pmd {
             macs: MacTable::new(8192, cfg.mac_max_age_tsc),
             totals: cfg.rx_ports.iter().map(|p| p.counters.rx()).collect(),
             policers: cfg.rx_ports.iter().map(|p| p.policing.map(|s| s.policer(tsc_to_ns(rdtsc(), cfg.tsc_hz)))).collect(),
+            index_of: index_of(&cfg),
             cfg,
             pmd_totals: PmdTotals::default(),
             counters,
@@ -164,6 +170,7 @@ impl Pmd {
                 Some(kept.and_then(|i| self.policers[i]).unwrap_or_else(|| spec.policer(now_ns)))
             })
             .collect();
+        self.index_of = index_of(&cfg);
         self.cfg = cfg;
     }
 
@@ -228,6 +235,46 @@ impl Pmd {
     }
 
 
+
+    /// Polls rx port `idx` once and runs what it gave through the three stages, charging each
+    /// stage's cycles to the port. Returns the packets received (before policing) and the TSC
+    /// at the end, which is the next stage boundary.
+    #[inline]
+    fn serve(&mut self, idx: usize, batch: &mut [Mbuf; MAX_BURST], t: u64) -> (usize, u64) {
+        let eth = self.cfg.rx_ports[idx].eth;
+        let received = eth.rx_burst(batch);
+        let mut t_rx = rdtsc();
+        if received == 0 {
+            let st = &mut self.totals[idx];
+            st.empty_polls += 1;
+            st.idle_cycles += t_rx - t;
+            self.pmd_totals.idle_cycles += t_rx - t;
+            return (0, t_rx);
+        }
+        let n = self.police(batch, received, idx, t_rx);
+        if n < received {
+            // Policing belongs to the ingress stage, as in OVS-DPDK's rx path.
+            t_rx = rdtsc();
+            if n == 0 {
+                self.totals[idx].ingress_cycles += t_rx - t;
+                self.pmd_totals.busy_cycles += t_rx - t;
+                return (received, t_rx);
+            }
+        }
+        let bytes = self.classify(&batch[..n], idx, t_rx);
+        let t_classified = rdtsc();
+        self.flush();
+        let t_sent = rdtsc();
+        let st = &mut self.totals[idx];
+        st.rx_packets += n as u64;
+        st.rx_bytes += bytes;
+        st.batches += 1;
+        st.ingress_cycles += t_rx - t;
+        st.classify_cycles += t_classified - t_rx;
+        st.egress_cycles += t_sent - t_classified;
+        self.pmd_totals.busy_cycles += t_sent - t;
+        (received, t_sent)
+    }
 
     /// Drops from `batch[..n]` what the port's policer refuses; returns how many are left,
     /// packed at the front.
@@ -406,6 +453,43 @@ impl Pmd {
     }
 }
 
+fn index_of(cfg: &PmdConfig) -> Vec<u16> {
+    let mut v = vec![u16::MAX; MAX_PORTS];
+    for (i, p) in cfg.rx_ports.iter().enumerate() {
+        v[p.number as usize] = i as u16;
+    }
+    v
+}
+
+/// Brings the scheduler in line with the configuration: created when a port first has C2QoS
+/// settings, dropped when none has; ports added, removed and updated in place otherwise, so
+/// the others keep their tokens. Scheduler port indices are port numbers.
+fn sync_scheduler(sched: &mut Option<PortScheduler>, cfg: &PmdConfig, scheduled: &mut Vec<u16>) {
+    if !cfg.rx_ports.iter().any(|p| p.cpu_qos.is_set()) {
+        *sched = None;
+        scheduled.clear();
+        return;
+    }
+    let now = rdtsc();
+    let s = sched.get_or_insert_with(|| PortScheduler::new(C2tbConfig::one_core(cfg.tsc_hz), HbsConfig::default(), now));
+    for &number in scheduled.iter() {
+        if !cfg.rx_ports.iter().any(|p| p.number == number) {
+            s.remove_port(usize::from(number), now);
+        }
+    }
+    for p in &cfg.rx_ports {
+        let n = usize::from(p.number);
+        let result = if s.contains(n) {
+            s.set_limit(n, p.cpu_qos.limit, now).and_then(|()| s.set_priority(n, p.cpu_qos.priority, now))
+        } else {
+            s.add_port(n, p.cpu_qos.priority, p.cpu_qos.limit, now)
+        };
+        // Settings were validated by the control plane; a refusal here is a bug.
+        debug_assert!(result.is_ok(), "{result:?}");
+    }
+    *scheduled = cfg.rx_ports.iter().map(|p| p.number).collect();
+}
+
 #[inline]
 fn tsc_to_ns(tsc: u64, tsc_hz: u64) -> u64 {
     (u128::from(tsc) * 1_000_000_000 / u128::from(tsc_hz.max(1))) as u64
@@ -427,51 +511,43 @@ pub fn pin_to_core(core: usize) -> Result<(), String> {
 /// The PMD thread's body. Returns when told to quit.
 pub fn run(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<PmdCounters>) {
     let mut pmd = Pmd::new(cfg, counters);
+    // The C2QoS scheduler, present while some port of this PMD has C2QoS settings; it lives
+    // across reconfigurations so tokens and classes survive them.
+    let mut sched: Option<PortScheduler> = None;
+    let mut scheduled: Vec<u16> = Vec::new();
+    sync_scheduler(&mut sched, &pmd.cfg, &mut scheduled);
     let mut batch = [Mbuf(std::ptr::NonNull::dangling()); MAX_BURST];
     let mut pass: u64 = 0;
     let mut t = rdtsc();
     loop {
         pass += 1;
         let mut pass_had_packets = false;
-        for idx in 0..pmd.cfg.rx_ports.len() {
-            let eth = pmd.cfg.rx_ports[idx].eth;
-            let received = eth.rx_burst(&mut batch);
-            let mut t_rx = rdtsc();
-            let n = if received == 0 { 0 } else { pmd.police(&mut batch, received, idx, t_rx) };
-            if n < received {
-                // Policing belongs to the ingress stage, as in OVS-DPDK's rx path.
-                t_rx = rdtsc();
-                if n == 0 {
-                    let st = &mut pmd.totals[idx];
-                    st.ingress_cycles += t_rx - t;
-                    pmd.pmd_totals.busy_cycles += t_rx - t;
-                    t = t_rx;
-                    pass_had_packets = true;
-                    continue;
+        if let Some(sched) = sched.as_mut() {
+            // C2QoS: HBS picks the port, C2TB is charged what its batch cost (seed 000 Sec. IV).
+            for _ in 0..pmd.cfg.rx_ports.len().max(1) {
+                match sched.next_port(t) {
+                    Some(number) => {
+                        let idx = pmd.index_of[number] as usize;
+                        let (received, t_end) = pmd.serve(idx, &mut batch, t);
+                        sched.report_batch(number, t_end - t, received as u32, t_end);
+                        pass_had_packets |= received > 0;
+                        t = t_end;
+                    }
+                    None => {
+                        // Every port is waiting for cycle tokens: the core idles.
+                        let now = rdtsc();
+                        pmd.pmd_totals.idle_cycles += now - t;
+                        t = now;
+                        break;
+                    }
                 }
             }
-            if n == 0 {
-                let st = &mut pmd.totals[idx];
-                st.empty_polls += 1;
-                st.idle_cycles += t_rx - t;
-                pmd.pmd_totals.idle_cycles += t_rx - t;
-                t = t_rx;
-                continue;
+        } else {
+            for idx in 0..pmd.cfg.rx_ports.len() {
+                let (received, t_end) = pmd.serve(idx, &mut batch, t);
+                pass_had_packets |= received > 0;
+                t = t_end;
             }
-            pass_had_packets = true;
-            let bytes = pmd.classify(&batch[..n], idx, t_rx);
-            let t_classified = rdtsc();
-            pmd.flush();
-            let t_sent = rdtsc();
-            let st = &mut pmd.totals[idx];
-            st.rx_packets += n as u64;
-            st.rx_bytes += bytes;
-            st.batches += 1;
-            st.ingress_cycles += t_rx - t;
-            st.classify_cycles += t_classified - t_rx;
-            st.egress_cycles += t_sent - t_classified;
-            pmd.pmd_totals.busy_cycles += t_sent - t;
-            t = t_sent;
         }
         pmd.pmd_totals.passes += 1;
         if pass.is_multiple_of(PUBLISH_EVERY_PASSES) {
@@ -481,6 +557,7 @@ pub fn run(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<Pmd
             match control.try_recv() {
                 Ok(PmdMessage::Config(cfg, ack)) => {
                     pmd.install(cfg);
+                    sync_scheduler(&mut sched, &pmd.cfg, &mut scheduled);
                     let _ = ack.send(());
                 }
                 Ok(PmdMessage::Quit) | Err(TryRecvError::Disconnected) => break,
@@ -495,6 +572,7 @@ pub fn run(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<Pmd
             match control.recv_timeout(std::time::Duration::from_millis(10)) {
                 Ok(PmdMessage::Config(cfg, ack)) => {
                     pmd.install(cfg);
+                    sync_scheduler(&mut sched, &pmd.cfg, &mut scheduled);
                     let _ = ack.send(());
                 }
                 Ok(PmdMessage::Quit) | Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,

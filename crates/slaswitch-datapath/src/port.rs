@@ -12,7 +12,8 @@
 //!
 //! Every type also takes `ofport_request` (the port number rules use), `rx_ring` and `tx_ring`
 //! (descriptors, default 2048), `pmd` (the core whose PMD polls it) and the ingress policing
-//! options of [`crate::policing`]. `pmd` and policing change live; the others recreate the device.
+//! options of [`crate::policing`] and the C2QoS options of [`crate::cpu_qos`]. `pmd`, policing
+//! and C2QoS change live; the others recreate the device.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -68,11 +69,12 @@ impl PortType {
 pub const COMMON_OPTIONS: &[&str] = &[
     "ofport_request", "rx_ring", "tx_ring", "pmd",
     "ingress_policing_rate", "ingress_policing_burst", "ingress_policing_kpkts_rate", "ingress_policing_kpkts_burst",
+    "cycles_per_sec", "mode", "weight", "priority",
 ];
 
 /// Options a running port takes without recreating its device.
 pub fn is_live_option(key: &str) -> bool {
-    key == "pmd" || crate::policing::POLICING_OPTIONS.contains(&key)
+    key == "pmd" || crate::policing::POLICING_OPTIONS.contains(&key) || crate::cpu_qos::CPU_QOS_OPTIONS.contains(&key)
 }
 
 /// A port as configured (and persisted).
@@ -130,6 +132,7 @@ impl PortSpec {
         ring_option(&self.options, "rx_ring")?;
         ring_option(&self.options, "tx_ring")?;
         crate::policing::PolicingSpec::from_options(&self.options)?;
+        crate::cpu_qos::CpuQos::from_options(&self.options)?;
         match self.port_type {
             PortType::VhostUserClient if !self.options.contains_key("path") => {
                 Err(format!("vhost-user-client port {} needs path=SOCKET (the VM's vhost-user socket)", self.name))

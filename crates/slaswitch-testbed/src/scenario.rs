@@ -235,12 +235,15 @@ pub struct Qos {
     /// Share weight and priority class (1 highest to 8).
     pub weight: Option<u32>,
     pub priority: Option<u8>,
+    /// C2QoS: the port's PMD cycle allocation, and `strict` or `min-max` (seed 000 Sec. IV).
+    pub cycles_per_sec: Option<u64>,
+    pub mode: Option<String>,
 }
 
 impl Qos {
     /// (field, value) of every setting present, in a fixed order.
     pub fn settings(&self) -> Vec<(&'static str, u64)> {
-        let fields: [(&str, Option<u64>); 8] = [
+        let fields: [(&str, Option<u64>); 9] = [
             ("ingress_policing_rate_kbps", self.ingress_policing_rate_kbps),
             ("ingress_policing_burst_kb", self.ingress_policing_burst_kb),
             ("ingress_policing_kpps", self.ingress_policing_kpps),
@@ -249,6 +252,7 @@ impl Qos {
             ("max_rate_kbps", self.max_rate_kbps),
             ("weight", self.weight.map(u64::from)),
             ("priority", self.priority.map(u64::from)),
+            ("cycles_per_sec", self.cycles_per_sec),
         ];
         fields.into_iter().filter_map(|(k, v)| v.map(|v| (k, v))).collect()
     }
@@ -516,6 +520,11 @@ fn validate(s: &Scenario, c: &Checker) -> Result<(), ScenarioError> {
         if let Some(p) = vm.qos.priority {
             if !(1..=8).contains(&p) {
                 return Err(c.err(&[Key("vm"), Index(i), Key("qos"), Key("priority")], format!("{p}: from 1 (highest) to 8")));
+            }
+        }
+        if let Some(m) = &vm.qos.mode {
+            if m != "strict" && m != "min-max" {
+                return Err(c.err(&[Key("vm"), Index(i), Key("qos"), Key("mode")], format!("'{m}': strict or min-max")));
             }
         }
         if vm.qos.weight == Some(0) {

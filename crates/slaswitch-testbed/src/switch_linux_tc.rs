@@ -64,6 +64,9 @@ pub fn plan(scenario: &Scenario, step: &Step) -> SwitchPlan {
         if q.ingress_policing_kpps.is_some() {
             p.unsupported.push(format!("{}: qos.ingress_policing_kpps (htb shapes bytes, not packets)", vm.name));
         }
+        if q.cycles_per_sec.is_some() {
+            p.unsupported.push(format!("{}: qos.cycles_per_sec (the kernel has no per-port cycle allocation)", vm.name));
+        }
         if !shaped {
             continue;
         }

@@ -61,8 +61,19 @@ pub fn plan(scenario: &Scenario, step: &Step, dir: &Path, tools: &Path) -> Switc
                     cmd.push(format!("{key}={v}"));
                 }
             }
-            for (field, _) in q.settings().into_iter().filter(|(f, _)| !f.starts_with("ingress_policing")) {
-                p.unsupported.push(format!("{}: qos.{field} (slaswitch's C2QoS and egress schedulers are not in the data plane yet)", vm.name));
+            // C2QoS: the PMD's cycle scheduler (seed 000 Sec. IV).
+            for (key, value) in [("cycles_per_sec", q.cycles_per_sec), ("priority", q.priority.map(u64::from)), ("weight", q.weight.map(u64::from))] {
+                if let Some(v) = value {
+                    cmd.push(format!("{key}={v}"));
+                }
+            }
+            if let Some(m) = &q.mode {
+                cmd.push(format!("mode={m}"));
+            }
+            for field in ["min_rate_kbps", "max_rate_kbps"] {
+                if q.settings().iter().any(|(f, _)| *f == field) {
+                    p.unsupported.push(format!("{}: qos.{field} (slaswitch's egress schedulers are not in the data plane yet)", vm.name));
+                }
             }
         }
         p.commands.push(cmd);

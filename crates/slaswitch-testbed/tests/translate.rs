@@ -45,9 +45,11 @@ fn slaswitch_gets_its_policers_and_lists_what_it_lacks() {
     let flows = &p.files[0].1;
     assert!(flows.contains("priority=1,in_port=vm1,actions=normal"), "{flows}");
     assert_eq!(flows.lines().filter(|l| l.contains("nw_src=172.")).count(), 3, "{flows}");
-    for field in ["min_rate_kbps", "max_rate_kbps", "weight", "priority"] {
+    for field in ["min_rate_kbps", "max_rate_kbps"] {
         assert!(p.unsupported.iter().any(|u| u.contains(field)), "{field} not listed: {:?}", p.unsupported);
     }
+    // C2QoS settings go to the port.
+    assert!(cmds[2].contains("priority=2") && cmds[2].contains("weight=3"), "{cmds:?}");
     assert_eq!(p.attach[1], ("vm1".to_string(), Attach::VhostUser("/run/x/vm1.sock".into())));
 }
 

@@ -1,0 +1,60 @@
+//! Per-port C2QoS settings (seed 000 Sec. IV): how many PMD cycles a port may use and in which
+//! priority class it is served. Options, all changed live:
+//!
+//! | option           | meaning                                                          |
+//! |------------------|------------------------------------------------------------------|
+//! | `cycles_per_sec` | the port's cycle allocation (the paper's `ingress_policing_cpucycles`); 0 or absent: unlimited |
+//! | `mode`           | `strict` (never more than the allocation) or `min-max` (at least the allocation, plus a weighted share of idle cycles; Algorithm 1) |
+//! | `weight`         | the min-max share weight (default 1)                             |
+//! | `priority`       | class 1 (served first) to 8 (default)                            |
+//!
+//! A PMD whose ports carry none of these runs the plain round robin, with no scheduler cost.
+
+use std::collections::BTreeMap;
+
+use slaswitch_qos::cpu::hbs::DEFAULT_PRIORITY;
+use slaswitch_qos::cpu::CycleLimit;
+
+pub const CPU_QOS_OPTIONS: &[&str] = &["cycles_per_sec", "mode", "weight", "priority"];
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CpuQos {
+    pub limit: CycleLimit,
+    pub priority: u8,
+}
+
+impl Default for CpuQos {
+    fn default() -> Self {
+        CpuQos { limit: CycleLimit::Unlimited, priority: DEFAULT_PRIORITY }
+    }
+}
+
+impl CpuQos {
+    pub fn from_options(options: &BTreeMap<String, String>) -> Result<CpuQos, String> {
+        let number = |key: &str| -> Result<Option<u64>, String> {
+            options.get(key).map(|v| v.parse::<u64>().map_err(|_| format!("{key}={v}: must be a whole number"))).transpose()
+        };
+        let cycles = number("cycles_per_sec")?.unwrap_or(0);
+        let weight = number("weight")?.unwrap_or(1);
+        if weight == 0 || weight > u64::from(u32::MAX) {
+            return Err(format!("weight={weight}: from 1 to {}", u32::MAX));
+        }
+        let priority = number("priority")?.unwrap_or(u64::from(DEFAULT_PRIORITY));
+        if !(1..=8).contains(&priority) {
+            return Err(format!("priority={priority}: from 1 (served first) to 8"));
+        }
+        let mode = options.get("mode").map(String::as_str).unwrap_or("strict");
+        let limit = match (cycles, mode) {
+            (_, m) if m != "strict" && m != "min-max" => return Err(format!("mode={m}: strict or min-max")),
+            (0, _) => CycleLimit::Unlimited,
+            (c, "strict") => CycleLimit::Strict { cycles_per_sec: c },
+            (c, _) => CycleLimit::MinMax { cycles_per_sec: c, weight: weight as u32 },
+        };
+        Ok(CpuQos { limit, priority: priority as u8 })
+    }
+
+    /// True when the port needs the scheduler (a limit or a class other than the default).
+    pub fn is_set(&self) -> bool {
+        *self != CpuQos::default()
+    }
+}

@@ -1,0 +1,71 @@
+//! C2QoS in the data plane: a port's cycle allocation bounds its share of the PMD core, the
+//! allocation changes live, and admission control refuses an over-allocation without changing
+//! anything.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use serde_json::Value;
+
+/// (port busy cycles, PMD cycles) from `pmd-stats --json`.
+fn cycles(stats: &Value, port: &str) -> (f64, f64) {
+    let pmd = &stats["pmds"][0];
+    let p = pmd["ports"].as_array().unwrap().iter().find(|p| p["name"] == port).unwrap();
+    let busy: f64 = ["ingress_cycles", "classify_cycles", "egress_cycles"].iter().map(|k| p[*k].as_f64().unwrap()).sum();
+    (busy, pmd["busy_cycles"].as_f64().unwrap() + pmd["idle_cycles"].as_f64().unwrap())
+}
+
+/// Share (percent) of the PMD's cycles `port` used between two snapshots.
+fn share(a: &Value, b: &Value, port: &str) -> f64 {
+    let ((p0, t0), (p1, t1)) = (cycles(a, port), cycles(b, port));
+    100.0 * (p1 - p0) / (t1 - t0)
+}
+
+#[test]
+fn a_cycle_allocation_bounds_a_ports_share_of_the_pmd() {
+    let _g = serial();
+    if !can_run() {
+        return;
+    }
+    let sw = Switch::start("c2tb", &[]);
+    sw.ok(&["add-port", "up", "null"]);
+    for p in ["vm1", "vm2"] {
+        sw.ok(&["add-port", p, "vhost-user"]);
+        sw.ok(&["add-flow", &format!("in_port={p},actions=output:up")]);
+    }
+    let hz = sw.json(&["pmd-stats"])["tsc_hz"].as_f64().unwrap();
+    // vm1 may use a tenth of the core; vm2 is unlimited.
+    sw.ok(&["set-port", "vm1", &format!("cycles_per_sec={}", (hz / 10.0) as u64)]);
+    let gen = Tenant::start(&sw.dir, "gen", &[("vm1", &sw.port_sock("vm1")), ("vm2", &sw.port_sock("vm2"))], 1024, 9.0, &["gen", "--phase", "size=64,rate=max"]);
+    std::thread::sleep(Duration::from_secs(3));
+    let a = sw.json(&["pmd-stats"]);
+    std::thread::sleep(Duration::from_secs(2));
+    let b = sw.json(&["pmd-stats"]);
+    let (s1, s2) = (share(&a, &b, "vm1"), share(&a, &b, "vm2"));
+    // Never more than the allocation. (Under the test harness vm1 reaches 7-8%, not 10%, while
+    // the PMD idles 10-15%: see the C2QoS issue's note; a manual run on an idle host gives 10.0%.)
+    assert!(s1 <= 11.0, "vm1 limited to 10% of the core used {s1:.1}%");
+    assert!(s1 >= 3.0, "vm1 limited to 10% of the core was starved: {s1:.1}%");
+    assert!(s2 > 4.0 * s1, "vm2 (unlimited) used {s2:.1}% while vm1 was held to {s1:.1}%");
+
+    // Admission control: vm2 may not be given more than what is left of the core.
+    let (ok, _, err) = sw.cli(&["set-port", "vm2", &format!("cycles_per_sec={}", (hz * 0.95) as u64)]);
+    assert!(!ok && err.contains("more than the core's"), "{err}");
+    let shown = sw.json(&["list-ports"]);
+    let vm2 = shown.as_array().unwrap().iter().find(|p| p["name"] == "vm2").unwrap().clone();
+    let show = sw.json(&["show"]);
+    assert!(!show.to_string().contains(&format!("{}", (hz * 0.95) as u64)), "the refused setting was kept: {show}");
+    assert_eq!(vm2["link_up"], true);
+
+    // Raised live to half the core: vm1's share follows, without recreating its port.
+    sw.ok(&["set-port", "vm1", &format!("cycles_per_sec={}", (hz / 2.0) as u64)]);
+    std::thread::sleep(Duration::from_millis(500));
+    let c = sw.json(&["pmd-stats"]);
+    std::thread::sleep(Duration::from_secs(2));
+    let d = sw.json(&["pmd-stats"]);
+    let raised = share(&c, &d, "vm1");
+    assert!(raised <= 52.0 && raised >= 2.5 * s1, "vm1 raised from 10% to 50% of the core went from {s1:.1}% to {raised:.1}%");
+    gen.finish();
+}
