@@ -83,12 +83,15 @@ impl Driver for Vde2 {
     fn wait_for_vms(&mut self, names: &[String], timeout: Duration) -> Result<(), String> {
         let t = std::time::Instant::now();
         for n in names {
-            while !Path::new(&format!("/sys/class/net/{}", tap_name(n))).exists() {
+            let tap = tap_name(n);
+            while !Path::new(&format!("/sys/class/net/{tap}")).exists() {
                 if t.elapsed() > timeout {
                     return Err(format!("vde_plug2tap did not create the tap of {n}"));
                 }
                 std::thread::sleep(Duration::from_millis(100));
             }
+            // vde_plug2tap leaves its tap down; the VM's af_packet port needs it up.
+            crate::driver::run_args(&["ip", "link", "set", &tap, "up"])?;
         }
         Ok(())
     }
