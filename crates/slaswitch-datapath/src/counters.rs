@@ -44,7 +44,23 @@ pub struct PortCounters {
     pub tx_bytes: AtomicU64,
     /// Packets the port did not take (tx ring full, VM not connected) or no mbuf for a copy.
     pub tx_dropped: AtomicU64,
+    /// The C2QoS scheduler's view of the port, published by its PMD (see [`CpuQosState`]).
+    cpu_tokens_bits: AtomicU64,
+    cpu_class_place: AtomicU64,
 }
+
+/// Where a port stands in its PMD's C2QoS scheduler, as last published.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct CpuQosState {
+    /// Cycle tokens (negative: the port overdrew and waits); `None`: no bucket (unlimited).
+    pub tokens_cycles: Option<f64>,
+    /// Current class (1-8; dynamic priority may have lowered it), 0 when not scheduled.
+    pub class: u8,
+    /// "ready", "waiting", "in-service", or "" when the PMD runs plain round robin.
+    pub place: &'static str,
+}
+
+const PLACES: [&str; 4] = ["", "ready", "waiting", "in-service"];
 
 impl PortCounters {
     /// Publishes the owner's running totals.
@@ -66,6 +82,18 @@ impl PortCounters {
             rx_packets: v[0], rx_bytes: v[1], batches: v[2], empty_polls: v[3], idle_cycles: v[4], ingress_cycles: v[5],
             classify_cycles: v[6], egress_cycles: v[7], emc_hits: v[8], emc_misses: v[9], dropped_by_rules: v[10], policer_drops: v[11], parse_errors,
         }
+    }
+
+    pub fn publish_cpu_qos(&self, state: &CpuQosState) {
+        self.cpu_tokens_bits.store(state.tokens_cycles.unwrap_or(f64::NAN).to_bits(), Relaxed);
+        let place = PLACES.iter().position(|p| *p == state.place).unwrap_or(0) as u64;
+        self.cpu_class_place.store(u64::from(state.class) << 8 | place, Relaxed);
+    }
+
+    pub fn cpu_qos(&self) -> CpuQosState {
+        let tokens = f64::from_bits(self.cpu_tokens_bits.load(Relaxed));
+        let cp = self.cpu_class_place.load(Relaxed);
+        CpuQosState { tokens_cycles: (!tokens.is_nan()).then_some(tokens), class: (cp >> 8) as u8, place: PLACES[(cp & 0xff) as usize % PLACES.len()] }
     }
 
     #[inline]

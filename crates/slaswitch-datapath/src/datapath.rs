@@ -101,6 +101,9 @@ pub struct PortStats {
     /// The driver's own counters (ring overruns show here as rx_missed).
     pub device_rx_missed: u64,
     pub device_rx_nombuf: u64,
+    pub cpu_qos: crate::counters::CpuQosState,
+    /// The port's options (its QoS settings among them).
+    pub options: BTreeMap<String, String>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -508,6 +511,8 @@ impl Datapath {
                     tx_dropped: p.counters.tx_dropped.load(std::sync::atomic::Ordering::Relaxed),
                     device_rx_missed: dev.imissed,
                     device_rx_nombuf: dev.rx_nombuf,
+                    cpu_qos: p.counters.cpu_qos(),
+                    options: p.spec.options.clone(),
                 }
             })
             .collect();

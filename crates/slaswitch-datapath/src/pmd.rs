@@ -25,10 +25,10 @@ use slaswitch_classifier::mac_learning::is_multicast;
 use slaswitch_classifier::{parse_frame, Action, Classifier, ExactMatchCache, FlowKey, MacTable};
 use slaswitch_dpdk::{free_bulk, rdtsc, EthPort, Mbuf, Mempool, MAX_BURST};
 
-use crate::counters::{PmdCounters, PmdTotals, PortCounters, RuleCounters, RxTotals};
+use crate::counters::{CpuQosState, PmdCounters, PmdTotals, PortCounters, RuleCounters, RxTotals};
 use crate::cpu_qos::CpuQos;
 use crate::policing::{Policer, PolicingSpec};
-use slaswitch_qos::cpu::{C2tbConfig, HbsConfig, PortScheduler};
+use slaswitch_qos::cpu::{C2tbConfig, HbsConfig, PortPlace, PortScheduler};
 
 /// Port numbers run from 1 to `MAX_PORTS - 1`.
 pub const MAX_PORTS: usize = 1024;
@@ -461,6 +461,25 @@ fn index_of(cfg: &PmdConfig) -> Vec<u16> {
     v
 }
 
+/// Publishes each port's standing in the scheduler for `qos-show`.
+fn publish_scheduler(sched: Option<&PortScheduler>, cfg: &PmdConfig) {
+    for p in &cfg.rx_ports {
+        let state = match sched.and_then(|s| s.view(usize::from(p.number))) {
+            Some(v) => CpuQosState {
+                tokens_cycles: v.tokens,
+                class: v.current_priority,
+                place: match v.place {
+                    PortPlace::Ready { .. } => "ready",
+                    PortPlace::Waiting => "waiting",
+                    PortPlace::InService => "in-service",
+                },
+            },
+            None => CpuQosState::default(),
+        };
+        p.counters.publish_cpu_qos(&state);
+    }
+}
+
 /// Brings the scheduler in line with the configuration: created when a port first has C2QoS
 /// settings, dropped when none has; ports added, removed and updated in place otherwise, so
 /// the others keep their tokens. Scheduler port indices are port numbers.
@@ -552,6 +571,7 @@ pub fn run(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<Pmd
         pmd.pmd_totals.passes += 1;
         if pass.is_multiple_of(PUBLISH_EVERY_PASSES) {
             pmd.publish();
+            publish_scheduler(sched.as_ref(), &pmd.cfg);
         }
         if !pass_had_packets || pass.is_multiple_of(CHECK_CONTROL_EVERY_PASSES) {
             match control.try_recv() {

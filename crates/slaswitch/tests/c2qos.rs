@@ -50,6 +50,19 @@ fn a_cycle_allocation_bounds_a_ports_share_of_the_pmd() {
     assert!(s1 >= 3.0, "vm1 limited to 10% of the core was starved: {s1:.1}%");
     assert!(s2 > 4.0 * s1, "vm2 (unlimited) used {s2:.1}% while vm1 was held to {s1:.1}%");
 
+    // qos-show explains the allocation and the scheduler's view.
+    let q = sw.json(&["qos-show"]);
+    let port = |n: &str| q["ports"].as_array().unwrap().iter().find(|p| p["name"] == n).unwrap().clone();
+    let (q1, q2) = (port("vm1"), port("vm2"));
+    assert_eq!(q1["cycles_per_sec"].as_f64().unwrap(), (hz / 10.0).floor());
+    assert_eq!(q1["mode"], "strict");
+    assert!((q1["allocated_pct_of_core"].as_f64().unwrap() - 10.0).abs() < 0.01, "{q1}");
+    assert!(["ready", "waiting", "in-service"].contains(&q1["place"].as_str().unwrap()), "{q1}");
+    assert!(q1["tokens_cycles"].is_number(), "{q1}");
+    assert_eq!(q2["mode"], "unlimited");
+    assert!(q2["tokens_cycles"].is_null(), "{q2}");
+    assert!(sw.cli(&["qos-show", "nosuch"]).2.contains("no port named 'nosuch'"));
+
     // Admission control: vm2 may not be given more than what is left of the core.
     let (ok, _, err) = sw.cli(&["set-port", "vm2", &format!("cycles_per_sec={}", (hz * 0.95) as u64)]);
     assert!(!ok && err.contains("more than the core's"), "{err}");

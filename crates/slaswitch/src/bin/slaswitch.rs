@@ -17,6 +17,7 @@ const USAGE: &str = "usage: slaswitch [--socket PATH] COMMAND [ARGS] [--json]
   dump-flows
   port-stats [NAME]
   pmd-stats                           per port: Kpps, Mbps, cycles/packet by stage, PMD share, EMC hits
+  qos-show [NAME]                     C2QoS per port: allocation, mode, class, tokens, share used
   show                                the persisted configuration
   experiment run SCENARIO [--switch slaswitch|ovs-dpdk|linux-tc|vde2 ...] [--out DIR] [--quiet]
                                       run a test-bed scenario (experiments/*.toml) on each switch
@@ -98,7 +99,7 @@ fn run() -> Result<(), String> {
             json!({"cmd": "add-flow", "flows": flows})
         }
         "del-flows" => json!({"cmd": verb, "match": w.get(1), "strict": a.flag("strict")}),
-        "port-stats" => json!({"cmd": verb, "name": w.get(1)}),
+        "port-stats" | "qos-show" => json!({"cmd": verb, "name": w.get(1)}),
         "list-ports" | "dump-flows" | "pmd-stats" | "show" => json!({"cmd": verb}),
         other => return Err(format!("unknown command '{other}'\n{USAGE}")),
     };
@@ -162,6 +163,20 @@ fn render(verb: &str, r: &Value) -> String {
                     out += &format!("  {:<14} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>7} {:>7}\n", f(&p["name"]), f(&i["rx_kpps"]), f(&i["rx_mbps"]),
                         f(&c["ingress"]), f(&c["classification"]), f(&c["egress"]), f(&c["total"]), f(&i["pmd_share_pct"]), f(&i["emc_hit_pct"]));
                 }
+            }
+        }
+        "qos-show" => {
+            out += &format!("{:<14} {:>5} {:>14} {:>8} {:>6} {:>4} {:>6} {:>6} {:>12} {:>11}\n", "port", "core", "cycles/s", "mode", "weight", "prio", "alloc%", "used%", "tokens", "place/class");
+            for p in r["ports"].as_array().into_iter().flatten() {
+                out += &format!(
+                    "{:<14} {:>5} {:>14} {:>8} {:>6} {:>4} {:>6} {:>6} {:>12} {:>11}\n",
+                    f(&p["name"]), f(&p["pmd_core"]), f(&p["cycles_per_sec"]), f(&p["mode"]), f(&p["weight"]), f(&p["priority"]),
+                    f(&p["allocated_pct_of_core"]), f(&p["used_pct_of_core"]), f(&p["tokens_cycles"]),
+                    if p["place"].as_str().unwrap_or("").is_empty() { "round-robin".to_string() } else { format!("{}/{}", f(&p["place"]), f(&p["current_class"])) }
+                );
+            }
+            if let Some(p) = r["ports"].as_array().and_then(|a| a.first()) {
+                out += &format!("PMD core {}: {} of {} cycles/s allocated\n", f(&p["pmd_core"]), f(&p["pmd_allocated_cycles_per_sec"]), f(&p["pmd_capacity_cycles_per_sec"]));
             }
         }
         _ => out += &format!("{}\n", serde_json::to_string(r).expect("JSON")),

@@ -207,9 +207,54 @@ impl Daemon {
                     .collect();
                 Ok(json!({"tsc_hz": self.dp.tsc_hz(), "interval_secs": self.interval_secs(), "pmds": pmds}))
             }
+            "qos-show" => {
+                // What a port is given and where it stands (seed 000 Sec. IV): its settings, its
+                // allocation against its PMD core, the scheduler's view and what it used.
+                let all = self.dp.port_stats();
+                let wanted = req["name"].as_str();
+                if let Some(n) = wanted {
+                    if !all.iter().any(|p| p.name == n) {
+                        return Err(format!("no port named '{n}'"));
+                    }
+                }
+                let hz = self.dp.tsc_hz() as f64;
+                let rates = self.rates();
+                let alloc = |p: &slaswitch_datapath::PortStats| {
+                    slaswitch_datapath::cpu_qos::CpuQos::from_options(&p.options).map(|q| q.limit.alloc_cycles_per_sec()).unwrap_or(0)
+                };
+                let ports: Vec<Value> = all
+                    .iter()
+                    .filter(|p| wanted.is_none_or(|n| n == p.name))
+                    .map(|p| {
+                        let qos = slaswitch_datapath::cpu_qos::CpuQos::from_options(&p.options).unwrap_or_default();
+                        let on_pmd: u64 = all.iter().filter(|o| o.pmd_core == p.pmd_core).map(alloc).sum();
+                        let used = rates.iter().find(|r| r.core == p.pmd_core).and_then(|r| r.ports.iter().find(|x| x.name == p.name));
+                        let opt = |k: &str| p.options.get(k).cloned();
+                        json!({
+                            "name": p.name,
+                            "pmd_core": p.pmd_core,
+                            "cycles_per_sec": alloc(p),
+                            "mode": if alloc(p) == 0 { "unlimited".to_string() } else { opt("mode").unwrap_or_else(|| "strict".into()) },
+                            "weight": opt("weight").unwrap_or_else(|| "1".into()),
+                            "priority": qos.priority,
+                            "allocated_pct_of_core": 100.0 * alloc(p) as f64 / hz,
+                            "pmd_allocated_cycles_per_sec": on_pmd,
+                            "pmd_capacity_cycles_per_sec": hz as u64,
+                            "tokens_cycles": p.cpu_qos.tokens_cycles,
+                            "current_class": p.cpu_qos.class,
+                            "place": p.cpu_qos.place,
+                            "used_pct_of_core": used.map(|u| u.pmd_share_pct),
+                            "rx_mbps": used.map(|u| u.rx_mbps),
+                            "ingress_policing_rate": opt("ingress_policing_rate"),
+                            "ingress_policing_kpkts_rate": opt("ingress_policing_kpkts_rate"),
+                        })
+                    })
+                    .collect();
+                Ok(json!({"tsc_hz": hz as u64, "ports": ports}))
+            }
             "show" => Ok(serde_json::to_value(self.saved()).expect("config serialises")),
             _ => Err(format!(
-                "unknown command '{cmd}' (add-port, del-port, set-port, list-ports, add-flow, del-flows, dump-flows, port-stats, pmd-stats, show)"
+                "unknown command '{cmd}' (add-port, del-port, set-port, list-ports, add-flow, del-flows, dump-flows, port-stats, pmd-stats, qos-show, show)"
             )),
         }
     }
