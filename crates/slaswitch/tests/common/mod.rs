@@ -134,6 +134,13 @@ impl Drop for Switch {
     fn drop(&mut self) {
         self.stop();
         let _ = std::fs::remove_dir_all(&self.dir);
+        // A daemon that had to be killed leaves its hugepage file behind; take it away.
+        let prefix = format!("ssit-{}", self.name);
+        for entry in std::fs::read_dir("/dev/hugepages").into_iter().flatten().flatten() {
+            if entry.file_name().to_string_lossy().starts_with(&prefix) {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
     }
 }
 
