@@ -57,23 +57,13 @@ fn apt_install(packages: &[&str]) -> Result<(), String> {
     if ok { Ok(()) } else { Err(format!("apt-get could not install {}", packages.join(" "))) }
 }
 
-/// Hugepages: (total, free, mounted).
-fn hugepages() -> (u64, u64, bool) {
-    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    let field = |name: &str| {
-        meminfo.lines().find(|l| l.starts_with(name)).and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse().ok()).unwrap_or(0)
-    };
-    let mounted = std::fs::read_to_string("/proc/mounts").unwrap_or_default().lines().any(|l| l.split_whitespace().nth(2) == Some("hugetlbfs"));
-    (field("HugePages_Total:"), field("HugePages_Free:"), mounted)
-}
-
 /// Checks (and where it can, fixes) what `switches` need for `scenario`.
 pub fn check(scenario: &Scenario, switches: &[SwitchKind], tools: &Path) -> Result<(), String> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         return Err("experiments need root (DPDK, hugepages, network namespaces, tc): run with sudo".into());
     }
-    let (total, free, mounted) = hugepages();
+    let (total, free, mounted) = slaswitch_dpdk::hugepage_status();
     if total == 0 || !mounted {
         return Err("no hugepages: run `scripts/hugepages 1024` (or echo 1024 > /proc/sys/vm/nr_hugepages and mount hugetlbfs on /dev/hugepages)".into());
     }

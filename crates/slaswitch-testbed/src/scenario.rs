@@ -550,16 +550,15 @@ fn validate(s: &Scenario, c: &Checker) -> Result<(), ScenarioError> {
         }
     }
     if let Some(sweep) = &s.sweep {
-        let Some(i) = s.vms.iter().position(|v| v.name == sweep.vm) else {
+        if !s.vms.iter().any(|v| v.name == sweep.vm) {
             return Err(c.err(&[Key("sweep"), Key("vm")], format!("no [[vm]] named '{}'", sweep.vm)));
-        };
+        }
         if sweep.counts.is_empty() {
             return Err(c.err(&[Key("sweep"), Key("counts")], "give at least one count"));
         }
         if let Some(j) = sweep.counts.iter().position(|&n| n > 64) {
             return Err(c.err(&[Key("sweep"), Key("counts"), Index(j)], format!("{}: at most 64 VMs", sweep.counts[j])));
         }
-        let _ = i;
     }
     for (i, h) in s.headlines.iter().enumerate() {
         let at = |field: &'static str| vec![Key("headline"), Index(i), Key(field)];

@@ -12,17 +12,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::cleanup;
-use crate::namespaces;
+use crate::namespaces::{self, veth_names};
 use crate::driver::{run_args, version_of, Driver, Reading};
 use crate::plan::{mac_of, Attach, SwitchPlan};
 use crate::scenario::{parse_rate_bps, Scenario, Step, UplinkKind};
 
 pub const BRIDGE: &str = "ssbr0";
-
-/// (bridge end, VM end) of a VM's veth pair.
-pub fn veth_names(name: &str) -> (String, String) {
-    (format!("s{name}b"), format!("s{name}v"))
-}
 
 pub fn plan(scenario: &Scenario, step: &Step) -> SwitchPlan {
     let mut p = SwitchPlan::default();
