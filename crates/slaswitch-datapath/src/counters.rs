@@ -26,6 +26,8 @@ pub struct RxTotals {
     pub dropped_by_rules: u64,
     /// Packets the port's ingress policer dropped (they are not in `rx_packets`).
     pub policer_drops: u64,
+    /// Packets the NIC-bottleneck fallback's byte limit dropped (seed 000 Sec. VII).
+    pub fallback_drops: u64,
     pub parse_errors: [u64; PARSE_ERROR_KINDS],
 }
 
@@ -35,7 +37,7 @@ impl RxTotals {
     }
 }
 
-const RX_FIELDS: usize = 12;
+const RX_FIELDS: usize = 13;
 
 #[derive(Debug, Default)]
 pub struct PortCounters {
@@ -67,7 +69,7 @@ impl PortCounters {
     pub fn publish(&self, t: &RxTotals) {
         let values = [
             t.rx_packets, t.rx_bytes, t.batches, t.empty_polls, t.idle_cycles, t.ingress_cycles, t.classify_cycles,
-            t.egress_cycles, t.emc_hits, t.emc_misses, t.dropped_by_rules, t.policer_drops,
+            t.egress_cycles, t.emc_hits, t.emc_misses, t.dropped_by_rules, t.policer_drops, t.fallback_drops,
         ];
         for (slot, v) in self.rx.iter().zip(values.iter().chain(t.parse_errors.iter())) {
             slot.store(*v, Relaxed);
@@ -80,7 +82,7 @@ impl PortCounters {
         parse_errors.copy_from_slice(&v[RX_FIELDS..]);
         RxTotals {
             rx_packets: v[0], rx_bytes: v[1], batches: v[2], empty_polls: v[3], idle_cycles: v[4], ingress_cycles: v[5],
-            classify_cycles: v[6], egress_cycles: v[7], emc_hits: v[8], emc_misses: v[9], dropped_by_rules: v[10], policer_drops: v[11], parse_errors,
+            classify_cycles: v[6], egress_cycles: v[7], emc_hits: v[8], emc_misses: v[9], dropped_by_rules: v[10], policer_drops: v[11], fallback_drops: v[12], parse_errors,
         }
     }
 
@@ -122,6 +124,8 @@ pub struct PmdCounters {
     busy: AtomicU64,
     idle: AtomicU64,
     passes: AtomicU64,
+    /// The drift-compensation factor (f64 bits; 0 before the first window).
+    drift_factor_bits: AtomicU64,
 }
 
 impl PmdCounters {
@@ -129,6 +133,18 @@ impl PmdCounters {
         self.busy.store(t.busy_cycles, Relaxed);
         self.idle.store(t.idle_cycles, Relaxed);
         self.passes.store(t.passes, Relaxed);
+    }
+
+    pub fn publish_drift_factor(&self, factor: f64) {
+        self.drift_factor_bits.store(factor.to_bits(), Relaxed);
+    }
+
+    /// The host-speed factor model allocations follow (1.0 until measured).
+    pub fn drift_factor(&self) -> f64 {
+        match f64::from_bits(self.drift_factor_bits.load(Relaxed)) {
+            f if f > 0.0 => f,
+            _ => 1.0,
+        }
     }
 
     pub fn read(&self) -> PmdTotals {

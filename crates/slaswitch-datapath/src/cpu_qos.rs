@@ -3,7 +3,7 @@
 //!
 //! | option           | meaning                                                          |
 //! |------------------|------------------------------------------------------------------|
-//! | `cycles_per_sec` | the port's cycle allocation (the paper's `ingress_policing_cpucycles`); 0 or absent: unlimited |
+//! | `cycles_per_sec` | the port's cycle allocation (the paper's `ingress_policing_cpucycles`); 0 or absent: from `bandwidth_bps` and the model ([`crate::allocation`]), or unlimited |
 //! | `mode`           | `strict` (never more than the allocation) or `min-max` (at least the allocation, plus a weighted share of idle cycles; Algorithm 1) |
 //! | `weight`         | the min-max share weight (default 1)                             |
 //! | `priority`       | class 1 (served first) to 8 (default)                            |
@@ -21,11 +21,14 @@ pub const CPU_QOS_OPTIONS: &[&str] = &["cycles_per_sec", "mode", "weight", "prio
 pub struct CpuQos {
     pub limit: CycleLimit,
     pub priority: u8,
+    /// `mode=min-max`, kept for an allocation that comes from the model.
+    min_max: bool,
+    weight: u32,
 }
 
 impl Default for CpuQos {
     fn default() -> Self {
-        CpuQos { limit: CycleLimit::Unlimited, priority: DEFAULT_PRIORITY }
+        CpuQos { limit: CycleLimit::Unlimited, priority: DEFAULT_PRIORITY, min_max: false, weight: 1 }
     }
 }
 
@@ -50,11 +53,17 @@ impl CpuQos {
             (c, "strict") => CycleLimit::Strict { cycles_per_sec: c },
             (c, _) => CycleLimit::MinMax { cycles_per_sec: c, weight: weight as u32 },
         };
-        Ok(CpuQos { limit, priority: priority as u8 })
+        Ok(CpuQos { limit, priority: priority as u8, min_max: mode == "min-max", weight: weight as u32 })
+    }
+
+    /// The same settings with an allocation of `cycles_per_sec` (from the bandwidth model).
+    pub fn with_cycles(self, cycles_per_sec: u64) -> CpuQos {
+        let limit = if self.min_max { CycleLimit::MinMax { cycles_per_sec, weight: self.weight } } else { CycleLimit::Strict { cycles_per_sec } };
+        CpuQos { limit, ..self }
     }
 
     /// True when the port needs the scheduler (a limit or a class other than the default).
     pub fn is_set(&self) -> bool {
-        *self != CpuQos::default()
+        self.limit != CycleLimit::Unlimited || self.priority != DEFAULT_PRIORITY
     }
 }

@@ -19,9 +19,12 @@ use serde::Serialize;
 use slaswitch_classifier::{Classifier, Rule};
 use slaswitch_dpdk::{hugepage_status, probe_device, remove_device, remove_vdev, Eal, EthPort, EthStats, Mempool};
 
+use slaswitch_qos::cpu::{Allocation, BandwidthModel};
+
+use crate::allocation::{self, Candidate, PortPlan};
 use crate::counters::{PmdCounters, PmdTotals, PortCounters, RuleCounters, RxTotals};
+use crate::paced_tx::{Fallback, PacedLink};
 use crate::pmd::{self, PmdConfig, PmdMessage, RxPort, TxPort, MAX_PORTS};
-use crate::cpu_qos::CpuQos;
 use crate::policing::PolicingSpec;
 use crate::port::{ring_option, DeviceRecipe, PortSpec, PortType};
 
@@ -75,6 +78,10 @@ struct PortEntry {
     tx_lock: Arc<AtomicBool>,
     /// Index into `Datapath::pmds` of the thread that polls it.
     pmd: usize,
+    /// What its PMD enforces (from its options and the bandwidth model).
+    plan: PortPlan,
+    /// Its link and queue when it has a line rate.
+    paced: Option<Arc<PacedLink>>,
 }
 
 struct PmdHandle {
@@ -102,6 +109,18 @@ pub struct PortStats {
     pub device_rx_missed: u64,
     pub device_rx_nombuf: u64,
     pub cpu_qos: crate::counters::CpuQosState,
+    /// The cycles the port is allocated (0: unlimited), from `cycles_per_sec` or the model.
+    pub cycles_per_sec: u64,
+    /// `strict`, `min-max` or `unlimited`.
+    pub cpu_mode: &'static str,
+    pub priority: u8,
+    /// What the port's VM purchased (bits/s of frames), 0 when nothing.
+    pub bandwidth_bps: u64,
+    /// The model's working when the cycles come from it (seed 000 Sec. III).
+    pub allocation: Option<Allocation>,
+    pub link_rate_bps: u64,
+    pub link_queued: usize,
+    pub uplink: bool,
     /// The port's options (its QoS settings among them).
     pub options: BTreeMap<String, String>,
 }
@@ -110,6 +129,8 @@ pub struct PortStats {
 pub struct PmdStats {
     pub core: usize,
     pub totals: PmdTotals,
+    /// Host-speed factor the model's allocations follow (drift compensation).
+    pub drift_factor: f64,
     pub ports: Vec<String>,
 }
 
@@ -129,8 +150,24 @@ pub struct Datapath {
     classifier: Arc<Classifier>,
     rule_counters: Arc<RuleCounters>,
     pmds: Vec<PmdHandle>,
+    /// The bandwidth-CPU model purchases are turned into cycles with.
+    model: Option<BandwidthModel>,
+    fallback: Arc<Fallback>,
     pool: Arc<Mempool>,
     eal: Eal,
+}
+
+/// The NIC-bottleneck fallback as `qos-show` reports it.
+#[derive(Clone, Debug, Serialize)]
+pub struct FallbackStatus {
+    pub uplink: Option<String>,
+    /// False when the uplink has `nic_fallback=false`.
+    pub enabled: bool,
+    pub link_rate_bps: u64,
+    pub engaged: bool,
+    pub utilisation: f64,
+    pub engagements: u64,
+    pub drops: u64,
 }
 
 impl Datapath {
@@ -162,7 +199,18 @@ impl Datapath {
         );
         let classifier = Arc::new(Classifier::new(Vec::new()));
         let rule_counters = Arc::new(RuleCounters::new(0));
-        let mut dp = Datapath { settings, ports: BTreeMap::new(), rules: Vec::new(), classifier, rule_counters, pmds: Vec::new(), pool, eal };
+        let mut dp = Datapath {
+            settings,
+            ports: BTreeMap::new(),
+            rules: Vec::new(),
+            classifier,
+            rule_counters,
+            pmds: Vec::new(),
+            model: None,
+            fallback: Arc::new(Fallback::default()),
+            pool,
+            eal,
+        };
         for core in dp.settings.pmd_cores.clone() {
             let (sender, receiver) = channel();
             let counters = Arc::new(PmdCounters::default());
@@ -208,14 +256,30 @@ impl Datapath {
         let mut tx_ports: Vec<Option<TxPort>> = vec![None; MAX_PORTS];
         let mut flood = Vec::new();
         let mut rx_ports = Vec::new();
+        let mut paced = Vec::new();
         for p in self.ports.values() {
-            tx_ports[p.spec.number as usize] =
-                Some(TxPort { number: p.spec.number, eth: p.eth, counters: p.counters.clone(), lock: p.tx_lock.clone() });
+            tx_ports[p.spec.number as usize] = Some(TxPort {
+                number: p.spec.number,
+                eth: p.eth,
+                counters: p.counters.clone(),
+                lock: p.tx_lock.clone(),
+                paced: p.paced.clone(),
+            });
             flood.push(p.spec.number);
+            if p.paced.is_some() {
+                paced.push(p.spec.number);
+            }
             if p.pmd == pmd_index {
                 let policing = PolicingSpec::from_options(&p.spec.options).expect("validated when the port was set");
-                let cpu_qos = CpuQos::from_options(&p.spec.options).expect("validated when the port was set");
-                rx_ports.push(RxPort { number: p.spec.number, eth: p.eth, counters: p.counters.clone(), policing, cpu_qos });
+                rx_ports.push(RxPort {
+                    number: p.spec.number,
+                    eth: p.eth,
+                    counters: p.counters.clone(),
+                    policing,
+                    cpu_qos: p.plan.cpu_qos,
+                    fallback_limit_bps: p.plan.sla.map(|s| s.bandwidth_bps),
+                    model_cycles: p.plan.allocation.as_ref().filter(|_| p.plan.sla.is_some_and(|s| s.drift_compensation)).map(|a| a.cycles_per_sec.max(1)),
+                });
             }
         }
         rx_ports.sort_by_key(|p| p.number);
@@ -230,6 +294,9 @@ impl Datapath {
             pool: self.pool.clone(),
             mac_max_age_tsc: self.settings.mac_max_age_secs.saturating_mul(self.eal.tsc_hz()),
             tsc_hz: self.eal.tsc_hz(),
+            paced,
+            fallback: self.fallback.clone(),
+            model: self.model.clone().map(Arc::new),
         })
     }
 
@@ -278,7 +345,7 @@ impl Datapath {
             spec.number = (1..MAX_PORTS as u16).find(|n| !used.contains(n)).ok_or("no port number left")?;
         }
         let pmd = self.pick_pmd(&spec)?;
-        self.admit_cycles(&spec, pmd)?;
+        let plans = self.plan_with(Some((&spec, pmd)), None, self.model.as_ref())?;
         if let Some(path) = spec.socket_path(&self.settings.run_dir) {
             if spec.port_type == PortType::VhostUser && std::path::Path::new(&path).exists() {
                 // A stale socket from a previous run would make the vhost driver fail.
@@ -305,9 +372,13 @@ impl Datapath {
             counters: Arc::new(PortCounters::default()),
             tx_lock: Arc::new(AtomicBool::new(false)),
             pmd,
+            plan: plans[&spec.name].clone(),
+            paced: None,
         };
         self.ports.insert(spec.name.clone(), entry);
+        let before = self.apply_plans(plans);
         if let Err(e) = self.push_configs() {
+            self.restore_plans(before);
             let entry = self.ports.remove(&spec.name).expect("just inserted");
             let _ = self.push_configs();
             Self::destroy_device(entry.eth, &entry.recipe);
@@ -316,24 +387,87 @@ impl Datapath {
         Ok(spec)
     }
 
-    /// Admission control for cycles (seed 000 Sec. IV): the allocations of a PMD's ports may
-    /// not add up to more than its core's cycles per second.
-    fn admit_cycles(&self, spec: &PortSpec, pmd: usize) -> Result<(), String> {
-        let alloc = |s: &PortSpec| CpuQos::from_options(&s.options).map(|q| q.limit.alloc_cycles_per_sec()).unwrap_or(0);
-        let mine = alloc(spec);
-        if mine == 0 {
-            return Ok(());
+    /// Plans every port as it would be with `changed` added or replaced and `removed` gone,
+    /// applying the admission rules ([`crate::allocation`]). Changes nothing.
+    fn plan_with(&self, changed: Option<(&PortSpec, usize)>, removed: Option<&str>, model: Option<&BandwidthModel>) -> Result<BTreeMap<String, PortPlan>, String> {
+        let mut candidates: Vec<Candidate> = self
+            .ports
+            .values()
+            .filter(|p| Some(p.spec.name.as_str()) != removed && changed.is_none_or(|(s, _)| s.name != p.spec.name))
+            .map(|p| Candidate { spec: &p.spec, pmd_core: self.pmds[p.pmd].core })
+            .collect();
+        if let Some((spec, pmd)) = changed {
+            candidates.push(Candidate { spec, pmd_core: self.pmds[pmd].core });
         }
-        let others: u64 = self.ports.values().filter(|p| p.pmd == pmd && p.spec.name != spec.name).map(|p| alloc(&p.spec)).sum();
-        let capacity = self.eal.tsc_hz();
-        if others + mine > capacity {
-            return Err(format!(
-                "cycles_per_sec={mine}: the ports of the PMD on core {} would be allocated {} cycles/s, more than the core's {capacity} (already allocated: {others})",
-                self.pmds[pmd].core,
-                others + mine
-            ));
+        let who = changed.map_or_else(|| removed.map_or("the bandwidth model".to_string(), |r| format!("removing {r}")), |(s, _)| format!("port {}", s.name));
+        allocation::plan(&candidates, model, self.pmds.len(), self.eal.tsc_hz(), &who)
+    }
+
+    /// Gives each port its new plan and makes its paced link match (a new link when its rate
+    /// or role changed). Returns the previous plans and links, for [`Self::restore_plans`].
+    fn apply_plans(&mut self, plans: BTreeMap<String, PortPlan>) -> Vec<(String, PortPlan, Option<Arc<PacedLink>>)> {
+        let now_ns = slaswitch_dpdk::rdtsc() as u128 * 1_000_000_000 / u128::from(self.eal.tsc_hz().max(1));
+        let mut before = Vec::new();
+        for (name, plan) in plans {
+            let Some(entry) = self.ports.get_mut(&name) else { continue };
+            let link = plan.link;
+            let keep = entry.paced.as_ref().is_some_and(|l| l.rate_bps() == link.link_rate_bps) && entry.plan.link == link;
+            let paced = if link.link_rate_bps == 0 {
+                None
+            } else if keep {
+                entry.paced.clone()
+            } else {
+                let queue = ring_option(&entry.spec.options, "tx_ring").unwrap_or(2048) as usize;
+                Some(Arc::new(PacedLink::new(link.link_rate_bps, queue, link.nic_fallback, now_ns as u64)))
+            };
+            before.push((name, std::mem::replace(&mut entry.plan, plan), std::mem::replace(&mut entry.paced, paced)));
+        }
+        if !self.ports.values().any(|p| p.plan.link.nic_fallback) {
+            self.fallback.engaged.store(false, std::sync::atomic::Ordering::Relaxed);
+        }
+        before
+    }
+
+    fn restore_plans(&mut self, before: Vec<(String, PortPlan, Option<Arc<PacedLink>>)>) {
+        for (name, plan, paced) in before {
+            if let Some(entry) = self.ports.get_mut(&name) {
+                entry.plan = plan;
+                entry.paced = paced;
+            }
+        }
+    }
+
+    /// Replaces the bandwidth-CPU model; refused (nothing changes) when some port's purchase
+    /// would no longer fit under the new model.
+    pub fn set_model(&mut self, model: Option<BandwidthModel>) -> Result<(), String> {
+        let plans = self.plan_with(None, None, model.as_ref())?;
+        let old_model = std::mem::replace(&mut self.model, model);
+        let before = self.apply_plans(plans);
+        if let Err(e) = self.push_configs() {
+            self.model = old_model;
+            self.restore_plans(before);
+            let _ = self.push_configs();
+            return Err(e);
         }
         Ok(())
+    }
+
+    pub fn model(&self) -> Option<&BandwidthModel> {
+        self.model.as_ref()
+    }
+
+    pub fn fallback_status(&self) -> FallbackStatus {
+        use std::sync::atomic::Ordering::Relaxed;
+        let uplink = self.ports.values().find(|p| p.plan.link.uplink);
+        FallbackStatus {
+            uplink: uplink.map(|p| p.spec.name.clone()),
+            enabled: uplink.is_some_and(|p| p.plan.link.nic_fallback),
+            link_rate_bps: uplink.map_or(0, |p| p.plan.link.link_rate_bps),
+            engaged: self.fallback.engaged.load(Relaxed),
+            utilisation: self.fallback.utilisation(),
+            engagements: self.fallback.engagements.load(Relaxed),
+            drops: self.fallback.drops.load(Relaxed),
+        }
     }
 
     fn pick_pmd(&self, spec: &PortSpec) -> Result<usize, String> {
@@ -360,7 +494,15 @@ impl Datapath {
 
     /// Removes a port: PMDs stop using it first, then its device is closed.
     pub fn del_port(&mut self, name: &str) -> Result<(), String> {
-        let entry = self.ports.remove(name).ok_or_else(|| format!("no port named '{name}'"))?;
+        if !self.ports.contains_key(name) {
+            return Err(format!("no port named '{name}'"));
+        }
+        // Fewer VMs on a PMD only lowers the others' coefficients, so this plan always fits.
+        let plans = self.plan_with(None, Some(name), self.model.as_ref());
+        let entry = self.ports.remove(name).expect("checked");
+        if let Ok(plans) = plans {
+            self.apply_plans(plans);
+        }
         let result = self.push_configs();
         Self::destroy_device(entry.eth, &entry.recipe);
         if entry.spec.port_type == PortType::VhostUser {
@@ -387,15 +529,18 @@ impl Datapath {
         }
         if options.keys().all(|k| crate::port::is_live_option(k)) {
             let pmd = self.pick_pmd(&spec)?;
-            self.admit_cycles(&spec, pmd)?;
+            let plans = self.plan_with(Some((&spec, pmd)), None, self.model.as_ref())?;
             let entry = self.ports.get_mut(name).expect("checked");
             let (old_pmd, old_spec) = (entry.pmd, entry.spec.clone());
             entry.pmd = pmd;
             entry.spec = spec.clone();
+            let before = self.apply_plans(plans);
             if let Err(e) = self.push_configs() {
                 let entry = self.ports.get_mut(name).expect("checked");
                 entry.pmd = old_pmd;
                 entry.spec = old_spec;
+                self.restore_plans(before);
+                let _ = self.push_configs();
                 return Err(e);
             }
             return Ok(spec);
@@ -512,6 +657,18 @@ impl Datapath {
                     device_rx_missed: dev.imissed,
                     device_rx_nombuf: dev.rx_nombuf,
                     cpu_qos: p.counters.cpu_qos(),
+                    cycles_per_sec: p.plan.cpu_qos.limit.alloc_cycles_per_sec(),
+                    cpu_mode: match p.plan.cpu_qos.limit {
+                        slaswitch_qos::cpu::CycleLimit::Unlimited => "unlimited",
+                        slaswitch_qos::cpu::CycleLimit::Strict { .. } => "strict",
+                        slaswitch_qos::cpu::CycleLimit::MinMax { .. } => "min-max",
+                    },
+                    priority: p.plan.cpu_qos.priority,
+                    bandwidth_bps: p.plan.sla.map_or(0, |s| s.bandwidth_bps),
+                    allocation: p.plan.allocation.clone(),
+                    link_rate_bps: p.plan.link.link_rate_bps,
+                    link_queued: p.paced.as_ref().map_or(0, |l| l.queued()),
+                    uplink: p.plan.link.uplink,
                     options: p.spec.options.clone(),
                 }
             })
@@ -527,6 +684,7 @@ impl Datapath {
             .map(|(i, p)| PmdStats {
                 core: p.core,
                 totals: p.counters.read(),
+                drift_factor: p.counters.drift_factor(),
                 ports: self.ports.values().filter(|e| e.pmd == i).map(|e| e.spec.name.clone()).collect(),
             })
             .collect()

@@ -1,9 +1,12 @@
 //! The slaswitch data plane: DPDK ports polled by pinned PMD threads through ingress,
 //! classification and egress, with TSC cycles charged per port per stage.
 
+pub mod allocation;
+pub mod bandwidth;
 pub mod counters;
 pub mod cpu_qos;
 pub mod datapath;
+pub mod paced_tx;
 pub mod pmd;
 pub mod policing;
 pub mod port;

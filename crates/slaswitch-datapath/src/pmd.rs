@@ -27,13 +27,19 @@ use slaswitch_dpdk::{free_bulk, rdtsc, EthPort, Mbuf, Mempool, MAX_BURST};
 
 use crate::counters::{CpuQosState, PmdCounters, PmdTotals, PortCounters, RuleCounters, RxTotals};
 use crate::cpu_qos::CpuQos;
+use crate::paced_tx::{Fallback, PacedLink};
 use crate::policing::{Policer, PolicingSpec};
-use slaswitch_qos::cpu::{C2tbConfig, HbsConfig, PortPlace, PortScheduler};
+use slaswitch_qos::meter::{Color, Srtcm, SrtcmParams};
+use slaswitch_qos::cpu::{BandwidthModel, C2tbConfig, DriftCompensator, DriftConfig, HbsConfig, PortPlace, PortScheduler, PortWindow};
 
 /// Port numbers run from 1 to `MAX_PORTS - 1`.
 pub const MAX_PORTS: usize = 1024;
 /// Passes between two publications of the counters.
 const PUBLISH_EVERY_PASSES: u64 = 1024;
+/// TSC ticks per drift-compensation window, as a fraction of a second.
+const DRIFT_WINDOWS_PER_SEC: u64 = 10;
+/// Allocations follow the drift factor only when it moved by more than this.
+const DRIFT_STEP: f64 = 0.005;
 /// Passes between two looks at the control channel while busy.
 const CHECK_CONTROL_EVERY_PASSES: u64 = 64;
 /// vhost tx bursts retried when the guest's ring is momentarily full (OVS: vhost-tx-retries).
@@ -46,6 +52,10 @@ pub struct RxPort {
     pub counters: Arc<PortCounters>,
     pub policing: Option<PolicingSpec>,
     pub cpu_qos: CpuQos,
+    /// The purchased bandwidth in bits/s, enforced while the NIC-bottleneck fallback is on.
+    pub fallback_limit_bps: Option<u64>,
+    /// The allocation the model gave, when it follows the host's speed (drift compensation).
+    pub model_cycles: Option<u64>,
 }
 
 #[derive(Clone)]
@@ -54,6 +64,8 @@ pub struct TxPort {
     pub eth: EthPort,
     pub counters: Arc<PortCounters>,
     pub lock: Arc<AtomicBool>,
+    /// Set when the port has a line rate (`link_rate_bps`).
+    pub paced: Option<Arc<PacedLink>>,
 }
 
 /// Everything a PMD needs, swapped as a whole.
@@ -71,6 +83,11 @@ pub struct PmdConfig {
     /// TSC ticks after which a learned MAC is forgotten.
     pub mac_max_age_tsc: u64,
     pub tsc_hz: u64,
+    /// Numbers of the paced ports (every PMD drains them).
+    pub paced: Vec<u16>,
+    pub fallback: Arc<Fallback>,
+    /// The bandwidth-CPU model, for drift compensation.
+    pub model: Option<Arc<BandwidthModel>>,
 }
 
 pub enum PmdMessage {
@@ -103,6 +120,8 @@ struct Pmd {
     /// Per rx port (same order): its policer's state, kept across reconfigurations while the
     /// port's policing settings stay the same.
     policers: Vec<Option<Policer>>,
+    /// Per rx port: its fallback byte limit (seed 000 Sec. VII), kept like `policers`.
+    fallback_meters: Vec<Option<Srtcm>>,
     /// Port number -> index in `cfg.rx_ports`.
     index_of: Vec<u16>,
     pmd_totals: PmdTotals,
@@ -125,6 +144,7 @@ impl Pmd {
             macs: MacTable::new(8192, cfg.mac_max_age_tsc),
             totals: cfg.rx_ports.iter().map(|p| p.counters.rx()).collect(),
             policers: cfg.rx_ports.iter().map(|p| p.policing.map(|s| s.policer(tsc_to_ns(rdtsc(), cfg.tsc_hz)))).collect(),
+            fallback_meters: cfg.rx_ports.iter().map(|p| p.fallback_limit_bps.map(|b| fallback_meter(b, tsc_to_ns(rdtsc(), cfg.tsc_hz)))).collect(),
             index_of: index_of(&cfg),
             cfg,
             pmd_totals: PmdTotals::default(),
@@ -168,6 +188,15 @@ impl Pmd {
                 let spec = p.policing?;
                 let kept = self.cfg.rx_ports.iter().position(|o| o.number == p.number && o.policing == Some(spec));
                 Some(kept.and_then(|i| self.policers[i]).unwrap_or_else(|| spec.policer(now_ns)))
+            })
+            .collect();
+        self.fallback_meters = cfg
+            .rx_ports
+            .iter()
+            .map(|p| {
+                let bps = p.fallback_limit_bps?;
+                let kept = self.cfg.rx_ports.iter().position(|o| o.number == p.number && o.fallback_limit_bps == Some(bps));
+                Some(kept.and_then(|i| self.fallback_meters[i]).unwrap_or_else(|| fallback_meter(bps, now_ns)))
             })
             .collect();
         self.index_of = index_of(&cfg);
@@ -280,20 +309,64 @@ impl Pmd {
     /// packed at the front.
     #[inline]
     fn police(&mut self, batch: &mut [Mbuf], n: usize, port_idx: usize, now_tsc: u64) -> usize {
-        let Some(policer) = self.policers[port_idx].as_mut() else { return n };
+        let fallback = match self.fallback_meters[port_idx].as_mut() {
+            Some(m) if self.cfg.fallback.engaged.load(Ordering::Relaxed) => Some(m),
+            _ => None,
+        };
+        let policer = self.policers[port_idx].as_mut();
+        if policer.is_none() && fallback.is_none() {
+            return n;
+        }
         let now_ns = tsc_to_ns(now_tsc, self.cfg.tsc_hz);
-        let mut kept = 0;
+        let (mut kept, mut policed, mut limited) = (0, 0u64, 0u64);
+        let (mut policer, mut fallback) = (policer, fallback);
         for i in 0..n {
             let m = batch[i];
-            if policer.allow(m.pkt_len(), now_ns) {
-                batch[kept] = m;
-                kept += 1;
-            } else {
-                m.free();
+            if let Some(p) = policer.as_mut() {
+                if !p.allow(m.pkt_len(), now_ns) {
+                    policed += 1;
+                    m.free();
+                    continue;
+                }
             }
+            if let Some(f) = fallback.as_mut() {
+                // The purchase counts whole frames (bandwidth.rs).
+                if f.color(m.pkt_len(), now_ns) != Color::Green {
+                    limited += 1;
+                    m.free();
+                    continue;
+                }
+            }
+            batch[kept] = m;
+            kept += 1;
         }
-        self.totals[port_idx].policer_drops += (n - kept) as u64;
+        let st = &mut self.totals[port_idx];
+        st.policer_drops += policed;
+        if limited > 0 {
+            st.fallback_drops += limited;
+            self.cfg.fallback.drops.fetch_add(limited, Ordering::Relaxed);
+        }
         kept
+    }
+
+    /// Lets every paced port send what its link has had time for. `force` also runs it when
+    /// nothing waits, so the uplink's fallback detector sees idle windows too.
+    #[inline]
+    fn drain_links(&mut self, force: bool) {
+        if self.cfg.paced.is_empty() {
+            return;
+        }
+        let now_ns = tsc_to_ns(rdtsc(), self.cfg.tsc_hz);
+        for &number in &self.cfg.paced {
+            let Some(tx) = self.cfg.tx_ports[number as usize].as_ref() else { continue };
+            let Some(link) = tx.paced.as_ref() else { continue };
+            if link.queued() == 0 && !force {
+                continue;
+            }
+            let _guard = SpinGuard::lock(&tx.lock);
+            // SAFETY: the port's tx lock is held.
+            unsafe { link.drain(tx.eth, now_ns, &tx.counters, &self.cfg.fallback) };
+        }
     }
 
     #[inline]
@@ -431,6 +504,16 @@ impl Pmd {
             let bytes = std::mem::take(&mut self.out_bytes[p]);
             match self.cfg.tx_ports.get(p).and_then(|t| t.as_ref()) {
                 None => free_bulk(&pending),
+                Some(tx) if tx.paced.is_some() => {
+                    let link = tx.paced.as_ref().expect("checked");
+                    let _guard = SpinGuard::lock(&tx.lock);
+                    let now_ns = tsc_to_ns(rdtsc(), self.cfg.tsc_hz);
+                    // SAFETY: the port's tx lock is held.
+                    unsafe {
+                        link.enqueue(&pending, now_ns, &tx.counters);
+                        link.drain(tx.eth, now_ns, &tx.counters, &self.cfg.fallback);
+                    }
+                }
                 Some(tx) => {
                     let _guard = self.cfg.shared_tx.then(|| SpinGuard::lock(&tx.lock));
                     let mut sent = 0;
@@ -459,6 +542,82 @@ fn index_of(cfg: &PmdConfig) -> Vec<u16> {
         v[p.number as usize] = i as u16;
     }
     v
+}
+
+/// Drift compensation's state in one PMD ([`slaswitch_qos::cpu::drift`]).
+struct Drift {
+    comp: DriftCompensator,
+    window_start_tsc: u64,
+    /// Per rx port: its totals at the window's start.
+    last: Vec<RxTotals>,
+    /// The factor last applied to the allocations.
+    applied: f64,
+}
+
+impl Drift {
+    fn new(now: u64, cfg: &PmdConfig) -> Drift {
+        Drift { comp: DriftCompensator::new(DriftConfig::default()), window_start_tsc: now, last: cfg.rx_ports.iter().map(|p| p.counters.rx()).collect(), applied: 1.0 }
+    }
+
+    /// At the end of a window: feeds it and, when the factor moved, scales every model-derived
+    /// allocation by it (tokens are kept).
+    fn tick(&mut self, now: u64, pmd: &Pmd, sched: &mut Option<PortScheduler>) {
+        if now.saturating_sub(self.window_start_tsc) < pmd.cfg.tsc_hz / DRIFT_WINDOWS_PER_SEC {
+            return;
+        }
+        self.window_start_tsc = now;
+        let (Some(model), Some(s)) = (pmd.cfg.model.as_ref(), sched.as_mut()) else {
+            self.last = pmd.totals.clone();
+            return;
+        };
+        if self.last.len() != pmd.totals.len() {
+            self.last = pmd.totals.clone();
+            return;
+        }
+        let windows: Vec<PortWindow> = pmd
+            .totals
+            .iter()
+            .zip(&self.last)
+            .map(|(t, l)| {
+                let (hits, misses) = (t.emc_hits - l.emc_hits, t.emc_misses - l.emc_misses);
+                PortWindow {
+                    packets: t.rx_packets - l.rx_packets,
+                    bytes: t.rx_bytes - l.rx_bytes,
+                    batches: t.batches - l.batches,
+                    cycles: t.busy_cycles() - l.busy_cycles(),
+                    miss_share: if hits + misses == 0 { 0.0 } else { misses as f64 / (hits + misses) as f64 },
+                }
+            })
+            .collect();
+        self.last = pmd.totals.clone();
+        let Some(factor) = self.comp.observe(&windows, |bytes, miss| model.predict_cycles_per_packet(bytes, miss)) else { return };
+        pmd.counters.publish_drift_factor(factor);
+        if (factor - self.applied).abs() < DRIFT_STEP {
+            return;
+        }
+        self.applied = factor;
+        for p in &pmd.cfg.rx_ports {
+            if let Some(base) = p.model_cycles {
+                let limit = p.cpu_qos.with_cycles(((base as f64) * factor).round().max(1.0) as u64).limit;
+                let _ = s.set_limit(usize::from(p.number), limit, now);
+            }
+        }
+    }
+
+    /// After a reconfiguration: new ports start from their totals; allocations from the model
+    /// take the current factor at once.
+    fn reset(&mut self, cfg: &PmdConfig, sched: &mut Option<PortScheduler>) {
+        self.last = cfg.rx_ports.iter().map(|p| p.counters.rx()).collect();
+        if let Some(s) = sched.as_mut() {
+            let now = rdtsc();
+            for p in &cfg.rx_ports {
+                if let Some(base) = p.model_cycles {
+                    let limit = p.cpu_qos.with_cycles(((base as f64) * self.applied).round().max(1.0) as u64).limit;
+                    let _ = s.set_limit(usize::from(p.number), limit, now);
+                }
+            }
+        }
+    }
 }
 
 /// Publishes each port's standing in the scheduler for `qos-show`.
@@ -509,6 +668,13 @@ fn sync_scheduler(sched: &mut Option<PortScheduler>, cfg: &PmdConfig, scheduled:
     *scheduled = cfg.rx_ports.iter().map(|p| p.number).collect();
 }
 
+/// The fallback's byte limit for a purchase of `bps`: a burst of 10 ms, at least 64 KB, so a
+/// full batch of large frames passes.
+fn fallback_meter(bps: u64, now_ns: u64) -> Srtcm {
+    let rate_bytes = bps / 8;
+    Srtcm::new(SrtcmParams { cir_bytes_per_sec: rate_bytes, cbs_bytes: (rate_bytes / 100).max(65_536), ebs_bytes: 0 }, now_ns)
+}
+
 #[inline]
 fn tsc_to_ns(tsc: u64, tsc_hz: u64) -> u64 {
     (u128::from(tsc) * 1_000_000_000 / u128::from(tsc_hz.max(1))) as u64
@@ -538,6 +704,7 @@ pub fn run(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<Pmd
     let mut batch = [Mbuf(std::ptr::NonNull::dangling()); MAX_BURST];
     let mut pass: u64 = 0;
     let mut t = rdtsc();
+    let mut drift = Drift::new(t, &pmd.cfg);
     loop {
         pass += 1;
         let mut pass_had_packets = false;
@@ -568,16 +735,19 @@ pub fn run(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<Pmd
                 t = t_end;
             }
         }
+        pmd.drain_links(pass.is_multiple_of(CHECK_CONTROL_EVERY_PASSES));
         pmd.pmd_totals.passes += 1;
         if pass.is_multiple_of(PUBLISH_EVERY_PASSES) {
             pmd.publish();
             publish_scheduler(sched.as_ref(), &pmd.cfg);
+            drift.tick(t, &pmd, &mut sched);
         }
         if !pass_had_packets || pass.is_multiple_of(CHECK_CONTROL_EVERY_PASSES) {
             match control.try_recv() {
                 Ok(PmdMessage::Config(cfg, ack)) => {
                     pmd.install(cfg);
                     sync_scheduler(&mut sched, &pmd.cfg, &mut scheduled);
+                    drift.reset(&pmd.cfg, &mut sched);
                     let _ = ack.send(());
                 }
                 Ok(PmdMessage::Quit) | Err(TryRecvError::Disconnected) => break,
@@ -593,6 +763,7 @@ pub fn run(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<Pmd
                 Ok(PmdMessage::Config(cfg, ack)) => {
                     pmd.install(cfg);
                     sync_scheduler(&mut sched, &pmd.cfg, &mut scheduled);
+                    drift.reset(&pmd.cfg, &mut sched);
                     let _ = ack.send(());
                 }
                 Ok(PmdMessage::Quit) | Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,

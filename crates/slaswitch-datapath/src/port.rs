@@ -12,8 +12,9 @@
 //!
 //! Every type also takes `ofport_request` (the port number rules use), `rx_ring` and `tx_ring`
 //! (descriptors, default 2048), `pmd` (the core whose PMD polls it) and the ingress policing
-//! options of [`crate::policing`] and the C2QoS options of [`crate::cpu_qos`]. `pmd`, policing
-//! and C2QoS change live; the others recreate the device.
+//! options of [`crate::policing`], the C2QoS options of [`crate::cpu_qos`] and the bandwidth
+//! options of [`crate::bandwidth`]. `pmd`, policing, C2QoS and bandwidth change live; the others
+//! recreate the device.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -65,16 +66,24 @@ impl PortType {
     }
 }
 
-/// Options every port type takes.
-pub const COMMON_OPTIONS: &[&str] = &[
-    "ofport_request", "rx_ring", "tx_ring", "pmd",
-    "ingress_policing_rate", "ingress_policing_burst", "ingress_policing_kpkts_rate", "ingress_policing_kpkts_burst",
-    "cycles_per_sec", "mode", "weight", "priority",
-];
+/// Options every port type takes besides those of [`crate::policing`], [`crate::cpu_qos`] and
+/// [`crate::bandwidth`].
+const DEVICE_OPTIONS: &[&str] = &["ofport_request", "rx_ring", "tx_ring", "pmd"];
+
+/// Every option every port type takes.
+pub fn common_options() -> impl Iterator<Item = &'static str> {
+    DEVICE_OPTIONS
+        .iter()
+        .chain(crate::policing::POLICING_OPTIONS)
+        .chain(crate::cpu_qos::CPU_QOS_OPTIONS)
+        .chain(crate::bandwidth::BANDWIDTH_OPTIONS)
+        .copied()
+}
 
 /// Options a running port takes without recreating its device.
 pub fn is_live_option(key: &str) -> bool {
     key == "pmd" || crate::policing::POLICING_OPTIONS.contains(&key) || crate::cpu_qos::CPU_QOS_OPTIONS.contains(&key)
+        || crate::bandwidth::BANDWIDTH_OPTIONS.contains(&key)
 }
 
 /// A port as configured (and persisted).
@@ -123,8 +132,8 @@ impl PortSpec {
     pub fn validate(&self) -> Result<(), String> {
         valid_name(&self.name)?;
         for key in self.options.keys() {
-            if !COMMON_OPTIONS.contains(&key.as_str()) && !self.port_type.allowed_options().contains(&key.as_str()) {
-                let mut known: Vec<&str> = COMMON_OPTIONS.to_vec();
+            if !common_options().any(|o| o == key) && !self.port_type.allowed_options().contains(&key.as_str()) {
+                let mut known: Vec<&str> = common_options().collect();
                 known.extend(self.port_type.allowed_options());
                 return Err(format!("{} port {}: unknown option '{key}' (known: {})", self.port_type.name(), self.name, known.join(", ")));
             }
@@ -133,6 +142,8 @@ impl PortSpec {
         ring_option(&self.options, "tx_ring")?;
         crate::policing::PolicingSpec::from_options(&self.options)?;
         crate::cpu_qos::CpuQos::from_options(&self.options)?;
+        crate::bandwidth::BandwidthSla::from_options(&self.options)?;
+        crate::bandwidth::LinkSpec::from_options(&self.options)?;
         match self.port_type {
             PortType::VhostUserClient if !self.options.contains_key("path") => {
                 Err(format!("vhost-user-client port {} needs path=SOCKET (the VM's vhost-user socket)", self.name))

@@ -14,7 +14,7 @@ use slaswitch_qos::egress::softbw::{Guarantee, SoftBw, SoftBwConfig};
 use slaswitch_qos::egress::EgressScheduler;
 
 const HZ: u64 = 2_200_000_000;
-const COUNTS: [usize; 3] = [4, 64, 256];
+const COUNTS: [usize; 4] = [4, 28, 64, 256];
 const LINK_BPS: u64 = 10_000_000_000;
 
 fn c2tb_hbs(c: &mut Criterion) {

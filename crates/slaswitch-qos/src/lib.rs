@@ -16,6 +16,7 @@
 
 pub mod cpu;
 pub mod egress;
+pub mod link;
 pub mod meter;
 pub mod timer_wheel;
 

@@ -65,6 +65,17 @@ fn vm_names(step: &Step) -> Vec<String> {
     step.vms.iter().map(|v| v.name.clone()).collect()
 }
 
+/// What `vm` purchased (Mbps) in the run labelled `run_label`: its `bandwidth_bps` there, or,
+/// for a baseline that enforces the purchase otherwise (policers), the purchase another
+/// configuration of the file states for it.
+fn purchased_mbps(s: &Scenario, vm: &str, run_label: &str) -> Option<f64> {
+    let variant = run_label.split_once('/').map(|(_, v)| v);
+    let group = s.vms.iter().find(|v| v.name == vm || (vm.starts_with(&v.name) && vm[v.name.len()..].parse::<usize>().is_ok()))?;
+    let own = variant.and_then(|name| s.variants.iter().find(|x| x.name == name)).and_then(|v| v.qos.get(&group.name)).unwrap_or(&group.qos);
+    let stated = std::iter::once(own).chain(std::iter::once(&group.qos)).chain(s.variants.iter().filter_map(|v| v.qos.get(&group.name)));
+    stated.filter_map(|q| q.bandwidth_bps).next().map(|b| b as f64 / 1e6)
+}
+
 /// One headline figure per switch: (switch, value, explanation).
 pub fn headline_values(s: &Scenario, samples: &[Sample], switches: &[String]) -> Vec<(String, Vec<(String, Option<f64>, String)>)> {
     let steps = s.steps();
@@ -85,6 +96,37 @@ pub fn headline_values(s: &Scenario, samples: &[Sample], switches: &[String]) ->
                             _ => None,
                         };
                         (sw.clone(), loss, format!("{} {metric}: {} before, {} after", vm, fmt(b), fmt(a)))
+                    }
+                    HeadlineType::Deviation => {
+                        // A VM, or every VM of a group in every step: the one farthest off.
+                        let w = h.window.unwrap_or_default();
+                        let mut worst: Option<(f64, String)> = None;
+                        let mut n = 0;
+                        for step in &steps {
+                            for vm in step.vms.iter().filter(|v| v.name == h.vm || v.group == h.vm) {
+                                let got = mean_in(&received(s, samples, sw, &step.label, &vm.name, "mbps"), w[0], w[1]);
+                                let purchased = purchased_mbps(s, &vm.name, sw);
+                                if let (Some(g), Some(p)) = (got, purchased.filter(|p| *p > 0.0)) {
+                                    n += 1;
+                                    let dev = 100.0 * (g - p) / p;
+                                    let at = if steps.len() > 1 { format!(" at {}", step.label) } else { String::new() };
+                                    if worst.as_ref().is_none_or(|(d, _)| dev.abs() > d.abs()) {
+                                        worst = Some((dev, format!("{}{at} got {} Mbps, purchased {}", vm.name, fmt(Some(g)), fmt(Some(p)))));
+                                    }
+                                }
+                            }
+                        }
+                        match worst {
+                            Some((d, why)) => (sw.clone(), Some(d), if n > 1 { format!("farthest of {n}: {why}") } else { why }),
+                            None => (sw.clone(), None, format!("{}: nothing received or nothing purchased", h.vm)),
+                        }
+                    }
+                    HeadlineType::Latency => {
+                        let w = h.window.unwrap_or_default();
+                        let percentile = h.percentile.as_deref().unwrap_or("p50");
+                        let ser = series(samples, sw, &steps[0].label, "sink", &h.vm, &format!("lat_{percentile}_us"));
+                        let v = median(ser.into_iter().filter(|p| p.0 >= w[0] && p.0 < w[1]).map(|p| p.1).collect());
+                        (sw.clone(), v, format!("{} {percentile} us", h.vm))
                     }
                     HeadlineType::LatencyGrowth => {
                         let (vm, percentile) = (&h.vm, h.percentile.as_deref().unwrap_or("p50"));
@@ -230,6 +272,13 @@ pub fn generate(dir: &Path) -> Result<(), String> {
     );
     if !s.scaling.is_empty() {
         let _ = writeln!(md, "**Scaling:** {}\n", s.scaling.trim());
+    }
+    if !s.variants.is_empty() {
+        let _ = writeln!(md, "**Configurations compared** (run one after the other on the same cores):\n");
+        for v in &s.variants {
+            let _ = writeln!(md, "- `{}/{}`: {}", v.switch.name(), v.name, v.description.trim());
+        }
+        md.push('\n');
     }
     let heads = headline_values(&s, &samples, &switches);
     if !heads.is_empty() {

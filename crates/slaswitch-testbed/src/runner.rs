@@ -133,7 +133,9 @@ struct StepResult {
     meta: Value,
 }
 
-fn run_step(scenario: &Scenario, step: &Step, switch: SwitchKind, work: &Path, opts: &RunOptions, label: &str) -> Result<StepResult, String> {
+/// One step of one configuration; `run_label` names it in the samples (`slaswitch`, or
+/// `slaswitch/c2tb` for a variant).
+fn run_step(scenario: &Scenario, step: &Step, switch: SwitchKind, run_label: &str, work: &Path, opts: &RunOptions, label: &str) -> Result<StepResult, String> {
     std::fs::create_dir_all(work).map_err(|e| format!("{}: {e}", work.display()))?;
     let prefix = format!("tb{}{}", std::process::id(), switch.name().chars().next().unwrap_or('x'));
     let mut driver = driver_for(switch, work, &opts.tools, scenario, step, &format!("{prefix}sw"));
@@ -235,20 +237,20 @@ fn run_step(scenario: &Scenario, step: &Step, switch: SwitchKind, work: &Path, o
             let text = std::fs::read_to_string(&app.output).unwrap_or_default();
             let mut parsed = namespaces::parse_output(&app.command, &text, &app.vm, scenario.duration_secs);
             for s in parsed.iter_mut() {
-                s.switch = switch.name().into();
+                s.switch = run_label.into();
                 s.step = step.label.clone();
             }
             app_outputs.push(json!({"vm": app.vm, "command": app.command, "parsed_samples": parsed.len(), "output_tail": text.lines().rev().take(15).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")}));
             app_samples.extend(parsed);
         }
         let rel: Vec<f64> = times.iter().map(|t| t - start).collect();
-        let mut out = samples::from_tenant(&doc, switch.name(), &step.label);
+        let mut out = samples::from_tenant(&doc, run_label, &step.label);
         out.extend(app_samples);
-        out.extend(samples::from_readings(&rel, &readings, switch.name(), &step.label));
+        out.extend(samples::from_readings(&rel, &readings, run_label, &step.label));
         // Samples after the VMs stopped say nothing about the scenario.
         out.retain(|s| s.t_secs <= scenario.duration_secs + 0.5);
         let meta = json!({
-            "switch": switch.name(),
+            "switch": run_label,
             "step": step.label,
             "version": driver.version(),
             "commands": p.commands.iter().map(|c| c.join(" ")).collect::<Vec<_>>(),
@@ -300,21 +302,25 @@ pub fn run(opts: &RunOptions) -> Result<PathBuf, String> {
     cleanup::install_signal_handlers();
     let base = std::env::temp_dir().join(format!("slaswitch-exp-{}", std::process::id()));
     let steps = scenario.steps();
+    let configs = scenario.run_configs(&switches);
+    if configs.is_empty() {
+        return Err(format!("no variant of {} runs on {}", scenario.name, switches.iter().map(|s| s.name()).collect::<Vec<_>>().join(", ")));
+    }
     let mut all: Vec<Sample> = Vec::new();
     let mut metas = Vec::new();
     let started = unix_now();
     let mut failure = None;
-    'outer: for (si, &switch) in switches.iter().enumerate() {
-        for (ti, step) in steps.iter().enumerate() {
-            let label = format!("{} ({}/{}) {} ({}/{})", switch, si + 1, switches.len(), step.label, ti + 1, steps.len());
-            let work = base.join(format!("{}-{ti}", switch.name()));
-            match run_step(&scenario, step, switch, &work, opts, &label) {
+    'outer: for (si, cfg) in configs.iter().enumerate() {
+        for (ti, step) in cfg.scenario.steps().iter().enumerate() {
+            let label = format!("{} ({}/{}) {} ({}/{})", cfg.label, si + 1, configs.len(), step.label, ti + 1, steps.len());
+            let work = base.join(format!("{}-{si}-{ti}", cfg.switch.name()));
+            match run_step(&cfg.scenario, step, cfg.switch, &cfg.label, &work, opts, &label) {
                 Ok(r) => {
                     all.extend(r.samples);
                     metas.push(r.meta);
                 }
                 Err(e) => {
-                    failure = Some(format!("{switch}, {}: {e}", step.label));
+                    failure = Some(format!("{}, {}: {e}", cfg.label, step.label));
                     break 'outer;
                 }
             }
@@ -344,7 +350,7 @@ pub fn run(opts: &RunOptions) -> Result<PathBuf, String> {
         "scenario_file": opts.scenario_path.display().to_string(),
         "started_unix_secs": started,
         "finished_unix_secs": unix_now(),
-        "switches": switches.iter().map(|s| s.name()).collect::<Vec<_>>(),
+        "switches": configs.iter().map(|c| c.label.clone()).collect::<Vec<_>>(),
         "machine": machine(),
         "pinning": {"pmd_cores": scenario.host.pmd_cores, "vm_core": scenario.host.vm_core},
         "runs": metas,

@@ -93,6 +93,26 @@ pub struct Scenario {
     /// Headline figures the report computes (see [`Headline`]).
     #[serde(rename = "headline", default)]
     pub headlines: Vec<Headline>,
+    /// Configurations to compare (see [`Variant`]); none: one run per switch as the file says.
+    #[serde(rename = "variant", default)]
+    pub variants: Vec<Variant>,
+}
+
+/// One configuration of one switch: the scenario with some VM groups' QoS replaced. A file with
+/// variants runs each of them in turn, labelled `switch/name` (e.g. `slaswitch/c2tb`), so a
+/// strategy and its baselines are measured side by side in one run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Variant {
+    pub name: String,
+    pub switch: SwitchKind,
+    #[serde(default)]
+    pub description: String,
+    /// VM group name -> its QoS in this variant (replacing the `[[vm]]`'s `qos` whole).
+    #[serde(default)]
+    pub qos: std::collections::BTreeMap<String, Qos>,
+    /// Turns the uplink's NIC-bottleneck fallback on or off (slaswitch).
+    pub nic_fallback: Option<bool>,
 }
 
 fn one_sec() -> f64 {
@@ -166,6 +186,8 @@ pub struct Uplink {
     /// Programs the namespace runs (servers), started before the VMs.
     #[serde(default)]
     pub commands: Vec<String>,
+    /// slaswitch: the NIC-bottleneck fallback on the paced uplink (default on; seed 000 Sec. VII).
+    pub nic_fallback: Option<bool>,
 }
 
 fn default_uplink_name() -> String {
@@ -177,7 +199,7 @@ fn default_uplink_kind() -> UplinkKind {
 
 impl Default for Uplink {
     fn default() -> Self {
-        Uplink { name: default_uplink_name(), kind: UplinkKind::Sink, line_rate: None, commands: Vec::new() }
+        Uplink { name: default_uplink_name(), kind: UplinkKind::Sink, line_rate: None, commands: Vec::new(), nic_fallback: None }
     }
 }
 
@@ -238,12 +260,20 @@ pub struct Qos {
     /// C2QoS: the port's PMD cycle allocation, and `strict` or `min-max` (seed 000 Sec. IV).
     pub cycles_per_sec: Option<u64>,
     pub mode: Option<String>,
+    /// C2QoS the normal way: a purchased bandwidth (bits/s of frames) and the traffic profile
+    /// the bandwidth-CPU model turns into cycles (seed 000 Sec. III).
+    pub bandwidth_bps: Option<u64>,
+    pub profile_packet_bytes: Option<u32>,
+    /// `single` or `many`.
+    pub profile_flows: Option<String>,
+    /// slaswitch: false pins a model allocation instead of following the host's speed.
+    pub drift_compensation: Option<bool>,
 }
 
 impl Qos {
     /// (field, value) of every setting present, in a fixed order.
     pub fn settings(&self) -> Vec<(&'static str, u64)> {
-        let fields: [(&str, Option<u64>); 9] = [
+        let fields: [(&str, Option<u64>); 11] = [
             ("ingress_policing_rate_kbps", self.ingress_policing_rate_kbps),
             ("ingress_policing_burst_kb", self.ingress_policing_burst_kb),
             ("ingress_policing_kpps", self.ingress_policing_kpps),
@@ -253,6 +283,8 @@ impl Qos {
             ("weight", self.weight.map(u64::from)),
             ("priority", self.priority.map(u64::from)),
             ("cycles_per_sec", self.cycles_per_sec),
+            ("bandwidth_bps", self.bandwidth_bps),
+            ("profile_packet_bytes", self.profile_packet_bytes.map(u64::from)),
         ];
         fields.into_iter().filter_map(|(k, v)| v.map(|v| (k, v))).collect()
     }
@@ -290,8 +322,10 @@ pub struct Headline {
     /// loss: the windows `[from, to]` (seconds) compared.
     pub before: Option<[f64; 2]>,
     pub after: Option<[f64; 2]>,
-    /// latency-growth: "p50", "p90", "p99" or "max".
+    /// latency-growth and latency: "p50", "p90", "p99" or "max".
     pub percentile: Option<String>,
+    /// deviation and latency: the window `[from, to]` (seconds) measured.
+    pub window: Option<[f64; 2]>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -301,6 +335,11 @@ pub enum HeadlineType {
     Loss,
     /// `vm`'s latency percentile at the last sweep step over the first.
     LatencyGrowth,
+    /// How far `vm`'s received bandwidth over `window` lies from its purchased
+    /// `qos.bandwidth_bps`, in % (seed 000 Fig. 11a-b).
+    Deviation,
+    /// `vm`'s latency percentile (us, the median of the per-second values) over `window`.
+    Latency,
 }
 
 /// A concrete VM after `count` and `sweep` are expanded.
@@ -517,28 +556,23 @@ fn validate(s: &Scenario, c: &Checker) -> Result<(), ScenarioError> {
                 return Err(c.err(&at("tenant"), format!("no [[tenant]] named '{t}'")));
             }
         }
-        if let Some(p) = vm.qos.priority {
-            if !(1..=8).contains(&p) {
-                return Err(c.err(&[Key("vm"), Index(i), Key("qos"), Key("priority")], format!("{p}: from 1 (highest) to 8")));
-            }
+        validate_qos(&vm.qos, c, &[Key("vm"), Index(i), Key("qos")])?;
+    }
+    let mut variant_names: Vec<&str> = Vec::new();
+    for (i, v) in s.variants.iter().enumerate() {
+        let at = |field: &'static str| vec![Key("variant"), Index(i), Key(field)];
+        if v.name.is_empty() || !v.name.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '-' || ch == '_' || ch == '+') {
+            return Err(c.err(&at("name"), format!("'{}': letters, digits, '-', '_' or '+'", v.name)));
         }
-        if let Some(m) = &vm.qos.mode {
-            if m != "strict" && m != "min-max" {
-                return Err(c.err(&[Key("vm"), Index(i), Key("qos"), Key("mode")], format!("'{m}': strict or min-max")));
-            }
+        if variant_names.contains(&v.name.as_str()) {
+            return Err(c.err(&at("name"), format!("variant '{}' is named twice", v.name)));
         }
-        if vm.qos.weight == Some(0) {
-            return Err(c.err(&[Key("vm"), Index(i), Key("qos"), Key("weight")], "must be at least 1"));
-        }
-        if let (Some(min), Some(max)) = (vm.qos.min_rate_kbps, vm.qos.max_rate_kbps) {
-            if min > max {
-                return Err(c.err(&[Key("vm"), Index(i), Key("qos"), Key("min_rate_kbps")], format!("{min} is above max_rate_kbps {max}")));
+        variant_names.push(&v.name);
+        for (group, q) in &v.qos {
+            if !s.vms.iter().any(|vm| &vm.name == group) {
+                return Err(c.err(&at("qos"), format!("no [[vm]] named '{group}'")));
             }
-        }
-        for (field, value) in [("ingress_policing_rate_kbps", vm.qos.ingress_policing_rate_kbps), ("ingress_policing_kpps", vm.qos.ingress_policing_kpps)] {
-            if value == Some(0) {
-                return Err(c.err(&[Key("vm"), Index(i), Key("qos"), Key(field)], "0 means no policing: leave the field out"));
-            }
+            validate_qos(q, c, &[Key("variant"), Index(i), Key("qos")])?;
         }
     }
     for (i, t) in s.tenants.iter().enumerate() {
@@ -575,6 +609,15 @@ fn validate(s: &Scenario, c: &Checker) -> Result<(), ScenarioError> {
                     }
                 }
             }
+            HeadlineType::Deviation | HeadlineType::Latency => {
+                let Some(w) = h.window else { return Err(c.err(&at("window"), "this headline needs the window [from, to] in seconds")) };
+                if !(w[0] < w[1] && w[0] >= 0.0 && w[1] <= s.duration_secs) {
+                    return Err(c.err(&at("window"), format!("[{}, {}] is not a window within the run", w[0], w[1])));
+                }
+                if h.kind == HeadlineType::Latency && !["p50", "p90", "p99", "max"].contains(&h.percentile.as_deref().unwrap_or("")) {
+                    return Err(c.err(&at("percentile"), "a latency headline needs percentile = p50, p90, p99 or max"));
+                }
+            }
             HeadlineType::LatencyGrowth => {
                 let p = h.percentile.as_deref().unwrap_or("");
                 if !["p50", "p90", "p99", "max"].contains(&p) {
@@ -589,6 +632,51 @@ fn validate(s: &Scenario, c: &Checker) -> Result<(), ScenarioError> {
         if !s.vms.iter().any(|v| &v.name == vm || (vm.starts_with(&v.name) && vm[v.name.len()..].parse::<usize>().is_ok())) {
             return Err(c.err(&at("vm"), format!("no VM named '{vm}'")));
         }
+    }
+    Ok(())
+}
+
+fn validate_qos(q: &Qos, c: &Checker, at: &[Seg]) -> Result<(), ScenarioError> {
+    let field = |f: &'static str| {
+        let mut p = at.to_vec();
+        p.push(Seg::Key(f));
+        p
+    };
+    if let Some(p) = q.priority {
+        if !(1..=8).contains(&p) {
+            return Err(c.err(&field("priority"), format!("{p}: from 1 (highest) to 8")));
+        }
+    }
+    if let Some(m) = &q.mode {
+        if m != "strict" && m != "min-max" {
+            return Err(c.err(&field("mode"), format!("'{m}': strict or min-max")));
+        }
+    }
+    if q.weight == Some(0) {
+        return Err(c.err(&field("weight"), "must be at least 1"));
+    }
+    if let (Some(min), Some(max)) = (q.min_rate_kbps, q.max_rate_kbps) {
+        if min > max {
+            return Err(c.err(&field("min_rate_kbps"), format!("{min} is above max_rate_kbps {max}")));
+        }
+    }
+    for (f, value) in [("ingress_policing_rate_kbps", q.ingress_policing_rate_kbps), ("ingress_policing_kpps", q.ingress_policing_kpps)] {
+        if value == Some(0) {
+            return Err(c.err(&field(f), "0 means no policing: leave the field out"));
+        }
+    }
+    if let Some(b) = q.profile_packet_bytes {
+        if !(64..=1500).contains(&b) {
+            return Err(c.err(&field("profile_packet_bytes"), format!("{b}: from 64 to 1500")));
+        }
+    }
+    if let Some(f) = &q.profile_flows {
+        if f != "single" && f != "many" {
+            return Err(c.err(&field("profile_flows"), format!("'{f}': single or many")));
+        }
+    }
+    if q.bandwidth_bps == Some(0) {
+        return Err(c.err(&field("bandwidth_bps"), "0 means no purchase: leave the field out"));
     }
     Ok(())
 }
@@ -609,7 +697,38 @@ pub fn parse_rate_bps(s: &str) -> Result<u64, String> {
     Err(format!("rate '{s}': use e.g. 10gbps or 800mbps"))
 }
 
+/// One configuration to run: a label for the samples, the switch, and the scenario as that
+/// configuration sees it.
+pub struct RunConfig {
+    pub label: String,
+    pub switch: SwitchKind,
+    pub scenario: Scenario,
+}
+
 impl Scenario {
+    /// The configurations to run: each variant (on the switches asked for), or each switch.
+    pub fn run_configs(&self, switches: &[SwitchKind]) -> Vec<RunConfig> {
+        if self.variants.is_empty() {
+            return switches.iter().map(|&sw| RunConfig { label: sw.name().to_string(), switch: sw, scenario: self.clone() }).collect();
+        }
+        self.variants
+            .iter()
+            .filter(|v| switches.contains(&v.switch))
+            .map(|v| {
+                let mut s = self.clone();
+                for vm in s.vms.iter_mut() {
+                    if let Some(q) = v.qos.get(&vm.name) {
+                        vm.qos = q.clone();
+                    }
+                }
+                if v.nic_fallback.is_some() {
+                    s.uplink.nic_fallback = v.nic_fallback;
+                }
+                RunConfig { label: format!("{}/{}", v.switch.name(), v.name), switch: v.switch, scenario: s }
+            })
+            .collect()
+    }
+
     /// Where a VM's received traffic is measured: (source, metric prefix) of the samples.
     pub fn received_source(&self) -> (&'static str, &'static str) {
         match self.uplink.kind {

@@ -92,8 +92,8 @@ pub fn plan(scenario: &Scenario, step: &Step, dir: &Path) -> SwitchPlan {
             }
         }
         for (field, _) in q.settings() {
-            if ["min_rate_kbps", "weight", "priority", "cycles_per_sec"].contains(&field) {
-                p.unsupported.push(format!("{}: qos.{field} (OVS-DPDK has no minimum guarantee, share weight, priority class or cycle allocation)", vm.name));
+            if ["min_rate_kbps", "weight", "priority", "cycles_per_sec", "bandwidth_bps", "profile_packet_bytes"].contains(&field) {
+                p.unsupported.push(format!("{}: qos.{field} (OVS-DPDK has no minimum guarantee, share weight, priority class, cycle allocation or bandwidth-CPU model)", vm.name));
             }
         }
         if let Some(b) = band {

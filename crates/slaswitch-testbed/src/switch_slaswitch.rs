@@ -21,7 +21,10 @@ use crate::scenario::{Scenario, Step, UplinkKind};
 /// port in the switch's own syntax; `extra_actions` puts e.g. a meter before the output.
 pub fn flow_table(scenario: &Scenario, step: &Step, port: &dyn Fn(&str) -> String, extra_actions: &dyn Fn(&str) -> String) -> Vec<String> {
     let sg = scenario.classification.security_group_masks;
-    let out = if sg > 0 { "normal".to_string() } else { format!("output:{}", port(&scenario.uplink.name)) };
+    // VMs send to the uplink by rule, not by MAC learning: a null uplink never sends, so its
+    // address is never learned and `normal` would flood every frame to every VM. Behind the
+    // security-group rules (higher priorities) the lookup still pays for every mask.
+    let out = format!("output:{}", port(&scenario.uplink.name));
     let mut flows: Vec<String> = step
         .vms
         .iter()
@@ -70,9 +73,33 @@ pub fn plan(scenario: &Scenario, step: &Step, dir: &Path, tools: &Path) -> Switc
             if let Some(m) = &q.mode {
                 cmd.push(format!("mode={m}"));
             }
+            // The normal way: a purchase and its profile, turned into cycles by the model.
+            if let Some(b) = q.bandwidth_bps {
+                cmd.push(format!("bandwidth_bps={b}"));
+            }
+            if let Some(b) = q.profile_packet_bytes {
+                cmd.push(format!("profile_packet_bytes={b}"));
+            }
+            if let Some(f) = &q.profile_flows {
+                cmd.push(format!("profile_flows={f}"));
+            }
+            if let Some(d) = q.drift_compensation {
+                cmd.push(format!("drift_compensation={d}"));
+            }
             for field in ["min_rate_kbps", "max_rate_kbps"] {
                 if q.settings().iter().any(|(f, _)| *f == field) {
                     p.unsupported.push(format!("{}: qos.{field} (slaswitch's egress schedulers are not in the data plane yet)", vm.name));
+                }
+            }
+        }
+        if name == scenario.uplink.name {
+            // The uplink as the host's NIC: paced to its line rate, the bound of purchased
+            // bandwidth, watched by the NIC-bottleneck fallback (seed 000 Sec. IV and VII).
+            if let Some(rate) = &scenario.uplink.line_rate {
+                cmd.push(format!("link_rate_bps={}", crate::scenario::parse_rate_bps(rate).expect("validated")));
+                cmd.push("uplink=true".into());
+                if let Some(on) = scenario.uplink.nic_fallback {
+                    cmd.push(format!("nic_fallback={on}"));
                 }
             }
         }
@@ -80,9 +107,6 @@ pub fn plan(scenario: &Scenario, step: &Step, dir: &Path, tools: &Path) -> Switc
         if !null_uplink && !namespace {
             p.attach.push((name.clone(), Attach::VhostUser(dir.join(format!("{name}.sock")))));
         }
-    }
-    if scenario.uplink.line_rate.is_some() {
-        p.unsupported.push("uplink.line_rate (the paced port comes with the C2QoS issue)".into());
     }
     let flows_file = dir.join("flows.txt");
     p.files.push((flows_file.clone(), flow_table(scenario, step, &|n| n.to_string(), &|_| String::new()).join("\n") + "\n"));

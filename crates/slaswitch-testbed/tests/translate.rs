@@ -43,7 +43,7 @@ fn slaswitch_gets_its_policers_and_lists_what_it_lacks() {
     assert!(cmds[2].contains("ingress_policing_kpkts_rate=600"), "{cmds:?}");
     assert!(cmds.last().unwrap().contains("add-flows /run/x/flows.txt"));
     let flows = &p.files[0].1;
-    assert!(flows.contains("priority=1,in_port=vm1,actions=normal"), "{flows}");
+    assert!(flows.contains("priority=1,in_port=vm1,actions=output:uplink"), "{flows}");
     assert_eq!(flows.lines().filter(|l| l.contains("nw_src=172.")).count(), 3, "{flows}");
     for field in ["min_rate_kbps", "max_rate_kbps"] {
         assert!(p.unsupported.iter().any(|u| u.contains(field)), "{field} not listed: {:?}", p.unsupported);
@@ -59,8 +59,8 @@ fn ovs_polices_bytes_on_the_interface_and_packets_with_a_meter() {
     assert!(cmds.iter().any(|c| c.contains("add-port br0 vm1") && c.contains("type=dpdkvhostuser") && c.contains("ingress_policing_rate=2000000 ingress_policing_burst=2000")), "{cmds:?}");
     assert!(cmds.iter().any(|c| c.contains("add-meter") && c.ends_with("meter=3,pktps,burst,band=type=drop,rate=600000,burst_size=16000")), "{cmds:?}");
     let flows = &p.files[0].1;
-    assert!(flows.contains("priority=1,in_port=3,actions=meter:3,normal"), "{flows}");
-    assert!(flows.contains("priority=1,in_port=2,actions=normal"), "{flows}");
+    assert!(flows.contains("priority=1,in_port=3,actions=meter:3,output:1"), "{flows}");
+    assert!(flows.contains("priority=1,in_port=2,actions=output:1"), "{flows}");
     assert!(p.unsupported.iter().any(|u| u.contains("max_rate_kbps together with ingress_policing_kpps")), "{:?}", p.unsupported);
     for field in ["min_rate_kbps", "weight", "priority"] {
         assert!(p.unsupported.iter().any(|u| u.contains(&format!("qos.{field}"))), "{field}: {:?}", p.unsupported);

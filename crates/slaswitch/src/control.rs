@@ -12,6 +12,8 @@ use serde_json::{json, Value};
 
 pub const DEFAULT_RUN_DIR: &str = "/var/run/slaswitch";
 pub const SOCKET_NAME: &str = "slaswitchd.ctl";
+/// Where slaswitchd reads the bandwidth-CPU model and `slaswitch calibrate` writes it.
+pub const DEFAULT_MODEL_PATH: &str = "/var/lib/slaswitch/bandwidth-model.json";
 
 pub fn default_socket() -> String {
     std::env::var("SLASWITCH_SOCKET").unwrap_or_else(|_| format!("{DEFAULT_RUN_DIR}/{SOCKET_NAME}"))

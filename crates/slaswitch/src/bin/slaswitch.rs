@@ -17,7 +17,13 @@ const USAGE: &str = "usage: slaswitch [--socket PATH] COMMAND [ARGS] [--json]
   dump-flows
   port-stats [NAME]
   pmd-stats                           per port: Kpps, Mbps, cycles/packet by stage, PMD share, EMC hits
-  qos-show [NAME]                     C2QoS per port: allocation, mode, class, tokens, share used
+  qos-show [NAME]                     C2QoS per port: purchase, model entry and coefficients, cycles,
+                                      mode, class, tokens, share used; the uplink and its fallback
+  load-model [FILE]                   use a bandwidth-CPU model (default: the daemon's own file)
+  model-show                          the bandwidth-CPU model in use
+  calibrate [--out FILE] [--seconds S] [--repeats N] [--vm-counts 1,2,4,8,16] [--security-group-masks N]
+            [--pmd-core N] [--vm-core N] [--numa-remote R] [--pmd-factor CORES=R ...] [--quiet]
+                                      measure this host's bandwidth-CPU model (slaswitchd stopped)
   show                                the persisted configuration
   experiment run SCENARIO [--switch slaswitch|ovs-dpdk|linux-tc|vde2 ...] [--out DIR] [--quiet]
                                       run a test-bed scenario (experiments/*.toml) on each switch
@@ -72,8 +78,65 @@ fn experiment(words: Vec<String>) -> Result<(), String> {
     }
 }
 
+fn calibrate(words: Vec<String>) -> Result<(), String> {
+    let a = Args::parse(
+        words,
+        &["out", "seconds", "repeats", "vm-counts", "security-group-masks", "pmd-core", "vm-core", "numa-remote", "pmd-factor", "many-flows"],
+        &["quiet"],
+    )?;
+    if let Some(extra) = a.positional.first() {
+        return Err(format!("calibrate: unexpected '{extra}'\n{USAGE}"));
+    }
+    let vm_counts = a
+        .get("vm-counts")
+        .unwrap_or("1,2,4,8,16")
+        .split(',')
+        .map(|n| n.trim().parse::<u32>().ok().filter(|&n| (1..=64).contains(&n)).ok_or_else(|| format!("--vm-counts: '{n}' is not a count from 1 to 64")))
+        .collect::<Result<Vec<_>, _>>()?;
+    let pmd_factors = a
+        .all("pmd-factor")
+        .iter()
+        .map(|kv| {
+            let (n, r) = kv.split_once('=').ok_or_else(|| format!("--pmd-factor {kv}: use CORES=FACTOR, e.g. 2=1.47"))?;
+            let n: u32 = n.parse().map_err(|_| format!("--pmd-factor {kv}: '{n}' is not a core count"))?;
+            let r: f64 = r.parse().ok().filter(|r: &f64| *r >= 1.0 && r.is_finite()).ok_or_else(|| format!("--pmd-factor {kv}: the factor must be a number >= 1"))?;
+            Ok((n, r))
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    let numa_remote: f64 = a.parsed("numa-remote", 1.4)?;
+    if !(1.0..=10.0).contains(&numa_remote) {
+        return Err(format!("--numa-remote {numa_remote}: a factor from 1 to 10"));
+    }
+    let seconds: f64 = a.parsed("seconds", 3.0)?;
+    if !(0.5..=60.0).contains(&seconds) {
+        return Err(format!("--seconds {seconds}: from 0.5 to 60"));
+    }
+    let tools = std::env::current_exe().map_err(|e| e.to_string())?.parent().map(PathBuf::from).ok_or("no folder for this program")?;
+    let opts = slaswitch::calibrate::CalibrateOptions {
+        out: PathBuf::from(a.get("out").unwrap_or(slaswitch::control::DEFAULT_MODEL_PATH)),
+        tools,
+        pmd_core: a.parsed("pmd-core", 0)?,
+        vm_core: a.parsed("vm-core", 1)?,
+        seconds,
+        repeats: a.parsed("repeats", 3)?,
+        vm_counts,
+        security_group_masks: a.parsed("security-group-masks", 99)?,
+        many_flows: a.parsed("many-flows", 20000)?,
+        pmd_factors,
+        numa_remote,
+        quiet: a.flag("quiet"),
+    };
+    let model = slaswitch::calibrate::calibrate(&opts)?;
+    print!("{}", slaswitch::calibrate::render(&model));
+    println!("written to {}", opts.out.display());
+    Ok(())
+}
+
 fn run() -> Result<(), String> {
     let words: Vec<String> = std::env::args().skip(1).collect();
+    if words.first().map(String::as_str) == Some("calibrate") {
+        return calibrate(words[1..].to_vec());
+    }
     if let Some(i) = words.iter().position(|w| w == "experiment") {
         if words[..i].iter().all(|w| w.starts_with("--")) {
             return experiment(words[i + 1..].to_vec());
@@ -100,7 +163,12 @@ fn run() -> Result<(), String> {
         }
         "del-flows" => json!({"cmd": verb, "match": w.get(1), "strict": a.flag("strict")}),
         "port-stats" | "qos-show" => json!({"cmd": verb, "name": w.get(1)}),
-        "list-ports" | "dump-flows" | "pmd-stats" | "show" => json!({"cmd": verb}),
+        "list-ports" | "dump-flows" | "pmd-stats" | "show" | "model-show" => json!({"cmd": verb}),
+        "load-model" => {
+            // The daemon reads the file itself; a relative path means the caller's folder.
+            let path = w.get(1).map(|p| std::fs::canonicalize(p).map_err(|e| format!("{p}: {e}"))).transpose()?;
+            json!({"cmd": verb, "path": path})
+        }
         other => return Err(format!("unknown command '{other}'\n{USAGE}")),
     };
     let result = request(&socket, &req)?;
@@ -165,21 +233,80 @@ fn render(verb: &str, r: &Value) -> String {
                 }
             }
         }
-        "qos-show" => {
-            out += &format!("{:<14} {:>5} {:>14} {:>8} {:>6} {:>4} {:>6} {:>6} {:>12} {:>11}\n", "port", "core", "cycles/s", "mode", "weight", "prio", "alloc%", "used%", "tokens", "place/class");
-            for p in r["ports"].as_array().into_iter().flatten() {
-                out += &format!(
-                    "{:<14} {:>5} {:>14} {:>8} {:>6} {:>4} {:>6} {:>6} {:>12} {:>11}\n",
-                    f(&p["name"]), f(&p["pmd_core"]), f(&p["cycles_per_sec"]), f(&p["mode"]), f(&p["weight"]), f(&p["priority"]),
-                    f(&p["allocated_pct_of_core"]), f(&p["used_pct_of_core"]), f(&p["tokens_cycles"]),
-                    if p["place"].as_str().unwrap_or("").is_empty() { "round-robin".to_string() } else { format!("{}/{}", f(&p["place"]), f(&p["current_class"])) }
-                );
-            }
-            if let Some(p) = r["ports"].as_array().and_then(|a| a.first()) {
-                out += &format!("PMD core {}: {} of {} cycles/s allocated\n", f(&p["pmd_core"]), f(&p["pmd_allocated_cycles_per_sec"]), f(&p["pmd_capacity_cycles_per_sec"]));
-            }
-        }
+        "qos-show" => out += &render_qos(r),
+        "model-show" => match serde_json::from_value::<slaswitch_qos::cpu::BandwidthModel>(r["model"].clone()) {
+            Ok(m) => out += &format!("{}{}\n", slaswitch::calibrate::render(&m), f(&r["path"])),
+            Err(e) => out += &format!("unreadable model: {e}\n"),
+        },
         _ => out += &format!("{}\n", serde_json::to_string(r).expect("JSON")),
+    }
+    out
+}
+
+/// `qos-show`: a table of every port, then for each port whose cycles come from the model the
+/// working (seed 000 Sec. III-D), then the uplink and the NIC fallback (Sec. VII).
+fn render_qos(r: &Value) -> String {
+    let mut out = format!(
+        "{:<12} {:>4} {:>10} {:>13} {:>8} {:>4} {:>6} {:>6} {:>13} {:>14}\n",
+        "port", "core", "bandwidth", "cycles/s", "mode", "prio", "alloc%", "used%", "tokens", "place/class"
+    );
+    let ports: Vec<&Value> = r["ports"].as_array().into_iter().flatten().collect();
+    let bw = |v: &Value| match v.as_f64() {
+        Some(b) if b >= 1e9 => format!("{:.2}G", b / 1e9),
+        Some(b) if b >= 1e6 => format!("{:.1}M", b / 1e6),
+        Some(b) if b > 0.0 => format!("{:.0}k", b / 1e3),
+        _ => "-".into(),
+    };
+    for p in &ports {
+        out += &format!(
+            "{:<12} {:>4} {:>10} {:>13} {:>8} {:>4} {:>6} {:>6} {:>13} {:>14}\n",
+            f(&p["name"]), f(&p["pmd_core"]), bw(&p["bandwidth_bps"]), f(&p["cycles_per_sec"]), f(&p["mode"]), f(&p["priority"]),
+            f(&p["allocated_pct_of_core"]), f(&p["used_pct_of_core"]), p["tokens_cycles"].as_f64().map_or("-".into(), |t| format!("{t:.0}")),
+            if p["place"].as_str().unwrap_or("").is_empty() { "round-robin".to_string() } else { format!("{}/{}", f(&p["place"]), f(&p["current_class"])) }
+        );
+    }
+    if let Some(p) = ports.first() {
+        out += &format!("PMD core {}: {} of {} cycles/s allocated\n", f(&p["pmd_core"]), f(&p["pmd_allocated_cycles_per_sec"]), f(&p["pmd_capacity_cycles_per_sec"]));
+    }
+    for p in &ports {
+        let a = &p["allocation"];
+        if a.is_null() {
+            continue;
+        }
+        let c = &a["cycles_per_packet"];
+        let total = ["ingress", "classification", "egress"].iter().map(|k| c[*k].as_f64().unwrap_or(0.0)).sum::<f64>();
+        out += &format!("\n{}: purchased {} bit/s, profile {}-byte frames, {} flows\n", f(&p["name"]), f(&a["bandwidth_bps"]), f(&a["profile"]["packet_bytes"]), f(&a["profile"]["flows"]));
+        let rows: Vec<String> = a["entries"].as_array().into_iter().flatten().map(|e| format!("{} bytes/{}", f(&e["packet_bytes"]), f(&e["flows"]))).collect();
+        out += &format!(
+            "  model entry {}{}: {:.0} cycles/packet (ingress {:.0}, classification {:.0}, egress {:.0})\n",
+            rows.join(" and "),
+            if rows.len() > 1 { " (interpolated)" } else { "" },
+            total, c["ingress"].as_f64().unwrap_or(0.0), c["classification"].as_f64().unwrap_or(0.0), c["egress"].as_f64().unwrap_or(0.0)
+        );
+        out += &format!("  C_single = {:.0} packets/s x {:.0} cycles = {:.0} cycles/s\n", a["packets_per_sec"].as_f64().unwrap_or(0.0), total, a["c_single_cycles_per_sec"].as_f64().unwrap_or(0.0));
+        for fa in a["factors"].as_array().into_iter().flatten() {
+            out += &format!("  R {} ({} = {}, {}) = {:.3}\n", f(&fa["name"]), f(&fa["name"]), f(&fa["input"]), f(&fa["source"]), fa["value"].as_f64().unwrap_or(1.0));
+        }
+        out += &format!("  C_alloc = prod(R) x C_single = {} cycles/s\n", f(&a["cycles_per_sec"]));
+        if let Some(d) = p["drift_factor"].as_f64() {
+            out += &format!("  x host speed factor {d:.3} (drift compensation) = {} cycles/s in force\n", f(&p["effective_cycles_per_sec"]));
+        }
+    }
+    let fb = &r["fallback"];
+    match fb["uplink"].as_str() {
+        Some(up) => {
+            out += &format!(
+                "\nuplink {up}: line rate {} bit/s, utilisation {:.1}%; NIC fallback {} (engaged {} times, {} frames limited)\n",
+                f(&fb["link_rate_bps"]), fb["utilisation"].as_f64().unwrap_or(0.0) * 100.0,
+                if fb["enabled"] == false { "off (nic_fallback=false)" } else if fb["engaged"] == true { "ENGAGED: per-VM byte limits at purchased bandwidth" } else { "idle" },
+                f(&fb["engagements"]), f(&fb["drops"])
+            );
+        }
+        None => out += "\nno uplink declared (uplink=true, link_rate_bps=...): purchased bandwidth is not checked against a NIC\n",
+    }
+    match r["model"].as_object() {
+        Some(m) => out += &format!("bandwidth-CPU model: {} ({})\n", f(&m["path"]), f(&m["machine"])),
+        None => out += "no bandwidth-CPU model loaded: bandwidth_bps needs `slaswitch calibrate`\n",
     }
     out
 }

@@ -1,6 +1,6 @@
 //! slaswitchd: the switch daemon. Runs in the foreground until SIGINT or SIGTERM.
 //!
-//! slaswitchd [--pmd-cores 0[,1...]] [--main-core N] [--run-dir DIR] [--db FILE]
+//! slaswitchd [--pmd-cores 0[,1...]] [--main-core N] [--run-dir DIR] [--db FILE] [--model FILE]
 //!            [--file-prefix NAME] [--metrics ADDR | --no-metrics] [--mbufs N] [--no-huge] [--pci]
 
 use std::path::PathBuf;
@@ -10,12 +10,13 @@ use slaswitch::control::{DEFAULT_RUN_DIR, SOCKET_NAME};
 use slaswitch::daemon::{config::ConfigStore, install_signal_handlers, serve, Daemon};
 use slaswitch_datapath::{Datapath, DatapathSettings};
 
-const USAGE: &str = "usage: slaswitchd [--pmd-cores LIST] [--main-core N] [--run-dir DIR] [--db FILE] [--file-prefix NAME]
+const USAGE: &str = "usage: slaswitchd [--pmd-cores LIST] [--main-core N] [--run-dir DIR] [--db FILE] [--model FILE] [--file-prefix NAME]
                   [--metrics ADDR | --no-metrics] [--mbufs N] [--mac-age SECS] [--no-huge] [--pci]
   --pmd-cores   cores of the PMD threads, comma-separated (default 0)
   --main-core   core of the control thread (default: the last core not used by a PMD)
   --run-dir     control socket and default vhost-user sockets (default /var/run/slaswitch)
   --db          persisted configuration (default /var/lib/slaswitch/conf.json)
+  --model       bandwidth-CPU model written by `slaswitch calibrate` (default /var/lib/slaswitch/bandwidth-model.json)
   --file-prefix DPDK EAL file prefix, so instances and OVS can run side by side (default slaswitch)
   --metrics     Prometheus endpoint (default 127.0.0.1:9477)";
 
@@ -29,7 +30,7 @@ fn main() {
 fn run() -> Result<(), String> {
     let a = Args::parse(
         std::env::args().skip(1),
-        &["pmd-cores", "main-core", "run-dir", "db", "file-prefix", "metrics", "mbufs", "mac-age"],
+        &["pmd-cores", "main-core", "run-dir", "db", "model", "file-prefix", "metrics", "mbufs", "mac-age"],
         &["no-huge", "pci", "no-metrics", "help"],
     )
     .map_err(|e| format!("{e}\n{USAGE}"))?;
@@ -63,7 +64,8 @@ fn run() -> Result<(), String> {
     let metrics = if a.flag("no-metrics") { None } else { Some(a.get("metrics").unwrap_or("127.0.0.1:9477").to_string()) };
     install_signal_handlers();
     let dp = Datapath::start(settings.clone())?;
-    let daemon = Daemon::start(dp, store)?;
+    let model = PathBuf::from(a.get("model").unwrap_or(slaswitch::control::DEFAULT_MODEL_PATH));
+    let daemon = Daemon::start(dp, store, model)?;
     let socket = run_dir.join(SOCKET_NAME);
     eprintln!(
         "slaswitchd: ready; PMD cores {:?}, control core {}, control socket {}{}",

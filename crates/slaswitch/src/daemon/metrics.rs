@@ -27,6 +27,11 @@ pub fn render(ports: &[PortStats], pmds: &[PmdStats], flows: &[FlowStats], tsc_h
     family("slaswitch_port_rule_dropped_total", "counter", "Packets from the port dropped by a rule or a table miss.", per_port(&|p| p.rx.dropped_by_rules));
     family("slaswitch_port_policer_dropped_total", "counter", "Packets the port's ingress policer dropped.", per_port(&|p| p.rx.policer_drops));
     family("slaswitch_port_link_up", "gauge", "1 when the port's link is up.", per_port(&|p| u64::from(p.link_up)));
+    family("slaswitch_port_cpu_alloc_cycles_per_sec", "gauge", "C2QoS cycle allocation (0: unlimited), from cycles_per_sec or the bandwidth-CPU model.", per_port(&|p| p.cycles_per_sec));
+    family("slaswitch_port_purchased_bps", "gauge", "Purchased bandwidth (bandwidth_bps), 0 when none.", per_port(&|p| p.bandwidth_bps));
+    family("slaswitch_port_fallback_dropped_total", "counter", "Packets the NIC-bottleneck fallback's byte limit dropped.", per_port(&|p| p.rx.fallback_drops));
+    family("slaswitch_port_link_rate_bps", "gauge", "Line rate a paced port sends at (0: not paced).", per_port(&|p| p.link_rate_bps));
+    family("slaswitch_port_link_queued_frames", "gauge", "Frames waiting in a paced port's queue.", per_port(&|p| p.link_queued as u64));
     let mut stages = Vec::new();
     for p in ports {
         for (stage, v) in [("ingress", p.rx.ingress_cycles), ("classification", p.rx.classify_cycles), ("egress", p.rx.egress_cycles), ("idle", p.rx.idle_cycles)] {
@@ -49,6 +54,7 @@ pub fn render(ports: &[PortStats], pmds: &[PmdStats], flows: &[FlowStats], tsc_h
         pmd_cycles.push((format!("core=\"{}\",state=\"idle\"", p.core), p.totals.idle_cycles));
     }
     family("slaswitch_pmd_cycles_total", "counter", "TSC cycles of each PMD thread, busy or idle.", pmd_cycles);
+    family("slaswitch_pmd_drift_factor_ppm", "gauge", "Host-speed factor model allocations follow, in millionths (1000000: as calibrated).", pmds.iter().map(|p| (format!("core=\"{}\"", p.core), (p.drift_factor * 1e6) as u64)).collect());
     family("slaswitch_tsc_hz", "gauge", "TSC frequency, to turn cycles into seconds.", vec![(String::new(), tsc_hz)]);
     let flow = |f: &FlowStats| format!("flow=\"{}\"", escape(&f.flow));
     family("slaswitch_flow_packets_total", "counter", "Packets that matched the flow.", flows.iter().map(|f| (flow(f), f.packets)).collect());

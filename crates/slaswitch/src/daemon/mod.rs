@@ -28,6 +28,17 @@ pub struct Daemon {
     unrestored_ports: Vec<(PortSpec, String)>,
     previous: Option<Snapshot>,
     latest: Option<Snapshot>,
+    /// Where the bandwidth-CPU model is read from.
+    model_path: PathBuf,
+}
+
+/// Reads a bandwidth-CPU model file; `None` when there is none.
+pub fn load_model(path: &std::path::Path) -> Result<Option<slaswitch_qos::cpu::BandwidthModel>, String> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => serde_json::from_str(&text).map(Some).map_err(|e| format!("{} is not a bandwidth-CPU model: {e}", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+    }
 }
 
 fn str_arg<'a>(req: &'a Value, key: &str) -> Result<&'a str, String> {
@@ -47,9 +58,15 @@ fn options_arg(req: &Value) -> Result<BTreeMap<String, String>, String> {
 
 impl Daemon {
     /// Starts the data plane and replays the saved configuration.
-    pub fn start(dp: Datapath, store: ConfigStore) -> Result<Daemon, String> {
+    pub fn start(mut dp: Datapath, store: ConfigStore, model_path: PathBuf) -> Result<Daemon, String> {
         let saved = store.load()?;
-        let mut d = Daemon { dp, store, unrestored_ports: Vec::new(), previous: None, latest: None };
+        match load_model(&model_path) {
+            Ok(Some(model)) => dp.set_model(Some(model))?,
+            Ok(None) => {}
+            // A broken model must not keep the switch down: ports with purchases say why.
+            Err(e) => eprintln!("slaswitchd: {e}"),
+        }
+        let mut d = Daemon { dp, store, unrestored_ports: Vec::new(), previous: None, latest: None, model_path };
         for spec in saved.ports {
             if let Err(e) = d.dp.add_port(spec.clone()) {
                 eprintln!("slaswitchd: port {} not restored: {e}", spec.name);
@@ -62,6 +79,16 @@ impl Daemon {
             }
         }
         Ok(d)
+    }
+
+    /// Ports that could not be restored get another try (after a new model, say).
+    fn retry_unrestored(&mut self) {
+        for (spec, err) in std::mem::take(&mut self.unrestored_ports) {
+            if let Err(e) = self.dp.add_port(spec.clone()) {
+                let _ = err;
+                self.unrestored_ports.push((spec, e));
+            }
+        }
     }
 
     fn saved(&self) -> SavedConfig {
@@ -188,6 +215,7 @@ impl Daemon {
                             "busy_cycles": pmd.totals.busy_cycles,
                             "idle_cycles": pmd.totals.idle_cycles,
                             "busy_pct_interval": rate.map(|r| r.busy_pct),
+                            "drift_factor": pmd.drift_factor,
                             "stage_cycles_sum": stage_sum,
                             "ports": ports.iter().map(|p| json!({
                                 "name": p.name,
@@ -208,8 +236,9 @@ impl Daemon {
                 Ok(json!({"tsc_hz": self.dp.tsc_hz(), "interval_secs": self.interval_secs(), "pmds": pmds}))
             }
             "qos-show" => {
-                // What a port is given and where it stands (seed 000 Sec. IV): its settings, its
-                // allocation against its PMD core, the scheduler's view and what it used.
+                // What a port is given and why (seed 000 Sec. III-IV): its purchase and profile,
+                // the model entry and coefficients, the resulting cycles against its PMD core,
+                // the scheduler's view and what it used; and the NIC fallback (Sec. VII).
                 let all = self.dp.port_stats();
                 let wanted = req["name"].as_str();
                 if let Some(n) = wanted {
@@ -219,25 +248,29 @@ impl Daemon {
                 }
                 let hz = self.dp.tsc_hz() as f64;
                 let rates = self.rates();
-                let alloc = |p: &slaswitch_datapath::PortStats| {
-                    slaswitch_datapath::cpu_qos::CpuQos::from_options(&p.options).map(|q| q.limit.alloc_cycles_per_sec()).unwrap_or(0)
-                };
+                let pmds = self.dp.pmd_stats();
                 let ports: Vec<Value> = all
                     .iter()
                     .filter(|p| wanted.is_none_or(|n| n == p.name))
                     .map(|p| {
-                        let qos = slaswitch_datapath::cpu_qos::CpuQos::from_options(&p.options).unwrap_or_default();
-                        let on_pmd: u64 = all.iter().filter(|o| o.pmd_core == p.pmd_core).map(alloc).sum();
+                        let on_pmd: u64 = all.iter().filter(|o| o.pmd_core == p.pmd_core).map(|o| o.cycles_per_sec).sum();
                         let used = rates.iter().find(|r| r.core == p.pmd_core).and_then(|r| r.ports.iter().find(|x| x.name == p.name));
                         let opt = |k: &str| p.options.get(k).cloned();
+                        let drift = pmds.iter().find(|d| d.core == p.pmd_core).map_or(1.0, |d| d.drift_factor);
+                        let follows = p.allocation.is_some() && opt("drift_compensation").as_deref() != Some("false");
                         json!({
                             "name": p.name,
                             "pmd_core": p.pmd_core,
-                            "cycles_per_sec": alloc(p),
-                            "mode": if alloc(p) == 0 { "unlimited".to_string() } else { opt("mode").unwrap_or_else(|| "strict".into()) },
+                            "cycles_per_sec": p.cycles_per_sec,
+                            "drift_factor": if follows { Some(drift) } else { None },
+                            "effective_cycles_per_sec": if follows { (p.cycles_per_sec as f64 * drift).round() as u64 } else { p.cycles_per_sec },
+                            "cycles_from": if opt("cycles_per_sec").is_some_and(|c| c != "0") { "cycles_per_sec" } else if p.allocation.is_some() { "model" } else { "none" },
+                            "mode": p.cpu_mode,
                             "weight": opt("weight").unwrap_or_else(|| "1".into()),
-                            "priority": qos.priority,
-                            "allocated_pct_of_core": 100.0 * alloc(p) as f64 / hz,
+                            "priority": p.priority,
+                            "bandwidth_bps": p.bandwidth_bps,
+                            "allocation": p.allocation,
+                            "allocated_pct_of_core": 100.0 * p.cycles_per_sec as f64 / hz,
                             "pmd_allocated_cycles_per_sec": on_pmd,
                             "pmd_capacity_cycles_per_sec": hz as u64,
                             "tokens_cycles": p.cpu_qos.tokens_cycles,
@@ -245,16 +278,46 @@ impl Daemon {
                             "place": p.cpu_qos.place,
                             "used_pct_of_core": used.map(|u| u.pmd_share_pct),
                             "rx_mbps": used.map(|u| u.rx_mbps),
+                            "link_rate_bps": p.link_rate_bps,
+                            "link_queued": p.link_queued,
+                            "uplink": p.uplink,
+                            "fallback_drops": p.rx.fallback_drops,
                             "ingress_policing_rate": opt("ingress_policing_rate"),
                             "ingress_policing_kpkts_rate": opt("ingress_policing_kpkts_rate"),
                         })
                     })
                     .collect();
-                Ok(json!({"tsc_hz": hz as u64, "ports": ports}))
+                let model = self.dp.model().map(|m| json!({"path": self.model_path, "machine": m.machine, "measured_unix_secs": m.measured_unix_secs, "tsc_hz": m.tsc_hz}));
+                Ok(json!({"tsc_hz": hz as u64, "ports": ports, "fallback": self.dp.fallback_status(), "model": model}))
             }
+            "load-model" => {
+                // Reads a bandwidth-CPU model (`slaswitch calibrate` writes one) and re-plans every
+                // port with it; refused whole if a purchase would no longer fit. Once taken it is
+                // copied to the daemon's model file, so a restart keeps it.
+                let path = req["path"].as_str().map(PathBuf::from).unwrap_or_else(|| self.model_path.clone());
+                let model = load_model(&path)?.ok_or_else(|| format!("{}: no such file (run slaswitch calibrate)", path.display()))?;
+                let text = serde_json::to_string_pretty(&model).expect("model serialises");
+                self.dp.set_model(Some(model))?;
+                if path != self.model_path {
+                    let tmp = self.model_path.with_extension("tmp");
+                    if let Some(dir) = self.model_path.parent() {
+                        let _ = std::fs::create_dir_all(dir);
+                    }
+                    std::fs::write(&tmp, text)
+                        .and_then(|()| std::fs::rename(&tmp, &self.model_path))
+                        .map_err(|e| format!("the model is in use but could not be saved to {}: {e}", self.model_path.display()))?;
+                }
+                self.retry_unrestored();
+                self.persist()?;
+                Ok(json!({"loaded": path, "saved_as": self.model_path}))
+            }
+            "model-show" => match self.dp.model() {
+                Some(m) => Ok(json!({"path": self.model_path, "model": m})),
+                None => Err(format!("no bandwidth-CPU model loaded ({} does not exist: run slaswitch calibrate)", self.model_path.display())),
+            },
             "show" => Ok(serde_json::to_value(self.saved()).expect("config serialises")),
             _ => Err(format!(
-                "unknown command '{cmd}' (add-port, del-port, set-port, list-ports, add-flow, del-flows, dump-flows, port-stats, pmd-stats, qos-show, show)"
+                "unknown command '{cmd}' (add-port, del-port, set-port, list-ports, add-flow, del-flows, dump-flows, port-stats, pmd-stats, qos-show, load-model, model-show, show)"
             )),
         }
     }

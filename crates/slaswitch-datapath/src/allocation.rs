@@ -1,0 +1,169 @@
+//! Turns every port's settings into what its PMD enforces, and applies the admission rules of
+//! seed 000 Sec. IV before anything changes:
+//! 1. purchased bandwidths add up to no more than the uplink's line rate;
+//! 2. the cycles allocated on a PMD add up to no more than its core's cycles.
+//!
+//! A port's cycles are its `cycles_per_sec` when given, else the bandwidth-CPU model's
+//! C_alloc = prod(R_i) * C_single for its purchase (Sec. III). R_i depend on the other ports (how
+//! many VMs share the PMD), so one change can move every allocation on a PMD: the whole plan is
+//! computed for the candidate configuration and either taken whole or refused.
+
+use std::collections::BTreeMap;
+
+use slaswitch_qos::cpu::{Allocation, BandwidthModel, CycleLimit, Deployment};
+
+use crate::bandwidth::{BandwidthSla, LinkSpec};
+use crate::cpu_qos::CpuQos;
+use crate::port::PortSpec;
+
+/// What one port is to get.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PortPlan {
+    pub cpu_qos: CpuQos,
+    pub sla: Option<BandwidthSla>,
+    /// The model's working when the cycles come from it.
+    pub allocation: Option<Allocation>,
+    pub link: LinkSpec,
+}
+
+/// A port as the planner sees it.
+pub struct Candidate<'a> {
+    pub spec: &'a PortSpec,
+    pub pmd_core: usize,
+}
+
+/// Plans every port. `changed` names the port being changed, for the error messages.
+pub fn plan(
+    candidates: &[Candidate<'_>],
+    model: Option<&BandwidthModel>,
+    pmd_count: usize,
+    core_cycles_per_sec: u64,
+    changed: &str,
+) -> Result<BTreeMap<String, PortPlan>, String> {
+    let mut slas = BTreeMap::new();
+    let mut vms_per_pmd: BTreeMap<usize, u32> = BTreeMap::new();
+    for c in candidates {
+        if let Some(sla) = BandwidthSla::from_options(&c.spec.options)? {
+            *vms_per_pmd.entry(c.pmd_core).or_default() += 1;
+            slas.insert(c.spec.name.clone(), sla);
+        }
+    }
+    let mut plans = BTreeMap::new();
+    for c in candidates {
+        let options = &c.spec.options;
+        let mut cpu_qos = CpuQos::from_options(options)?;
+        let sla = slas.get(&c.spec.name).copied();
+        let mut allocation = None;
+        if let (Some(sla), CycleLimit::Unlimited) = (sla, cpu_qos.limit) {
+            let model = model.ok_or_else(|| {
+                format!("port {}: bandwidth_bps needs the bandwidth-CPU model of this host (run `slaswitch calibrate`), or give cycles_per_sec", c.spec.name)
+            })?;
+            let deployment = Deployment { vm_count: vms_per_pmd[&c.pmd_core], numa_remote: sla.numa_remote, pmd_count: pmd_count as u32 };
+            let a = model.allocate(sla.bandwidth_bps, sla.profile, deployment).map_err(|e| format!("port {}: {e}", c.spec.name))?;
+            cpu_qos = cpu_qos.with_cycles(a.cycles_per_sec.max(1));
+            allocation = Some(a);
+        }
+        plans.insert(c.spec.name.clone(), PortPlan { cpu_qos, sla, allocation, link: LinkSpec::from_options(options)? });
+    }
+    admit_cycles(candidates, &plans, core_cycles_per_sec, changed)?;
+    admit_bandwidth(candidates, &plans, changed)?;
+    Ok(plans)
+}
+
+fn admit_cycles(candidates: &[Candidate<'_>], plans: &BTreeMap<String, PortPlan>, capacity: u64, changed: &str) -> Result<(), String> {
+    let mut per_core: BTreeMap<usize, Vec<(&str, u64)>> = BTreeMap::new();
+    for c in candidates {
+        let cycles = plans[&c.spec.name].cpu_qos.limit.alloc_cycles_per_sec();
+        if cycles > 0 {
+            per_core.entry(c.pmd_core).or_default().push((&c.spec.name, cycles));
+        }
+    }
+    for (core, ports) in per_core {
+        let total: u64 = ports.iter().map(|(_, c)| c).sum();
+        if total > capacity {
+            let list: Vec<String> = ports.iter().map(|(n, c)| format!("{n} {c}")).collect();
+            return Err(format!(
+                "{changed}: the ports of the PMD on core {core} would be allocated {total} cycles/s, more than the core's {capacity} ({})",
+                list.join(", ")
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn admit_bandwidth(candidates: &[Candidate<'_>], plans: &BTreeMap<String, PortPlan>, changed: &str) -> Result<(), String> {
+    let uplinks: Vec<&Candidate> = candidates.iter().filter(|c| plans[&c.spec.name].link.uplink).collect();
+    if uplinks.len() > 1 {
+        let names: Vec<&str> = uplinks.iter().map(|c| c.spec.name.as_str()).collect();
+        return Err(format!("{changed}: only one port can be the uplink (uplink=true on {})", names.join(" and ")));
+    }
+    let Some(uplink) = uplinks.first() else { return Ok(()) };
+    let line_rate = plans[&uplink.spec.name].link.link_rate_bps;
+    if line_rate == 0 {
+        return Err(format!("{changed}: the uplink {} needs link_rate_bps (its NIC's line rate)", uplink.spec.name));
+    }
+    let purchased: Vec<(&str, u64)> =
+        candidates.iter().filter_map(|c| plans[&c.spec.name].sla.map(|s| (c.spec.name.as_str(), s.bandwidth_bps))).collect();
+    let total: u64 = purchased.iter().map(|(_, b)| b).sum();
+    if total > line_rate {
+        let list: Vec<String> = purchased.iter().map(|(n, b)| format!("{n} {b}")).collect();
+        return Err(format!(
+            "{changed}: purchased bandwidth would add up to {total} bit/s, more than the uplink {}'s link_rate_bps {line_rate} ({})",
+            uplink.spec.name,
+            list.join(", ")
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::port::PortType;
+    use slaswitch_qos::cpu::model::{FactorTable, ModelEntry, StageCycles};
+    use slaswitch_qos::cpu::FlowCount;
+
+    fn spec(name: &str, opts: &[(&str, &str)]) -> PortSpec {
+        PortSpec { name: name.into(), port_type: PortType::Null, number: 1, options: opts.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect() }
+    }
+
+    fn model() -> BandwidthModel {
+        let row = |b, flows| ModelEntry { packet_bytes: b, flows, cycles_per_packet: StageCycles { ingress: 100.0, classification: 50.0, egress: 50.0 }, measured_kpps: 1.0 };
+        BandwidthModel {
+            machine: "t".into(),
+            tsc_hz: 1_000_000_000,
+            measured_unix_secs: 0,
+            method: "t".into(),
+            entries: [64, 1500].iter().flat_map(|&b| [row(b, FlowCount::Single), row(b, FlowCount::Many)]).collect(),
+            vm_count: FactorTable { points: vec![(1, 1.0), (2, 1.1)], source: "measured".into() },
+            numa_remote: FactorTable { points: vec![(1, 1.4)], source: "given".into() },
+            pmd_count: FactorTable { points: vec![(1, 1.0)], source: "given".into() },
+        }
+    }
+
+    #[test]
+    fn the_vm_count_coefficient_moves_every_allocation_on_the_pmd() {
+        let a = spec("vm1", &[("bandwidth_bps", "100M"), ("profile_packet_bytes", "64")]);
+        let b = spec("vm2", &[("bandwidth_bps", "100M"), ("profile_packet_bytes", "64")]);
+        let alone = plan(&[Candidate { spec: &a, pmd_core: 0 }], Some(&model()), 1, 1_000_000_000, "vm1").unwrap();
+        let both = plan(&[Candidate { spec: &a, pmd_core: 0 }, Candidate { spec: &b, pmd_core: 0 }], Some(&model()), 1, 1_000_000_000, "vm2").unwrap();
+        let c1 = alone["vm1"].cpu_qos.limit.alloc_cycles_per_sec();
+        let c2 = both["vm1"].cpu_qos.limit.alloc_cycles_per_sec();
+        // 100 Mbit/s of 64-byte frames = 195312.5 pps x 200 cycles.
+        assert_eq!(c1, 39_062_500);
+        assert_eq!(c2, (39_062_500.0f64 * 1.1).ceil() as u64);
+    }
+
+    #[test]
+    fn admission_refuses_too_many_cycles_and_too_much_bandwidth() {
+        let big = spec("vm1", &[("bandwidth_bps", "2G"), ("profile_packet_bytes", "64")]);
+        let e = plan(&[Candidate { spec: &big, pmd_core: 0 }], Some(&model()), 1, 100_000_000, "vm1").unwrap_err();
+        assert!(e.contains("core 0") && e.contains("more than the core's 100000000"), "{e}");
+        let up = spec("up", &[("uplink", "true"), ("link_rate_bps", "1G")]);
+        let v = spec("vm1", &[("bandwidth_bps", "1.5G"), ("cycles_per_sec", "1000")]);
+        let e = plan(&[Candidate { spec: &up, pmd_core: 0 }, Candidate { spec: &v, pmd_core: 0 }], None, 1, 1_000_000_000, "vm1").unwrap_err();
+        assert!(e.contains("1500000000") && e.contains("link_rate_bps 1000000000"), "{e}");
+        let e = plan(&[Candidate { spec: &spec("vm1", &[("bandwidth_bps", "1G")]), pmd_core: 0 }], None, 1, 1_000_000_000, "vm1").unwrap_err();
+        assert!(e.contains("slaswitch calibrate"), "{e}");
+    }
+}

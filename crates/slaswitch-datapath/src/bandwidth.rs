@@ -1,0 +1,128 @@
+//! Per-port bandwidth settings: what a VM purchased, the profile its allocation of cycles is
+//! computed from (seed 000 Sec. III), and the line rate of a paced port. All change live.
+//!
+//! | option                 | meaning                                                              |
+//! |------------------------|----------------------------------------------------------------------|
+//! | `bandwidth_bps`        | purchased bandwidth in frame bits/s (`2G`, `500M`, `100k` accepted); the model turns it into `cycles_per_sec` unless that is given too |
+//! | `profile_packet_bytes` | the profile's frame size, 64 to 1500 (default 358, the mean of simple IMIX) |
+//! | `profile_flows`        | `single` or `many` (default `many`)                                   |
+//! | `numa`                 | `local` (default) or `remote`: the VM's memory is on another NUMA node than its PMD |
+//! | `link_rate_bps`        | the port transmits at most this many wire bits/s, as a NIC of that speed would (frames plus 24 bytes of FCS, preamble and gap) |
+//! | `uplink`               | `true`: the port is the host's uplink. Purchased bandwidths may add up to its `link_rate_bps`, and the NIC-bottleneck fallback watches it |
+//! | `drift_compensation`   | `true` (default): an allocation from the model follows the host's measured speed ([`slaswitch_qos::cpu::drift`]); `false`: fixed |
+//! | `nic_fallback`         | on the uplink: `true` (default) or `false` to turn the fallback off (to measure C2QoS without it) |
+
+use std::collections::BTreeMap;
+
+use slaswitch_qos::cpu::{FlowCount, TrafficProfile};
+
+pub const BANDWIDTH_OPTIONS: &[&str] = &["bandwidth_bps", "profile_packet_bytes", "profile_flows", "numa", "link_rate_bps", "uplink", "nic_fallback", "drift_compensation"];
+
+/// Simple IMIX (7 x 60, 4 x 590, 1 x 1514 bytes) averages 358 bytes: the profile when a tenant
+/// names none, as the paper suggests (Sec. III-D).
+pub const DEFAULT_PROFILE_PACKET_BYTES: u32 = 358;
+
+/// A rate with an optional SI suffix: `2G`, `2.5g`, `500M`, `64k`, `1000`.
+pub fn parse_rate_bps(key: &str, v: &str) -> Result<u64, String> {
+    let (num, scale) = match v.chars().last() {
+        Some('k' | 'K') => (&v[..v.len() - 1], 1e3),
+        Some('m' | 'M') => (&v[..v.len() - 1], 1e6),
+        Some('g' | 'G') => (&v[..v.len() - 1], 1e9),
+        _ => (v, 1.0),
+    };
+    match num.parse::<f64>() {
+        Ok(x) if x.is_finite() && x >= 0.0 && x * scale <= 1e13 => Ok((x * scale).round() as u64),
+        _ => Err(format!("{key}={v}: a rate in bits per second, e.g. 2G, 500M, 64k or 1000000")),
+    }
+}
+
+/// What a VM purchased.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BandwidthSla {
+    pub bandwidth_bps: u64,
+    pub profile: TrafficProfile,
+    pub numa_remote: bool,
+    pub drift_compensation: bool,
+}
+
+impl BandwidthSla {
+    /// `None` when the port has no purchased bandwidth.
+    pub fn from_options(options: &BTreeMap<String, String>) -> Result<Option<BandwidthSla>, String> {
+        let packet_bytes = match options.get("profile_packet_bytes") {
+            None => DEFAULT_PROFILE_PACKET_BYTES,
+            Some(v) => v.parse::<u32>().ok().filter(|n| (64..=1500).contains(n)).ok_or_else(|| format!("profile_packet_bytes={v}: from 64 to 1500"))?,
+        };
+        let flows = match options.get("profile_flows") {
+            None => FlowCount::Many,
+            Some(v) => FlowCount::parse(v).map_err(|e| format!("profile_flows={e}"))?,
+        };
+        let numa_remote = match options.get("numa").map(String::as_str) {
+            None | Some("local") => false,
+            Some("remote") => true,
+            Some(v) => return Err(format!("numa={v}: local or remote")),
+        };
+        let drift_compensation = match options.get("drift_compensation").map(String::as_str) {
+            None | Some("true") => true,
+            Some("false") => false,
+            Some(v) => return Err(format!("drift_compensation={v}: true or false")),
+        };
+        let bandwidth_bps = options.get("bandwidth_bps").map(|v| parse_rate_bps("bandwidth_bps", v)).transpose()?.unwrap_or(0);
+        Ok((bandwidth_bps > 0).then_some(BandwidthSla { bandwidth_bps, profile: TrafficProfile { packet_bytes, flows }, numa_remote, drift_compensation }))
+    }
+}
+
+/// A port's link: its line rate and whether it is the uplink.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LinkSpec {
+    /// 0: not paced (as fast as the device takes frames).
+    pub link_rate_bps: u64,
+    pub uplink: bool,
+    /// The NIC-bottleneck fallback watches this link (uplinks only; on unless turned off).
+    pub nic_fallback: bool,
+}
+
+impl LinkSpec {
+    pub fn from_options(options: &BTreeMap<String, String>) -> Result<LinkSpec, String> {
+        let link_rate_bps = options.get("link_rate_bps").map(|v| parse_rate_bps("link_rate_bps", v)).transpose()?.unwrap_or(0);
+        let uplink = match options.get("uplink").map(String::as_str) {
+            None | Some("false") => false,
+            Some("true") => true,
+            Some(v) => return Err(format!("uplink={v}: true or false")),
+        };
+        let nic_fallback = match options.get("nic_fallback").map(String::as_str) {
+            None | Some("true") => uplink,
+            Some("false") => false,
+            Some(v) => return Err(format!("nic_fallback={v}: true or false")),
+        };
+        Ok(LinkSpec { link_rate_bps, uplink, nic_fallback })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn rates_take_si_suffixes() {
+        assert_eq!(parse_rate_bps("x", "2G").unwrap(), 2_000_000_000);
+        assert_eq!(parse_rate_bps("x", "2.5g").unwrap(), 2_500_000_000);
+        assert_eq!(parse_rate_bps("x", "64k").unwrap(), 64_000);
+        assert_eq!(parse_rate_bps("x", "1000").unwrap(), 1000);
+        assert!(parse_rate_bps("bandwidth_bps", "fast").unwrap_err().contains("bandwidth_bps=fast"));
+        assert!(parse_rate_bps("x", "-1").is_err());
+    }
+
+    #[test]
+    fn a_purchase_with_its_profile() {
+        let s = BandwidthSla::from_options(&opts(&[("bandwidth_bps", "1G"), ("profile_packet_bytes", "1024"), ("profile_flows", "single")])).unwrap().unwrap();
+        assert_eq!(s.bandwidth_bps, 1_000_000_000);
+        assert_eq!(s.profile, TrafficProfile { packet_bytes: 1024, flows: FlowCount::Single });
+        assert_eq!(BandwidthSla::from_options(&opts(&[])).unwrap(), None);
+        assert!(BandwidthSla::from_options(&opts(&[("bandwidth_bps", "1G"), ("profile_packet_bytes", "9000")])).unwrap_err().contains("64 to 1500"));
+        assert!(BandwidthSla::from_options(&opts(&[("profile_flows", "some")])).unwrap_err().contains("profile_flows"));
+    }
+}

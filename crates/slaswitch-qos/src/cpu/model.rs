@@ -1,0 +1,278 @@
+//! The bandwidth-CPU model (seed 000 Sec. III): how many PMD cycles per second a VM needs to
+//! forward its purchased bandwidth.
+//!
+//! 1. Traffic characteristics (Sec. III-B): a table measured on the host, per packet size
+//!    {64, 128, 256, 512, 1024, 1500} and {single, many} flows, of the cycles one packet costs
+//!    in each stage (Eq. 1: ingress + classification + egress). A profile picks a row (sizes in
+//!    between are interpolated linearly); packets per second times cycles per packet is
+//!    C_single.
+//! 2. Deployment (Sec. III-C): coefficients R_i for the number of VMs sharing the PMD, the VM's
+//!    NUMA placement and the number of PMD cores, each from its own table.
+//! 3. C_alloc = prod(R_i) * C_single (Sec. III-D).
+//!
+//! Bandwidth counts Ethernet frame bits as the switch counts them (header included, no FCS,
+//! preamble or gap), the same bytes the policers and the statistics count.
+
+use serde::{Deserialize, Serialize};
+
+/// The packet sizes the paper measures (Sec. III-D).
+pub const PROFILE_PACKET_SIZES: [u32; 6] = [64, 128, 256, 512, 1024, 1500];
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FlowCount {
+    /// One flow: every packet after the first hits the exact-match cache.
+    Single,
+    /// Many flows (the paper randomises addresses and ports): the cache mostly misses.
+    Many,
+}
+
+impl FlowCount {
+    pub fn parse(s: &str) -> Result<FlowCount, String> {
+        match s {
+            "single" | "1" => Ok(FlowCount::Single),
+            "many" | "multiple" => Ok(FlowCount::Many),
+            _ => Err(format!("'{s}': single or many")),
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            FlowCount::Single => "single",
+            FlowCount::Many => "many",
+        }
+    }
+}
+
+/// What a tenant says its traffic looks like (part of its SLA).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TrafficProfile {
+    pub packet_bytes: u32,
+    pub flows: FlowCount,
+}
+
+/// Cycles one packet costs in each stage.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StageCycles {
+    pub ingress: f64,
+    pub classification: f64,
+    pub egress: f64,
+}
+
+impl StageCycles {
+    pub fn total(&self) -> f64 {
+        self.ingress + self.classification + self.egress
+    }
+
+    fn lerp(a: &StageCycles, b: &StageCycles, f: f64) -> StageCycles {
+        StageCycles {
+            ingress: a.ingress + (b.ingress - a.ingress) * f,
+            classification: a.classification + (b.classification - a.classification) * f,
+            egress: a.egress + (b.egress - a.egress) * f,
+        }
+    }
+}
+
+/// One measured row of the traffic table.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModelEntry {
+    pub packet_bytes: u32,
+    pub flows: FlowCount,
+    pub cycles_per_packet: StageCycles,
+    /// The forwarding rate the row was measured at.
+    pub measured_kpps: f64,
+}
+
+/// A coefficient table: input value -> growth factor. Looked up by the largest input not
+/// above the asked one (the paper's curves flatten; between points the lower one is used).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct FactorTable {
+    pub points: Vec<(u32, f64)>,
+    /// `measured` on this host, or `given` by the operator.
+    pub source: String,
+}
+
+impl FactorTable {
+    pub fn lookup(&self, input: u32) -> f64 {
+        self.points.iter().filter(|(x, _)| *x <= input).max_by_key(|(x, _)| *x).map_or(1.0, |(_, f)| *f)
+    }
+}
+
+/// The whole model as stored by `slaswitch calibrate`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BandwidthModel {
+    /// Where it was measured: CPU model, cores, TSC rate, software versions.
+    pub machine: String,
+    pub tsc_hz: u64,
+    pub measured_unix_secs: u64,
+    /// How it was measured (cores, rule set, durations), for the report.
+    pub method: String,
+    pub entries: Vec<ModelEntry>,
+    /// R for the number of VMs with a purchased bandwidth on one PMD.
+    pub vm_count: FactorTable,
+    /// R for a VM whose memory is on another NUMA node than its PMD (one point, input 1).
+    pub numa_remote: FactorTable,
+    /// R for the number of PMD cores of the switch.
+    pub pmd_count: FactorTable,
+}
+
+/// Where a VM sits, the inputs of the deployment coefficients.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Deployment {
+    pub vm_count: u32,
+    pub numa_remote: bool,
+    pub pmd_count: u32,
+}
+
+/// One applied coefficient, for `qos-show`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AppliedFactor {
+    pub name: String,
+    pub input: u32,
+    pub value: f64,
+    pub source: String,
+}
+
+/// The model's answer for one VM, with every step shown.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Allocation {
+    pub bandwidth_bps: u64,
+    pub profile: TrafficProfile,
+    pub packets_per_sec: f64,
+    /// The table rows used (one, or the two a size lies between).
+    pub entries: Vec<ModelEntry>,
+    pub cycles_per_packet: StageCycles,
+    pub c_single_cycles_per_sec: f64,
+    pub factors: Vec<AppliedFactor>,
+    pub cycles_per_sec: u64,
+}
+
+impl BandwidthModel {
+    /// Cycles per packet for a profile: its row, or the interpolation of the two rows of the
+    /// same flow count its size lies between.
+    pub fn cycles_per_packet(&self, profile: &TrafficProfile) -> Result<(StageCycles, Vec<ModelEntry>), String> {
+        let mut rows: Vec<&ModelEntry> = self.entries.iter().filter(|e| e.flows == profile.flows).collect();
+        rows.sort_by_key(|e| e.packet_bytes);
+        let (first, last) = match (rows.first(), rows.last()) {
+            (Some(f), Some(l)) => (*f, *l),
+            _ => return Err(format!("the bandwidth model has no rows for {} flows: run slaswitch calibrate", profile.flows.name())),
+        };
+        if profile.packet_bytes < first.packet_bytes || profile.packet_bytes > last.packet_bytes {
+            return Err(format!(
+                "profile_packet_bytes={}: the model covers {} to {} bytes",
+                profile.packet_bytes, first.packet_bytes, last.packet_bytes
+            ));
+        }
+        if let Some(exact) = rows.iter().find(|e| e.packet_bytes == profile.packet_bytes) {
+            return Ok((exact.cycles_per_packet, vec![**exact]));
+        }
+        let hi = rows.iter().position(|e| e.packet_bytes > profile.packet_bytes).expect("within range");
+        let (a, b) = (rows[hi - 1], rows[hi]);
+        let f = f64::from(profile.packet_bytes - a.packet_bytes) / f64::from(b.packet_bytes - a.packet_bytes);
+        Ok((StageCycles::lerp(&a.cycles_per_packet, &b.cycles_per_packet, f), vec![*a, *b]))
+    }
+
+    /// Cycles per packet the model expects for traffic as observed: `frame_bytes` on average,
+    /// `miss_share` of packets missing the exact-match cache (0: the single-flow row, 1: the
+    /// many-flow row, linear between). Sizes outside the table take its nearest row.
+    pub fn predict_cycles_per_packet(&self, frame_bytes: f64, miss_share: f64) -> Option<f64> {
+        let at = |flows: FlowCount| -> Option<f64> {
+            let mut rows: Vec<&ModelEntry> = self.entries.iter().filter(|e| e.flows == flows).collect();
+            rows.sort_by_key(|e| e.packet_bytes);
+            let (first, last) = (rows.first()?, rows.last()?);
+            let bytes = (frame_bytes.round() as u32).clamp(first.packet_bytes, last.packet_bytes);
+            self.cycles_per_packet(&TrafficProfile { packet_bytes: bytes, flows }).ok().map(|(c, _)| c.total())
+        };
+        let (single, many) = (at(FlowCount::Single)?, at(FlowCount::Many)?);
+        Some(single + (many - single) * miss_share.clamp(0.0, 1.0))
+    }
+
+    /// C_alloc = prod(R_i) * C_single for a purchased bandwidth (seed 000 Sec. III-D).
+    pub fn allocate(&self, bandwidth_bps: u64, profile: TrafficProfile, deployment: Deployment) -> Result<Allocation, String> {
+        if profile.packet_bytes == 0 {
+            return Err("profile_packet_bytes must be above 0".into());
+        }
+        let (cycles_per_packet, entries) = self.cycles_per_packet(&profile)?;
+        let packets_per_sec = bandwidth_bps as f64 / 8.0 / f64::from(profile.packet_bytes);
+        let c_single = packets_per_sec * cycles_per_packet.total();
+        let factor = |name: &str, table: &FactorTable, input: u32| AppliedFactor {
+            name: name.into(),
+            input,
+            value: table.lookup(input),
+            source: table.source.clone(),
+        };
+        let mut factors = vec![factor("vm_count", &self.vm_count, deployment.vm_count), factor("pmd_count", &self.pmd_count, deployment.pmd_count)];
+        if deployment.numa_remote {
+            factors.push(factor("numa_remote", &self.numa_remote, 1));
+        }
+        let product: f64 = factors.iter().map(|f| f.value).product();
+        Ok(Allocation {
+            bandwidth_bps,
+            profile,
+            packets_per_sec,
+            entries,
+            cycles_per_packet,
+            c_single_cycles_per_sec: c_single,
+            factors,
+            cycles_per_sec: (c_single * product).ceil() as u64,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn model() -> BandwidthModel {
+        let row = |bytes, flows, total: f64| ModelEntry {
+            packet_bytes: bytes,
+            flows,
+            cycles_per_packet: StageCycles { ingress: total / 2.0, classification: total / 4.0, egress: total / 4.0 },
+            measured_kpps: 1000.0,
+        };
+        BandwidthModel {
+            machine: "test".into(),
+            tsc_hz: 2_000_000_000,
+            measured_unix_secs: 0,
+            method: "test".into(),
+            entries: vec![row(64, FlowCount::Single, 200.0), row(128, FlowCount::Single, 240.0), row(1500, FlowCount::Single, 800.0), row(64, FlowCount::Many, 400.0), row(1500, FlowCount::Many, 1000.0)],
+            vm_count: FactorTable { points: vec![(1, 1.0), (4, 1.14), (8, 1.2)], source: "measured".into() },
+            numa_remote: FactorTable { points: vec![(1, 1.4)], source: "given".into() },
+            pmd_count: FactorTable { points: vec![(1, 1.0), (2, 1.47)], source: "given".into() },
+        }
+    }
+
+    #[test]
+    fn exact_row_times_packet_rate() {
+        let a = model().allocate(1_000_000_000, TrafficProfile { packet_bytes: 1500, flows: FlowCount::Single }, Deployment { vm_count: 1, numa_remote: false, pmd_count: 1 }).unwrap();
+        let pps = 1e9 / 8.0 / 1500.0;
+        assert!((a.packets_per_sec - pps).abs() < 1e-6);
+        assert_eq!(a.cycles_per_sec, (pps * 800.0).ceil() as u64);
+        assert_eq!(a.entries.len(), 1);
+    }
+
+    #[test]
+    fn sizes_between_rows_interpolate() {
+        let (c, rows) = model().cycles_per_packet(&TrafficProfile { packet_bytes: 96, flows: FlowCount::Single }).unwrap();
+        assert_eq!(rows.len(), 2);
+        assert!((c.total() - 220.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn coefficients_multiply_the_paper_example() {
+        // Sec. III-C: 4 VMs, remote NUMA node, two PMD cores -> 1.4 * 1.14 * 1.47.
+        let m = model();
+        let p = TrafficProfile { packet_bytes: 64, flows: FlowCount::Many };
+        let single = m.allocate(100_000_000, p, Deployment { vm_count: 1, numa_remote: false, pmd_count: 1 }).unwrap();
+        let all = m.allocate(100_000_000, p, Deployment { vm_count: 5, numa_remote: true, pmd_count: 2 }).unwrap();
+        let expected = single.c_single_cycles_per_sec * 1.4 * 1.14 * 1.47;
+        assert!((all.cycles_per_sec as f64 - expected).abs() <= 1.0, "{} vs {expected}", all.cycles_per_sec);
+        assert_eq!(all.factors.len(), 3);
+    }
+
+    #[test]
+    fn outside_the_table_is_refused() {
+        let e = model().cycles_per_packet(&TrafficProfile { packet_bytes: 9000, flows: FlowCount::Single }).unwrap_err();
+        assert!(e.contains("64 to 1500"), "{e}");
+    }
+}

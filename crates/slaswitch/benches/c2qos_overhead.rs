@@ -1,0 +1,173 @@
+//! Whole-switch benchmark: what C2QoS's cycle accounting and scheduling cost the data plane
+//! (issue 5: at most 1% of the forwarding rate with 28 ports; seed 000 Sec. VI-F reports 0.018%
+//! on the PMD plus about 2% for a manager thread, which slaswitch's lazy refill does not need).
+//!
+//! One slaswitchd (PMD on core 0) with 28 vhost-user VM ports and a null uplink; one tenant
+//! process (core 1) runs the 28 emulated VMs, all sending as fast as they can. The same run
+//! alternates, live, between
+//!   A: plain round robin (no port has C2QoS settings: the PMD has no scheduler at all), and
+//!   B: C2QoS on every port: MIN-MAX buckets of 1/28 of the core each under HBS, so every
+//!      batch is scheduled and charged but the allocations add up to the whole core and nothing
+//!      is held back. All ports stay in one class: classes change which port goes first, and so
+//!      batch sizes, which is policy, not overhead.
+//! Each round measures both for `SECS` seconds; the host is shared and noisy, so the result is
+//! the median over rounds of the B/A ratios of (1) packets forwarded per second and (2) PMD busy
+//! cycles per forwarded packet. Two workloads: cheap packets (64-byte frames, one flow, a rule
+//! per VM port: the worst case for relative overhead) and cloud-like ones (many flows through a
+//! 99-mask security-group table).
+//!
+//!   cargo bench -p slaswitch --bench c2qos_overhead         (root, hugepages)
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+const PORTS: usize = 28;
+const ROUNDS: usize = 12;
+const SECS: f64 = 1.0;
+
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) on our own child.
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+        let t = Instant::now();
+        while self.0.try_wait().ok().flatten().is_none() && t.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn cli(socket: &PathBuf, req: Value) -> Value {
+    slaswitch::control::request(socket, &req).unwrap_or_else(|e| panic!("{req}: {e}"))
+}
+
+/// (forwarded packets, PMD busy cycles, PMD total cycles).
+fn counters(socket: &PathBuf) -> (f64, f64, f64) {
+    let stats = cli(socket, json!({"cmd": "pmd-stats"}));
+    let pmd = &stats["pmds"][0];
+    let packets: f64 = pmd["ports"].as_array().unwrap().iter().map(|p| p["rx_packets"].as_f64().unwrap()).sum();
+    let busy = pmd["busy_cycles"].as_f64().unwrap();
+    (packets, busy, busy + pmd["idle_cycles"].as_f64().unwrap())
+}
+
+fn measure(socket: &PathBuf) -> (f64, f64, f64) {
+    let (p0, b0, t0) = counters(socket);
+    let start = Instant::now();
+    std::thread::sleep(Duration::from_secs_f64(SECS));
+    let (p1, b1, t1) = counters(socket);
+    let secs = start.elapsed().as_secs_f64();
+    ((p1 - p0) / secs, (b1 - b0) / (p1 - p0).max(1.0), 100.0 * (b1 - b0) / (t1 - t0))
+}
+
+fn set_c2qos(socket: &PathBuf, on: bool, tsc_hz: u64) {
+    for i in 1..=PORTS {
+        let options = if on {
+            json!({"cycles_per_sec": (tsc_hz / PORTS as u64).to_string(), "mode": "min-max"})
+        } else {
+            json!({"cycles_per_sec": "0", "mode": "strict"})
+        };
+        cli(socket, json!({"cmd": "set-port", "name": format!("vm{i}"), "options": options}));
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn workload(name: &str, security_group_masks: usize, flows_per_vm: u32) {
+    let dir = std::env::temp_dir().join(format!("slaswitch-bench-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let socket = dir.join("slaswitchd.ctl");
+    let prefix = format!("ssbench{}", std::process::id());
+    let daemon = Proc(
+        Command::new(env!("CARGO_BIN_EXE_slaswitchd"))
+            .args(["--pmd-cores", "0", "--main-core", "1", "--no-metrics", "--file-prefix", &prefix, "--run-dir"])
+            .arg(&dir)
+            .arg("--db")
+            .arg(dir.join("conf.json"))
+            .arg("--model")
+            .arg(dir.join("none.json"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start slaswitchd"),
+    );
+    let t = Instant::now();
+    while !socket.exists() {
+        assert!(t.elapsed() < Duration::from_secs(30), "slaswitchd did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    cli(&socket, json!({"cmd": "add-port", "name": "up", "type": "null"}));
+    let mut flows = Vec::new();
+    for i in 1..=PORTS {
+        cli(&socket, json!({"cmd": "add-port", "name": format!("vm{i}"), "type": "vhost-user"}));
+        flows.push(format!("priority=1,in_port=vm{i},actions=output:up"));
+    }
+    flows.extend(slaswitch_classifier::security_group::security_group_rules(security_group_masks).iter().map(|r| r.to_string()).filter(|_| security_group_masks > 0));
+    cli(&socket, json!({"cmd": "add-flow", "flows": flows}));
+    let tsc_hz = cli(&socket, json!({"cmd": "pmd-stats"}))["tsc_hz"].as_u64().unwrap();
+    let mut tenant = Command::new(env!("CARGO_BIN_EXE_slaswitch-tenant"));
+    tenant.args(["--core", "1", "--ring", "1024", "--duration", "600", "--out", "/dev/null", "--file-prefix", &format!("{prefix}vm")]);
+    for i in 1..=PORTS {
+        tenant.arg("--vm").arg(format!("vm{i}={}", dir.join(format!("vm{i}.sock")).display()));
+    }
+    tenant.args(["gen", "--phase", &format!("size=64,rate=max,flows={flows_per_vm}")]);
+    let tenant = Proc(tenant.stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("start slaswitch-tenant"));
+    std::thread::sleep(Duration::from_secs(4));
+    let (mut rate_ratios, mut cost_ratios) = (Vec::new(), Vec::new());
+    println!("{name}: {PORTS} VM ports, 64-byte frames, {flows_per_vm} flow(s) per VM, {security_group_masks} security-group masks");
+    println!("  round   RR Mpps  C2QoS Mpps  ratio   RR cyc/pkt  C2QoS cyc/pkt  ratio   busy% RR/C2QoS");
+    for round in 0..ROUNDS {
+        // Alternate which goes first, so a drift of the host does not favour one side.
+        let order = if round % 2 == 0 { [false, true] } else { [true, false] };
+        let mut r = [(0.0, 0.0, 0.0); 2];
+        for on in order {
+            set_c2qos(&socket, on, tsc_hz);
+            std::thread::sleep(Duration::from_millis(300));
+            r[usize::from(on)] = measure(&socket);
+        }
+        let (rr, c2) = (r[0], r[1]);
+        rate_ratios.push(c2.0 / rr.0);
+        cost_ratios.push(c2.1 / rr.1);
+        println!(
+            "  {round:>5}  {:>8.3}  {:>10.3}  {:>5.3}  {:>11.0}  {:>13.0}  {:>5.3}   {:.0}/{:.0}",
+            rr.0 / 1e6, c2.0 / 1e6, c2.0 / rr.0, rr.1, c2.1, c2.1 / rr.1, rr.2, c2.2
+        );
+    }
+    let (rate, cost) = (median(rate_ratios), median(cost_ratios));
+    println!(
+        "  median: forwarding rate C2QoS/RR = {rate:.4} ({:+.2}%), PMD cycles per packet C2QoS/RR = {cost:.4} ({:+.2}%)\n",
+        (rate - 1.0) * 100.0,
+        (cost - 1.0) * 100.0
+    );
+    drop(tenant);
+    drop(daemon);
+    for entry in std::fs::read_dir("/dev/hugepages").into_iter().flatten().flatten() {
+        if entry.file_name().to_string_lossy().starts_with(&prefix) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn main() {
+    // `cargo test --benches` runs benches with --bench absent: nothing to do then.
+    if !std::env::args().any(|a| a == "--bench") {
+        return;
+    }
+    if unsafe { libc::geteuid() } != 0 || slaswitch_dpdk::hugepage_status().0 == 0 {
+        eprintln!("c2qos_overhead: needs root and hugepages (scripts/test sets them up); skipped");
+        return;
+    }
+    println!("C2QoS overhead (data plane on this machine; PMD on core 0, emulated VMs on core 1)\n");
+    workload("cheap packets", 0, 1);
+    workload("cloud-like packets", 99, 2000);
+}

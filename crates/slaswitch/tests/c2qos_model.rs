@@ -1,0 +1,162 @@
+//! The bandwidth-CPU model end to end (seed 000 Sec. III-IV, VII): `slaswitch calibrate`
+//! measures a model on this machine, the daemon turns purchases into cycles with it and
+//! explains the working, admission control guards the uplink's line rate, a paced port sends
+//! at its line rate, and the NIC-bottleneck fallback holds a VM to its purchase.
+
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use common::*;
+use serde_json::Value;
+
+fn qos_port(q: &Value, name: &str) -> Value {
+    q["ports"].as_array().unwrap().iter().find(|p| p["name"] == name).unwrap_or_else(|| panic!("no {name} in {q}")).clone()
+}
+
+#[test]
+fn calibrate_then_purchases_become_cycles_and_admission_guards_the_uplink() {
+    let _g = serial();
+    if !can_run() {
+        return;
+    }
+    // A short calibration (the full one takes minutes): every table row and two VM counts.
+    let dir = std::env::temp_dir().join(format!("slaswitch-it-calibration-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let model_file = dir.join("model.json");
+    let out = Command::new(CLI)
+        .args(["calibrate", "--seconds", "0.5", "--repeats", "1", "--vm-counts", "1,2", "--quiet", "--out"])
+        .arg(&model_file)
+        .env("SLASWITCH_SOCKET", dir.join("none.ctl"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "calibrate failed: {}{}", stdout, String::from_utf8_lossy(&out.stderr));
+    let model: Value = serde_json::from_str(&std::fs::read_to_string(&model_file).unwrap()).unwrap();
+    assert_eq!(model["entries"].as_array().unwrap().len(), 12, "6 sizes x 2 flow counts: {model}");
+    for e in model["entries"].as_array().unwrap() {
+        let c = &e["cycles_per_packet"];
+        let total: f64 = ["ingress", "classification", "egress"].iter().map(|k| c[*k].as_f64().unwrap()).sum();
+        assert!(total > 20.0 && total < 1e6, "implausible cycles per packet: {e}");
+    }
+    // Many flows through the security-group table cost more to classify than one flow.
+    let classify = |bytes: u64, flows: &str| {
+        model["entries"].as_array().unwrap().iter().find(|e| e["packet_bytes"] == bytes && e["flows"] == flows).unwrap()["cycles_per_packet"]["classification"].as_f64().unwrap()
+    };
+    assert!(classify(64, "many") > classify(64, "single"), "{model}");
+    assert!(stdout.contains("R vm_count (measured)"), "{stdout}");
+
+    let sw = Switch::start("model", &["--model", &dir.join("daemon-model.json").display().to_string()]);
+    sw.ok(&["add-port", "up", "null", "uplink=true", "link_rate_bps=1G"]);
+    // Without a model a purchase cannot become cycles: refused, and the port does not exist.
+    let (ok, _, err) = sw.cli(&["add-port", "vm1", "vhost-user", "bandwidth_bps=300M", "profile_packet_bytes=1024", "profile_flows=single"]);
+    assert!(!ok && err.contains("slaswitch calibrate"), "{err}");
+    assert_eq!(sw.json(&["list-ports"]).as_array().unwrap().len(), 1);
+    sw.ok(&["load-model", &model_file.display().to_string()]);
+    sw.ok(&["add-port", "vm1", "vhost-user", "bandwidth_bps=300M", "profile_packet_bytes=1024", "profile_flows=single"]);
+    sw.ok(&["add-port", "vm2", "vhost-user", "bandwidth_bps=500M", "profile_packet_bytes=100", "mode=min-max", "weight=2"]);
+
+    // qos-show explains: the row(s), each coefficient, C_single and C_alloc = prod(R) x C_single.
+    let q = sw.json(&["qos-show"]);
+    let v1 = qos_port(&q, "vm1");
+    let a = &v1["allocation"];
+    assert_eq!(a["entries"].as_array().unwrap().len(), 1, "{a}");
+    let pps = 300e6 / 8.0 / 1024.0;
+    assert!((a["packets_per_sec"].as_f64().unwrap() - pps).abs() < 1e-6);
+    let c = &a["cycles_per_packet"];
+    let cpp: f64 = ["ingress", "classification", "egress"].iter().map(|k| c[*k].as_f64().unwrap()).sum();
+    let product: f64 = a["factors"].as_array().unwrap().iter().map(|f| f["value"].as_f64().unwrap()).product();
+    let vm_count = a["factors"].as_array().unwrap().iter().find(|f| f["name"] == "vm_count").unwrap();
+    assert_eq!(vm_count["input"], 2, "two VMs share the PMD: {a}");
+    let expected = (pps * cpp * product).ceil();
+    assert!((v1["cycles_per_sec"].as_f64().unwrap() - expected).abs() <= 2.0, "{v1}");
+    assert_eq!(v1["cycles_from"], "model");
+    assert_eq!(v1["mode"], "strict");
+    // 100-byte frames lie between the 64 and 128 rows: interpolated from both.
+    let v2 = qos_port(&q, "vm2");
+    assert_eq!(v2["allocation"]["entries"].as_array().unwrap().len(), 2, "{v2}");
+    assert_eq!(v2["mode"], "min-max");
+    let text = sw.ok(&["qos-show", "vm1"]);
+    assert!(text.contains("model entry 1024 bytes/single") && text.contains("C_alloc = prod(R) x C_single"), "{text}");
+
+    // Admission: 300M + 500M + 300M of purchases exceed the 1G uplink. Refused, nothing changes.
+    let before = sw.json(&["show"]);
+    let (ok, _, err) = sw.cli(&["add-port", "vm3", "vhost-user", "bandwidth_bps=300M"]);
+    assert!(!ok && err.contains("more than the uplink up's link_rate_bps 1000000000"), "{err}");
+    let (ok, _, err) = sw.cli(&["set-port", "vm2", "bandwidth_bps=800M"]);
+    assert!(!ok && err.contains("1100000000"), "{err}");
+    assert_eq!(sw.json(&["show"]), before, "a refused change changed the configuration");
+    // Admission on cycles: a purchase the core cannot carry.
+    sw.ok(&["set-port", "up", "link_rate_bps=100G"]);
+    let (ok, _, err) = sw.cli(&["set-port", "vm2", "bandwidth_bps=90G", "profile_packet_bytes=64"]);
+    assert!(!ok && err.contains("more than the core's"), "{err}");
+
+    // A restart keeps the model (copied to the daemon's own file) and the allocations.
+    let cycles_before = qos_port(&sw.json(&["qos-show"]), "vm1")["cycles_per_sec"].clone();
+    let mut sw = sw;
+    sw.restart();
+    assert_eq!(qos_port(&sw.json(&["qos-show"]), "vm1")["cycles_per_sec"], cycles_before);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Uplink wire rate in bit/s between two `port-stats` snapshots `secs` apart.
+fn wire_bps(a: &Value, b: &Value, secs: f64) -> f64 {
+    let f = |v: &Value, k: &str| v[k].as_f64().unwrap();
+    let frames = f(b, "tx_packets") - f(a, "tx_packets");
+    let bytes = f(b, "tx_bytes") - f(a, "tx_bytes");
+    (bytes + 24.0 * frames) * 8.0 / secs
+}
+
+#[test]
+fn a_paced_uplink_runs_at_its_line_rate_and_the_fallback_holds_a_liar_to_its_purchase() {
+    let _g = serial();
+    if !can_run() {
+        return;
+    }
+    for fallback in [true, false] {
+        let sw = Switch::start(if fallback { "fb-on" } else { "fb-off" }, &[]);
+        sw.ok(&["add-port", "up", "null", "uplink=true", "link_rate_bps=200M", &format!("nic_fallback={fallback}")]);
+        // Explicit cycles (no model needed); the purchases are what the fallback enforces.
+        for p in ["vm1", "vm2"] {
+            sw.ok(&["add-port", p, "vhost-user", "bandwidth_bps=90M", "cycles_per_sec=1000000000"]);
+            sw.ok(&["add-flow", &format!("in_port={p},actions=output:up")]);
+        }
+        // vm1 sends its purchase; vm2 sends 1500-byte frames far beyond the line rate.
+        let gen = Tenant::start(
+            &sw.dir,
+            "gen",
+            &[("vm1", &sw.port_sock("vm1")), ("vm2", &sw.port_sock("vm2"))],
+            1024,
+            8.0,
+            &["gen", "--phase", "vm=vm1,size=1024,rate=80mbps", "--phase", "vm=vm2,size=1500,rate=1000mbps"],
+        );
+        std::thread::sleep(Duration::from_secs(3));
+        let (a, t0) = (sw.port("up"), std::time::Instant::now());
+        let (liar_a, honest_a) = (sw.port("vm2"), sw.port("vm1"));
+        std::thread::sleep(Duration::from_secs(3));
+        let (b, secs) = (sw.port("up"), t0.elapsed().as_secs_f64());
+        let (liar_b, honest_b) = (sw.port("vm2"), sw.port("vm1"));
+        let q = sw.json(&["qos-show"]);
+        gen.kill();
+        let wire = wire_bps(&a, &b, secs);
+        let dropped = b["tx_dropped"].as_f64().unwrap() - a["tx_dropped"].as_f64().unwrap();
+        let liar_limited = liar_b["rx"]["fallback_drops"].as_f64().unwrap() - liar_a["rx"]["fallback_drops"].as_f64().unwrap();
+        let honest_limited = honest_b["rx"]["fallback_drops"].as_f64().unwrap() - honest_a["rx"]["fallback_drops"].as_f64().unwrap();
+        if fallback {
+            // The liar is held to 90M at ingress: the link carries about 80M + 90M, below its
+            // rate, so nothing waits long enough to be dropped at the link.
+            assert_eq!(q["fallback"]["engaged"], true, "{}", q["fallback"]);
+            assert!(liar_limited > 1000.0, "the fallback did not limit the liar: {liar_limited}");
+            assert_eq!(honest_limited, 0.0, "the honest VM was limited");
+            assert!(wire < 200e6 * 1.02, "the link ran above its rate: {wire}");
+            assert!(dropped < 100.0, "{dropped} frames dropped at the link with the fallback on");
+        } else {
+            // The link is the bottleneck: it runs at its line rate and drops what does not fit.
+            assert!((wire - 200e6).abs() < 200e6 * 0.03, "a 200M link sent {:.1} Mbit/s of wire bits", wire / 1e6);
+            assert!(dropped > 1000.0, "nothing dropped at a link offered 5x its rate");
+            assert_eq!(q["fallback"]["enabled"], false);
+            assert_eq!(liar_limited, 0.0);
+        }
+    }
+}
