@@ -49,6 +49,8 @@ pub struct PortCounters {
     /// The C2QoS scheduler's view of the port, published by its PMD (see [`CpuQosState`]).
     cpu_tokens_bits: AtomicU64,
     cpu_class_place: AtomicU64,
+    /// The drift factor the port's model allocation follows (f64 bits; 0: none yet).
+    drift_factor_bits: AtomicU64,
 }
 
 /// Where a port stands in its PMD's C2QoS scheduler, as last published.
@@ -96,6 +98,15 @@ impl PortCounters {
         let tokens = f64::from_bits(self.cpu_tokens_bits.load(Relaxed));
         let cp = self.cpu_class_place.load(Relaxed);
         CpuQosState { tokens_cycles: (!tokens.is_nan()).then_some(tokens), class: (cp >> 8) as u8, place: PLACES[(cp & 0xff) as usize % PLACES.len()] }
+    }
+
+    pub fn publish_drift_factor(&self, factor: f64) {
+        self.drift_factor_bits.store(factor.to_bits(), Relaxed);
+    }
+
+    /// The factor the port's model allocation follows, once measured.
+    pub fn drift_factor(&self) -> Option<f64> {
+        Some(f64::from_bits(self.drift_factor_bits.load(Relaxed))).filter(|f| *f > 0.0)
     }
 
     #[inline]

@@ -118,6 +118,8 @@ pub struct PortStats {
     pub bandwidth_bps: u64,
     /// The model's working when the cycles come from it (seed 000 Sec. III).
     pub allocation: Option<Allocation>,
+    /// The drift factor its model allocation follows (drift compensation), once measured.
+    pub drift_factor: Option<f64>,
     pub link_rate_bps: u64,
     pub link_queued: usize,
     pub uplink: bool,
@@ -666,6 +668,7 @@ impl Datapath {
                     priority: p.plan.cpu_qos.priority,
                     bandwidth_bps: p.plan.sla.map_or(0, |s| s.bandwidth_bps),
                     allocation: p.plan.allocation.clone(),
+                    drift_factor: p.counters.drift_factor(),
                     link_rate_bps: p.plan.link.link_rate_bps,
                     link_queued: p.paced.as_ref().map_or(0, |l| l.queued()),
                     uplink: p.plan.link.uplink,

@@ -30,6 +30,7 @@ use crate::cpu_qos::CpuQos;
 use crate::paced_tx::{Fallback, PacedLink};
 use crate::policing::{Policer, PolicingSpec};
 use slaswitch_qos::meter::{Color, Srtcm, SrtcmParams};
+use slaswitch_qos::cpu::drift::bounded;
 use slaswitch_qos::cpu::{BandwidthModel, C2tbConfig, DriftCompensator, DriftConfig, HbsConfig, PortPlace, PortScheduler, PortWindow};
 
 /// Port numbers run from 1 to `MAX_PORTS - 1`.
@@ -126,7 +127,11 @@ struct Pmd {
     index_of: Vec<u16>,
     pmd_totals: PmdTotals,
     counters: Arc<PmdCounters>,
-    emc: ExactMatchCache,
+    /// One exact-match cache per rx port (same order as `cfg.rx_ports`): a VM's many flows
+    /// evict only its own entries, so a neighbour's cached flows stay cached (OVS shares one
+    /// per PMD, and a many-flow VM there turns its neighbours' hits into misses: seed 000
+    /// Fig. 5c's cost lands on them).
+    emcs: Vec<(u16, ExactMatchCache)>,
     macs: MacTable,
     /// Pending packets per output port, and their bytes.
     out: Vec<Vec<Mbuf>>,
@@ -146,10 +151,10 @@ impl Pmd {
             policers: cfg.rx_ports.iter().map(|p| p.policing.map(|s| s.policer(tsc_to_ns(rdtsc(), cfg.tsc_hz)))).collect(),
             fallback_meters: cfg.rx_ports.iter().map(|p| p.fallback_limit_bps.map(|b| fallback_meter(b, tsc_to_ns(rdtsc(), cfg.tsc_hz)))).collect(),
             index_of: index_of(&cfg),
+            emcs: cfg.rx_ports.iter().map(|p| (p.number, ExactMatchCache::new())).collect(),
             cfg,
             pmd_totals: PmdTotals::default(),
             counters,
-            emc: ExactMatchCache::new(),
             out: (0..MAX_PORTS).map(|_| Vec::new()).collect(),
             out_bytes: vec![0; MAX_PORTS],
             dirty: Vec::with_capacity(64),
@@ -168,8 +173,19 @@ impl Pmd {
 
     fn install(&mut self, cfg: Arc<PmdConfig>) {
         self.publish();
+        let mut old_emcs = std::mem::take(&mut self.emcs);
+        self.emcs = cfg
+            .rx_ports
+            .iter()
+            .map(|p| match old_emcs.iter().position(|(n, _)| *n == p.number) {
+                Some(i) => old_emcs.swap_remove(i),
+                None => (p.number, ExactMatchCache::new()),
+            })
+            .collect();
         if !Arc::ptr_eq(&cfg.classifier, &self.cfg.classifier) {
-            self.emc.invalidate();
+            for (_, emc) in &mut self.emcs {
+                emc.invalidate();
+            }
             self.rule_hits = vec![(0, 0); cfg.classifier.rules().len()];
         }
         // Forget MACs learned on ports that are gone.
@@ -212,7 +228,8 @@ impl Pmd {
             Some(r) => r.unwrap_or(NO_RULE),
             None => {
                 let st = &mut self.totals[port_idx];
-                match self.emc.lookup(&key, hash) {
+                let emc = &mut self.emcs[port_idx].1;
+                match emc.lookup(&key, hash) {
                     Some(v) => {
                         st.emc_hits += 1;
                         v
@@ -220,7 +237,7 @@ impl Pmd {
                     None => {
                         st.emc_misses += 1;
                         let v = self.cfg.classifier.lookup(&key).unwrap_or(NO_RULE);
-                        self.emc.insert(&key, hash, v);
+                        self.emcs[port_idx].1.insert(&key, hash, v);
                         v
                     }
                 }
@@ -392,7 +409,7 @@ impl Pmd {
                 Ok(k) => {
                     let h = if simple.is_some() { 0 } else { k.hash64() };
                     if simple.is_none() {
-                        self.emc.prefetch(h);
+                        self.emcs[port_idx].1.prefetch(h);
                     }
                     *slot = (k, h, true);
                 }
@@ -546,21 +563,35 @@ fn index_of(cfg: &PmdConfig) -> Vec<u16> {
 
 /// Drift compensation's state in one PMD ([`slaswitch_qos::cpu::drift`]).
 struct Drift {
-    comp: DriftCompensator,
+    pmd: DriftCompensator,
+    /// Per port number: its own compensator and the factor last applied to it.
+    ports: std::collections::BTreeMap<u16, (DriftCompensator, f64)>,
     window_start_tsc: u64,
     /// Per rx port: its totals at the window's start.
     last: Vec<RxTotals>,
-    /// The factor last applied to the allocations.
-    applied: f64,
 }
 
 impl Drift {
     fn new(now: u64, cfg: &PmdConfig) -> Drift {
-        Drift { comp: DriftCompensator::new(DriftConfig::default()), window_start_tsc: now, last: cfg.rx_ports.iter().map(|p| p.counters.rx()).collect(), applied: 1.0 }
+        Drift {
+            pmd: DriftCompensator::new(DriftConfig::default()),
+            ports: Default::default(),
+            window_start_tsc: now,
+            last: cfg.rx_ports.iter().map(|p| p.counters.rx()).collect(),
+        }
     }
 
-    /// At the end of a window: feeds it and, when the factor moved, scales every model-derived
-    /// allocation by it (tokens are kept).
+    /// The factor in force for `number`: its own, bounded by the PMD's, or the PMD's.
+    fn factor_of(&self, number: u16) -> f64 {
+        let pmd = self.pmd.factor();
+        match self.ports.get(&number) {
+            Some((c, _)) if c.windows() > 0 => bounded(c.factor(), pmd),
+            _ => pmd,
+        }
+    }
+
+    /// At the end of a window: feeds it and scales each model-derived allocation whose factor
+    /// moved (tokens are kept).
     fn tick(&mut self, now: u64, pmd: &Pmd, sched: &mut Option<PortScheduler>) {
         if now.saturating_sub(self.window_start_tsc) < pmd.cfg.tsc_hz / DRIFT_WINDOWS_PER_SEC {
             return;
@@ -590,29 +621,39 @@ impl Drift {
             })
             .collect();
         self.last = pmd.totals.clone();
-        let Some(factor) = self.comp.observe(&windows, |bytes, miss| model.predict_cycles_per_packet(bytes, miss)) else { return };
-        pmd.counters.publish_drift_factor(factor);
-        if (factor - self.applied).abs() < DRIFT_STEP {
-            return;
+        let predict = |bytes: f64, miss: f64| model.predict_cycles_per_packet(bytes, miss);
+        if let Some(f) = self.pmd.observe(&windows, predict) {
+            pmd.counters.publish_drift_factor(f);
         }
-        self.applied = factor;
-        for p in &pmd.cfg.rx_ports {
-            if let Some(base) = p.model_cycles {
+        for (p, w) in pmd.cfg.rx_ports.iter().zip(&windows) {
+            let Some(base) = p.model_cycles else { continue };
+            let entry = self.ports.entry(p.number).or_insert_with(|| (DriftCompensator::new(DriftConfig::default()), 1.0));
+            entry.0.observe(std::slice::from_ref(w), predict);
+            let factor = self.factor_of(p.number);
+            let entry = self.ports.get_mut(&p.number).expect("inserted");
+            p.counters.publish_drift_factor(factor);
+            if (factor - entry.1).abs() >= DRIFT_STEP {
+                entry.1 = factor;
                 let limit = p.cpu_qos.with_cycles(((base as f64) * factor).round().max(1.0) as u64).limit;
                 let _ = s.set_limit(usize::from(p.number), limit, now);
             }
         }
     }
 
-    /// After a reconfiguration: new ports start from their totals; allocations from the model
-    /// take the current factor at once.
+    /// After a reconfiguration: ports start from their totals; allocations from the model take
+    /// their current factor at once; ports gone are forgotten.
     fn reset(&mut self, cfg: &PmdConfig, sched: &mut Option<PortScheduler>) {
         self.last = cfg.rx_ports.iter().map(|p| p.counters.rx()).collect();
+        self.ports.retain(|n, _| cfg.rx_ports.iter().any(|p| p.number == *n && p.model_cycles.is_some()));
         if let Some(s) = sched.as_mut() {
             let now = rdtsc();
             for p in &cfg.rx_ports {
                 if let Some(base) = p.model_cycles {
-                    let limit = p.cpu_qos.with_cycles(((base as f64) * self.applied).round().max(1.0) as u64).limit;
+                    let factor = self.factor_of(p.number);
+                    if let Some(e) = self.ports.get_mut(&p.number) {
+                        e.1 = factor;
+                    }
+                    let limit = p.cpu_qos.with_cycles(((base as f64) * factor).round().max(1.0) as u64).limit;
                     let _ = s.set_limit(usize::from(p.number), limit, now);
                 }
             }

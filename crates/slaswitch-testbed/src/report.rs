@@ -218,14 +218,17 @@ fn write_plots(dir: &Path, s: &Scenario, samples: &[Sample], switches: &[String]
                 (format!("{} VMs", st.vms.len()), boxes)
             })
             .collect();
-        plot::latency_boxes(
-            &dir.join("latency.png"),
-            &format!("One-way latency of {probe} as '{}' VMs are added (box p50-p90, whisker p99)", sweep.vm),
-            "VMs on the PMD core",
-            switches,
-            &groups,
-        )?;
-        made.push(("latency.png".into(), format!("Latency of {probe} by number of VMs on the PMD: box from p50 to p90, whisker to p99 (medians of the per-second percentiles), log scale.")));
+        // A sweep without a sink (a null uplink) has no latency to draw.
+        if groups.iter().any(|(_, boxes)| boxes.iter().any(Option::is_some)) {
+            plot::latency_boxes(
+                &dir.join("latency.png"),
+                &format!("One-way latency of {probe} as '{}' VMs are added (box p50-p90, whisker p99)", sweep.vm),
+                "VMs on the PMD core",
+                switches,
+                &groups,
+            )?;
+            made.push(("latency.png".into(), format!("Latency of {probe} by number of VMs on the PMD: box from p50 to p90, whisker to p99 (medians of the per-second percentiles), log scale.")));
+        }
     } else if samples.iter().any(|x| x.source == "sink" && x.metric == "lat_p99_us") {
         plot::lines(&dir.join("latency.png"), "One-way latency p99 per VM", "time (s)", "microseconds", &panels("sink", "lat_p99_us", None))?;
         made.push(("latency.png".into(), "Per-VM one-way latency (99th percentile per second).".into()));

@@ -159,6 +159,11 @@ pub struct Classification {
     /// forwarding rules, so classification costs what it costs in a cloud (seed 000 Fig. 5c).
     #[serde(default)]
     pub security_group_masks: usize,
+    /// VM groups whose frames are classified and then dropped by a rule instead of forwarded:
+    /// they load the PMD as much (less one tx) without loading the sink VM on the VM core, so
+    /// a latency probe's sink is not the bottleneck.
+    #[serde(default)]
+    pub drop_from: Vec<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -492,6 +497,11 @@ fn validate(s: &Scenario, c: &Checker) -> Result<(), ScenarioError> {
     // DPDK 22.11's virtio-user fails to set up rings above 8192 descriptors on this host.
     if !(64..=8192).contains(&s.host.ring) || !s.host.ring.is_power_of_two() {
         return Err(c.err(&[Key("host"), Key("ring")], format!("{}: a power of two from 64 to 8192", s.host.ring)));
+    }
+    for (i, g) in s.classification.drop_from.iter().enumerate() {
+        if !s.vms.iter().any(|v| &v.name == g) {
+            return Err(c.err(&[Key("classification"), Key("drop_from"), Index(i)], format!("no [[vm]] named '{g}'")));
+        }
     }
     if s.classification.security_group_masks > 99 {
         return Err(c.err(&[Key("classification"), Key("security_group_masks")], "at most 99 masks"));

@@ -28,7 +28,10 @@ pub fn flow_table(scenario: &Scenario, step: &Step, port: &dyn Fn(&str) -> Strin
     let mut flows: Vec<String> = step
         .vms
         .iter()
-        .map(|vm| format!("priority={},in_port={},actions={}{out}", if sg > 0 { 1 } else { 10 }, port(&vm.name), extra_actions(&vm.name)))
+        .map(|vm| {
+            let to = if scenario.classification.drop_from.contains(&vm.group) { "drop".to_string() } else { format!("{}{out}", extra_actions(&vm.name)) };
+            format!("priority={},in_port={},actions={to}", if sg > 0 { 1 } else { 10 }, port(&vm.name))
+        })
         .collect();
     if sg > 0 {
         flows.extend(security_group_rules(sg).iter().map(|r| r.to_string()));

@@ -9,9 +9,21 @@
 //! the model predicts for the traffic they really carried (observed frame size, observed share
 //! of exact-match-cache misses between the model's single-flow and many-flow rows). Only ports
 //! whose batches were nearly full count: the model is measured backlogged, and the allocation
-//! only binds a backlogged port. The ratio, smoothed, scales every allocation that came from
-//! the model. The prediction uses the traffic as sent, not the profile, so a VM that lies about
-//! its profile gains nothing from it: its cycles still follow its purchase.
+//! only binds a backlogged port. The ratio, smoothed, scales the allocations that came from the
+//! model: one factor over all ports of the PMD, and one per port, which also corrects the error
+//! of the row its traffic falls in (the rows are measured minutes apart, at different host
+//! speeds). A port's own factor stays within [`PORT_BAND`] of the PMD's, so unusual traffic
+//! (costlier than its size and misses predict) cannot buy a port much more than the host's
+//! drift. The prediction uses the traffic as sent, not the profile, so a VM that lies about its
+//! profile gains nothing from it: its cycles still follow its purchase.
+
+/// How far a port's own factor may stray from its PMD's (a ratio).
+pub const PORT_BAND: f64 = 1.25;
+
+/// A port's factor, held within [`PORT_BAND`] of the PMD's.
+pub fn bounded(port_factor: f64, pmd_factor: f64) -> f64 {
+    port_factor.clamp(pmd_factor / PORT_BAND, pmd_factor * PORT_BAND)
+}
 
 /// One port's traffic over a window.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]

@@ -256,7 +256,7 @@ impl Daemon {
                         let on_pmd: u64 = all.iter().filter(|o| o.pmd_core == p.pmd_core).map(|o| o.cycles_per_sec).sum();
                         let used = rates.iter().find(|r| r.core == p.pmd_core).and_then(|r| r.ports.iter().find(|x| x.name == p.name));
                         let opt = |k: &str| p.options.get(k).cloned();
-                        let drift = pmds.iter().find(|d| d.core == p.pmd_core).map_or(1.0, |d| d.drift_factor);
+                        let drift = p.drift_factor.unwrap_or_else(|| pmds.iter().find(|d| d.core == p.pmd_core).map_or(1.0, |d| d.drift_factor));
                         let follows = p.allocation.is_some() && opt("drift_compensation").as_deref() != Some("false");
                         json!({
                             "name": p.name,
