@@ -36,6 +36,16 @@ pub fn parse_rate_bps(key: &str, v: &str) -> Result<u64, String> {
     }
 }
 
+/// An option with two words for no and yes (`words[0]`, `words[1]`); absent: `default`.
+fn two_way(options: &BTreeMap<String, String>, key: &str, words: [&str; 2], default: bool) -> Result<bool, String> {
+    match options.get(key) {
+        None => Ok(default),
+        Some(v) if v == words[0] => Ok(false),
+        Some(v) if v == words[1] => Ok(true),
+        Some(v) => Err(format!("{key}={v}: {} or {}", words[1], words[0])),
+    }
+}
+
 /// What a VM purchased.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BandwidthSla {
@@ -56,16 +66,8 @@ impl BandwidthSla {
             None => FlowCount::Many,
             Some(v) => FlowCount::parse(v).map_err(|e| format!("profile_flows={e}"))?,
         };
-        let numa_remote = match options.get("numa").map(String::as_str) {
-            None | Some("local") => false,
-            Some("remote") => true,
-            Some(v) => return Err(format!("numa={v}: local or remote")),
-        };
-        let drift_compensation = match options.get("drift_compensation").map(String::as_str) {
-            None | Some("true") => true,
-            Some("false") => false,
-            Some(v) => return Err(format!("drift_compensation={v}: true or false")),
-        };
+        let numa_remote = two_way(options, "numa", ["local", "remote"], false)?;
+        let drift_compensation = two_way(options, "drift_compensation", ["false", "true"], true)?;
         let bandwidth_bps = options.get("bandwidth_bps").map(|v| parse_rate_bps("bandwidth_bps", v)).transpose()?.unwrap_or(0);
         Ok((bandwidth_bps > 0).then_some(BandwidthSla { bandwidth_bps, profile: TrafficProfile { packet_bytes, flows }, numa_remote, drift_compensation }))
     }
@@ -84,16 +86,8 @@ pub struct LinkSpec {
 impl LinkSpec {
     pub fn from_options(options: &BTreeMap<String, String>) -> Result<LinkSpec, String> {
         let link_rate_bps = options.get("link_rate_bps").map(|v| parse_rate_bps("link_rate_bps", v)).transpose()?.unwrap_or(0);
-        let uplink = match options.get("uplink").map(String::as_str) {
-            None | Some("false") => false,
-            Some("true") => true,
-            Some(v) => return Err(format!("uplink={v}: true or false")),
-        };
-        let nic_fallback = match options.get("nic_fallback").map(String::as_str) {
-            None | Some("true") => uplink,
-            Some("false") => false,
-            Some(v) => return Err(format!("nic_fallback={v}: true or false")),
-        };
+        let uplink = two_way(options, "uplink", ["false", "true"], false)?;
+        let nic_fallback = two_way(options, "nic_fallback", ["false", "true"], true)? && uplink;
         Ok(LinkSpec { link_rate_bps, uplink, nic_fallback })
     }
 }

@@ -39,6 +39,9 @@ pub const MAX_PORTS: usize = 1024;
 const PUBLISH_EVERY_PASSES: u64 = 1024;
 /// TSC ticks per drift-compensation window, as a fraction of a second.
 const DRIFT_WINDOWS_PER_SEC: u64 = 10;
+/// Drift-scaled allocations of a PMD stay within this share of its core (admission control
+/// allows up to the whole core at the calibrated speed).
+const DRIFT_MAX_CORE_SHARE: f64 = 1.0;
 /// Allocations follow the drift factor only when it moved by more than this.
 const DRIFT_STEP: f64 = 0.005;
 /// Passes between two looks at the control channel while busy.
@@ -197,24 +200,8 @@ impl Pmd {
         self.macs.set_max_age(cfg.mac_max_age_tsc);
         self.totals = cfg.rx_ports.iter().map(|p| p.counters.rx()).collect();
         let now_ns = tsc_to_ns(rdtsc(), cfg.tsc_hz);
-        self.policers = cfg
-            .rx_ports
-            .iter()
-            .map(|p| {
-                let spec = p.policing?;
-                let kept = self.cfg.rx_ports.iter().position(|o| o.number == p.number && o.policing == Some(spec));
-                Some(kept.and_then(|i| self.policers[i]).unwrap_or_else(|| spec.policer(now_ns)))
-            })
-            .collect();
-        self.fallback_meters = cfg
-            .rx_ports
-            .iter()
-            .map(|p| {
-                let bps = p.fallback_limit_bps?;
-                let kept = self.cfg.rx_ports.iter().position(|o| o.number == p.number && o.fallback_limit_bps == Some(bps));
-                Some(kept.and_then(|i| self.fallback_meters[i]).unwrap_or_else(|| fallback_meter(bps, now_ns)))
-            })
-            .collect();
+        self.policers = carry_over(&self.cfg, &cfg, &self.policers, |p| p.policing, |spec| spec.policer(now_ns));
+        self.fallback_meters = carry_over(&self.cfg, &cfg, &self.fallback_meters, |p| p.fallback_limit_bps, |bps| fallback_meter(bps, now_ns));
         self.index_of = index_of(&cfg);
         self.cfg = cfg;
     }
@@ -553,6 +540,25 @@ impl Pmd {
     }
 }
 
+/// Per-rx-port meter state for a new configuration: a port whose `setting` is unchanged keeps
+/// its meter (and so its tokens); a new or changed setting starts a fresh one.
+fn carry_over<S: PartialEq + Copy, M: Copy>(
+    old: &PmdConfig,
+    new: &PmdConfig,
+    old_state: &[Option<M>],
+    setting: impl Fn(&RxPort) -> Option<S>,
+    fresh: impl Fn(S) -> M,
+) -> Vec<Option<M>> {
+    new.rx_ports
+        .iter()
+        .map(|p| {
+            let s = setting(p)?;
+            let kept = old.rx_ports.iter().position(|o| o.number == p.number && setting(o) == Some(s));
+            Some(kept.and_then(|i| old_state[i]).unwrap_or_else(|| fresh(s)))
+        })
+        .collect()
+}
+
 fn index_of(cfg: &PmdConfig) -> Vec<u16> {
     let mut v = vec![u16::MAX; MAX_PORTS];
     for (i, p) in cfg.rx_ports.iter().enumerate() {
@@ -626,12 +632,16 @@ impl Drift {
             pmd.counters.publish_drift_factor(f);
         }
         for (p, w) in pmd.cfg.rx_ports.iter().zip(&windows) {
-            let Some(base) = p.model_cycles else { continue };
-            let entry = self.ports.entry(p.number).or_insert_with(|| (DriftCompensator::new(DriftConfig::default()), 1.0));
-            entry.0.observe(std::slice::from_ref(w), predict);
-            let factor = self.factor_of(p.number);
-            let entry = self.ports.get_mut(&p.number).expect("inserted");
+            if p.model_cycles.is_some() {
+                let entry = self.ports.entry(p.number).or_insert_with(|| (DriftCompensator::new(DriftConfig::default()), 1.0));
+                entry.0.observe(std::slice::from_ref(w), predict);
+            }
+        }
+        let factors = self.scaled_factors(&pmd.cfg);
+        for p in &pmd.cfg.rx_ports {
+            let (Some(base), Some(&factor)) = (p.model_cycles, factors.get(&p.number)) else { continue };
             p.counters.publish_drift_factor(factor);
+            let entry = self.ports.get_mut(&p.number).expect("observed above");
             if (factor - entry.1).abs() >= DRIFT_STEP {
                 entry.1 = factor;
                 let limit = p.cpu_qos.with_cycles(((base as f64) * factor).round().max(1.0) as u64).limit;
@@ -640,16 +650,35 @@ impl Drift {
         }
     }
 
+    /// Each model-derived port's factor, scaled down together when the scaled allocations and
+    /// the fixed ones would add up to more than the core: on a host slowed past the admission
+    /// headroom no allocation can be kept, and every VM then loses the same share instead of
+    /// the core being overcommitted (which would hand it to whoever HBS serves first).
+    fn scaled_factors(&self, cfg: &PmdConfig) -> std::collections::BTreeMap<u16, f64> {
+        let mut factors: std::collections::BTreeMap<u16, f64> =
+            cfg.rx_ports.iter().filter(|p| p.model_cycles.is_some()).map(|p| (p.number, self.factor_of(p.number))).collect();
+        let fixed: f64 = cfg.rx_ports.iter().filter(|p| p.model_cycles.is_none()).map(|p| p.cpu_qos.limit.alloc_cycles_per_sec() as f64).sum();
+        let scaled: f64 = cfg.rx_ports.iter().filter_map(|p| Some(p.model_cycles? as f64 * factors[&p.number])).sum();
+        let room = (cfg.tsc_hz as f64 * DRIFT_MAX_CORE_SHARE - fixed).max(0.0);
+        if scaled > room && scaled > 0.0 {
+            for f in factors.values_mut() {
+                *f *= room / scaled;
+            }
+        }
+        factors
+    }
+
     /// After a reconfiguration: ports start from their totals; allocations from the model take
     /// their current factor at once; ports gone are forgotten.
     fn reset(&mut self, cfg: &PmdConfig, sched: &mut Option<PortScheduler>) {
         self.last = cfg.rx_ports.iter().map(|p| p.counters.rx()).collect();
         self.ports.retain(|n, _| cfg.rx_ports.iter().any(|p| p.number == *n && p.model_cycles.is_some()));
+        let factors = self.scaled_factors(cfg);
         if let Some(s) = sched.as_mut() {
             let now = rdtsc();
             for p in &cfg.rx_ports {
                 if let Some(base) = p.model_cycles {
-                    let factor = self.factor_of(p.number);
+                    let factor = factors[&p.number];
                     if let Some(e) = self.ports.get_mut(&p.number) {
                         e.1 = factor;
                     }
