@@ -738,11 +738,12 @@ fn sync_scheduler(sched: &mut Option<PortScheduler>, cfg: &PmdConfig, scheduled:
     *scheduled = cfg.rx_ports.iter().map(|p| p.number).collect();
 }
 
-/// The fallback's byte limit for a purchase of `bps`: a burst of 10 ms, at least 64 KB, so a
-/// full batch of large frames passes.
+/// The fallback's byte limit for a purchase of `bps`: a burst of 50 ms at the purchase, at least
+/// 64 KB, so an honest VM whose frames arrive bunched (its ring filled while the PMD or its own
+/// core was busy) is not cut.
 fn fallback_meter(bps: u64, now_ns: u64) -> Srtcm {
     let rate_bytes = bps / 8;
-    Srtcm::new(SrtcmParams { cir_bytes_per_sec: rate_bytes, cbs_bytes: (rate_bytes / 100).max(65_536), ebs_bytes: 0 }, now_ns)
+    Srtcm::new(SrtcmParams { cir_bytes_per_sec: rate_bytes, cbs_bytes: (rate_bytes / 20).max(65_536), ebs_bytes: 0 }, now_ns)
 }
 
 #[inline]

@@ -181,6 +181,8 @@ pub fn latency_boxes(path: &Path, title: &str, x_label: &str, members: &[String]
     let values = groups.iter().flat_map(|(_, b)| b.iter().flatten().flat_map(|b| [b.p50, b.p99]));
     let lo = values.clone().fold(f64::INFINITY, f64::min).max(0.1) / 1.5;
     let hi = values.fold(1.0f64, f64::max) * 1.5;
+    // No value at all would give an empty log range, on which the mesh never ends.
+    let lo = if lo.is_finite() && lo < hi { lo } else { hi / 100.0 };
     let n = groups.len().max(1) as f64;
     let mut chart = ChartBuilder::on(&root)
         .caption(&title, ("sans-serif", 20))

@@ -148,7 +148,8 @@ fn a_paced_uplink_runs_at_its_line_rate_and_the_fallback_holds_a_liar_to_its_pur
             // rate, so nothing waits long enough to be dropped at the link.
             assert_eq!(q["fallback"]["engaged"], true, "{}", q["fallback"]);
             assert!(liar_limited > 1000.0, "the fallback did not limit the liar: {liar_limited}");
-            assert_eq!(honest_limited, 0.0, "the honest VM was limited");
+            let honest_packets = honest_b["rx"]["rx_packets"].as_f64().unwrap() - honest_a["rx"]["rx_packets"].as_f64().unwrap();
+            assert!(honest_limited < 0.01 * honest_packets, "the honest VM was limited: {honest_limited} of {honest_packets}");
             assert!(wire < 200e6 * 1.02, "the link ran above its rate: {wire}");
             assert!(dropped < 100.0, "{dropped} frames dropped at the link with the fallback on");
         } else {

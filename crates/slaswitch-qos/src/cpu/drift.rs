@@ -47,11 +47,14 @@ pub struct DriftConfig {
     pub max_factor: f64,
     /// A window needs at least this many packets from qualifying ports.
     pub min_packets: u64,
+    /// Share of the way back to 1 a factor above 1 goes per window with traffic but no full
+    /// batches.
+    pub relax: f64,
 }
 
 impl Default for DriftConfig {
     fn default() -> Self {
-        DriftConfig { min_mean_batch: 24.0, smoothing: 0.5, max_factor: 2.0, min_packets: 2000 }
+        DriftConfig { min_mean_batch: 24.0, smoothing: 0.3, max_factor: 2.0, min_packets: 2000, relax: 0.05 }
     }
 }
 
@@ -81,13 +84,26 @@ impl DriftCompensator {
     /// model's cycles per packet for it. Returns the new factor when the window counted.
     pub fn observe(&mut self, ports: &[PortWindow], predict: impl Fn(f64, f64) -> Option<f64>) -> Option<f64> {
         let (mut measured, mut predicted, mut packets) = (0.0, 0.0, 0u64);
-        for p in ports.iter().filter(|p| p.batches > 0 && p.packets as f64 / p.batches as f64 >= self.cfg.min_mean_batch) {
+        let mut light = false;
+        for p in ports.iter().filter(|p| p.packets > 0) {
+            if (p.packets as f64 / p.batches.max(1) as f64) < self.cfg.min_mean_batch {
+                light = true;
+                continue;
+            }
             let Some(cpp) = predict(p.bytes as f64 / p.packets as f64, p.miss_share) else { continue };
             measured += p.cycles as f64;
             predicted += cpp * p.packets as f64;
             packets += p.packets;
         }
         if packets < self.cfg.min_packets || predicted <= 0.0 {
+            // Traffic, but no full batches: the allocation does not bind, so nothing can be
+            // measured. A factor left high would keep it from ever binding again (the port is
+            // never backlogged, so never measured): drift back towards 1, until the port is
+            // held and measurable again.
+            if light && self.factor > 1.0 {
+                self.factor = 1.0 + (self.factor - 1.0) * (1.0 - self.cfg.relax);
+                return Some(self.factor);
+            }
             return None;
         }
         let ratio = (measured / predicted).clamp(1.0 / self.cfg.max_factor, self.cfg.max_factor);
@@ -122,6 +138,21 @@ mod tests {
         assert!((d.factor() - 1.3).abs() < 0.001, "{}", d.factor());
         // Too little traffic: no change at all.
         assert_eq!(d.observe(&[full(1000, 5000.0)], predict), None);
+    }
+
+    #[test]
+    fn a_factor_that_stops_binding_drifts_back() {
+        let mut d = DriftCompensator::new(DriftConfig::default());
+        for _ in 0..30 {
+            d.observe(&[full(100_000, 1500.0)], |_, _| Some(1000.0));
+        }
+        assert!(d.factor() > 1.45);
+        // The port now gets all it sends: small batches only.
+        let light = PortWindow { packets: 50_000, bytes: 25_600_000, batches: 10_000, cycles: 100_000_000, miss_share: 0.0 };
+        for _ in 0..100 {
+            d.observe(&[light], |_, _| Some(1000.0));
+        }
+        assert!(d.factor() < 1.01, "{}", d.factor());
     }
 
     #[test]
