@@ -18,14 +18,12 @@ fn needs(switch: SwitchKind, scenario: &Scenario) -> Vec<(&'static str, &'static
         SwitchKind::LinuxTc => v.push(("/usr/sbin/tc", "iproute2")),
         SwitchKind::Vde2 => v.push(("/usr/bin/vde_switch", "vde2")),
     }
-    for vm in &scenario.vms {
-        if vm.kind == VmKind::Namespace {
-            for cmd in &vm.commands {
-                for (program, package) in [("iperf3", "iperf3"), ("qperf", "qperf"), ("sockperf", "sockperf"), ("nginx", "nginx"), ("wrk", "wrk")] {
-                    if cmd.split_whitespace().next() == Some(program) {
-                        v.push((program, package));
-                    }
-                }
+    // The programs of the namespace VMs and of a namespace uplink (servers such as nginx).
+    let namespace_commands = scenario.vms.iter().filter(|vm| vm.kind == VmKind::Namespace).flat_map(|vm| &vm.commands).chain(&scenario.uplink.commands);
+    for cmd in namespace_commands {
+        for (program, package) in [("iperf3", "iperf3"), ("qperf", "qperf"), ("sockperf", "sockperf"), ("nginx", "nginx"), ("wrk", "wrk")] {
+            if cmd.split_whitespace().next() == Some(program) {
+                v.push((program, package));
             }
         }
     }
