@@ -8,6 +8,7 @@ pub mod cpu_qos;
 pub mod datapath;
 pub mod paced_tx;
 pub mod pmd;
+mod pmd_qos;
 pub mod policing;
 pub mod port;
 

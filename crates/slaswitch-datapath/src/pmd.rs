@@ -25,25 +25,18 @@ use slaswitch_classifier::mac_learning::is_multicast;
 use slaswitch_classifier::{parse_frame, Action, Classifier, ExactMatchCache, FlowKey, MacTable};
 use slaswitch_dpdk::{free_bulk, rdtsc, EthPort, Mbuf, Mempool, MAX_BURST};
 
-use crate::counters::{CpuQosState, PmdCounters, PmdTotals, PortCounters, RuleCounters, RxTotals};
+use crate::counters::{PmdCounters, PmdTotals, PortCounters, RuleCounters, RxTotals};
 use crate::cpu_qos::CpuQos;
 use crate::paced_tx::{Fallback, PacedLink};
 use crate::policing::{Policer, PolicingSpec};
 use slaswitch_qos::meter::{Color, Srtcm, SrtcmParams};
-use slaswitch_qos::cpu::drift::bounded;
-use slaswitch_qos::cpu::{BandwidthModel, C2tbConfig, DriftCompensator, DriftConfig, HbsConfig, PortPlace, PortScheduler, PortWindow};
+use crate::pmd_qos::{publish_scheduler, sync_scheduler, Drift};
+use slaswitch_qos::cpu::{BandwidthModel, PortScheduler};
 
 /// Port numbers run from 1 to `MAX_PORTS - 1`.
 pub const MAX_PORTS: usize = 1024;
 /// Passes between two publications of the counters.
 const PUBLISH_EVERY_PASSES: u64 = 1024;
-/// TSC ticks per drift-compensation window, as a fraction of a second.
-const DRIFT_WINDOWS_PER_SEC: u64 = 10;
-/// Drift-scaled allocations of a PMD stay within this share of its core (admission control
-/// allows up to the whole core at the calibrated speed).
-const DRIFT_MAX_CORE_SHARE: f64 = 1.0;
-/// Allocations follow the drift factor only when it moved by more than this.
-const DRIFT_STEP: f64 = 0.005;
 /// Passes between two looks at the control channel while busy.
 const CHECK_CONTROL_EVERY_PASSES: u64 = 64;
 /// vhost tx bursts retried when the guest's ring is momentarily full (OVS: vhost-tx-retries).
@@ -118,9 +111,9 @@ impl Drop for SpinGuard<'_> {
 }
 
 /// Per-thread state of the loop.
-struct Pmd {
-    cfg: Arc<PmdConfig>,
-    totals: Vec<RxTotals>,
+pub(crate) struct Pmd {
+    pub(crate) cfg: Arc<PmdConfig>,
+    pub(crate) totals: Vec<RxTotals>,
     /// Per rx port (same order): its policer's state, kept across reconfigurations while the
     /// port's policing settings stay the same.
     policers: Vec<Option<Policer>>,
@@ -129,7 +122,7 @@ struct Pmd {
     /// Port number -> index in `cfg.rx_ports`.
     index_of: Vec<u16>,
     pmd_totals: PmdTotals,
-    counters: Arc<PmdCounters>,
+    pub(crate) counters: Arc<PmdCounters>,
     /// One exact-match cache per rx port (same order as `cfg.rx_ports`): a VM's many flows
     /// evict only its own entries, so a neighbour's cached flows stay cached (OVS shares one
     /// per PMD, and a many-flow VM there turns its neighbours' hits into misses: seed 000
@@ -567,177 +560,6 @@ fn index_of(cfg: &PmdConfig) -> Vec<u16> {
     v
 }
 
-/// Drift compensation's state in one PMD ([`slaswitch_qos::cpu::drift`]).
-struct Drift {
-    pmd: DriftCompensator,
-    /// Per port number: its own compensator and the factor last applied to it.
-    ports: std::collections::BTreeMap<u16, (DriftCompensator, f64)>,
-    window_start_tsc: u64,
-    /// Per rx port: its totals at the window's start.
-    last: Vec<RxTotals>,
-}
-
-impl Drift {
-    fn new(now: u64, cfg: &PmdConfig) -> Drift {
-        Drift {
-            pmd: DriftCompensator::new(DriftConfig::default()),
-            ports: Default::default(),
-            window_start_tsc: now,
-            last: cfg.rx_ports.iter().map(|p| p.counters.rx()).collect(),
-        }
-    }
-
-    /// The factor in force for `number`: its own, bounded by the PMD's, or the PMD's.
-    fn factor_of(&self, number: u16) -> f64 {
-        let pmd = self.pmd.factor();
-        match self.ports.get(&number) {
-            Some((c, _)) if c.windows() > 0 => bounded(c.factor(), pmd),
-            _ => pmd,
-        }
-    }
-
-    /// At the end of a window: feeds it and scales each model-derived allocation whose factor
-    /// moved (tokens are kept).
-    fn tick(&mut self, now: u64, pmd: &Pmd, sched: &mut Option<PortScheduler>) {
-        if now.saturating_sub(self.window_start_tsc) < pmd.cfg.tsc_hz / DRIFT_WINDOWS_PER_SEC {
-            return;
-        }
-        self.window_start_tsc = now;
-        let (Some(model), Some(s)) = (pmd.cfg.model.as_ref(), sched.as_mut()) else {
-            self.last = pmd.totals.clone();
-            return;
-        };
-        if self.last.len() != pmd.totals.len() {
-            self.last = pmd.totals.clone();
-            return;
-        }
-        let windows: Vec<PortWindow> = pmd
-            .totals
-            .iter()
-            .zip(&self.last)
-            .map(|(t, l)| {
-                let (hits, misses) = (t.emc_hits - l.emc_hits, t.emc_misses - l.emc_misses);
-                PortWindow {
-                    packets: t.rx_packets - l.rx_packets,
-                    bytes: t.rx_bytes - l.rx_bytes,
-                    batches: t.batches - l.batches,
-                    cycles: t.busy_cycles() - l.busy_cycles(),
-                    miss_share: if hits + misses == 0 { 0.0 } else { misses as f64 / (hits + misses) as f64 },
-                }
-            })
-            .collect();
-        self.last = pmd.totals.clone();
-        let predict = |bytes: f64, miss: f64| model.predict_cycles_per_packet(bytes, miss);
-        if let Some(f) = self.pmd.observe(&windows, predict) {
-            pmd.counters.publish_drift_factor(f);
-        }
-        for (p, w) in pmd.cfg.rx_ports.iter().zip(&windows) {
-            if p.model_cycles.is_some() {
-                let entry = self.ports.entry(p.number).or_insert_with(|| (DriftCompensator::new(DriftConfig::default()), 1.0));
-                entry.0.observe(std::slice::from_ref(w), predict);
-            }
-        }
-        let factors = self.scaled_factors(&pmd.cfg);
-        for p in &pmd.cfg.rx_ports {
-            let (Some(base), Some(&factor)) = (p.model_cycles, factors.get(&p.number)) else { continue };
-            p.counters.publish_drift_factor(factor);
-            let entry = self.ports.get_mut(&p.number).expect("observed above");
-            if (factor - entry.1).abs() >= DRIFT_STEP {
-                entry.1 = factor;
-                let limit = p.cpu_qos.with_cycles(((base as f64) * factor).round().max(1.0) as u64).limit;
-                let _ = s.set_limit(usize::from(p.number), limit, now);
-            }
-        }
-    }
-
-    /// Each model-derived port's factor, scaled down together when the scaled allocations and
-    /// the fixed ones would add up to more than the core: on a host slowed past the admission
-    /// headroom no allocation can be kept, and every VM then loses the same share instead of
-    /// the core being overcommitted (which would hand it to whoever HBS serves first).
-    fn scaled_factors(&self, cfg: &PmdConfig) -> std::collections::BTreeMap<u16, f64> {
-        let mut factors: std::collections::BTreeMap<u16, f64> =
-            cfg.rx_ports.iter().filter(|p| p.model_cycles.is_some()).map(|p| (p.number, self.factor_of(p.number))).collect();
-        let fixed: f64 = cfg.rx_ports.iter().filter(|p| p.model_cycles.is_none()).map(|p| p.cpu_qos.limit.alloc_cycles_per_sec() as f64).sum();
-        let scaled: f64 = cfg.rx_ports.iter().filter_map(|p| Some(p.model_cycles? as f64 * factors[&p.number])).sum();
-        let room = (cfg.tsc_hz as f64 * DRIFT_MAX_CORE_SHARE - fixed).max(0.0);
-        if scaled > room && scaled > 0.0 {
-            for f in factors.values_mut() {
-                *f *= room / scaled;
-            }
-        }
-        factors
-    }
-
-    /// After a reconfiguration: ports start from their totals; allocations from the model take
-    /// their current factor at once; ports gone are forgotten.
-    fn reset(&mut self, cfg: &PmdConfig, sched: &mut Option<PortScheduler>) {
-        self.last = cfg.rx_ports.iter().map(|p| p.counters.rx()).collect();
-        self.ports.retain(|n, _| cfg.rx_ports.iter().any(|p| p.number == *n && p.model_cycles.is_some()));
-        let factors = self.scaled_factors(cfg);
-        if let Some(s) = sched.as_mut() {
-            let now = rdtsc();
-            for p in &cfg.rx_ports {
-                if let Some(base) = p.model_cycles {
-                    let factor = factors[&p.number];
-                    if let Some(e) = self.ports.get_mut(&p.number) {
-                        e.1 = factor;
-                    }
-                    let limit = p.cpu_qos.with_cycles(((base as f64) * factor).round().max(1.0) as u64).limit;
-                    let _ = s.set_limit(usize::from(p.number), limit, now);
-                }
-            }
-        }
-    }
-}
-
-/// Publishes each port's standing in the scheduler for `qos-show`.
-fn publish_scheduler(sched: Option<&PortScheduler>, cfg: &PmdConfig) {
-    for p in &cfg.rx_ports {
-        let state = match sched.and_then(|s| s.view(usize::from(p.number))) {
-            Some(v) => CpuQosState {
-                tokens_cycles: v.tokens,
-                class: v.current_priority,
-                place: match v.place {
-                    PortPlace::Ready { .. } => "ready",
-                    PortPlace::Waiting => "waiting",
-                    PortPlace::InService => "in-service",
-                },
-            },
-            None => CpuQosState::default(),
-        };
-        p.counters.publish_cpu_qos(&state);
-    }
-}
-
-/// Brings the scheduler in line with the configuration: created when a port first has C2QoS
-/// settings, dropped when none has; ports added, removed and updated in place otherwise, so
-/// the others keep their tokens. Scheduler port indices are port numbers.
-fn sync_scheduler(sched: &mut Option<PortScheduler>, cfg: &PmdConfig, scheduled: &mut Vec<u16>) {
-    if !cfg.rx_ports.iter().any(|p| p.cpu_qos.is_set()) {
-        *sched = None;
-        scheduled.clear();
-        return;
-    }
-    let now = rdtsc();
-    let s = sched.get_or_insert_with(|| PortScheduler::new(C2tbConfig::one_core(cfg.tsc_hz), HbsConfig::default(), now));
-    for &number in scheduled.iter() {
-        if !cfg.rx_ports.iter().any(|p| p.number == number) {
-            s.remove_port(usize::from(number), now);
-        }
-    }
-    for p in &cfg.rx_ports {
-        let n = usize::from(p.number);
-        let result = if s.contains(n) {
-            s.set_limit(n, p.cpu_qos.limit, now).and_then(|()| s.set_priority(n, p.cpu_qos.priority, now))
-        } else {
-            s.add_port(n, p.cpu_qos.priority, p.cpu_qos.limit, now)
-        };
-        // Settings were validated by the control plane; a refusal here is a bug.
-        debug_assert!(result.is_ok(), "{result:?}");
-    }
-    *scheduled = cfg.rx_ports.iter().map(|p| p.number).collect();
-}
-
 /// The fallback's byte limit for a purchase of `bps`: a burst of 50 ms at the purchase, at least
 /// 64 KB, so an honest VM whose frames arrive bunched (its ring filled while the PMD or its own
 /// core was busy) is not cut.
@@ -747,7 +569,7 @@ fn fallback_meter(bps: u64, now_ns: u64) -> Srtcm {
 }
 
 #[inline]
-fn tsc_to_ns(tsc: u64, tsc_hz: u64) -> u64 {
+pub(crate) fn tsc_to_ns(tsc: u64, tsc_hz: u64) -> u64 {
     (u128::from(tsc) * 1_000_000_000 / u128::from(tsc_hz.max(1))) as u64
 }
 

@@ -1,0 +1,192 @@
+//! The C2QoS side of a PMD thread (seed 000 Sec. IV): keeping its port scheduler in line with
+//! the configuration, publishing each port's standing for `qos-show`, and drift compensation
+//! of model-derived allocations ([`slaswitch_qos::cpu::drift`]). The hot loop itself stays in
+//! [`crate::pmd`]; everything here runs between passes.
+
+use std::collections::BTreeMap;
+
+use slaswitch_dpdk::rdtsc;
+use slaswitch_qos::cpu::drift::bounded;
+use slaswitch_qos::cpu::{C2tbConfig, DriftCompensator, DriftConfig, HbsConfig, PortPlace, PortScheduler, PortWindow};
+
+use crate::counters::{CpuQosState, RxTotals};
+use crate::pmd::{Pmd, PmdConfig};
+
+/// Drift-compensation windows per second.
+const DRIFT_WINDOWS_PER_SEC: u64 = 10;
+/// Drift-scaled allocations of a PMD stay within this share of its core (admission control
+/// allows up to the whole core at the calibrated speed).
+const DRIFT_MAX_CORE_SHARE: f64 = 1.0;
+/// Allocations follow the drift factor only when it moved by more than this.
+const DRIFT_STEP: f64 = 0.005;
+
+/// Drift compensation's state in one PMD ([`slaswitch_qos::cpu::drift`]).
+pub(crate) struct Drift {
+    pmd: DriftCompensator,
+    /// Per port number: its own compensator and the factor last applied to it.
+    ports: BTreeMap<u16, (DriftCompensator, f64)>,
+    window_start_tsc: u64,
+    /// Per rx port: its totals at the window's start.
+    last: Vec<RxTotals>,
+}
+
+impl Drift {
+    pub(crate) fn new(now: u64, cfg: &PmdConfig) -> Drift {
+        Drift {
+            pmd: DriftCompensator::new(DriftConfig::default()),
+            ports: Default::default(),
+            window_start_tsc: now,
+            last: cfg.rx_ports.iter().map(|p| p.counters.rx()).collect(),
+        }
+    }
+
+    /// The factor in force for `number`: its own, bounded by the PMD's, or the PMD's.
+    fn factor_of(&self, number: u16) -> f64 {
+        let pmd = self.pmd.factor();
+        match self.ports.get(&number) {
+            Some((c, _)) if c.windows() > 0 => bounded(c.factor(), pmd),
+            _ => pmd,
+        }
+    }
+
+    /// At the end of a window: feeds it and scales each model-derived allocation whose factor
+    /// moved (tokens are kept).
+    pub(crate) fn tick(&mut self, now: u64, pmd: &Pmd, sched: &mut Option<PortScheduler>) {
+        if now.saturating_sub(self.window_start_tsc) < pmd.cfg.tsc_hz / DRIFT_WINDOWS_PER_SEC {
+            return;
+        }
+        self.window_start_tsc = now;
+        let (Some(model), Some(s)) = (pmd.cfg.model.as_ref(), sched.as_mut()) else {
+            self.last = pmd.totals.clone();
+            return;
+        };
+        if self.last.len() != pmd.totals.len() {
+            self.last = pmd.totals.clone();
+            return;
+        }
+        let windows: Vec<PortWindow> = pmd
+            .totals
+            .iter()
+            .zip(&self.last)
+            .map(|(t, l)| {
+                let (hits, misses) = (t.emc_hits - l.emc_hits, t.emc_misses - l.emc_misses);
+                PortWindow {
+                    packets: t.rx_packets - l.rx_packets,
+                    bytes: t.rx_bytes - l.rx_bytes,
+                    batches: t.batches - l.batches,
+                    cycles: t.busy_cycles() - l.busy_cycles(),
+                    miss_share: if hits + misses == 0 { 0.0 } else { misses as f64 / (hits + misses) as f64 },
+                }
+            })
+            .collect();
+        self.last = pmd.totals.clone();
+        let predict = |bytes: f64, miss: f64| model.predict_cycles_per_packet(bytes, miss);
+        if let Some(f) = self.pmd.observe(&windows, predict) {
+            pmd.counters.publish_drift_factor(f);
+        }
+        for (p, w) in pmd.cfg.rx_ports.iter().zip(&windows) {
+            if p.model_cycles.is_some() {
+                let entry = self.ports.entry(p.number).or_insert_with(|| (DriftCompensator::new(DriftConfig::default()), 1.0));
+                entry.0.observe(std::slice::from_ref(w), predict);
+            }
+        }
+        let factors = self.scaled_factors(&pmd.cfg);
+        for p in &pmd.cfg.rx_ports {
+            let (Some(base), Some(&factor)) = (p.model_cycles, factors.get(&p.number)) else { continue };
+            p.counters.publish_drift_factor(factor);
+            let entry = self.ports.get_mut(&p.number).expect("observed above");
+            if (factor - entry.1).abs() >= DRIFT_STEP {
+                entry.1 = factor;
+                let limit = p.cpu_qos.with_cycles(((base as f64) * factor).round().max(1.0) as u64).limit;
+                let _ = s.set_limit(usize::from(p.number), limit, now);
+            }
+        }
+    }
+
+    /// Each model-derived port's factor, scaled down together when the scaled allocations and
+    /// the fixed ones would add up to more than the core: on a host slowed past the admission
+    /// headroom no allocation can be kept, and every VM then loses the same share instead of
+    /// the core being overcommitted (which would hand it to whoever HBS serves first).
+    fn scaled_factors(&self, cfg: &PmdConfig) -> BTreeMap<u16, f64> {
+        let mut factors: BTreeMap<u16, f64> =
+            cfg.rx_ports.iter().filter(|p| p.model_cycles.is_some()).map(|p| (p.number, self.factor_of(p.number))).collect();
+        let fixed: f64 = cfg.rx_ports.iter().filter(|p| p.model_cycles.is_none()).map(|p| p.cpu_qos.limit.alloc_cycles_per_sec() as f64).sum();
+        let scaled: f64 = cfg.rx_ports.iter().filter_map(|p| Some(p.model_cycles? as f64 * factors[&p.number])).sum();
+        let room = (cfg.tsc_hz as f64 * DRIFT_MAX_CORE_SHARE - fixed).max(0.0);
+        if scaled > room && scaled > 0.0 {
+            for f in factors.values_mut() {
+                *f *= room / scaled;
+            }
+        }
+        factors
+    }
+
+    /// After a reconfiguration: ports start from their totals; allocations from the model take
+    /// their current factor at once; ports gone are forgotten.
+    pub(crate) fn reset(&mut self, cfg: &PmdConfig, sched: &mut Option<PortScheduler>) {
+        self.last = cfg.rx_ports.iter().map(|p| p.counters.rx()).collect();
+        self.ports.retain(|n, _| cfg.rx_ports.iter().any(|p| p.number == *n && p.model_cycles.is_some()));
+        let factors = self.scaled_factors(cfg);
+        if let Some(s) = sched.as_mut() {
+            let now = rdtsc();
+            for p in &cfg.rx_ports {
+                if let Some(base) = p.model_cycles {
+                    let factor = factors[&p.number];
+                    if let Some(e) = self.ports.get_mut(&p.number) {
+                        e.1 = factor;
+                    }
+                    let limit = p.cpu_qos.with_cycles(((base as f64) * factor).round().max(1.0) as u64).limit;
+                    let _ = s.set_limit(usize::from(p.number), limit, now);
+                }
+            }
+        }
+    }
+}
+
+/// Publishes each port's standing in the scheduler for `qos-show`.
+pub(crate) fn publish_scheduler(sched: Option<&PortScheduler>, cfg: &PmdConfig) {
+    for p in &cfg.rx_ports {
+        let state = match sched.and_then(|s| s.view(usize::from(p.number))) {
+            Some(v) => CpuQosState {
+                tokens_cycles: v.tokens,
+                class: v.current_priority,
+                place: match v.place {
+                    PortPlace::Ready { .. } => "ready",
+                    PortPlace::Waiting => "waiting",
+                    PortPlace::InService => "in-service",
+                },
+            },
+            None => CpuQosState::default(),
+        };
+        p.counters.publish_cpu_qos(&state);
+    }
+}
+
+/// Brings the scheduler in line with the configuration: created when a port first has C2QoS
+/// settings, dropped when none has; ports added, removed and updated in place otherwise, so
+/// the others keep their tokens. Scheduler port indices are port numbers.
+pub(crate) fn sync_scheduler(sched: &mut Option<PortScheduler>, cfg: &PmdConfig, scheduled: &mut Vec<u16>) {
+    if !cfg.rx_ports.iter().any(|p| p.cpu_qos.is_set()) {
+        *sched = None;
+        scheduled.clear();
+        return;
+    }
+    let now = rdtsc();
+    let s = sched.get_or_insert_with(|| PortScheduler::new(C2tbConfig::one_core(cfg.tsc_hz), HbsConfig::default(), now));
+    for &number in scheduled.iter() {
+        if !cfg.rx_ports.iter().any(|p| p.number == number) {
+            s.remove_port(usize::from(number), now);
+        }
+    }
+    for p in &cfg.rx_ports {
+        let n = usize::from(p.number);
+        let result = if s.contains(n) {
+            s.set_limit(n, p.cpu_qos.limit, now).and_then(|()| s.set_priority(n, p.cpu_qos.priority, now))
+        } else {
+            s.add_port(n, p.cpu_qos.priority, p.cpu_qos.limit, now)
+        };
+        // Settings were validated by the control plane; a refusal here is a bug.
+        debug_assert!(result.is_ok(), "{result:?}");
+    }
+    *scheduled = cfg.rx_ports.iter().map(|p| p.number).collect();
+}
