@@ -21,10 +21,16 @@ static ITEMS: Mutex<Vec<Item>> = Mutex::new(Vec::new());
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_signal(_: libc::c_int) {
-    INTERRUPTED.store(true, Ordering::SeqCst);
+    // A second signal means the runner did not get to its next check (it may be stuck outside
+    // the sampling loop): leave now rather than ignore the user.
+    if INTERRUPTED.swap(true, Ordering::SeqCst) {
+        // SAFETY: _exit is async-signal-safe.
+        unsafe { libc::_exit(130) };
+    }
 }
 
-/// SIGINT and SIGTERM set a flag the runner checks between steps and samples.
+/// SIGINT and SIGTERM set a flag the runner checks between steps and samples; a second one
+/// ends the process at once.
 pub fn install_signal_handlers() {
     // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
     unsafe {
