@@ -408,7 +408,7 @@ impl Datapath {
     /// Gives each port its new plan and makes its paced link match (a new link when its rate
     /// or role changed). Returns the previous plans and links, for [`Self::restore_plans`].
     fn apply_plans(&mut self, plans: BTreeMap<String, PortPlan>) -> Vec<(String, PortPlan, Option<Arc<PacedLink>>)> {
-        let now_ns = slaswitch_dpdk::rdtsc() as u128 * 1_000_000_000 / u128::from(self.eal.tsc_hz().max(1));
+        let now_ns = crate::pmd::tsc_to_ns(slaswitch_dpdk::rdtsc(), self.eal.tsc_hz());
         let mut before = Vec::new();
         for (name, plan) in plans {
             let Some(entry) = self.ports.get_mut(&name) else { continue };
@@ -420,7 +420,7 @@ impl Datapath {
                 entry.paced.clone()
             } else {
                 let queue = ring_option(&entry.spec.options, "tx_ring").unwrap_or(2048) as usize;
-                Some(Arc::new(PacedLink::new(link.link_rate_bps, queue, link.nic_fallback, now_ns as u64)))
+                Some(Arc::new(PacedLink::new(link.link_rate_bps, queue, link.nic_fallback, now_ns)))
             };
             before.push((name, std::mem::replace(&mut entry.plan, plan), std::mem::replace(&mut entry.paced, paced)));
         }

@@ -432,6 +432,17 @@ pub fn remove_vdev(name: &str) -> Result<(), DpdkError> {
     Ok(())
 }
 
+/// Removes the hugepage files an EAL instance with `file_prefix` left in /dev/hugepages. A
+/// process that exits cleanly leaves none; one that had to be killed keeps its pages until
+/// this runs.
+pub fn remove_hugepage_files(file_prefix: &str) {
+    for entry in std::fs::read_dir("/dev/hugepages").into_iter().flatten().flatten() {
+        if entry.file_name().to_string_lossy().starts_with(file_prefix) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
 /// Hugepages: total and free 2 MiB pages, and whether hugetlbfs is mounted, for a start-up
 /// check that says how to fix the machine instead of failing inside EAL.
 pub fn hugepage_status() -> (u64, u64, bool) {

@@ -213,11 +213,7 @@ impl Driver for Slaswitch {
             cleanup::stop_group(child.id() as i32, Duration::from_secs(15));
         }
         // A daemon that had to be killed leaves its EAL hugepage file behind.
-        for entry in std::fs::read_dir("/dev/hugepages").into_iter().flatten().flatten() {
-            if entry.file_name().to_string_lossy().starts_with(&self.file_prefix) {
-                let _ = std::fs::remove_file(entry.path());
-            }
-        }
+        slaswitch_dpdk::remove_hugepage_files(&self.file_prefix);
     }
 
     fn version(&self) -> String {

@@ -150,11 +150,7 @@ fn workload(name: &str, security_group_masks: usize, flows_per_vm: u32) {
     );
     drop(tenant);
     drop(daemon);
-    for entry in std::fs::read_dir("/dev/hugepages").into_iter().flatten().flatten() {
-        if entry.file_name().to_string_lossy().starts_with(&prefix) {
-            let _ = std::fs::remove_file(entry.path());
-        }
-    }
+    slaswitch_dpdk::remove_hugepage_files(&prefix);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

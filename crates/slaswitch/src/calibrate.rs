@@ -70,11 +70,7 @@ impl Drop for PrivateSwitch {
             let _ = c.kill();
             let _ = c.wait();
         }
-        for entry in std::fs::read_dir("/dev/hugepages").into_iter().flatten().flatten() {
-            if entry.file_name().to_string_lossy().starts_with(&self.prefix) {
-                let _ = std::fs::remove_file(entry.path());
-            }
-        }
+        slaswitch_dpdk::remove_hugepage_files(&self.prefix);
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

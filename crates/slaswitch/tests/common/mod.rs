@@ -136,11 +136,7 @@ impl Drop for Switch {
         let _ = std::fs::remove_dir_all(&self.dir);
         // A daemon that had to be killed leaves its hugepage file behind; take it away.
         let prefix = format!("ssit-{}", self.name);
-        for entry in std::fs::read_dir("/dev/hugepages").into_iter().flatten().flatten() {
-            if entry.file_name().to_string_lossy().starts_with(&prefix) {
-                let _ = std::fs::remove_file(entry.path());
-            }
-        }
+        slaswitch_dpdk::remove_hugepage_files(&prefix);
     }
 }
 
