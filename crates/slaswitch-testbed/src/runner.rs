@@ -99,10 +99,11 @@ struct App {
 }
 
 impl App {
-    fn start(ns: &str, command: &str, vm: &str, output: &Path) -> Result<App, String> {
+    /// Runs `command` in namespace `ns`, pinned to `core` (the VM core: the PMD keeps its own).
+    fn start(ns: &str, command: &str, vm: &str, output: &Path, core: usize) -> Result<App, String> {
         let file = std::fs::File::create(output).map_err(|e| format!("{}: {e}", output.display()))?;
         let child = Command::new("ip")
-            .args(["netns", "exec", ns, "sh", "-c", command])
+            .args(["netns", "exec", ns, "taskset", "-c", &core.to_string(), "sh", "-c", command])
             .stdin(Stdio::null())
             .stdout(file.try_clone().map_err(|e| e.to_string())?)
             .stderr(file)
@@ -158,7 +159,7 @@ fn run_step(scenario: &Scenario, step: &Step, switch: SwitchKind, run_label: &st
         let mut apps: Vec<App> = Vec::new();
         if let Some((_, ns)) = p.namespaces.iter().find(|(n, _)| *n == scenario.uplink.name) {
             for (i, c) in scenario.uplink.commands.iter().enumerate() {
-                apps.push(App::start(ns, &namespaces::fill(c, scenario, step, &scenario.uplink.name), &scenario.uplink.name, &work.join(format!("app-{}-{i}.out", scenario.uplink.name)))?);
+                apps.push(App::start(ns, &namespaces::fill(c, scenario, step, &scenario.uplink.name), &scenario.uplink.name, &work.join(format!("app-{}-{i}.out", scenario.uplink.name)), scenario.host.vm_core)?);
             }
             std::thread::sleep(Duration::from_secs(1));
         }
@@ -166,7 +167,7 @@ fn run_step(scenario: &Scenario, step: &Step, switch: SwitchKind, run_label: &st
         for vm in step.vms.iter().filter(|v| v.kind == VmKind::Namespace) {
             let ns = namespaces::ns_name(&vm.name);
             for (i, c) in vm.commands.iter().enumerate() {
-                apps.push(App::start(&ns, &namespaces::fill(c, scenario, step, &vm.name), &vm.name, &work.join(format!("app-{}-{i}.out", vm.name)))?);
+                apps.push(App::start(&ns, &namespaces::fill(c, scenario, step, &vm.name), &vm.name, &work.join(format!("app-{}-{i}.out", vm.name)), scenario.host.vm_core)?);
             }
         }
         let mut child = if names.is_empty() {
