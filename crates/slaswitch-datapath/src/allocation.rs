@@ -128,7 +128,7 @@ mod tests {
     }
 
     fn model() -> BandwidthModel {
-        let row = |b, flows| ModelEntry { packet_bytes: b, flows, cycles_per_packet: StageCycles { ingress: 100.0, classification: 50.0, egress: 50.0 }, measured_kpps: 1.0 };
+        let row = |b, flows| ModelEntry { packet_bytes: b, flows, cycles_per_packet: StageCycles { ingress: 100.0, classification: 50.0, egress: 50.0 }, measured_kpps: 1.0, emc_miss_share: None };
         BandwidthModel {
             machine: "t".into(),
             tsc_hz: 1_000_000_000,

@@ -128,6 +128,8 @@ pub struct PmdTotals {
     pub busy_cycles: u64,
     pub idle_cycles: u64,
     pub passes: u64,
+    /// Time a stage ran beyond [`crate::pmd::STALL_NS`]: the host's, charged to no port.
+    pub stalled_cycles: u64,
 }
 
 #[derive(Debug, Default)]
@@ -135,6 +137,7 @@ pub struct PmdCounters {
     busy: AtomicU64,
     idle: AtomicU64,
     passes: AtomicU64,
+    stalled: AtomicU64,
     /// The drift-compensation factor (f64 bits; 0 before the first window).
     drift_factor_bits: AtomicU64,
 }
@@ -144,6 +147,7 @@ impl PmdCounters {
         self.busy.store(t.busy_cycles, Relaxed);
         self.idle.store(t.idle_cycles, Relaxed);
         self.passes.store(t.passes, Relaxed);
+        self.stalled.store(t.stalled_cycles, Relaxed);
     }
 
     pub fn publish_drift_factor(&self, factor: f64) {
@@ -159,7 +163,7 @@ impl PmdCounters {
     }
 
     pub fn read(&self) -> PmdTotals {
-        PmdTotals { busy_cycles: self.busy.load(Relaxed), idle_cycles: self.idle.load(Relaxed), passes: self.passes.load(Relaxed) }
+        PmdTotals { busy_cycles: self.busy.load(Relaxed), idle_cycles: self.idle.load(Relaxed), passes: self.passes.load(Relaxed), stalled_cycles: self.stalled.load(Relaxed) }
     }
 }
 

@@ -309,3 +309,32 @@ proptest! {
         for p in 0..6 { prop_assert!(!live[p] || seen[p], "live port {} never served: {:?}, waiting {}, now {}", p, s.view(p), s.waiting_len(), now); }
     }
 }
+
+#[test]
+fn a_host_stall_is_made_up_afterwards_not_lost() {
+    // A strict port at 0.1 of the core; the host stalls the PMD for 100 ms. Without credit the
+    // bucket caps at its depth (100 us of the core) and the port loses 100 ms of its allocation;
+    // with the stall credited it may spend all of it once the PMD runs again.
+    let rate = HZ / 10;
+    let stall = HZ / 10;
+    for credit in [false, true] {
+        let mut b = CycleBuckets::new(config(RefillMode::Lazy), 0);
+        b.set_limit(0, CycleLimit::Strict { cycles_per_sec: rate }, 0);
+        b.charge(0, b.tokens(0).unwrap() as u64, true);
+        if credit {
+            b.credit_stall(stall);
+        }
+        b.refill(0, stall);
+        let earned = rate as f64 * stall as f64 / HZ as f64;
+        let tokens = b.tokens(0).unwrap();
+        if credit {
+            assert!((tokens - earned).abs() < 1.0, "{tokens} vs {earned}");
+            // Spent down to the depth, the credit is gone: the next pause caps as usual.
+            b.charge(0, (earned * 0.99) as u64, true);
+            b.refill(0, 2 * stall);
+            assert!(b.tokens(0).unwrap() <= (HZ / 10_000) as f64 + 1.0);
+        } else {
+            assert!(tokens <= (HZ / 10_000) as f64 + 1.0, "{tokens}");
+        }
+    }
+}

@@ -86,6 +86,17 @@ struct Counts {
     ingress: f64,
     classify: f64,
     egress: f64,
+    emc_hits: f64,
+    emc_misses: f64,
+}
+
+/// What one calibration run measured.
+#[derive(Clone, Copy)]
+struct RowMeasure {
+    cycles: StageCycles,
+    kpps: f64,
+    /// Share of packets that missed the exact-match cache.
+    emc_miss_share: f64,
 }
 
 fn read_counts(sw: &PrivateSwitch, vms: &[String]) -> Result<Vec<Counts>, String> {
@@ -94,14 +105,22 @@ fn read_counts(sw: &PrivateSwitch, vms: &[String]) -> Result<Vec<Counts>, String
         .map(|name| {
             let p = stats["ports"].as_array().into_iter().flatten().find(|p| p["name"] == name.as_str()).ok_or_else(|| format!("port {name} vanished"))?;
             let f = |k: &str| p["rx"][k].as_f64().unwrap_or(0.0);
-            Ok(Counts { packets: f("rx_packets"), ingress: f("ingress_cycles"), classify: f("classify_cycles"), egress: f("egress_cycles") })
+            Ok(Counts {
+                packets: f("rx_packets"),
+                ingress: f("ingress_cycles"),
+                classify: f("classify_cycles"),
+                egress: f("egress_cycles"),
+                emc_hits: f("emc_hits"),
+                emc_misses: f("emc_misses"),
+            })
         })
         .collect()
 }
 
 /// Runs `vm_count` VMs sending `size`-byte frames over `flows` flows as fast as they can and
-/// returns the per-stage cycles per packet over all of them, and the total kpps.
-fn measure(sw: &PrivateSwitch, opts: &CalibrateOptions, vm_count: usize, size: u32, flows: u32) -> Result<(StageCycles, f64), String> {
+/// returns the per-stage cycles per packet over all of them, the total kpps and the share of
+/// exact-match-cache misses.
+fn measure(sw: &PrivateSwitch, opts: &CalibrateOptions, vm_count: usize, size: u32, flows: u32) -> Result<RowMeasure, String> {
     let vms: Vec<String> = (1..=vm_count).map(|i| format!("vm{i}")).collect();
     let warmup = 1.5;
     let mut cmd = Command::new(opts.tools.join("slaswitch-tenant"));
@@ -139,11 +158,17 @@ fn measure(sw: &PrivateSwitch, opts: &CalibrateOptions, vm_count: usize, size: u
             ingress: acc.ingress + b.ingress - a.ingress,
             classify: acc.classify + b.classify - a.classify,
             egress: acc.egress + b.egress - a.egress,
+            emc_hits: acc.emc_hits + b.emc_hits - a.emc_hits,
+            emc_misses: acc.emc_misses + b.emc_misses - a.emc_misses,
         });
         if d.packets < 1000.0 {
             return Err(format!("only {} packets forwarded in {secs:.1} s: the VMs are not sending", d.packets));
         }
-        Ok((StageCycles { ingress: d.ingress / d.packets, classification: d.classify / d.packets, egress: d.egress / d.packets }, d.packets / secs / 1e3))
+        Ok(RowMeasure {
+            cycles: StageCycles { ingress: d.ingress / d.packets, classification: d.classify / d.packets, egress: d.egress / d.packets },
+            kpps: d.packets / secs / 1e3,
+            emc_miss_share: d.emc_misses / (d.emc_hits + d.emc_misses).max(1.0),
+        })
     })();
     let _ = tenant.kill();
     let out = tenant.wait_with_output();
@@ -178,12 +203,12 @@ fn progress(opts: &CalibrateOptions, done: usize, total: usize, what: &str) {
 
 /// [`measure`] `opts.repeats` times; the run with the median total cost. The host's speed
 /// drifts between seconds, and a single window can land on a slow one.
-fn measure_median(sw: &PrivateSwitch, opts: &CalibrateOptions, vm_count: usize, size: u32, flows: u32) -> Result<(StageCycles, f64), String> {
+fn measure_median(sw: &PrivateSwitch, opts: &CalibrateOptions, vm_count: usize, size: u32, flows: u32) -> Result<RowMeasure, String> {
     let mut runs = Vec::new();
     for _ in 0..opts.repeats.max(1) {
         runs.push(measure(sw, opts, vm_count, size, flows)?);
     }
-    runs.sort_by(|a, b| a.0.total().total_cmp(&b.0.total()));
+    runs.sort_by(|a, b| a.cycles.total().total_cmp(&b.cycles.total()));
     Ok(runs[runs.len() / 2])
 }
 
@@ -246,14 +271,14 @@ pub fn calibrate(opts: &CalibrateOptions) -> Result<BandwidthModel, String> {
     for (i, &(size, flows)) in points.iter().enumerate() {
         progress(opts, i, total_steps, &format!("{size}-byte frames, {} flow(s)", flows.name()));
         let n_flows = if flows == FlowCount::Single { 1 } else { opts.many_flows };
-        let (cycles, kpps) = measure_median(&sw, opts, 1, size, n_flows)?;
-        entries.push(ModelEntry { packet_bytes: size, flows, cycles_per_packet: cycles, measured_kpps: kpps });
+        let m = measure_median(&sw, opts, 1, size, n_flows)?;
+        entries.push(ModelEntry { packet_bytes: size, flows, cycles_per_packet: m.cycles, measured_kpps: m.kpps, emc_miss_share: Some(m.emc_miss_share) });
     }
     let mut per_count = Vec::new();
     for (i, &n) in opts.vm_counts.iter().enumerate() {
         progress(opts, points.len() + i, total_steps, &format!("{n} VM(s) at once, 64-byte frames, many flows"));
-        let (cycles, _) = measure_median(&sw, opts, n.max(1) as usize, 64, opts.many_flows)?;
-        per_count.push((n, cycles.total()));
+        let m = measure_median(&sw, opts, n.max(1) as usize, 64, opts.many_flows)?;
+        per_count.push((n, m.cycles.total()));
     }
     progress(opts, total_steps, total_steps, "done");
     let base = per_count.iter().find(|(n, _)| *n == 1).map(|(_, c)| *c).ok_or("--vm-counts must include 1 (the single-VM baseline)")?;
@@ -301,14 +326,21 @@ pub fn calibrate(opts: &CalibrateOptions) -> Result<BandwidthModel, String> {
 /// The model as a table for people.
 pub fn render(model: &BandwidthModel) -> String {
     let mut out = format!("bandwidth-CPU model: {}\n{}\n\n", model.machine, model.method);
-    out += &format!("{:>6} {:>7} {:>9} {:>9} {:>9} {:>9} {:>10}\n", "bytes", "flows", "ingress", "classify", "egress", "total", "meas.kpps");
+    out += &format!("{:>6} {:>7} {:>9} {:>9} {:>9} {:>9} {:>10} {:>9}\n", "bytes", "flows", "ingress", "classify", "egress", "total", "meas.kpps", "emc.miss");
     let mut rows = model.entries.clone();
     rows.sort_by_key(|e| (e.flows, e.packet_bytes));
     for e in rows {
         let c = e.cycles_per_packet;
         out += &format!(
-            "{:>6} {:>7} {:>9.0} {:>9.0} {:>9.0} {:>9.0} {:>10.0}\n",
-            e.packet_bytes, e.flows.name(), c.ingress, c.classification, c.egress, c.total(), e.measured_kpps
+            "{:>6} {:>7} {:>9.0} {:>9.0} {:>9.0} {:>9.0} {:>10.0} {:>9}\n",
+            e.packet_bytes,
+            e.flows.name(),
+            c.ingress,
+            c.classification,
+            c.egress,
+            c.total(),
+            e.measured_kpps,
+            e.emc_miss_share.map_or("-".to_string(), |m| format!("{:.1}%", m * 100.0))
         );
     }
     for (name, t) in [("vm_count", &model.vm_count), ("pmd_count", &model.pmd_count), ("numa_remote", &model.numa_remote)] {

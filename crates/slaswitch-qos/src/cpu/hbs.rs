@@ -236,6 +236,11 @@ impl PortScheduler {
     /// dynamic priority from the packet count, and puts the port back in the ready or the
     /// waiting queue.
     #[inline]
+    /// See [`CycleBuckets::credit_stall`]; call before reporting the stalled batch.
+    pub fn credit_stall(&mut self, stall_ticks: u64) {
+        self.buckets.credit_stall(stall_ticks);
+    }
+
     pub fn report_batch(&mut self, port: PortIndex, cycles: u64, packets: u32, now_tsc: u64) {
         let steps = self.config.idle_polls_per_step;
         let Some(Some(s)) = self.ports.get_mut(port) else { return };

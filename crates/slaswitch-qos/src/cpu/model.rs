@@ -81,6 +81,10 @@ pub struct ModelEntry {
     pub cycles_per_packet: StageCycles,
     /// The forwarding rate the row was measured at.
     pub measured_kpps: f64,
+    /// Share of the row's packets that missed the exact-match cache while it was measured
+    /// (models from before this was recorded: none, read as 0 for single and 1 for many).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub emc_miss_share: Option<f64>,
 }
 
 /// A coefficient table: input value -> growth factor. Looked up by the largest input not
@@ -172,9 +176,22 @@ impl BandwidthModel {
         Ok((StageCycles::lerp(&a.cycles_per_packet, &b.cycles_per_packet, f), vec![*a, *b]))
     }
 
+    /// The exact-match-cache miss share the `flows` rows were measured at (their mean).
+    pub fn calibrated_miss_share(&self, flows: FlowCount) -> f64 {
+        let shares: Vec<f64> = self.entries.iter().filter(|e| e.flows == flows).filter_map(|e| e.emc_miss_share).collect();
+        if shares.is_empty() {
+            return if flows == FlowCount::Single { 0.0 } else { 1.0 };
+        }
+        shares.iter().sum::<f64>() / shares.len() as f64
+    }
+
     /// Cycles per packet the model expects for traffic as observed: `frame_bytes` on average,
-    /// `miss_share` of packets missing the exact-match cache (0: the single-flow row, 1: the
-    /// many-flow row, linear between). Sizes outside the table take its nearest row.
+    /// `miss_share` of packets missing the exact-match cache. Cost is linear in the miss share
+    /// through the single-flow and many-flow rows at the miss shares they were measured at (a
+    /// many-flow row measured at 60% misses predicts that row at 60%, not at 100%: placing it
+    /// at 100% under-predicted many-flow traffic and over-allocated it by 10-20%, Fig. 11a);
+    /// beyond the many-flow row's share the line is extended up to all misses. Sizes outside
+    /// the table take its nearest row.
     pub fn predict_cycles_per_packet(&self, frame_bytes: f64, miss_share: f64) -> Option<f64> {
         let at = |flows: FlowCount| -> Option<f64> {
             let mut rows: Vec<&ModelEntry> = self.entries.iter().filter(|e| e.flows == flows).collect();
@@ -184,7 +201,11 @@ impl BandwidthModel {
             self.cycles_per_packet(&TrafficProfile { packet_bytes: bytes, flows }).ok().map(|(c, _)| c.total())
         };
         let (single, many) = (at(FlowCount::Single)?, at(FlowCount::Many)?);
-        Some(single + (many - single) * miss_share.clamp(0.0, 1.0))
+        let (miss_single, miss_many) = (self.calibrated_miss_share(FlowCount::Single), self.calibrated_miss_share(FlowCount::Many));
+        let miss = miss_share.clamp(0.0, 1.0);
+        // Rows measured at nearly the same miss share say nothing about a miss's cost.
+        let along = if miss_many - miss_single < 0.05 { miss } else { ((miss - miss_single) / (miss_many - miss_single)).max(0.0) };
+        Some(single + (many - single) * along)
     }
 
     /// C_alloc = prod(R_i) * C_single for a purchased bandwidth (seed 000 Sec. III-D).
@@ -229,6 +250,7 @@ mod tests {
             flows,
             cycles_per_packet: StageCycles { ingress: total / 2.0, classification: total / 4.0, egress: total / 4.0 },
             measured_kpps: 1000.0,
+            emc_miss_share: None,
         };
         BandwidthModel {
             machine: "test".into(),
@@ -274,5 +296,20 @@ mod tests {
     fn outside_the_table_is_refused() {
         let e = model().cycles_per_packet(&TrafficProfile { packet_bytes: 9000, flows: FlowCount::Single }).unwrap_err();
         assert!(e.contains("64 to 1500"), "{e}");
+    }
+
+    #[test]
+    fn predictions_place_each_row_at_the_miss_share_it_was_measured_at() {
+        let mut m = model();
+        // Recorded shares unknown: single at 0, many at 1.
+        assert!((m.predict_cycles_per_packet(64.0, 0.5).unwrap() - 300.0).abs() < 1e-9);
+        for e in &mut m.entries {
+            e.emc_miss_share = Some(if e.flows == FlowCount::Many { 0.6 } else { 0.0 });
+        }
+        // Traffic like the many-flow row's predicts that row exactly, and the line goes on to
+        // all misses.
+        assert!((m.predict_cycles_per_packet(64.0, 0.6).unwrap() - 400.0).abs() < 1e-9);
+        assert!((m.predict_cycles_per_packet(64.0, 0.3).unwrap() - 300.0).abs() < 1e-9);
+        assert!((m.predict_cycles_per_packet(64.0, 0.9).unwrap() - 500.0).abs() < 1e-9);
     }
 }

@@ -214,6 +214,7 @@ impl Daemon {
                             "core": pmd.core,
                             "busy_cycles": pmd.totals.busy_cycles,
                             "idle_cycles": pmd.totals.idle_cycles,
+                            "stalled_cycles": pmd.totals.stalled_cycles,
                             "busy_pct_interval": rate.map(|r| r.busy_pct),
                             "drift_factor": pmd.drift_factor,
                             "stage_cycles_sum": stage_sum,
