@@ -29,6 +29,8 @@ pub(crate) struct Drift {
     window_start_tsc: u64,
     /// Per rx port: its totals at the window's start.
     last: Vec<RxTotals>,
+    /// Per port number: times it had waited for tokens at the window's start.
+    last_waits: BTreeMap<u16, u64>,
 }
 
 impl Drift {
@@ -38,6 +40,7 @@ impl Drift {
             ports: Default::default(),
             window_start_tsc: now,
             last: cfg.rx_ports.iter().map(|p| p.counters.rx()).collect(),
+            last_waits: BTreeMap::new(),
         }
     }
 
@@ -68,14 +71,18 @@ impl Drift {
             .totals
             .iter()
             .zip(&self.last)
-            .map(|(t, l)| {
+            .zip(&pmd.cfg.rx_ports)
+            .map(|((t, l), p)| {
                 let (hits, misses) = (t.emc_hits - l.emc_hits, t.emc_misses - l.emc_misses);
+                let waits = s.view(usize::from(p.number)).map_or(0, |v| v.waits);
+                let waited = self.last_waits.insert(p.number, waits).is_some_and(|before| waits > before);
                 PortWindow {
                     packets: t.rx_packets - l.rx_packets,
                     bytes: t.rx_bytes - l.rx_bytes,
                     batches: t.batches - l.batches,
                     cycles: t.busy_cycles() - l.busy_cycles(),
                     miss_share: if hits + misses == 0 { 0.0 } else { misses as f64 / (hits + misses) as f64 },
+                    token_limited: waited,
                 }
             })
             .collect();

@@ -338,3 +338,35 @@ fn a_host_stall_is_made_up_afterwards_not_lost() {
         }
     }
 }
+
+#[test]
+fn a_demoted_port_is_still_probed_behind_backlogged_lower_classes() {
+    // Fig. 12's shape: a quiet class-1 web port sinks with its empty polls below two
+    // backlogged class-4 bulk ports, which stay ready forever. It must still be polled every
+    // `demoted_probe_us`, or its next request waits until the bulk ports run dry.
+    let batch = HZ / 100_000; // 10 us per bulk batch
+    for probe_us in [0, 100] {
+        let hbs = HbsConfig { demoted_probe_us: probe_us, ..HbsConfig::default() };
+        let mut s = sched_with(RefillMode::Lazy, hbs, &[(1, CycleLimit::Unlimited), (4, CycleLimit::Unlimited), (4, CycleLimit::Unlimited)]);
+        let (mut t, mut last_web_poll, mut worst_gap) = (0u64, 0u64, 0u64);
+        while t < HZ / 10 {
+            let port = s.next_port(t).unwrap();
+            let (cycles, packets) = if port == 0 { (200, 0) } else { (batch, 32) };
+            if port == 0 {
+                worst_gap = worst_gap.max(t - last_web_poll);
+                last_web_poll = t;
+            }
+            t += cycles;
+            s.report_batch(port, cycles, packets, t);
+        }
+        worst_gap = worst_gap.max(t - last_web_poll);
+        let probe_ticks = u64::from(probe_us) * HZ / 1_000_000;
+        if probe_us == 0 {
+            assert!(worst_gap > HZ / 20, "without the probe the demoted port starves: gap {worst_gap}");
+        } else {
+            // Looked for every quarter interval: due, a port waits at most that and a batch more.
+            assert!(worst_gap <= probe_ticks * 5 / 4 + 2 * batch, "gap {worst_gap} ticks, probe {probe_ticks}");
+            assert!(s.view(0).unwrap().current_priority > 4, "the quiet port was demoted");
+        }
+    }
+}

@@ -8,8 +8,10 @@
 //! The PMD therefore compares, every window, the cycles its ports' batches really cost with what
 //! the model predicts for the traffic they really carried (observed frame size, observed share
 //! of exact-match-cache misses between the model's single-flow and many-flow rows). Only ports
-//! whose batches were nearly full count: the model is measured backlogged, and the allocation
-//! only binds a backlogged port. The ratio, smoothed, scales the allocations that came from the
+//! whose allocation bound count: batches nearly full (the model is measured backlogged), or
+//! the port waited for tokens in the window. The second takes in light ports whose small
+//! batches cost more per packet than the backlogged rows say (a web VM polled often sends
+//! one-packet batches at about twice its row's cost, and waits for tokens it should have had). The ratio, smoothed, scales the allocations that came from the
 //! model: one factor over all ports of the PMD (for ports not yet measured), and one per port,
 //! which also corrects the error of the row its traffic falls in (the rows are measured minutes
 //! apart, at different host speeds) and the cost its neighbours add (a one-flow VM's frames cost
@@ -27,9 +29,10 @@
 /// The most a port's allocation may be scaled up (or 1/this down) for its measured cost.
 pub const PORT_MAX_FACTOR: f64 = 3.0;
 
-/// The settings for a port's own compensator.
+/// The settings for a port's own compensator: a light port (a web server's 50 Mbit/s is
+/// about 1700 frames per window) counts too.
 pub fn port_config() -> DriftConfig {
-    DriftConfig { max_factor: PORT_MAX_FACTOR, ..DriftConfig::default() }
+    DriftConfig { max_factor: PORT_MAX_FACTOR, min_packets: 200, ..DriftConfig::default() }
 }
 
 /// One port's traffic over a window.
@@ -42,6 +45,9 @@ pub struct PortWindow {
     pub cycles: u64,
     /// Share of its packets that missed the exact-match cache (0 to 1).
     pub miss_share: f64,
+    /// The port waited for cycle tokens in the window: its allocation bound, whatever its
+    /// batch size.
+    pub token_limited: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -101,7 +107,7 @@ impl DriftCompensator {
         let (mut measured, mut predicted, mut packets) = (0.0, 0.0, 0u64);
         let mut light = false;
         for p in ports.iter().filter(|p| p.packets > 0) {
-            if (p.packets as f64 / p.batches.max(1) as f64) < self.cfg.min_mean_batch {
+            if !p.token_limited && (p.packets as f64 / p.batches.max(1) as f64) < self.cfg.min_mean_batch {
                 light = true;
                 continue;
             }
@@ -133,7 +139,7 @@ mod tests {
     use super::*;
 
     fn full(packets: u64, cycles_per_packet: f64) -> PortWindow {
-        PortWindow { packets, bytes: packets * 512, batches: packets / 32, cycles: (packets as f64 * cycles_per_packet) as u64, miss_share: 0.0 }
+        PortWindow { packets, bytes: packets * 512, batches: packets / 32, cycles: (packets as f64 * cycles_per_packet) as u64, miss_share: 0.0, token_limited: false }
     }
 
     #[test]
@@ -146,7 +152,7 @@ mod tests {
         }
         assert!((d.factor() - 1.3).abs() < 0.001, "{}", d.factor());
         // A light port (2-packet batches, costly per packet) does not move it.
-        let light = PortWindow { packets: 10_000, bytes: 5_120_000, batches: 5_000, cycles: 50_000_000, miss_share: 0.0 };
+        let light = PortWindow { packets: 10_000, bytes: 5_120_000, batches: 5_000, cycles: 50_000_000, miss_share: 0.0, token_limited: false };
         for _ in 0..20 {
             d.observe(&[full(100_000, 1300.0), light], predict);
         }
@@ -173,6 +179,22 @@ mod tests {
     }
 
     #[test]
+    fn a_light_port_held_by_its_tokens_is_measured() {
+        // One-packet batches at twice the row's cost: ignored while the port gets all it
+        // sends, measured once it waits for tokens.
+        let mut d = DriftCompensator::new(port_config());
+        let light = |token_limited| PortWindow { packets: 1_700, bytes: 1_700 * 358, batches: 1_700, cycles: 1_700 * 2_000, miss_share: 0.0, token_limited };
+        for _ in 0..10 {
+            d.observe(&[light(false)], |_, _| Some(1000.0));
+        }
+        assert_eq!(d.windows(), 0);
+        for _ in 0..40 {
+            d.observe(&[light(true)], |_, _| Some(1000.0));
+        }
+        assert!((d.factor() - 2.0).abs() < 0.01, "{}", d.factor());
+    }
+
+    #[test]
     fn a_factor_that_stops_binding_drifts_back() {
         let mut d = DriftCompensator::new(DriftConfig::default());
         for _ in 0..30 {
@@ -180,7 +202,7 @@ mod tests {
         }
         assert!(d.factor() > 1.45);
         // The port now gets all it sends: small batches only.
-        let light = PortWindow { packets: 50_000, bytes: 25_600_000, batches: 10_000, cycles: 100_000_000, miss_share: 0.0 };
+        let light = PortWindow { packets: 50_000, bytes: 25_600_000, batches: 10_000, cycles: 100_000_000, miss_share: 0.0, token_limited: false };
         for _ in 0..100 {
             d.observe(&[light], |_, _| Some(1000.0));
         }
@@ -199,6 +221,7 @@ mod tests {
             batches: 2_000,
             cycles: (64_000.0 * (200.0 + bytes as f64 + 1000.0 * miss)) as u64,
             miss_share: miss,
+            token_limited: false,
         };
         for _ in 0..10 {
             d.observe(&[port(64, 1.0), port(1500, 0.0)], predict);

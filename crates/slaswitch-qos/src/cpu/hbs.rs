@@ -14,6 +14,11 @@
 //!   (1024 ticks, about 0.5 us at 2 GHz) after its bucket turns positive.
 //! * Dynamic priority (Sec. IV-B-3): after `idle_polls_per_step` consecutive empty polls a port's
 //!   class drops by one, down to 8; the first packet restores its configured class at once.
+//!   The paper does not say how that first packet is seen while ports above the demoted one
+//!   stay ready: a class-1 web server that went quiet between requests sank to class 8 and
+//!   then waited behind two backlogged class-4 bulk VMs (MIN-MAX keeps them ready), 5 ms per
+//!   request where round robin took 1.9 (Fig. 12). So a demoted port is probed at least every
+//!   `demoted_probe_us` regardless of class; its next packet is then seen within that time.
 //!
 //! With no settings on any port (all unlimited, all class 8) the ready queue is a single FIFO in
 //! which every served port goes to the back: the fixed-order round robin OVS's PMD loop does.
@@ -39,11 +44,14 @@ pub struct HbsConfig {
     pub idle_polls_per_step: u32,
     /// Packets in a full batch (the PMD's burst size): a full batch means the port is backlogged.
     pub full_batch_packets: u32,
+    /// A demoted port (its class below its configured one) is polled at least this often,
+    /// whatever is ready above it; 0 turns the probe off.
+    pub demoted_probe_us: u32,
 }
 
 impl Default for HbsConfig {
     fn default() -> Self {
-        HbsConfig { idle_polls_per_step: 4, full_batch_packets: 32 }
+        HbsConfig { idle_polls_per_step: 4, full_batch_packets: 32, demoted_probe_us: 100 }
     }
 }
 
@@ -64,6 +72,8 @@ pub struct PortView {
     pub limit: CycleLimit,
     pub tokens: Option<f64>,
     pub empty_poll_streak: u32,
+    /// Times the port has had to wait for tokens (its allocation bound).
+    pub waits: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -72,6 +82,9 @@ struct PortState {
     current_priority: u8,
     empty_poll_streak: u32,
     place: PortPlace,
+    waits: u64,
+    /// When the port was last handed out by [`PortScheduler::next_port`].
+    last_served_tsc: u64,
 }
 
 /// C2TB + HBS for the ports of one PMD thread. Not shared between threads: each PMD owns one.
@@ -84,6 +97,12 @@ pub struct PortScheduler {
     /// Bit c set when class c+1's ready queue is non-empty.
     ready_mask: u8,
     waiting: TimerWheel,
+    /// [`HbsConfig::demoted_probe_us`] in TSC ticks, and when the next look for a stale demoted
+    /// port is due.
+    probe_ticks: u64,
+    probe_due_tsc: u64,
+    /// Ports whose class is below their configured one (none: no probe scan at all).
+    demoted: usize,
     /// Scratch for ports the wheel hands back.
     expired: Vec<PortIndex>,
 }
@@ -106,6 +125,9 @@ impl PortScheduler {
             ready_mask: 0,
             waiting: TimerWheel::new(WAIT_SLOT_SHIFT, WAIT_SLOTS, now_tsc),
             expired: Vec::new(),
+            probe_ticks: u64::from(hbs.demoted_probe_us) * c2tb.tsc_hz / 1_000_000,
+            probe_due_tsc: now_tsc,
+            demoted: 0,
         }
     }
 
@@ -154,6 +176,8 @@ impl PortScheduler {
             current_priority: priority,
             empty_poll_streak: 0,
             place: PortPlace::InService,
+            waits: 0,
+            last_served_tsc: now_tsc,
         });
         self.requeue(port, now_tsc);
         Ok(())
@@ -167,7 +191,14 @@ impl PortScheduler {
         self.take_out_of_queues(port);
         self.ports[port] = None;
         self.buckets.remove(port, now_tsc);
+        self.recount_demoted();
         true
+    }
+
+    /// Ports below their configured class, counted again after a port is removed or its
+    /// class set (report_batch keeps the count between those).
+    fn recount_demoted(&mut self) {
+        self.demoted = self.ports.iter().flatten().filter(|s| s.current_priority > s.configured_priority).count();
     }
 
     /// Changes a port's configured class; takes effect at once, also for a queued port.
@@ -181,6 +212,7 @@ impl PortScheduler {
             self.take_out_of_queues(port);
             self.requeue(port, now_tsc);
         }
+        self.recount_demoted();
         Ok(())
     }
 
@@ -205,6 +237,7 @@ impl PortScheduler {
             limit: self.buckets.limit(port),
             tokens: self.buckets.tokens(port),
             empty_poll_streak: s.empty_poll_streak,
+            waits: s.waits,
         })
     }
 
@@ -221,32 +254,64 @@ impl PortScheduler {
         if self.ready_mask == 0 {
             return None;
         }
-        let class = self.ready_mask.trailing_zeros() as usize;
-        let port = self.ready[class].pop_front().expect("mask says non-empty");
-        if self.ready[class].is_empty() {
-            self.ready_mask &= !(1 << class);
-        }
+        let port = match self.stale_demoted_port(now_tsc) {
+            Some(port) => {
+                self.take_out_of_queues(port);
+                port
+            }
+            None => {
+                let class = self.ready_mask.trailing_zeros() as usize;
+                let port = self.ready[class].pop_front().expect("mask says non-empty");
+                if self.ready[class].is_empty() {
+                    self.ready_mask &= !(1 << class);
+                }
+                port
+            }
+        };
         if let Some(Some(s)) = self.ports.get_mut(port) {
             s.place = PortPlace::InService;
+            s.last_served_tsc = now_tsc;
         }
         Some(port)
+    }
+
+    /// The ready, demoted port polled longest ago, if that was `probe_ticks` or more ago. Scans
+    /// the ports at most every quarter probe interval while none is due.
+    fn stale_demoted_port(&mut self, now_tsc: u64) -> Option<PortIndex> {
+        if self.demoted == 0 || self.probe_ticks == 0 || now_tsc < self.probe_due_tsc {
+            return None;
+        }
+        let mut stalest: Option<(u64, PortIndex)> = None;
+        for (port, s) in self.ports.iter().enumerate() {
+            let Some(s) = s else { continue };
+            let PortPlace::Ready { class } = s.place else { continue };
+            let due = class > s.configured_priority && now_tsc.saturating_sub(s.last_served_tsc) >= self.probe_ticks;
+            if due && stalest.is_none_or(|(t, _)| s.last_served_tsc < t) {
+                stalest = Some((s.last_served_tsc, port));
+            }
+        }
+        if stalest.is_none() {
+            self.probe_due_tsc = now_tsc + self.probe_ticks / 4;
+        }
+        stalest.map(|(_, port)| port)
+    }
+
+    /// See [`CycleBuckets::credit_stall`]; call before reporting the stalled batch.
+    pub fn credit_stall(&mut self, stall_ticks: u64) {
+        self.buckets.credit_stall(stall_ticks);
     }
 
     /// Reports the batch just run for `port`: charges its cycles to the bucket, updates the
     /// dynamic priority from the packet count, and puts the port back in the ready or the
     /// waiting queue.
     #[inline]
-    /// See [`CycleBuckets::credit_stall`]; call before reporting the stalled batch.
-    pub fn credit_stall(&mut self, stall_ticks: u64) {
-        self.buckets.credit_stall(stall_ticks);
-    }
-
     pub fn report_batch(&mut self, port: PortIndex, cycles: u64, packets: u32, now_tsc: u64) {
         let steps = self.config.idle_polls_per_step;
         let Some(Some(s)) = self.ports.get_mut(port) else { return };
         if s.place != PortPlace::InService {
             return;
         }
+        let was_demoted = s.current_priority > s.configured_priority;
         if packets > 0 {
             s.current_priority = s.configured_priority;
             s.empty_poll_streak = 0;
@@ -256,6 +321,11 @@ impl PortScheduler {
                 s.empty_poll_streak = 0;
                 s.current_priority = (s.current_priority + 1).min(PRIORITY_CLASSES as u8);
             }
+        }
+        match (was_demoted, s.current_priority > s.configured_priority) {
+            (false, true) => self.demoted += 1,
+            (true, false) => self.demoted -= 1,
+            _ => {}
         }
         // An empty poll is the PMD's idle time (as OVS counts it), not the port's use of the
         // core: charging it would make a sleeping port look busy and keep its cycles from being
@@ -285,6 +355,7 @@ impl PortScheduler {
             self.ready_mask |= 1 << idx;
         } else {
             s.place = PortPlace::Waiting;
+            s.waits += 1;
             self.waiting.insert(now_tsc.saturating_add(wait_ticks), port);
         }
     }
