@@ -187,7 +187,7 @@ fn flat_model(tsc_hz: u64, cycles_per_packet: f64) -> Value {
         })
         .collect();
     serde_json::json!({
-        "machine": "test: half of this host's measured cost", "tsc_hz": tsc_hz, "measured_unix_secs": 0, "method": "test",
+        "machine": "test: 60% of this host's measured cost", "tsc_hz": tsc_hz, "measured_unix_secs": 0, "method": "test",
         "entries": rows,
         "vm_count": {"points": [[1, 1.0]], "source": "given"},
         "numa_remote": {"points": [[1, 1.4]], "source": "given"},
@@ -213,12 +213,14 @@ fn drift_compensation_holds_a_purchase_the_model_underprices() {
         rx_rate_and_cost(&a, &sw.port("vm1"), t0.elapsed().as_secs_f64())
     };
 
-    // What a backlogged 512-byte frame really costs here, then a model that says half of it.
+    // What a backlogged 512-byte frame really costs here, then a model that says 60% of it
+    // (the compensator then needs about 1.7x, leaving room below its 3x cap for a host that
+    // slows down between the two steps: one run here slowed by 46%).
     let mut gen = Tenant::start(&sw.dir, "measure", &[("vm1", &sw.port_sock("vm1"))], 1024, 8.0, &["gen", "--phase", "size=512,rate=max,flows=1"]);
     let (_, cost) = sample(2.0, 2.0);
     gen.kill();
-    let model_file = sw.dir.join("half-model.json");
-    std::fs::write(&model_file, flat_model(tsc_hz, cost / 2.0).to_string()).unwrap();
+    let model_file = sw.dir.join("cheap-model.json");
+    std::fs::write(&model_file, flat_model(tsc_hz, cost * 0.6).to_string()).unwrap();
     sw.ok(&["load-model", &model_file.display().to_string()]);
 
     // A purchase that really needs 5% of the core; the VM offers 1.5x it.
@@ -231,10 +233,10 @@ fn drift_compensation_holds_a_purchase_the_model_underprices() {
     let (compensated_pps, _) = sample(3.0, 4.0);
     let q = qos_port(&sw.json(&["qos-show"]), "vm1");
     gen.kill();
-    // Fixed, as the paper allocates: the model's half-price rows buy about half the purchase.
-    assert!(fixed_pps < 0.75 * purchase_pps, "fixed allocation gave {fixed_pps:.0} pps of {purchase_pps:.0} purchased (cost {cost:.0} cycles)");
+    // Fixed, as the paper allocates: the model's cheap rows buy about 60% of the purchase.
+    assert!(fixed_pps < 0.85 * purchase_pps, "fixed allocation gave {fixed_pps:.0} pps of {purchase_pps:.0} purchased (cost {cost:.0} cycles)");
     // Compensated: the port's measured cost restores the purchase.
     let deviation = compensated_pps / purchase_pps - 1.0;
     assert!(deviation.abs() < 0.08, "compensated allocation gave {compensated_pps:.0} pps of {purchase_pps:.0} purchased ({:+.1}%): {q}", deviation * 100.0);
-    assert!(q["drift_factor"].as_f64().unwrap() > 1.5, "{q}");
+    assert!(q["drift_factor"].as_f64().unwrap() > 1.2, "{q}");
 }
