@@ -287,6 +287,15 @@ impl Pmd {
         self.stall_cycles
     }
 
+    /// Hands the stalls seen since the last call to the cycle buckets (none without C2QoS).
+    #[inline]
+    fn credit_stalls(&mut self, sched: Option<&mut PortScheduler>) {
+        let stalled = std::mem::take(&mut self.pending_stall_cycles);
+        if let (Some(s), true) = (sched, stalled > 0) {
+            s.credit_stall(stalled);
+        }
+    }
+
     /// Polls rx port `idx` once and runs what it gave through the three stages, charging each
     /// stage's cycles to the port. Returns the packets received (before policing), the TSC
     /// at the end, which is the next stage boundary, and the cycles charged to the port (the
@@ -638,9 +647,7 @@ pub fn run(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<Pmd
                     Some(number) => {
                         let idx = pmd.index_of[number] as usize;
                         let (received, t_end, charged) = pmd.serve(idx, &mut batch, t);
-                        if pmd.pending_stall_cycles > 0 {
-                            sched.credit_stall(std::mem::take(&mut pmd.pending_stall_cycles));
-                        }
+                        pmd.credit_stalls(Some(&mut *sched));
                         sched.report_batch(number, charged, received as u32, t_end);
                         pass_had_packets |= received > 0;
                         t = t_end;
@@ -650,9 +657,7 @@ pub fn run(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<Pmd
                         let now = rdtsc();
                         let idle = pmd.unstalled(now - t);
                         pmd.pmd_totals.idle_cycles += idle;
-                        if pmd.pending_stall_cycles > 0 {
-                            sched.credit_stall(std::mem::take(&mut pmd.pending_stall_cycles));
-                        }
+                        pmd.credit_stalls(Some(&mut *sched));
                         t = now;
                         break;
                     }
@@ -661,7 +666,7 @@ pub fn run(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<Pmd
         } else {
             for idx in 0..pmd.cfg.rx_ports.len() {
                 let (received, t_end, _) = pmd.serve(idx, &mut batch, t);
-                pmd.pending_stall_cycles = 0;
+                pmd.credit_stalls(None);
                 pass_had_packets |= received > 0;
                 t = t_end;
             }
@@ -687,10 +692,7 @@ pub fn run(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<Pmd
             let now = rdtsc();
             let idle = pmd.unstalled(now - t);
             pmd.pmd_totals.idle_cycles += idle;
-            if let (Some(s), true) = (sched.as_mut(), pmd.pending_stall_cycles > 0) {
-                s.credit_stall(pmd.pending_stall_cycles);
-            }
-            pmd.pending_stall_cycles = 0;
+            pmd.credit_stalls(sched.as_mut());
             t = now;
         }
         if pmd.cfg.rx_ports.is_empty() {
