@@ -30,7 +30,7 @@ use crate::cpu_qos::CpuQos;
 use crate::paced_tx::{Fallback, PacedLink};
 use crate::policing::{Policer, PolicingSpec};
 use slaswitch_qos::meter::{Color, Srtcm, SrtcmParams};
-use crate::pmd_qos::{publish_scheduler, sync_scheduler, Drift};
+use crate::pmd_qos::{publish_scheduler, sync_scheduler, Drift, PortSplit};
 use slaswitch_qos::cpu::{BandwidthModel, PortScheduler};
 
 /// Port numbers run from 1 to `MAX_PORTS - 1`.
@@ -635,8 +635,8 @@ pub fn run(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<Pmd
     // The C2QoS scheduler, present while some port of this PMD has C2QoS settings; it lives
     // across reconfigurations so tokens and classes survive them.
     let mut sched: Option<PortScheduler> = None;
-    let mut scheduled: Vec<u16> = Vec::new();
-    sync_scheduler(&mut sched, &pmd.cfg, &mut scheduled);
+    let mut split = PortSplit::default();
+    sync_scheduler(&mut sched, &pmd.cfg, &mut split);
     let mut batch = [Mbuf(std::ptr::NonNull::dangling()); MAX_BURST];
     let mut pass: u64 = 0;
     let mut t = rdtsc();
@@ -646,7 +646,7 @@ pub fn run(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<Pmd
         let mut pass_had_packets = false;
         if let Some(sched) = sched.as_mut() {
             // C2QoS: HBS picks the port, C2TB is charged what its batch cost (seed 000 Sec. IV).
-            for _ in 0..pmd.cfg.rx_ports.len().max(1) {
+            for _ in 0..split.scheduled.len() {
                 match sched.next_port(t) {
                     Some(number) => {
                         let idx = pmd.index_of[number] as usize;
@@ -667,6 +667,13 @@ pub fn run(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<Pmd
                     }
                 }
             }
+            // Ports without C2QoS settings: once per pass, as without a scheduler.
+            for &idx in &split.round_robin {
+                let (received, t_end, _) = pmd.serve(idx, &mut batch, t);
+                pmd.credit_stalls(Some(&mut *sched));
+                pass_had_packets |= received > 0;
+                t = t_end;
+            }
         } else {
             for idx in 0..pmd.cfg.rx_ports.len() {
                 let (received, t_end, _) = pmd.serve(idx, &mut batch, t);
@@ -686,7 +693,7 @@ pub fn run(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<Pmd
             match control.try_recv() {
                 Ok(PmdMessage::Config(cfg, ack)) => {
                     pmd.install(cfg);
-                    sync_scheduler(&mut sched, &pmd.cfg, &mut scheduled);
+                    sync_scheduler(&mut sched, &pmd.cfg, &mut split);
                     drift.reset(&pmd.cfg, &mut sched);
                     let _ = ack.send(());
                 }
@@ -704,7 +711,7 @@ pub fn run(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<Pmd
             match control.recv_timeout(std::time::Duration::from_millis(10)) {
                 Ok(PmdMessage::Config(cfg, ack)) => {
                     pmd.install(cfg);
-                    sync_scheduler(&mut sched, &pmd.cfg, &mut scheduled);
+                    sync_scheduler(&mut sched, &pmd.cfg, &mut split);
                     drift.reset(&pmd.cfg, &mut sched);
                     let _ = ack.send(());
                 }

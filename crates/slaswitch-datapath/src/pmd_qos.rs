@@ -215,23 +215,39 @@ pub(crate) fn publish_scheduler(sched: Option<&PortScheduler>, cfg: &PmdConfig) 
     }
 }
 
+/// Which of a PMD's rx ports HBS schedules and which it polls in plain round robin.
+#[derive(Default)]
+pub(crate) struct PortSplit {
+    /// Port numbers in the scheduler: those with C2QoS settings.
+    pub(crate) scheduled: Vec<u16>,
+    /// Rx port indices of the ports without C2QoS settings (typically the uplink).
+    pub(crate) round_robin: Vec<usize>,
+}
+
 /// Brings the scheduler in line with the configuration: created when a port first has C2QoS
 /// settings, dropped when none has; ports added, removed and updated in place otherwise, so
 /// the others keep their tokens. Scheduler port indices are port numbers.
-pub(crate) fn sync_scheduler(sched: &mut Option<PortScheduler>, cfg: &PmdConfig, scheduled: &mut Vec<u16>) {
+///
+/// Only ports with C2QoS settings enter HBS; the others are polled once per pass beside it, as
+/// the PMD polls every port without C2QoS. Seed 000 Sec. V replaces the polling of *VM* ports by
+/// HBS; a port nobody configured, such as the uplink, carries every tenant's return traffic
+/// (responses, TCP ACKs), and putting it in the lowest class starved it behind MIN-MAX ports
+/// that always hold tokens: nginx's responses waited behind the bulk VMs in Fig. 12.
+pub(crate) fn sync_scheduler(sched: &mut Option<PortScheduler>, cfg: &PmdConfig, split: &mut PortSplit) {
+    split.round_robin = (0..cfg.rx_ports.len()).filter(|&i| !cfg.rx_ports[i].cpu_qos.is_set()).collect();
     if !cfg.rx_ports.iter().any(|p| p.cpu_qos.is_set()) {
         *sched = None;
-        scheduled.clear();
+        split.scheduled.clear();
         return;
     }
     let now = rdtsc();
     let s = sched.get_or_insert_with(|| PortScheduler::new(C2tbConfig::one_core(cfg.tsc_hz), HbsConfig::default(), now));
-    for &number in scheduled.iter() {
-        if !cfg.rx_ports.iter().any(|p| p.number == number) {
+    for &number in split.scheduled.iter() {
+        if !cfg.rx_ports.iter().any(|p| p.number == number && p.cpu_qos.is_set()) {
             s.remove_port(usize::from(number), now);
         }
     }
-    for p in &cfg.rx_ports {
+    for p in cfg.rx_ports.iter().filter(|p| p.cpu_qos.is_set()) {
         let n = usize::from(p.number);
         let result = if s.contains(n) {
             s.set_limit(n, p.cpu_qos.limit, now).and_then(|()| s.set_priority(n, p.cpu_qos.priority, now))
@@ -241,5 +257,5 @@ pub(crate) fn sync_scheduler(sched: &mut Option<PortScheduler>, cfg: &PmdConfig,
         // Settings were validated by the control plane; a refusal here is a bug.
         debug_assert!(result.is_ok(), "{result:?}");
     }
-    *scheduled = cfg.rx_ports.iter().map(|p| p.number).collect();
+    split.scheduled = cfg.rx_ports.iter().filter(|p| p.cpu_qos.is_set()).map(|p| p.number).collect();
 }

@@ -87,3 +87,51 @@ fn a_cycle_allocation_bounds_a_ports_share_of_the_pmd() {
     assert!(raised >= 2.5 * s1 || bucket_full, "vm1 raised from 10% to 50% of the core went from {s1:.1}% to {raised:.1}% with {tokens:.0} tokens");
     gen.finish();
 }
+
+/// rx packets per second of `port` between two `pmd-stats` snapshots taken `secs` apart.
+fn rx_pps(a: &Value, b: &Value, port: &str, secs: f64) -> f64 {
+    let rx = |s: &Value| {
+        let p = s["pmds"][0]["ports"].as_array().unwrap().iter().find(|p| p["name"] == port).unwrap().clone();
+        p["rx_packets"].as_f64().unwrap()
+    };
+    (rx(b) - rx(a)) / secs
+}
+
+#[test]
+fn a_port_without_settings_keeps_its_polls_beside_min_max_ports() {
+    // The uplink of Fig. 12 has no C2QoS settings and carries every tenant's return traffic.
+    // In HBS's lowest class it waited behind a backlogged MIN-MAX port in class 1 (which holds
+    // tokens at the rate of the whole idle core) and was starved; it is polled once per pass.
+    let _g = serial();
+    if !can_run() {
+        return;
+    }
+    let sw = Switch::start("c2rr", &[]);
+    sw.ok(&["add-port", "up", "null"]);
+    for p in ["vm1", "vm2"] {
+        sw.ok(&["add-port", p, "vhost-user"]);
+        sw.ok(&["add-flow", &format!("in_port={p},actions=output:up")]);
+    }
+    let hz = sw.json(&["pmd-stats"])["tsc_hz"].as_f64().unwrap();
+    sw.ok(&["set-port", "vm1", &format!("cycles_per_sec={}", (hz / 10.0) as u64), "mode=min-max", "priority=1"]);
+    let offered_pps = 100_000.0;
+    let gen = Tenant::start(
+        &sw.dir,
+        "gen",
+        &[("vm1", &sw.port_sock("vm1")), ("vm2", &sw.port_sock("vm2"))],
+        1024,
+        7.0,
+        &["gen", "--phase", "vm=vm1,size=64,rate=max", "--phase", "vm=vm2,size=64,rate=100kpps"],
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    let a = sw.json(&["pmd-stats"]);
+    std::thread::sleep(Duration::from_secs(2));
+    let b = sw.json(&["pmd-stats"]);
+    let (vm1_pps, vm2_pps) = (rx_pps(&a, &b, "vm1", 2.0), rx_pps(&a, &b, "vm2", 2.0));
+    assert!(vm1_pps > 2.0 * offered_pps, "vm1's flood did not reach the switch ({vm1_pps:.0} pps): nothing tested");
+    assert!(vm2_pps > 0.9 * offered_pps, "vm2 (no settings) got {vm2_pps:.0} of its {offered_pps} pps beside vm1's MIN-MAX flood");
+    let q = sw.json(&["qos-show", "vm2"]);
+    let vm2 = q["ports"].as_array().unwrap().iter().find(|p| p["name"] == "vm2").unwrap().clone();
+    assert_eq!(vm2["place"], "", "a port without settings is outside HBS: {vm2}");
+    gen.finish();
+}
