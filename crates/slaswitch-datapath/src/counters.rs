@@ -60,11 +60,11 @@ pub struct CpuQosState {
     pub tokens_cycles: Option<f64>,
     /// Current class (1-8; dynamic priority may have lowered it), 0 when not scheduled.
     pub class: u8,
-    /// "ready", "waiting", "in-service", or "" when the PMD runs plain round robin.
+    /// "ready", "resting", "waiting", "in-service", or "" when the port is outside HBS.
     pub place: &'static str,
 }
 
-const PLACES: [&str; 4] = ["", "ready", "waiting", "in-service"];
+const PLACES: [&str; 5] = ["", "ready", "waiting", "in-service", "resting"];
 
 impl PortCounters {
     /// Publishes the owner's running totals.

@@ -205,6 +205,7 @@ pub(crate) fn publish_scheduler(sched: Option<&PortScheduler>, cfg: &PmdConfig) 
                 class: v.current_priority,
                 place: match v.place {
                     PortPlace::Ready { .. } => "ready",
+                    PortPlace::Resting => "resting",
                     PortPlace::Waiting => "waiting",
                     PortPlace::InService => "in-service",
                 },

@@ -370,3 +370,55 @@ fn a_demoted_port_is_still_probed_behind_backlogged_lower_classes() {
         }
     }
 }
+
+#[test]
+fn a_light_class_1_port_is_polled_after_every_busy_batch() {
+    // Fig. 11(c)'s shape: a class-1 VM sends one frame every 29 us while four class-2 ports are
+    // backlogged with 24 us batches. An empty poll must not make the light port spin (and sink
+    // through every class within a microsecond): it rests until a busy batch has run, so each
+    // frame waits at most about one busy batch.
+    let us = HZ / 1_000_000;
+    let (gap, batch) = (29 * us, 24 * us);
+    let ports = [(1, CycleLimit::Unlimited), (2, CycleLimit::Unlimited), (2, CycleLimit::Unlimited), (2, CycleLimit::Unlimited), (2, CycleLimit::Unlimited)];
+    let mut s = sched_with(RefillMode::Lazy, HbsConfig::default(), &ports);
+    let (mut t, mut next_arrival, mut pending) = (0u64, 0u64, Vec::new());
+    let (mut waits, mut busy_cycles) = (Vec::new(), 0u64);
+    while t < HZ / 10 {
+        while next_arrival <= t {
+            pending.push(next_arrival);
+            next_arrival += gap;
+        }
+        let port = s.next_port(t).unwrap();
+        let (cycles, packets) = if port == 0 {
+            waits.extend(pending.iter().map(|&a| t - a));
+            let n = pending.len() as u32;
+            pending.clear();
+            (if n == 0 { EMPTY_POLL_CYCLES } else { 2_000 * u64::from(n) }, n)
+        } else {
+            busy_cycles += batch;
+            (batch, 32)
+        };
+        t += cycles;
+        s.report_batch(port, cycles, packets, t);
+    }
+    waits.sort_unstable();
+    let (p50, max) = (waits[waits.len() / 2], *waits.last().unwrap());
+    assert!(waits.len() > 3000, "{} frames served", waits.len());
+    assert!(max <= batch + 3 * us, "a frame waited {} us (a busy batch is 24 us)", max / us);
+    assert!(p50 <= batch / 2 + 2 * us, "median wait {} us", p50 / us);
+    // The busy ports lose only the light port's own polls and frames.
+    assert!(busy_cycles as f64 >= 0.9 * (HZ / 10) as f64, "busy ports got {:.1}% of the core", 100.0 * busy_cycles as f64 / (HZ / 10) as f64);
+}
+
+#[test]
+fn an_idle_port_rests_until_another_port_has_run_packets() {
+    let mut s = sched_with(RefillMode::Lazy, HbsConfig { idle_polls_per_step: 0, ..HbsConfig::default() }, &[(1, CycleLimit::Unlimited), (2, CycleLimit::Unlimited)]);
+    let run = run_pmd(&mut s, &[idle(), busy(10_000)], 0, 200_000, 8);
+    // Class 1 first, then, having found nothing, it waits for the class-2 batch each time.
+    assert_eq!(run.order, vec![0, 1, 0, 1, 0, 1, 0, 1]);
+    assert_eq!(s.view(0).unwrap().current_priority, 1, "dynamic priority off: no demotion");
+    // Both idle: they are polled in turn, not one of them in a loop.
+    let mut s = sched_with(RefillMode::Lazy, HbsConfig { idle_polls_per_step: 0, ..HbsConfig::default() }, &[(1, CycleLimit::Unlimited), (2, CycleLimit::Unlimited)]);
+    let run = run_pmd(&mut s, &[idle(), idle()], 0, 100_000, 6);
+    assert_eq!(run.order, vec![0, 1, 0, 1, 0, 1]);
+}

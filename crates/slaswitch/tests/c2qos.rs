@@ -57,7 +57,7 @@ fn a_cycle_allocation_bounds_a_ports_share_of_the_pmd() {
     assert_eq!(q1["cycles_per_sec"].as_f64().unwrap(), (hz / 10.0).floor());
     assert_eq!(q1["mode"], "strict");
     assert!((q1["allocated_pct_of_core"].as_f64().unwrap() - 10.0).abs() < 0.01, "{q1}");
-    assert!(["ready", "waiting", "in-service"].contains(&q1["place"].as_str().unwrap()), "{q1}");
+    assert!(["ready", "resting", "waiting", "in-service"].contains(&q1["place"].as_str().unwrap()), "{q1}");
     assert!(q1["tokens_cycles"].is_number(), "{q1}");
     assert_eq!(q2["mode"], "unlimited");
     assert!(q2["tokens_cycles"].is_null(), "{q2}");

@@ -12,6 +12,13 @@
 //!   each port's own generation rate makes it positive again, so parking and promoting a port is
 //!   O(1) rather than a scan or a heap operation. A port is promoted at most one wheel slot
 //!   (1024 ticks, about 0.5 us at 2 GHz) after its bucket turns positive.
+//! * A port whose poll found nothing *rests*: it goes back to its ready queue once another port
+//!   has run a batch with packets (or when nothing else is ready). The paper's ready queues hold
+//!   the ports that may run; without this an idle class-1 port, charged nothing for its empty
+//!   polls, was polled again and again within a microsecond and demoted through every class
+//!   before its next packet came, so a light latency-sensitive VM (Fig. 11c: one frame every
+//!   29 us) sat behind the busy classes. Resting, an idle port costs one empty poll per busy
+//!   batch while it keeps its class.
 //! * Dynamic priority (Sec. IV-B-3): after `idle_polls_per_step` consecutive empty polls a port's
 //!   class drops by one, down to 8; the first packet restores its configured class at once.
 //!   The paper does not say how that first packet is seen while ports above the demoted one
@@ -59,6 +66,8 @@ impl Default for HbsConfig {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PortPlace {
     Ready { class: u8 },
+    /// Its last poll found nothing: it waits for another port's batch with packets.
+    Resting,
     Waiting,
     InService,
 }
@@ -103,6 +112,8 @@ pub struct PortScheduler {
     probe_due_tsc: u64,
     /// Ports whose class is below their configured one (none: no probe scan at all).
     demoted: usize,
+    /// Ports whose last poll was empty, in the order they rested.
+    resting: Vec<PortIndex>,
     /// Scratch for ports the wheel hands back.
     expired: Vec<PortIndex>,
 }
@@ -124,6 +135,7 @@ impl PortScheduler {
             ready: Default::default(),
             ready_mask: 0,
             waiting: TimerWheel::new(WAIT_SLOT_SHIFT, WAIT_SLOTS, now_tsc),
+            resting: Vec::new(),
             expired: Vec::new(),
             probe_ticks: u64::from(hbs.demoted_probe_us) * c2tb.tsc_hz / 1_000_000,
             probe_due_tsc: now_tsc,
@@ -252,7 +264,11 @@ impl PortScheduler {
     pub fn next_port(&mut self, now_tsc: u64) -> Option<PortIndex> {
         self.promote_waiting(now_tsc);
         if self.ready_mask == 0 {
-            return None;
+            // Nothing with packets to run: poll the resting ports again.
+            self.release_resting(now_tsc);
+            if self.ready_mask == 0 {
+                return None;
+            }
         }
         let port = match self.stale_demoted_port(now_tsc) {
             Some(port) => {
@@ -332,7 +348,27 @@ impl PortScheduler {
         // redistributed.
         let charged = if packets == 0 { 0 } else { cycles };
         self.buckets.charge(port, charged, packets >= self.config.full_batch_packets);
-        self.requeue(port, now_tsc);
+        if packets == 0 {
+            s.place = PortPlace::Resting;
+            self.resting.push(port);
+        } else {
+            self.release_resting(now_tsc);
+            self.requeue(port, now_tsc);
+        }
+    }
+
+    /// Puts the resting ports back in their queues, in the order they rested.
+    #[inline]
+    fn release_resting(&mut self, now_tsc: u64) {
+        if self.resting.is_empty() {
+            return;
+        }
+        let mut resting = std::mem::take(&mut self.resting);
+        for &port in &resting {
+            self.requeue(port, now_tsc);
+        }
+        resting.clear();
+        self.resting = resting;
     }
 
     fn state_mut(&mut self, port: PortIndex) -> Result<&mut PortState, String> {
@@ -370,6 +406,7 @@ impl PortScheduler {
                     self.ready_mask &= !(1 << idx);
                 }
             }
+            PortPlace::Resting => self.resting.retain(|&p| p != port),
             PortPlace::Waiting => {
                 self.waiting.remove(port);
             }
