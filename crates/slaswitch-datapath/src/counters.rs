@@ -130,6 +130,11 @@ pub struct PmdTotals {
     pub passes: u64,
     /// Time a stage ran beyond [`crate::pmd::STALL_NS`]: the host's, charged to no port.
     pub stalled_cycles: u64,
+    /// C2QoS scheduler decisions (HBS picks, C2TB charges).
+    pub qos_decisions: u64,
+    /// Cycles C2QoS's own code took: decisions and charging (one in 64 timed, scaled up),
+    /// publishing its state and drift windows. Part of `busy_cycles`.
+    pub qos_cycles: u64,
 }
 
 #[derive(Debug, Default)]
@@ -138,6 +143,8 @@ pub struct PmdCounters {
     idle: AtomicU64,
     passes: AtomicU64,
     stalled: AtomicU64,
+    qos_decisions: AtomicU64,
+    qos_cycles: AtomicU64,
     /// The drift-compensation factor (f64 bits; 0 before the first window).
     drift_factor_bits: AtomicU64,
 }
@@ -148,6 +155,8 @@ impl PmdCounters {
         self.idle.store(t.idle_cycles, Relaxed);
         self.passes.store(t.passes, Relaxed);
         self.stalled.store(t.stalled_cycles, Relaxed);
+        self.qos_decisions.store(t.qos_decisions, Relaxed);
+        self.qos_cycles.store(t.qos_cycles, Relaxed);
     }
 
     pub fn publish_drift_factor(&self, factor: f64) {
@@ -163,7 +172,14 @@ impl PmdCounters {
     }
 
     pub fn read(&self) -> PmdTotals {
-        PmdTotals { busy_cycles: self.busy.load(Relaxed), idle_cycles: self.idle.load(Relaxed), passes: self.passes.load(Relaxed), stalled_cycles: self.stalled.load(Relaxed) }
+        PmdTotals {
+            busy_cycles: self.busy.load(Relaxed),
+            idle_cycles: self.idle.load(Relaxed),
+            passes: self.passes.load(Relaxed),
+            stalled_cycles: self.stalled.load(Relaxed),
+            qos_decisions: self.qos_decisions.load(Relaxed),
+            qos_cycles: self.qos_cycles.load(Relaxed),
+        }
     }
 }
 

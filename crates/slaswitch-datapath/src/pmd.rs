@@ -47,6 +47,9 @@ const TX_RETRIES: usize = 4;
 /// the port, one such stall put it 0.5 s of its allocation in debt and cost every VM 2-4% of
 /// its purchase (Fig. 11b, 16 VMs).
 pub const STALL_NS: u64 = 100_000;
+/// One scheduler decision in `1 << QOS_SAMPLE_SHIFT` is timed for [`PmdTotals::qos_cycles`]:
+/// two TSC reads every 64 decisions cost well under a cycle per decision.
+const QOS_SAMPLE_SHIFT: u32 = 6;
 
 #[derive(Clone)]
 pub struct RxPort {
@@ -647,18 +650,30 @@ pub fn run(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<Pmd
         if let Some(sched) = sched.as_mut() {
             // C2QoS: HBS picks the port, C2TB is charged what its batch cost (seed 000 Sec. IV).
             for _ in 0..split.scheduled.len() {
+                // C2QoS's own cost, sampled (seed 000 Sec. VI-F measures it on the PMD too).
+                let sampled = pmd.pmd_totals.qos_decisions.trailing_zeros() >= QOS_SAMPLE_SHIFT;
+                pmd.pmd_totals.qos_decisions += 1;
+                let t_decide = if sampled { rdtsc() } else { 0 };
                 match sched.next_port(t) {
                     Some(number) => {
+                        let t_decided = if sampled { rdtsc() } else { 0 };
                         let idx = pmd.index_of[number] as usize;
                         let (received, t_end, charged) = pmd.serve(idx, &mut batch, t);
                         pmd.credit_stalls(Some(&mut *sched));
                         sched.report_batch(number, charged, received as u32, t_end);
+                        if sampled {
+                            let own = (t_decided - t_decide) + (rdtsc() - t_end);
+                            pmd.pmd_totals.qos_cycles += own.min(pmd.stall_cycles) << QOS_SAMPLE_SHIFT;
+                        }
                         pass_had_packets |= received > 0;
                         t = t_end;
                     }
                     None => {
                         // Every port is waiting for cycle tokens: the core idles.
                         let now = rdtsc();
+                        if sampled {
+                            pmd.pmd_totals.qos_cycles += (now - t_decide).min(pmd.stall_cycles) << QOS_SAMPLE_SHIFT;
+                        }
                         let idle = pmd.unstalled(now - t);
                         pmd.pmd_totals.idle_cycles += idle;
                         pmd.credit_stalls(Some(&mut *sched));
@@ -686,8 +701,14 @@ pub fn run(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<Pmd
         pmd.pmd_totals.passes += 1;
         if pass.is_multiple_of(PUBLISH_EVERY_PASSES) {
             pmd.publish();
+            let t_publish = rdtsc();
             publish_scheduler(sched.as_ref(), &pmd.cfg);
             drift.tick(t, &pmd, &mut sched);
+            if sched.is_some() {
+                // Not a stall's worth: the next batch's first stage, which holds this time, is
+                // checked for stalls already.
+                pmd.pmd_totals.qos_cycles += (rdtsc() - t_publish).min(pmd.stall_cycles);
+            }
         }
         if !pass_had_packets || pass.is_multiple_of(CHECK_CONTROL_EVERY_PASSES) {
             match control.try_recv() {

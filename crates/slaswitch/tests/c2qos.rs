@@ -48,7 +48,8 @@ fn a_cycle_allocation_bounds_a_ports_share_of_the_pmd() {
     // the PMD idles 10-15%: see the C2QoS issue's note; a manual run on an idle host gives 10.0%.)
     assert!(s1 <= 11.0, "vm1 limited to 10% of the core used {s1:.1}%");
     assert!(s1 >= 3.0, "vm1 limited to 10% of the core was starved: {s1:.1}%");
-    assert!(s2 > 4.0 * s1, "vm2 (unlimited) used {s2:.1}% while vm1 was held to {s1:.1}%");
+    // vm2 is held by nothing but the generator, which shares core 1 with vm1's flood.
+    assert!(s2 > 2.0 * s1 && s2 > 15.0, "vm2 (unlimited) used {s2:.1}% while vm1 was held to {s1:.1}%");
 
     // qos-show explains the allocation and the scheduler's view.
     let q = sw.json(&["qos-show"]);
@@ -130,6 +131,11 @@ fn a_port_without_settings_keeps_its_polls_beside_min_max_ports() {
     let (vm1_pps, vm2_pps) = (rx_pps(&a, &b, "vm1", 2.0), rx_pps(&a, &b, "vm2", 2.0));
     assert!(vm1_pps > 2.0 * offered_pps, "vm1's flood did not reach the switch ({vm1_pps:.0} pps): nothing tested");
     assert!(vm2_pps > 0.9 * offered_pps, "vm2 (no settings) got {vm2_pps:.0} of its {offered_pps} pps beside vm1's MIN-MAX flood");
+    // The PMD measures what C2QoS's own code costs it: some, and far less than the batches.
+    let pmd = &b["pmds"][0];
+    let (decisions, qos, busy) = (pmd["qos_decisions"].as_f64().unwrap(), pmd["qos_cycles"].as_f64().unwrap(), pmd["busy_cycles"].as_f64().unwrap());
+    assert!(decisions > 0.0 && qos > 0.0, "{pmd}");
+    assert!(qos < 0.5 * busy, "C2QoS code {qos} of {busy} busy cycles");
     let q = sw.json(&["qos-show", "vm2"]);
     let vm2 = q["ports"].as_array().unwrap().iter().find(|p| p["name"] == "vm2").unwrap().clone();
     assert_eq!(vm2["place"], "", "a port without settings is outside HBS: {vm2}");

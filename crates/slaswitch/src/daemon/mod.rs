@@ -215,6 +215,8 @@ impl Daemon {
                             "busy_cycles": pmd.totals.busy_cycles,
                             "idle_cycles": pmd.totals.idle_cycles,
                             "stalled_cycles": pmd.totals.stalled_cycles,
+                            "qos_decisions": pmd.totals.qos_decisions,
+                            "qos_cycles": pmd.totals.qos_cycles,
                             "busy_pct_interval": rate.map(|r| r.busy_pct),
                             "drift_factor": pmd.drift_factor,
                             "stage_cycles_sum": stage_sum,
