@@ -659,10 +659,12 @@ pub fn run(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<Pmd
                         let t_decided = if sampled { rdtsc() } else { 0 };
                         let idx = pmd.index_of[number] as usize;
                         let (received, t_end, charged) = pmd.serve(idx, &mut batch, t);
+                        // Not t_end: serve's own bookkeeping after it is round robin's work too.
+                        let t_served = if sampled { rdtsc() } else { 0 };
                         pmd.credit_stalls(Some(&mut *sched));
                         sched.report_batch(number, charged, received as u32, t_end);
                         if sampled {
-                            let own = (t_decided - t_decide) + (rdtsc() - t_end);
+                            let own = (t_decided - t_decide) + (rdtsc() - t_served);
                             pmd.pmd_totals.qos_cycles += own.min(pmd.stall_cycles) << QOS_SAMPLE_SHIFT;
                         }
                         pass_had_packets |= received > 0;

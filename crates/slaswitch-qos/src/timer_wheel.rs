@@ -5,13 +5,27 @@
 //! positive (TSC ticks), SoftBW queues waiting for their time-to-send (ns). A binary heap made that
 //! O(log n) per batch and dominated the decision cost (measured: 37% of a C2TB+HBS decision in
 //! `BinaryHeap::pop` at 256 ports); a wheel of `Vec` slots then missed the cache on every insert.
-//! So the lists are intrusive: one `u32` head per slot and per-index links, a few kilobytes that
-//! stay in L1. An index is in at most one slot; an entry fires when its slot is fully in the past,
+//! So the lists are intrusive: one `u32` head per slot and per-index links, a few kilobytes. An
+//! index's links sit in one record: in the data plane every batch evicts the scheduler from the
+//! caches, and four separate arrays cost four misses where one record costs one. An index is in at most one slot; an entry fires when its slot is fully in the past,
 //! so at most one slot (`1 << slot_shift` time units) late, never early. Entries due beyond the
 //! wheel's horizon wait in a far list that is re-filed once per turn.
 
 const NIL: u32 = u32::MAX;
 const FAR: u32 = u32::MAX - 1;
+
+/// One index's place in the wheel.
+#[derive(Clone, Copy, Debug)]
+struct Link {
+    next: u32,
+    prev: u32,
+    /// Slot the index is parked in, FAR, or NIL when not parked.
+    slot: u32,
+    /// Due time while in the far list.
+    far_due: u64,
+}
+
+const UNPARKED: Link = Link { next: NIL, prev: NIL, slot: NIL, far_due: 0 };
 
 #[derive(Clone, Debug)]
 pub struct TimerWheel {
@@ -21,12 +35,7 @@ pub struct TimerWheel {
     heads: Vec<u32>,
     /// Bit i set when slot i holds entries: expiry jumps over empty slots a word at a time.
     occupied: Vec<u64>,
-    next: Vec<u32>,
-    prev: Vec<u32>,
-    /// Slot an index is parked in, FAR, or NIL when not parked.
-    slot_of: Vec<u32>,
-    /// Due time of indices in the far list.
-    far_due: Vec<u64>,
+    links: Vec<Link>,
     far_head: u32,
     /// Absolute index of the next slot to expire.
     cursor: u64,
@@ -43,10 +52,7 @@ impl TimerWheel {
             turn_shift: slot_count.trailing_zeros(),
             heads: vec![NIL; slot_count],
             occupied: vec![0; slot_count / 64],
-            next: Vec::new(),
-            prev: Vec::new(),
-            slot_of: Vec::new(),
-            far_due: Vec::new(),
+            links: Vec::new(),
             far_head: NIL,
             cursor: now >> slot_shift,
             len: 0,
@@ -62,7 +68,7 @@ impl TimerWheel {
     }
 
     pub fn contains(&self, index: usize) -> bool {
-        self.slot_of.get(index).is_some_and(|&s| s != NIL)
+        self.links.get(index).is_some_and(|l| l.slot != NIL)
     }
 
     /// Largest lateness of an expiry, in time units.
@@ -76,22 +82,20 @@ impl TimerWheel {
     }
 
     fn ensure(&mut self, index: usize) {
-        if index >= self.slot_of.len() {
-            let n = index + 1;
-            self.next.resize(n, NIL);
-            self.prev.resize(n, NIL);
-            self.slot_of.resize(n, NIL);
-            self.far_due.resize(n, 0);
+        if index >= self.links.len() {
+            self.links.resize(index + 1, UNPARKED);
         }
     }
 
     #[inline]
     fn push_front(&mut self, list: u32, index: usize) {
         let head = if list == FAR { self.far_head } else { self.heads[list as usize] };
-        self.next[index] = head;
-        self.prev[index] = NIL;
+        let link = &mut self.links[index];
+        link.next = head;
+        link.prev = NIL;
+        link.slot = list;
         if head != NIL {
-            self.prev[head as usize] = index as u32;
+            self.links[head as usize].prev = index as u32;
         }
         if list == FAR {
             self.far_head = index as u32;
@@ -99,20 +103,19 @@ impl TimerWheel {
             self.heads[list as usize] = index as u32;
             self.occupied[list as usize / 64] |= 1 << (list % 64);
         }
-        self.slot_of[index] = list;
     }
 
     /// Parks `index` until `due`; an index already parked is moved.
     #[inline]
     pub fn insert(&mut self, due: u64, index: usize) {
         self.ensure(index);
-        if self.slot_of[index] != NIL {
+        if self.links[index].slot != NIL {
             self.remove(index);
         }
         self.len += 1;
         let slot = (due >> self.slot_shift).max(self.cursor);
         if slot - self.cursor > self.mask() {
-            self.far_due[index] = due;
+            self.links[index].far_due = due;
             self.push_front(FAR, index);
         } else {
             self.push_front((slot & self.mask()) as u32, index);
@@ -122,13 +125,12 @@ impl TimerWheel {
     /// Unparks `index`; false if it was not parked.
     #[inline]
     pub fn remove(&mut self, index: usize) -> bool {
-        let Some(&list) = self.slot_of.get(index) else { return false };
+        let Some(&Link { next, prev, slot: list, .. }) = self.links.get(index) else { return false };
         if list == NIL {
             return false;
         }
-        let (next, prev) = (self.next[index], self.prev[index]);
         if prev != NIL {
-            self.next[prev as usize] = next;
+            self.links[prev as usize].next = next;
         } else if list == FAR {
             self.far_head = next;
         } else {
@@ -138,9 +140,9 @@ impl TimerWheel {
             }
         }
         if next != NIL {
-            self.prev[next as usize] = prev;
+            self.links[next as usize].prev = prev;
         }
-        self.slot_of[index] = NIL;
+        self.links[index].slot = NIL;
         self.len -= 1;
         true
     }
@@ -189,8 +191,9 @@ impl TimerWheel {
             self.heads[i] = NIL;
             self.occupied[i / 64] &= !(1 << (i % 64));
             while index != NIL {
-                let next = self.next[index as usize];
-                self.slot_of[index as usize] = NIL;
+                let link = &mut self.links[index as usize];
+                let next = link.next;
+                link.slot = NIL;
                 self.len -= 1;
                 fired.push(index as usize);
                 index = next;
@@ -204,8 +207,8 @@ impl TimerWheel {
 
     /// Unparks every index, due or not, appending them to `fired`.
     pub fn drain_all(&mut self, fired: &mut Vec<usize>) {
-        for index in 0..self.slot_of.len() {
-            if self.slot_of[index] != NIL {
+        for index in 0..self.links.len() {
+            if self.links[index].slot != NIL {
                 self.remove(index);
                 fired.push(index);
             }
@@ -216,10 +219,11 @@ impl TimerWheel {
         let mut index = self.far_head;
         self.far_head = NIL;
         while index != NIL {
-            let next = self.next[index as usize];
-            self.slot_of[index as usize] = NIL;
+            let link = &mut self.links[index as usize];
+            let (next, due) = (link.next, link.far_due);
+            link.slot = NIL;
             self.len -= 1;
-            self.insert(self.far_due[index as usize], index as usize);
+            self.insert(due, index as usize);
             index = next;
         }
     }
