@@ -382,12 +382,19 @@ impl PortScheduler {
         if self.resting.is_empty() {
             return;
         }
-        let mut resting = std::mem::take(&mut self.resting);
-        for &port in &resting {
+        let resting = std::mem::take(&mut self.resting);
+        self.resting = self.requeue_each(resting, now_tsc);
+    }
+
+    /// Requeues every port of a scratch list taken out of `self`; returns the list, emptied, to
+    /// be put back (no allocation on the hot path).
+    #[inline]
+    fn requeue_each(&mut self, mut ports: Vec<PortIndex>, now_tsc: u64) -> Vec<PortIndex> {
+        for &port in &ports {
             self.requeue(port, now_tsc);
         }
-        resting.clear();
-        self.resting = resting;
+        ports.clear();
+        ports
     }
 
     fn state_mut(&mut self, port: PortIndex) -> Result<&mut PortState, String> {
@@ -448,12 +455,8 @@ impl PortScheduler {
         if self.expired.is_empty() {
             return;
         }
-        let mut expired = std::mem::take(&mut self.expired);
-        for &port in &expired {
-            self.requeue(port, now_tsc);
-        }
-        expired.clear();
-        self.expired = expired;
+        let expired = std::mem::take(&mut self.expired);
+        self.expired = self.requeue_each(expired, now_tsc);
     }
 }
 
