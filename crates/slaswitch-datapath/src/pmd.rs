@@ -303,10 +303,10 @@ impl Pmd {
     /// stage's cycles to the port. Returns the packets received (before policing), the TSC
     /// at the end, which is the next stage boundary, and the cycles charged to the port (the
     /// time taken less any stall).
-    #[inline]
     ///
     /// `before_egress` runs once the batch is classified, before it is sent: the scheduler
     /// hints the caches there with what it will touch next.
+    #[inline]
     fn serve(&mut self, idx: usize, batch: &mut [Mbuf; MAX_BURST], t: u64, before_egress: impl FnOnce()) -> (usize, u64, u64) {
         let eth = self.cfg.rx_ports[idx].eth;
         let received = eth.rx_burst(batch);
