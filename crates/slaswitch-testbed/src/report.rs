@@ -45,6 +45,53 @@ fn fmt(v: Option<f64>) -> String {
     }
 }
 
+/// The label of one configuration's run in round `round` of `rounds` (`--rounds`).
+pub fn round_label(label: &str, round: usize, rounds: usize) -> String {
+    if rounds > 1 {
+        format!("{label} #{round}")
+    } else {
+        label.to_string()
+    }
+}
+
+/// The configuration a run label belongs to: the label without its ` #k` round.
+fn base_label(label: &str) -> &str {
+    match label.rsplit_once(" #") {
+        Some((base, round)) if round.parse::<usize>().is_ok() => base,
+        _ => label,
+    }
+}
+
+/// Per headline, per configuration in order of first appearance: the median, smallest and
+/// largest value over its rounds, and how many rounds gave a value.
+type OverRounds = Vec<(String, Vec<(String, Option<f64>, Option<f64>, Option<f64>, usize)>)>;
+
+fn over_rounds(heads: &[(String, Vec<(String, Option<f64>, String)>)]) -> OverRounds {
+    heads
+        .iter()
+        .map(|(label, values)| {
+            let mut bases: Vec<&str> = Vec::new();
+            for (sw, _, _) in values {
+                if !bases.contains(&base_label(sw)) {
+                    bases.push(base_label(sw));
+                }
+            }
+            let per_base = bases
+                .iter()
+                .map(|&b| {
+                    let mut got: Vec<f64> = values.iter().filter(|(sw, _, _)| base_label(sw) == b).filter_map(|(_, v, _)| *v).collect();
+                    got.sort_by(f64::total_cmp);
+                    // An even count takes the middle two's mean: with two rounds, their midpoint.
+                    let n = got.len();
+                    let mid = (n > 0).then(|| if n % 2 == 1 { got[n / 2] } else { (got[n / 2 - 1] + got[n / 2]) / 2.0 });
+                    (b.to_string(), mid, got.first().copied(), got.last().copied(), n)
+                })
+                .collect();
+            (label.clone(), per_base)
+        })
+        .collect()
+}
+
 fn median(mut v: Vec<f64>) -> Option<f64> {
     if v.is_empty() {
         return None;
@@ -69,7 +116,7 @@ fn vm_names(step: &Step) -> Vec<String> {
 /// for a baseline that enforces the purchase otherwise (policers), the purchase another
 /// configuration of the file states for it.
 fn purchased_mbps(s: &Scenario, vm: &str, run_label: &str) -> Option<f64> {
-    let variant = run_label.split_once('/').map(|(_, v)| v);
+    let variant = base_label(run_label).split_once('/').map(|(_, v)| v);
     let group = s.vms.iter().find(|v| v.name == vm || (vm.starts_with(&v.name) && vm[v.name.len()..].parse::<usize>().is_ok()))?;
     let own = variant.and_then(|name| s.variants.iter().find(|x| x.name == name)).and_then(|v| v.qos.get(&group.name)).unwrap_or(&group.qos);
     let stated = std::iter::once(own).chain(std::iter::once(&group.qos)).chain(s.variants.iter().filter_map(|v| v.qos.get(&group.name)));
@@ -290,6 +337,22 @@ pub fn generate(dir: &Path) -> Result<(), String> {
             let _ = writeln!(md, "| {label} | {} |", values.iter().map(|(_, v, why)| format!("**{}** ({why})", fmt(*v))).collect::<Vec<_>>().join(" | "));
         }
         md.push('\n');
+        let rounds = run["rounds"].as_u64().unwrap_or(1);
+        if rounds > 1 {
+            let summary = over_rounds(&heads);
+            let bases: Vec<String> = summary.first().map(|(_, v)| v.iter().map(|(b, ..)| b.clone()).collect()).unwrap_or_default();
+            let _ = writeln!(md, "### Over {rounds} rounds
+
+Every configuration ran {rounds} times, round after round; median (smallest .. largest) of each headline.
+
+| figure | {} |
+|---|{}", bases.join(" | "), "---|".repeat(bases.len()));
+            for (label, per_base) in &summary {
+                let cells: Vec<String> = per_base.iter().map(|(_, m, lo, hi, n)| format!("**{}** ({} .. {}, {n} rounds)", fmt(*m), fmt(*lo), fmt(*hi))).collect();
+                let _ = writeln!(md, "| {label} | {} |", cells.join(" | "));
+            }
+            md.push('\n');
+        }
     }
     let win = windows(&s);
     let measured = match s.uplink.kind {
@@ -380,4 +443,29 @@ pub fn generate(dir: &Path) -> Result<(), String> {
     let _ = writeln!(md, "## Rerun\n\n```\n{}\n```\n\nRaw samples: `samples.csv` (switch, step, t_secs, source, subject, metric, value); run metadata: `run.json`.", run["command"].as_str().unwrap_or(""));
     std::fs::write(dir.join("report.md"), md).map_err(|e| e.to_string())?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rounds_of_a_configuration_are_summarized_together() {
+        assert_eq!(round_label("slaswitch/c2tb", 2, 3), "slaswitch/c2tb #2");
+        assert_eq!(round_label("slaswitch/c2tb", 1, 1), "slaswitch/c2tb");
+        assert_eq!(base_label("slaswitch/c2tb #12"), "slaswitch/c2tb");
+        assert_eq!(base_label("ovs-dpdk/policing"), "ovs-dpdk/policing");
+        let v = |sw: &str, x: Option<f64>| (sw.to_string(), x, String::new());
+        let heads = vec![(
+            "loss".to_string(),
+            vec![v("a/x #1", Some(3.0)), v("b/y #1", Some(10.0)), v("a/x #2", Some(-1.0)), v("b/y #2", None), v("a/x #3", Some(1.0)), v("b/y #3", Some(20.0))],
+        )];
+        let s = over_rounds(&heads);
+        let (label, per) = &s[0];
+        assert_eq!(label, "loss");
+        assert_eq!(per[0], ("a/x".to_string(), Some(1.0), Some(-1.0), Some(3.0), 3));
+        // A round without a value is left out, not counted as zero.
+        assert_eq!(per[1].0, "b/y");
+        assert_eq!(per[1], ("b/y".to_string(), Some(15.0), Some(10.0), Some(20.0), 2));
+    }
 }

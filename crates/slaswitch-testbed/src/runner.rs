@@ -26,6 +26,9 @@ pub struct RunOptions {
     /// Where slaswitchd, slaswitch and slaswitch-tenant are.
     pub tools: PathBuf,
     pub quiet: bool,
+    /// Times every configuration runs, round after round (1: once). With more than one, each
+    /// run's label gets ` #k` and the report adds the median over the rounds.
+    pub rounds: usize,
 }
 
 fn unix_now() -> f64 {
@@ -311,11 +314,20 @@ pub fn run(opts: &RunOptions) -> Result<PathBuf, String> {
     let mut metas = Vec::new();
     let started = unix_now();
     let mut failure = None;
-    'outer: for (si, cfg) in configs.iter().enumerate() {
+    let rounds = opts.rounds.max(1);
+    let mut labels = Vec::new();
+    // Round after round, every configuration in each, so a drift of the host during the run
+    // touches every configuration alike (the host is shared and noisy).
+    'outer: for (round, (si, cfg)) in (1..=rounds).flat_map(|r| configs.iter().enumerate().map(move |c| (r, c))) {
+        let run_label = crate::report::round_label(&cfg.label, round, rounds);
+        if !labels.contains(&run_label) {
+            labels.push(run_label.clone());
+        }
         for (ti, step) in cfg.scenario.steps().iter().enumerate() {
-            let label = format!("{} ({}/{}) {} ({}/{})", cfg.label, si + 1, configs.len(), step.label, ti + 1, steps.len());
-            let work = base.join(format!("{}-{si}-{ti}", cfg.switch.name()));
-            match run_step(&cfg.scenario, step, cfg.switch, &cfg.label, &work, opts, &label) {
+            let of_rounds = if rounds > 1 { format!(" round {round}/{rounds}") } else { String::new() };
+            let label = format!("{} ({}/{}){of_rounds} {} ({}/{})", cfg.label, si + 1, configs.len(), step.label, ti + 1, steps.len());
+            let work = base.join(format!("{}-{round}-{si}-{ti}", cfg.switch.name()));
+            match run_step(&cfg.scenario, step, cfg.switch, &run_label, &work, opts, &label) {
                 Ok(r) => {
                     all.extend(r.samples);
                     metas.push(r.meta);
@@ -351,11 +363,12 @@ pub fn run(opts: &RunOptions) -> Result<PathBuf, String> {
         "scenario_file": opts.scenario_path.display().to_string(),
         "started_unix_secs": started,
         "finished_unix_secs": unix_now(),
-        "switches": configs.iter().map(|c| c.label.clone()).collect::<Vec<_>>(),
+        "switches": labels,
+        "rounds": rounds,
         "machine": machine(),
         "pinning": {"pmd_cores": scenario.host.pmd_cores, "vm_core": scenario.host.vm_core},
         "runs": metas,
-        "command": format!("slaswitch experiment run {} --switch {} --out {}", opts.scenario_path.display(), switches.iter().map(|s| s.name()).collect::<Vec<_>>().join(","), out_dir.display()),
+        "command": format!("slaswitch experiment run {} --switch {} --rounds {rounds} --out {}", opts.scenario_path.display(), switches.iter().map(|s| s.name()).collect::<Vec<_>>().join(","), out_dir.display()),
     });
     std::fs::write(out_dir.join("run.json"), serde_json::to_string_pretty(&run).expect("JSON")).map_err(|e| e.to_string())?;
     report::generate(&out_dir)?;

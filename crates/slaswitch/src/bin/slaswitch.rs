@@ -6,6 +6,8 @@ use serde_json::{json, Value};
 use slaswitch::args::{key_values, Args};
 use slaswitch::control::{default_socket, request};
 
+/// Most rounds `experiment run --rounds` accepts (each round runs every configuration again).
+const MAX_ROUNDS: usize = 20;
 const USAGE: &str = "usage: slaswitch [--socket PATH] COMMAND [ARGS] [--json]
   add-port NAME TYPE [KEY=VALUE...]   TYPE: vhost-user, vhost-user-client, tap, af-packet, null, dpdk
   del-port NAME
@@ -25,8 +27,10 @@ const USAGE: &str = "usage: slaswitch [--socket PATH] COMMAND [ARGS] [--json]
             [--pmd-core N] [--vm-core N] [--numa-remote R] [--pmd-factor CORES=R ...] [--quiet]
                                       measure this host's bandwidth-CPU model (slaswitchd stopped)
   show                                the persisted configuration
-  experiment run SCENARIO [--switch slaswitch|ovs-dpdk|linux-tc|vde2 ...] [--out DIR] [--quiet]
-                                      run a test-bed scenario (experiments/*.toml) on each switch
+  experiment run SCENARIO [--switch slaswitch|ovs-dpdk|linux-tc|vde2 ...] [--rounds N] [--out DIR] [--quiet]
+                                      run a test-bed scenario (experiments/*.toml) on each switch;
+                                      --rounds N runs every configuration N times, interleaved,
+                                      and the report adds each headline's median over the rounds
   experiment report DIR               rebuild a run's report.md and plots from its samples
 The socket defaults to $SLASWITCH_SOCKET or /var/run/slaswitch/slaswitchd.ctl.";
 
@@ -45,7 +49,7 @@ fn need<'a>(words: &'a [String], i: usize, what: &str) -> Result<&'a str, String
 }
 
 fn experiment(words: Vec<String>) -> Result<(), String> {
-    let a = Args::parse(words.into_iter(), &["switch", "out"], &["quiet", "help"])?;
+    let a = Args::parse(words.into_iter(), &["switch", "out", "rounds"], &["quiet", "help"])?;
     let w = &a.positional;
     match w.first().map(String::as_str) {
         Some("run") => {
@@ -56,6 +60,13 @@ fn experiment(words: Vec<String>) -> Result<(), String> {
                     switches.push(slaswitch_testbed::scenario::SwitchKind::parse(name)?);
                 }
             }
+            let rounds = match a.get("rounds") {
+                None => 1,
+                Some(r) => match r.parse::<usize>() {
+                    Ok(n) if (1..=MAX_ROUNDS).contains(&n) => n,
+                    _ => return Err(format!("--rounds {r}: a whole number from 1 to {MAX_ROUNDS}")),
+                },
+            };
             let tools = std::env::current_exe().map_err(|e| e.to_string())?.parent().map(PathBuf::from).ok_or("no folder for this program")?;
             let opts = slaswitch_testbed::runner::RunOptions {
                 scenario_path: PathBuf::from(scenario),
@@ -63,6 +74,7 @@ fn experiment(words: Vec<String>) -> Result<(), String> {
                 out_dir: a.get("out").map(PathBuf::from),
                 tools,
                 quiet: a.flag("quiet"),
+                rounds,
             };
             let dir = slaswitch_testbed::runner::run(&opts)?;
             println!("{}", dir.join("report.md").display());
