@@ -303,11 +303,8 @@ impl Pmd {
     /// stage's cycles to the port. Returns the packets received (before policing), the TSC
     /// at the end, which is the next stage boundary, and the cycles charged to the port (the
     /// time taken less any stall).
-    ///
-    /// `before_egress` runs once the batch is classified, before it is sent: the scheduler
-    /// hints the caches there with what it will touch next.
     #[inline]
-    fn serve(&mut self, idx: usize, batch: &mut [Mbuf; MAX_BURST], t: u64, before_egress: impl FnOnce()) -> (usize, u64, u64) {
+    fn serve(&mut self, idx: usize, batch: &mut [Mbuf; MAX_BURST], t: u64) -> (usize, u64, u64) {
         let eth = self.cfg.rx_ports[idx].eth;
         let received = eth.rx_burst(batch);
         let mut t_rx = rdtsc();
@@ -332,7 +329,6 @@ impl Pmd {
         }
         let bytes = self.classify(&batch[..n], idx, t_rx);
         let t_classified = rdtsc();
-        before_egress();
         self.flush();
         let t_sent = rdtsc();
         let (mut ingress, mut classify, mut egress) = (t_rx - t, t_classified - t_rx, t_sent - t_classified);
@@ -662,7 +658,7 @@ pub fn run(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<Pmd
                     Some(number) => {
                         let t_decided = if sampled { rdtsc() } else { 0 };
                         let idx = pmd.index_of[number] as usize;
-                        let (received, t_end, charged) = pmd.serve(idx, &mut batch, t, || sched.prefetch_for_report(number));
+                        let (received, t_end, charged) = pmd.serve(idx, &mut batch, t);
                         // Not t_end: serve's own bookkeeping after it is round robin's work too.
                         let t_served = if sampled { rdtsc() } else { 0 };
                         pmd.credit_stalls(Some(&mut *sched));
@@ -690,14 +686,14 @@ pub fn run(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<Pmd
             }
             // Ports without C2QoS settings: once per pass, as without a scheduler.
             for &idx in &split.round_robin {
-                let (received, t_end, _) = pmd.serve(idx, &mut batch, t, || {});
+                let (received, t_end, _) = pmd.serve(idx, &mut batch, t);
                 pmd.credit_stalls(Some(&mut *sched));
                 pass_had_packets |= received > 0;
                 t = t_end;
             }
         } else {
             for idx in 0..pmd.cfg.rx_ports.len() {
-                let (received, t_end, _) = pmd.serve(idx, &mut batch, t, || {});
+                let (received, t_end, _) = pmd.serve(idx, &mut batch, t);
                 pmd.credit_stalls(None);
                 pass_had_packets |= received > 0;
                 t = t_end;

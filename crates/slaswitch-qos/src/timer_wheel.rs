@@ -71,22 +71,6 @@ impl TimerWheel {
         self.links.get(index).is_some_and(|l| l.slot != NIL)
     }
 
-    /// See [`crate::prefetch`]: the index's links, which parking it will write.
-    #[inline]
-    pub fn prefetch(&self, index: usize) {
-        if let Some(link) = self.links.get(index) {
-            crate::prefetch::prefetch(link);
-        }
-    }
-
-    /// See [`crate::prefetch`]: the slot and the occupancy word the next expiry looks at first.
-    #[inline]
-    pub fn prefetch_cursor(&self) {
-        let i = (self.cursor & self.mask()) as usize;
-        crate::prefetch::prefetch(&self.heads[i]);
-        crate::prefetch::prefetch(&self.occupied[i / 64]);
-    }
-
     /// Largest lateness of an expiry, in time units.
     pub fn granularity(&self) -> u64 {
         1 << self.slot_shift

@@ -327,14 +327,6 @@ impl CycleBuckets {
         Some(((-b.tokens) / b.tokens_per_tick) as u64 + 1)
     }
 
-    /// See [`crate::prefetch`].
-    #[inline]
-    pub fn prefetch(&self, port: PortIndex) {
-        if let Some(b) = self.buckets.get(port) {
-            crate::prefetch::prefetch(b);
-        }
-    }
-
     fn bucket(&self, port: PortIndex) -> Option<&Bucket> {
         self.buckets.get(port).and_then(|b| b.as_ref())
     }

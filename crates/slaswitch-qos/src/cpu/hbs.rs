@@ -312,25 +312,6 @@ impl PortScheduler {
         stalest.map(|(_, port)| port)
     }
 
-    /// Hints the caches with what [`PortScheduler::report_batch`] will touch for `port` (its
-    /// state, its bucket, its waiting-wheel links): call while the port's batch is finishing.
-    #[inline]
-    pub fn prefetch_for_report(&self, port: PortIndex) {
-        if let Some(s) = self.ports.get(port) {
-            crate::prefetch::prefetch(s);
-        }
-        self.buckets.prefetch(port);
-        self.waiting.prefetch(port);
-        // And for the next decision: the wheel slot it expires, the port it will most likely pick.
-        self.waiting.prefetch_cursor();
-        if self.ready_mask != 0 {
-            let class = self.ready_mask.trailing_zeros() as usize;
-            if let Some(s) = self.ready[class].front().and_then(|&next| self.ports.get(next)) {
-                crate::prefetch::prefetch(s);
-            }
-        }
-    }
-
     /// See [`CycleBuckets::credit_stall`]; call before reporting the stalled batch.
     pub fn credit_stall(&mut self, stall_ticks: u64) {
         self.buckets.credit_stall(stall_ticks);
