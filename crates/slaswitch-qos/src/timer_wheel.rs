@@ -6,17 +6,19 @@
 //! O(log n) per batch and dominated the decision cost (measured: 37% of a C2TB+HBS decision in
 //! `BinaryHeap::pop` at 256 ports); a wheel of `Vec` slots then missed the cache on every insert.
 //! So the lists are intrusive: one `u32` head per slot and per-index links, a few kilobytes. An
-//! index's links sit in one record: in the data plane every batch evicts the scheduler from the
-//! caches, and four separate arrays cost four misses where one record costs one. An index is in at most one slot; an entry fires when its slot is fully in the past,
+//! index's links sit in one [`Link`] record, and [`IntrusiveWheel`] leaves that record wherever its
+//! user keeps the rest of the index's state (the HBS scheduler: in each port's record): in the data
+//! plane every batch evicts the scheduler from the caches, and each separate array costs a miss.
+//! [`TimerWheel`] is the same wheel owning its links. An index is in at most one slot; an entry fires when its slot is fully in the past,
 //! so at most one slot (`1 << slot_shift` time units) late, never early. Entries due beyond the
 //! wheel's horizon wait in a far list that is re-filed once per turn.
 
-const NIL: u32 = u32::MAX;
+pub(crate) const NIL: u32 = u32::MAX;
 const FAR: u32 = u32::MAX - 1;
 
 /// One index's place in the wheel.
 #[derive(Clone, Copy, Debug)]
-struct Link {
+pub struct Link {
     next: u32,
     prev: u32,
     /// Slot the index is parked in, FAR, or NIL when not parked.
@@ -25,34 +27,50 @@ struct Link {
     far_due: u64,
 }
 
-const UNPARKED: Link = Link { next: NIL, prev: NIL, slot: NIL, far_due: 0 };
+impl Link {
+    pub const UNPARKED: Link = Link { next: NIL, prev: NIL, slot: NIL, far_due: 0 };
 
+    pub fn is_parked(&self) -> bool {
+        self.slot != NIL
+    }
+}
+
+/// Where the wheel finds index `i`'s link. The wheel only touches links of indices it was given.
+pub trait WheelLinks {
+    fn link(&mut self, index: usize) -> &mut Link;
+}
+
+impl WheelLinks for Vec<Link> {
+    fn link(&mut self, index: usize) -> &mut Link {
+        &mut self[index]
+    }
+}
+
+/// The wheel without its links: every call is handed the links' owner.
 #[derive(Clone, Debug)]
-pub struct TimerWheel {
+pub struct IntrusiveWheel {
     slot_shift: u32,
     /// log2 of the slot count (a power of two, so turns are shifts, not divisions).
     turn_shift: u32,
     heads: Vec<u32>,
     /// Bit i set when slot i holds entries: expiry jumps over empty slots a word at a time.
     occupied: Vec<u64>,
-    links: Vec<Link>,
     far_head: u32,
     /// Absolute index of the next slot to expire.
     cursor: u64,
     len: usize,
 }
 
-impl TimerWheel {
+impl IntrusiveWheel {
     /// `slot_count` is rounded up to a power of two (at least 64); the horizon is
     /// `slot_count << slot_shift` time units.
     pub fn new(slot_shift: u32, slot_count: usize, now: u64) -> Self {
         let slot_count = slot_count.next_power_of_two().max(64);
-        TimerWheel {
+        IntrusiveWheel {
             slot_shift,
             turn_shift: slot_count.trailing_zeros(),
             heads: vec![NIL; slot_count],
             occupied: vec![0; slot_count / 64],
-            links: Vec::new(),
             far_head: NIL,
             cursor: now >> slot_shift,
             len: 0,
@@ -67,10 +85,6 @@ impl TimerWheel {
         self.len == 0
     }
 
-    pub fn contains(&self, index: usize) -> bool {
-        self.links.get(index).is_some_and(|l| l.slot != NIL)
-    }
-
     /// Largest lateness of an expiry, in time units.
     pub fn granularity(&self) -> u64 {
         1 << self.slot_shift
@@ -81,21 +95,15 @@ impl TimerWheel {
         self.heads.len() as u64 - 1
     }
 
-    fn ensure(&mut self, index: usize) {
-        if index >= self.links.len() {
-            self.links.resize(index + 1, UNPARKED);
-        }
-    }
-
     #[inline]
-    fn push_front(&mut self, list: u32, index: usize) {
+    fn push_front(&mut self, links: &mut impl WheelLinks, list: u32, index: usize) {
         let head = if list == FAR { self.far_head } else { self.heads[list as usize] };
-        let link = &mut self.links[index];
+        let link = links.link(index);
         link.next = head;
         link.prev = NIL;
         link.slot = list;
         if head != NIL {
-            self.links[head as usize].prev = index as u32;
+            links.link(head as usize).prev = index as u32;
         }
         if list == FAR {
             self.far_head = index as u32;
@@ -107,30 +115,29 @@ impl TimerWheel {
 
     /// Parks `index` until `due`; an index already parked is moved.
     #[inline]
-    pub fn insert(&mut self, due: u64, index: usize) {
-        self.ensure(index);
-        if self.links[index].slot != NIL {
-            self.remove(index);
+    pub fn insert(&mut self, links: &mut impl WheelLinks, due: u64, index: usize) {
+        if links.link(index).is_parked() {
+            self.remove(links, index);
         }
         self.len += 1;
         let slot = (due >> self.slot_shift).max(self.cursor);
         if slot - self.cursor > self.mask() {
-            self.links[index].far_due = due;
-            self.push_front(FAR, index);
+            links.link(index).far_due = due;
+            self.push_front(links, FAR, index);
         } else {
-            self.push_front((slot & self.mask()) as u32, index);
+            self.push_front(links, (slot & self.mask()) as u32, index);
         }
     }
 
     /// Unparks `index`; false if it was not parked.
     #[inline]
-    pub fn remove(&mut self, index: usize) -> bool {
-        let Some(&Link { next, prev, slot: list, .. }) = self.links.get(index) else { return false };
+    pub fn remove(&mut self, links: &mut impl WheelLinks, index: usize) -> bool {
+        let Link { next, prev, slot: list, .. } = *links.link(index);
         if list == NIL {
             return false;
         }
         if prev != NIL {
-            self.links[prev as usize].next = next;
+            links.link(prev as usize).next = next;
         } else if list == FAR {
             self.far_head = next;
         } else {
@@ -140,9 +147,9 @@ impl TimerWheel {
             }
         }
         if next != NIL {
-            self.links[next as usize].prev = prev;
+            links.link(next as usize).prev = prev;
         }
-        self.links[index].slot = NIL;
+        links.link(index).slot = NIL;
         self.len -= 1;
         true
     }
@@ -168,7 +175,7 @@ impl TimerWheel {
 
     /// Unparks and appends to `fired` every index whose slot ended at or before `now`.
     #[inline]
-    pub fn expire(&mut self, now: u64, fired: &mut Vec<usize>) {
+    pub fn expire(&mut self, links: &mut impl WheelLinks, now: u64, fired: &mut Vec<usize>) {
         let target = now >> self.slot_shift;
         if self.len == 0 {
             self.cursor = self.cursor.max(target);
@@ -183,7 +190,7 @@ impl TimerWheel {
                 let turn_before = self.cursor >> self.turn_shift;
                 self.cursor += jump;
                 if self.cursor >> self.turn_shift != turn_before {
-                    self.refile_far();
+                    self.refile_far(links);
                 }
                 continue;
             }
@@ -191,7 +198,7 @@ impl TimerWheel {
             self.heads[i] = NIL;
             self.occupied[i / 64] &= !(1 << (i % 64));
             while index != NIL {
-                let link = &mut self.links[index as usize];
+                let link = links.link(index as usize);
                 let next = link.next;
                 link.slot = NIL;
                 self.len -= 1;
@@ -200,32 +207,74 @@ impl TimerWheel {
             }
             self.cursor += 1;
             if self.cursor & self.mask() == 0 {
-                self.refile_far();
+                self.refile_far(links);
             }
         }
     }
 
-    /// Unparks every index, due or not, appending them to `fired`.
-    pub fn drain_all(&mut self, fired: &mut Vec<usize>) {
-        for index in 0..self.links.len() {
-            if self.links[index].slot != NIL {
-                self.remove(index);
-                fired.push(index);
-            }
-        }
-    }
-
-    fn refile_far(&mut self) {
+    fn refile_far(&mut self, links: &mut impl WheelLinks) {
         let mut index = self.far_head;
         self.far_head = NIL;
         while index != NIL {
-            let link = &mut self.links[index as usize];
+            let link = links.link(index as usize);
             let (next, due) = (link.next, link.far_due);
             link.slot = NIL;
             self.len -= 1;
-            self.insert(due, index as usize);
+            self.insert(links, due, index as usize);
             index = next;
         }
+    }
+}
+
+/// A wheel that owns its links: "wake index i at time t" for any small dense index.
+#[derive(Clone, Debug)]
+pub struct TimerWheel {
+    wheel: IntrusiveWheel,
+    links: Vec<Link>,
+}
+
+impl TimerWheel {
+    /// See [`IntrusiveWheel::new`].
+    pub fn new(slot_shift: u32, slot_count: usize, now: u64) -> Self {
+        TimerWheel { wheel: IntrusiveWheel::new(slot_shift, slot_count, now), links: Vec::new() }
+    }
+
+    pub fn len(&self) -> usize {
+        self.wheel.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.wheel.is_empty()
+    }
+
+    pub fn contains(&self, index: usize) -> bool {
+        self.links.get(index).is_some_and(Link::is_parked)
+    }
+
+    /// Largest lateness of an expiry, in time units.
+    pub fn granularity(&self) -> u64 {
+        self.wheel.granularity()
+    }
+
+    /// Parks `index` until `due`; an index already parked is moved.
+    #[inline]
+    pub fn insert(&mut self, due: u64, index: usize) {
+        if index >= self.links.len() {
+            self.links.resize(index + 1, Link::UNPARKED);
+        }
+        self.wheel.insert(&mut self.links, due, index);
+    }
+
+    /// Unparks `index`; false if it was not parked.
+    #[inline]
+    pub fn remove(&mut self, index: usize) -> bool {
+        index < self.links.len() && self.wheel.remove(&mut self.links, index)
+    }
+
+    /// Unparks and appends to `fired` every index whose slot ended at or before `now`.
+    #[inline]
+    pub fn expire(&mut self, now: u64, fired: &mut Vec<usize>) {
+        self.wheel.expire(&mut self.links, now, fired);
     }
 }
 

@@ -43,14 +43,14 @@ fn fig7_minmax_maxima() {
     let s = sched_with(RefillMode::Lazy, HbsConfig::default(), &fig7_ports());
     let paper = [0.36, 0.36, 0.72, 0.72];
     for port in 0..4 {
-        let (min, max) = s.buckets().rates_cycles_per_sec(port).unwrap();
+        let (min, max) = s.rates_cycles_per_sec(port).unwrap();
         assert_eq!(min, [2, 2, 4, 4][port] * G / 10);
         assert_within(max, FIG7_MAX[port] * G as f64, 1e-9, &format!("port {port} maximum"));
         // The paper's figures, truncated to two decimals per unit of weight.
         let per_weight_idle = ((max / G as f64 - [0.2, 0.2, 0.4, 0.4][port]) / [1.0, 1.0, 2.0, 2.0][port] * 100.0).floor() / 100.0;
         assert_within([0.2, 0.2, 0.4, 0.4][port] + per_weight_idle * [1.0, 1.0, 2.0, 2.0][port], paper[port], 1e-9, "paper figure");
     }
-    assert_within(s.buckets().idle_cycles_per_sec(), G as f64, 1e-9, "C_idle");
+    assert_within(s.pool().idle_cycles_per_sec(), G as f64, 1e-9, "C_idle");
 }
 
 #[test]
@@ -220,7 +220,7 @@ proptest! {
         let loads: Vec<PortLoad> = (0..ports.len()).map(|i| busy(batches[i])).collect();
         let duration = HZ / 20;
         let run = run_pmd(&mut s, &loads, 0, duration, 0);
-        let depth = s.buckets().config().bucket_depth_cycles;
+        let depth = s.pool().config().bucket_depth_cycles;
         let max_batch = *batches.iter().max().unwrap();
         for (port, &(_, limit)) in ports.iter().enumerate() {
             let allowed = limit.alloc_cycles_per_sec() as f64 * duration as f64 / HZ as f64;

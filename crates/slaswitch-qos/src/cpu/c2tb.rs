@@ -96,30 +96,120 @@ impl C2tbConfig {
     }
 }
 
+/// One port's bucket. Its owner decides where it lives: [`CycleBuckets`] keeps them in a vector,
+/// the HBS scheduler in each port's own record, so that a decision touches one place per port
+/// (issue 5: in the data plane every batch evicts the scheduler from the core's caches, and
+/// each separate array cost a miss). An `Unlimited` bucket is no bucket: never charged, always
+/// eligible.
 #[derive(Clone, Debug)]
-struct Bucket {
+pub struct Bucket {
     limit: CycleLimit,
     tokens: f64,
-    /// `C_alloc + C_idle,i` in tokens per TSC tick.
+    /// `C_alloc + C_idle,i` in tokens per TSC tick, and its inverse (a wait is a multiply, not a
+    /// division, on the hot path).
     tokens_per_tick: f64,
-    /// MIN-MAX weight (0 for strict ports: they receive no redistributed cycles).
-    weight: f64,
+    ticks_per_token: f64,
     last_refill_tsc: u64,
-    /// The port's last poll filled a whole batch: its overflow is not idle capacity.
-    backlogged: bool,
     /// Value of the overflow accumulator at this port's last refill (lazy mode).
     overflow_seen_per_weight: f64,
     /// Tokens the bucket may hold above its depth: what it earned while the host stalled the
-    /// PMD ([`CycleBuckets::credit_stall`]), shrinking as the port spends it.
+    /// PMD ([`CyclePool::credit_stall`]), shrinking as the port spends it.
     stall_credit: f64,
+    /// The port's last poll filled a whole batch: its overflow is not idle capacity.
+    backlogged: bool,
 }
 
-/// The cycle buckets of one PMD thread's ports.
+impl Bucket {
+    pub const UNLIMITED: Bucket = Bucket {
+        limit: CycleLimit::Unlimited,
+        tokens: 0.0,
+        tokens_per_tick: 0.0,
+        ticks_per_token: 0.0,
+        last_refill_tsc: 0,
+        overflow_seen_per_weight: 0.0,
+        stall_credit: 0.0,
+        backlogged: false,
+    };
+
+    pub fn limit(&self) -> CycleLimit {
+        self.limit
+    }
+
+    pub fn is_limited(&self) -> bool {
+        self.limit != CycleLimit::Unlimited
+    }
+
+    /// MIN-MAX weight (0 for strict ports: they receive no redistributed cycles). Derived, not
+    /// stored: it keeps the HBS port record within two cache lines.
+    #[inline]
+    fn weight(&self) -> f64 {
+        self.limit.minmax_weight() as f64
+    }
+
+    /// Current tokens (cycles); `None` for an unlimited port.
+    pub fn tokens(&self) -> Option<f64> {
+        self.is_limited().then_some(self.tokens)
+    }
+
+    /// Ticks until the bucket is positive again, counting only its own generation rate
+    /// (redistributed overflow can only make it sooner): 0 if it may run now, `u64::MAX / 2`
+    /// if never.
+    #[inline]
+    pub fn wait_ticks(&self) -> u64 {
+        if !self.is_limited() || self.tokens > 0.0 {
+            0
+        } else if self.tokens_per_tick <= 0.0 {
+            u64::MAX / 2
+        } else {
+            // Truncation is floor here (the product is positive) and avoids a libm call.
+            ((-self.tokens) * self.ticks_per_token) as u64 + 1
+        }
+    }
+
+    /// Subtracts the cycles a batch really used (Sec. IV-A-2: tokens may go negative), and
+    /// records whether the batch was full (the port is backlogged).
+    #[inline]
+    pub fn charge(&mut self, cycles: u64, backlogged: bool, depth_cycles: u64) {
+        if !self.is_limited() {
+            return;
+        }
+        self.tokens -= cycles as f64;
+        self.backlogged = backlogged;
+        if self.stall_credit > 0.0 {
+            // Only what is still above the depth remains credit.
+            self.stall_credit = self.stall_credit.min((self.tokens - depth_cycles as f64).max(0.0));
+        }
+    }
+}
+
+/// Wherever a PMD's buckets live: lets [`CyclePool`] visit all of them (rate changes, stalls,
+/// Algorithm 1) without knowing the owner's layout.
+pub trait BucketSet {
+    /// The port's bucket, created unlimited if the port has none yet.
+    fn bucket_mut(&mut self, port: PortIndex) -> &mut Bucket;
+    /// Calls `visit` on every limited bucket.
+    fn each_bucket(&mut self, visit: impl FnMut(&mut Bucket));
+}
+
+impl BucketSet for Vec<Bucket> {
+    fn bucket_mut(&mut self, port: PortIndex) -> &mut Bucket {
+        if port >= self.len() {
+            self.resize(port + 1, Bucket::UNLIMITED);
+        }
+        &mut self[port]
+    }
+    fn each_bucket(&mut self, visit: impl FnMut(&mut Bucket)) {
+        self.iter_mut().filter(|b| b.is_limited()).for_each(visit);
+    }
+}
+
+/// What the buckets of one PMD share: its cycles (capacity, the idle part `C_idle`) and the
+/// overflow being redistributed (Algorithm 1).
 #[derive(Clone, Debug)]
-pub struct CycleBuckets {
+pub struct CyclePool {
     config: C2tbConfig,
-    buckets: Vec<Option<Bucket>>,
     total_weight: f64,
+    allocated_cycles_per_sec: u64,
     idle_cycles_per_sec: f64,
     /// Lazy mode: overflowed cycles handed out so far, per unit of MIN-MAX weight.
     overflow_per_weight: f64,
@@ -128,13 +218,13 @@ pub struct CycleBuckets {
     last_update_tsc: u64,
 }
 
-impl CycleBuckets {
+impl CyclePool {
     pub fn new(config: C2tbConfig, now_tsc: u64) -> Self {
         assert!(config.tsc_hz > 0, "tsc_hz must be positive");
-        CycleBuckets {
+        CyclePool {
             config,
-            buckets: Vec::new(),
             total_weight: 0.0,
+            allocated_cycles_per_sec: 0,
             idle_cycles_per_sec: config.capacity_cycles_per_sec as f64,
             overflow_per_weight: 0.0,
             pending_overflow: 0.0,
@@ -148,7 +238,7 @@ impl CycleBuckets {
 
     /// Sum of `C_alloc` over all ports: what admission control compares with the capacity.
     pub fn allocated_cycles_per_sec(&self) -> u64 {
-        self.buckets.iter().flatten().map(|b| b.limit.alloc_cycles_per_sec()).sum()
+        self.allocated_cycles_per_sec
     }
 
     /// Capacity not promised to any port (`C_idle` of Fig. 7), shared by MIN-MAX weight.
@@ -156,94 +246,50 @@ impl CycleBuckets {
         self.idle_cycles_per_sec
     }
 
+    /// The bucket's guaranteed and maximum generation rates in cycles per second:
+    /// (`C_alloc`, `C_alloc + C_idle,i`). Redistributed overflow comes on top of the second.
+    pub fn rates_cycles_per_sec(&self, b: &Bucket) -> Option<(u64, f64)> {
+        b.is_limited().then(|| (b.limit.alloc_cycles_per_sec(), b.tokens_per_tick * self.config.tsc_hz as f64))
+    }
+
     /// Sets (or adds) a port's limit. Every bucket is first brought up to `now_tsc` so the
     /// change does not rewrite history. `Unlimited` removes the bucket.
-    pub fn set_limit(&mut self, port: PortIndex, limit: CycleLimit, now_tsc: u64) {
-        self.settle_all(now_tsc);
-        if port >= self.buckets.len() {
-            self.buckets.resize(port + 1, None);
-        }
-        let previous_tokens = self.buckets[port].as_ref().map(|b| b.tokens);
-        self.buckets[port] = match limit {
-            CycleLimit::Unlimited => None,
-            _ => Some(Bucket {
+    pub fn set_limit(&mut self, set: &mut impl BucketSet, port: PortIndex, limit: CycleLimit, now_tsc: u64) {
+        self.settle_all(set, now_tsc);
+        let bucket = set.bucket_mut(port);
+        let previous_tokens = bucket.tokens();
+        *bucket = match limit {
+            CycleLimit::Unlimited => Bucket::UNLIMITED,
+            _ => Bucket {
                 limit,
                 // A new port starts with one full bucket; a changed one keeps its balance.
                 tokens: previous_tokens.unwrap_or(self.config.bucket_depth_cycles as f64),
-                tokens_per_tick: 0.0,
-                weight: limit.minmax_weight() as f64,
                 last_refill_tsc: now_tsc,
-                backlogged: false,
                 overflow_seen_per_weight: self.overflow_per_weight,
-                stall_credit: 0.0,
-            }),
+                ..Bucket::UNLIMITED
+            },
         };
-        self.recompute_rates();
+        self.recompute_rates(set);
     }
 
-    pub fn remove(&mut self, port: PortIndex, now_tsc: u64) {
-        if port < self.buckets.len() && self.buckets[port].is_some() {
-            self.set_limit(port, CycleLimit::Unlimited, now_tsc);
-        }
-    }
-
-    pub fn set_config(&mut self, config: C2tbConfig, now_tsc: u64) {
-        self.settle_all(now_tsc);
+    pub fn set_config(&mut self, set: &mut impl BucketSet, config: C2tbConfig, now_tsc: u64) {
+        self.settle_all(set, now_tsc);
         self.config = config;
-        self.recompute_rates();
+        self.recompute_rates(set);
     }
 
-    pub fn limit(&self, port: PortIndex) -> CycleLimit {
-        self.bucket(port).map_or(CycleLimit::Unlimited, |b| b.limit)
-    }
-
-    /// Current tokens (cycles); `None` for an unlimited port.
-    pub fn tokens(&self, port: PortIndex) -> Option<f64> {
-        self.bucket(port).map(|b| b.tokens)
-    }
-
-    /// The port's guaranteed and maximum generation rates in cycles per second:
-    /// (`C_alloc`, `C_alloc + C_idle,i`). Redistributed overflow comes on top of the second.
-    pub fn rates_cycles_per_sec(&self, port: PortIndex) -> Option<(u64, f64)> {
-        self.bucket(port).map(|b| {
-            (b.limit.alloc_cycles_per_sec(), b.tokens_per_tick * self.config.tsc_hz as f64)
-        })
-    }
-
-    /// True when the port may run a batch: unlimited, or tokens above zero.
+    /// Lazy mode: brings one bucket up to `now_tsc`. A no-op in periodic mode, where only
+    /// [`CyclePool::update`] adds tokens.
     #[inline]
-    pub fn has_tokens(&self, port: PortIndex) -> bool {
-        self.bucket(port).is_none_or(|b| b.tokens > 0.0)
-    }
-
-    /// Subtracts the cycles a batch really used (Sec. IV-A-2: tokens may go negative), and
-    /// records whether the batch was full (the port is backlogged).
-    #[inline]
-    pub fn charge(&mut self, port: PortIndex, cycles: u64, backlogged: bool) {
-        if let Some(Some(b)) = self.buckets.get_mut(port) {
-            b.tokens -= cycles as f64;
-            b.backlogged = backlogged;
-            if b.stall_credit > 0.0 {
-                // Only what is still above the depth remains credit.
-                b.stall_credit = b.stall_credit.min((b.tokens - self.config.bucket_depth_cycles as f64).max(0.0));
-            }
-        }
-    }
-
-    /// Lazy mode: brings one port's bucket up to `now_tsc`. A no-op in periodic mode, where only
-    /// [`CycleBuckets::update`] adds tokens.
-    #[inline]
-    pub fn refill(&mut self, port: PortIndex, now_tsc: u64) {
-        if self.config.refill != RefillMode::Lazy {
+    pub fn refill(&mut self, b: &mut Bucket, now_tsc: u64) {
+        if self.config.refill != RefillMode::Lazy || !b.is_limited() {
             return;
         }
         let depth = self.config.bucket_depth_cycles as f64;
-        let overflow_per_weight = self.overflow_per_weight;
-        let Some(Some(b)) = self.buckets.get_mut(port) else { return };
         let elapsed = now_tsc.saturating_sub(b.last_refill_tsc);
         b.last_refill_tsc = b.last_refill_tsc.max(now_tsc);
-        let redistributed = (overflow_per_weight - b.overflow_seen_per_weight) * b.weight;
-        b.overflow_seen_per_weight = overflow_per_weight;
+        let redistributed = (self.overflow_per_weight - b.overflow_seen_per_weight) * b.weight();
+        b.overflow_seen_per_weight = self.overflow_per_weight;
         b.tokens += elapsed as f64 * b.tokens_per_tick + redistributed;
         let cap = depth + b.stall_credit;
         if b.tokens > cap {
@@ -256,40 +302,44 @@ impl CycleBuckets {
         b.stall_credit = (b.tokens - depth).max(0.0);
     }
 
+    /// Charges a batch's cycles (see [`Bucket::charge`]).
+    #[inline]
+    pub fn charge(&self, b: &mut Bucket, cycles: u64, backlogged: bool) {
+        b.charge(cycles, backlogged, self.config.bucket_depth_cycles);
+    }
+
     /// The host stalled the PMD for `stall_ticks` (its vCPU preempted mid-batch): no port
     /// could be served, yet the buckets kept filling. Each bucket may hold what it earned in
     /// that time above its depth, so a backlogged port catches up afterwards instead of
     /// losing the stall's share of its allocation (2-4% on this shared host, where stalls
     /// take about 3% of the time: Fig. 11b). Lazy refill only; at most one second's worth.
-    pub fn credit_stall(&mut self, stall_ticks: u64) {
+    pub fn credit_stall(&self, set: &mut impl BucketSet, stall_ticks: u64) {
         let ticks = stall_ticks.min(self.config.tsc_hz) as f64;
-        for b in self.buckets.iter_mut().flatten() {
-            b.stall_credit += ticks * b.tokens_per_tick;
-        }
+        set.each_bucket(|b| b.stall_credit += ticks * b.tokens_per_tick);
     }
 
     /// Periodic mode: runs Algorithm 1 if an interval has passed since the last update, using the
     /// real elapsed time as `invl`. Returns true when it ran.
-    pub fn update(&mut self, now_tsc: u64) -> bool {
+    pub fn update(&mut self, set: &mut impl BucketSet, now_tsc: u64) -> bool {
         let RefillMode::Periodic { interval_tsc } = self.config.refill else { return false };
         let elapsed = now_tsc.saturating_sub(self.last_update_tsc);
         if elapsed < interval_tsc {
             return false;
         }
         self.last_update_tsc = now_tsc;
-        self.run_algorithm_1(elapsed);
+        self.run_algorithm_1(set, elapsed);
         true
     }
 
     /// Algorithm 1 (C2TB_UPDATE_CALLBACK), with `invl` the ticks since the last update.
-    fn run_algorithm_1(&mut self, invl_ticks: u64) {
+    fn run_algorithm_1(&mut self, set: &mut impl BucketSet, invl_ticks: u64) {
         let depth = self.config.bucket_depth_cycles as f64;
         let unused_pool = self.pending_overflow;
         let total_weight = self.total_weight;
         let mut loop_unused = 0.0;
-        for b in self.buckets.iter_mut().flatten() {
+        set.each_bucket(|b| {
             let generated = invl_ticks as f64 * b.tokens_per_tick;
-            let unused = if total_weight > 0.0 { unused_pool * b.weight / total_weight } else { 0.0 };
+            let unused = if total_weight > 0.0 { unused_pool * b.weight() / total_weight } else { 0.0 };
             b.tokens += generated + unused;
             if b.tokens > depth {
                 if !b.backlogged {
@@ -297,66 +347,91 @@ impl CycleBuckets {
                 }
                 b.tokens = depth;
             }
-        }
+        });
         // With no MIN-MAX port the pool has nowhere to go and is dropped, as a full bucket drops.
         self.pending_overflow = loop_unused;
     }
 
-    /// Refills the port (lazy mode) and returns 0 if it may run now, else the ticks until its own
-    /// rate makes it positive (`u64::MAX / 2` if never). One lookup for the scheduler's hot path.
-    #[inline]
-    pub fn refill_and_wait_ticks(&mut self, port: PortIndex, now_tsc: u64) -> u64 {
-        self.refill(port, now_tsc);
-        match self.bucket(port) {
-            None => 0,
-            Some(_) => self.ticks_until_positive(port).unwrap_or(u64::MAX / 2),
-        }
-    }
-
-    /// Ticks from `now_tsc` until the port's bucket is positive again, counting only its own
-    /// generation rate (redistributed overflow can only make it sooner). `None` if never.
-    pub fn ticks_until_positive(&self, port: PortIndex) -> Option<u64> {
-        let b = self.bucket(port)?;
-        if b.tokens > 0.0 {
-            return Some(0);
-        }
-        if b.tokens_per_tick <= 0.0 {
-            return None;
-        }
-        // Truncation is floor here (the quotient is positive) and avoids a libm call.
-        Some(((-b.tokens) / b.tokens_per_tick) as u64 + 1)
-    }
-
-    fn bucket(&self, port: PortIndex) -> Option<&Bucket> {
-        self.buckets.get(port).and_then(|b| b.as_ref())
-    }
-
-    fn settle_all(&mut self, now_tsc: u64) {
+    fn settle_all(&mut self, set: &mut impl BucketSet, now_tsc: u64) {
         match self.config.refill {
-            RefillMode::Lazy => {
-                for port in 0..self.buckets.len() {
-                    self.refill(port, now_tsc);
-                }
-            }
+            RefillMode::Lazy => set.each_bucket(|b| self.refill(b, now_tsc)),
             RefillMode::Periodic { .. } => {
-                self.update(now_tsc);
+                self.update(set, now_tsc);
             }
         }
     }
 
     /// `C_idle` = capacity minus every port's `C_alloc`, split over MIN-MAX ports by weight (Fig. 7).
-    fn recompute_rates(&mut self) {
-        let allocated = self.allocated_cycles_per_sec() as f64;
-        self.idle_cycles_per_sec = (self.config.capacity_cycles_per_sec as f64 - allocated).max(0.0);
-        self.total_weight = self.buckets.iter().flatten().map(|b| b.weight).sum();
-        let tsc_hz = self.config.tsc_hz as f64;
-        for b in self.buckets.iter_mut().flatten() {
-            let idle_share = if self.total_weight > 0.0 {
-                self.idle_cycles_per_sec * b.weight / self.total_weight
-            } else {
-                0.0
-            };
+    fn recompute_rates(&mut self, set: &mut impl BucketSet) {
+        let (mut allocated, mut total_weight) = (0, 0.0);
+        set.each_bucket(|b| {
+            allocated += b.limit.alloc_cycles_per_sec();
+            total_weight += b.weight();
+        });
+        self.allocated_cycles_per_sec = allocated;
+        self.total_weight = total_weight;
+        self.idle_cycles_per_sec = (self.config.capacity_cycles_per_sec as f64 - allocated as f64).max(0.0);
+        let (idle, tsc_hz) = (self.idle_cycles_per_sec, self.config.tsc_hz as f64);
+        set.each_bucket(|b| {
+            let idle_share = if total_weight > 0.0 { idle * b.weight() / total_weight } else { 0.0 };
             b.tokens_per_tick = (b.limit.alloc_cycles_per_sec() as f64 + idle_share) / tsc_hz;
+            b.ticks_per_token = if b.tokens_per_tick > 0.0 { 1.0 / b.tokens_per_tick } else { 0.0 };
+        });
+    }
+}
+
+/// The cycle buckets of one PMD thread's ports, standing alone (the HBS scheduler keeps its
+/// buckets in its own per-port records and uses [`CyclePool`] directly).
+#[derive(Clone, Debug)]
+pub struct CycleBuckets {
+    pool: CyclePool,
+    buckets: Vec<Bucket>,
+}
+
+impl CycleBuckets {
+    pub fn new(config: C2tbConfig, now_tsc: u64) -> Self {
+        CycleBuckets { pool: CyclePool::new(config, now_tsc), buckets: Vec::new() }
+    }
+
+    pub fn pool(&self) -> &CyclePool {
+        &self.pool
+    }
+
+    pub fn set_limit(&mut self, port: PortIndex, limit: CycleLimit, now_tsc: u64) {
+        self.pool.set_limit(&mut self.buckets, port, limit, now_tsc);
+    }
+
+    pub fn limit(&self, port: PortIndex) -> CycleLimit {
+        self.buckets.get(port).map_or(CycleLimit::Unlimited, |b| b.limit)
+    }
+
+    /// Current tokens (cycles); `None` for an unlimited port.
+    pub fn tokens(&self, port: PortIndex) -> Option<f64> {
+        self.buckets.get(port).and_then(Bucket::tokens)
+    }
+
+    /// Ticks until the port may run (0: now); see [`Bucket::wait_ticks`].
+    pub fn wait_ticks(&self, port: PortIndex) -> u64 {
+        self.buckets.get(port).map_or(0, Bucket::wait_ticks)
+    }
+
+    pub fn charge(&mut self, port: PortIndex, cycles: u64, backlogged: bool) {
+        if let Some(b) = self.buckets.get_mut(port) {
+            self.pool.charge(b, cycles, backlogged);
         }
+    }
+
+    pub fn refill(&mut self, port: PortIndex, now_tsc: u64) {
+        if let Some(b) = self.buckets.get_mut(port) {
+            self.pool.refill(b, now_tsc);
+        }
+    }
+
+    pub fn credit_stall(&mut self, stall_ticks: u64) {
+        self.pool.credit_stall(&mut self.buckets, stall_ticks);
+    }
+
+    pub fn update(&mut self, now_tsc: u64) -> bool {
+        self.pool.update(&mut self.buckets, now_tsc)
     }
 }

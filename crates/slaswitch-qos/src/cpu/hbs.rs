@@ -12,6 +12,12 @@
 //!   each port's own generation rate makes it positive again, so parking and promoting a port is
 //!   O(1) rather than a scan or a heap operation. A port is promoted at most one wheel slot
 //!   (1024 ticks, about 0.5 us at 2 GHz) after its bucket turns positive.
+//! * Layout: all a port's state (its HBS state, its C2TB bucket, its wheel link) sits in one
+//!   record of two cache lines; the ready queues are rings of indices in the scheduler
+//!   ([`super::ready`]). In the data plane every batch evicts the scheduler from the core's
+//!   caches, so each separate place a decision touches is a miss (issue 5's overhead
+//!   measurement). Handing a port out only stores to its record, which does not wait for the
+//!   line; reporting its batch reads the record once.
 //! * A port whose poll found nothing *rests*: it goes back to its ready queue once another port
 //!   has run a batch with packets (or when nothing else is ready). The paper's ready queues hold
 //!   the ports that may run; without this an idle class-1 port, charged nothing for its empty
@@ -30,17 +36,18 @@
 //! With no settings on any port (all unlimited, all class 8) the ready queue is a single FIFO in
 //! which every served port goes to the back: the fixed-order round robin OVS's PMD loop does.
 
-use std::collections::VecDeque;
+use std::num::NonZeroU8;
 
-use super::c2tb::{C2tbConfig, CycleBuckets, CycleLimit, RefillMode};
+use super::c2tb::{Bucket, BucketSet, C2tbConfig, CycleLimit, CyclePool, RefillMode};
+pub use super::ready::PRIORITY_CLASSES;
+use super::ready::ReadyQueues;
 use super::PortIndex;
-use crate::timer_wheel::TimerWheel;
+use crate::timer_wheel::{IntrusiveWheel, Link, WheelLinks};
 
 /// Waiting-queue wheel: 1024-tick slots, 4096 of them (about 2 ms at 2 GHz before the far list).
 const WAIT_SLOT_SHIFT: u32 = 10;
 const WAIT_SLOTS: usize = 4096;
 
-pub const PRIORITY_CLASSES: usize = 8;
 /// Class given to a port that has no priority setting: the lowest, so that a configured
 /// priority always means "before the ports nobody configured".
 pub const DEFAULT_PRIORITY: u8 = 8;
@@ -87,25 +94,64 @@ pub struct PortView {
 
 #[derive(Clone, Debug)]
 struct PortState {
-    configured_priority: u8,
+    /// Never 0, and saying so lets `Option<PortState>` use it as its tag (the record stays
+    /// within two cache lines).
+    configured_priority: NonZeroU8,
     current_priority: u8,
     empty_poll_streak: u32,
-    place: PortPlace,
     waits: u64,
+}
+
+/// Everything kept about one port. 128-byte aligned: the two lines come in on one miss (the
+/// adjacent-line prefetcher of Intel cores fetches the pair).
+#[derive(Clone, Debug)]
+#[repr(align(128))]
+struct PortSlot {
+    bucket: Bucket,
+    /// `None`: the port is not scheduled here.
+    state: Option<PortState>,
+    /// Outside `state`, so that [`PortScheduler::next_port`] can set them without reading
+    /// the record first.
+    place: PortPlace,
     /// When the port was last handed out by [`PortScheduler::next_port`].
     last_served_tsc: u64,
+    wheel: Link,
+}
+
+const EMPTY_SLOT: PortSlot =
+    PortSlot { bucket: Bucket::UNLIMITED, state: None, place: PortPlace::InService, last_served_tsc: 0, wheel: Link::UNPARKED };
+
+/// The slots are where the wheel keeps its links and C2TB its buckets.
+#[derive(Clone, Debug, Default)]
+struct Slots(Vec<PortSlot>);
+
+impl WheelLinks for Slots {
+    #[inline]
+    fn link(&mut self, index: usize) -> &mut Link {
+        &mut self.0[index].wheel
+    }
+}
+
+impl BucketSet for Slots {
+    fn bucket_mut(&mut self, port: PortIndex) -> &mut Bucket {
+        if port >= self.0.len() {
+            self.0.resize(port + 1, EMPTY_SLOT);
+        }
+        &mut self.0[port].bucket
+    }
+    fn each_bucket(&mut self, visit: impl FnMut(&mut Bucket)) {
+        self.0.iter_mut().map(|s| &mut s.bucket).filter(|b| b.is_limited()).for_each(visit);
+    }
 }
 
 /// C2TB + HBS for the ports of one PMD thread. Not shared between threads: each PMD owns one.
 #[derive(Clone, Debug)]
 pub struct PortScheduler {
-    buckets: CycleBuckets,
+    pool: CyclePool,
     config: HbsConfig,
-    ports: Vec<Option<PortState>>,
-    ready: [VecDeque<PortIndex>; PRIORITY_CLASSES],
-    /// Bit c set when class c+1's ready queue is non-empty.
-    ready_mask: u8,
-    waiting: TimerWheel,
+    slots: Slots,
+    ready: ReadyQueues,
+    waiting: IntrusiveWheel,
     /// [`HbsConfig::demoted_probe_us`] in TSC ticks, and when the next look for a stale demoted
     /// port is due.
     probe_ticks: u64,
@@ -129,12 +175,11 @@ fn check_priority(priority: u8) -> Result<(), String> {
 impl PortScheduler {
     pub fn new(c2tb: C2tbConfig, hbs: HbsConfig, now_tsc: u64) -> Self {
         PortScheduler {
-            buckets: CycleBuckets::new(c2tb, now_tsc),
+            pool: CyclePool::new(c2tb, now_tsc),
             config: hbs,
-            ports: Vec::new(),
-            ready: Default::default(),
-            ready_mask: 0,
-            waiting: TimerWheel::new(WAIT_SLOT_SHIFT, WAIT_SLOTS, now_tsc),
+            slots: Slots::default(),
+            ready: ReadyQueues::default(),
+            waiting: IntrusiveWheel::new(WAIT_SLOT_SHIFT, WAIT_SLOTS, now_tsc),
             resting: Vec::new(),
             expired: Vec::new(),
             probe_ticks: u64::from(hbs.demoted_probe_us) * c2tb.tsc_hz / 1_000_000,
@@ -143,8 +188,14 @@ impl PortScheduler {
         }
     }
 
-    pub fn buckets(&self) -> &CycleBuckets {
-        &self.buckets
+    /// The cycles the buckets share (capacity, `C_idle`, configuration).
+    pub fn pool(&self) -> &CyclePool {
+        &self.pool
+    }
+
+    /// See [`CyclePool::rates_cycles_per_sec`]; `None` for an unlimited or unknown port.
+    pub fn rates_cycles_per_sec(&self, port: PortIndex) -> Option<(u64, f64)> {
+        self.pool.rates_cycles_per_sec(&self.slots.0.get(port)?.bucket)
     }
 
     pub fn hbs_config(&self) -> HbsConfig {
@@ -156,15 +207,15 @@ impl PortScheduler {
     }
 
     pub fn set_c2tb_config(&mut self, config: C2tbConfig, now_tsc: u64) {
-        self.buckets.set_config(config, now_tsc);
+        self.pool.set_config(&mut self.slots, config, now_tsc);
     }
 
     pub fn contains(&self, port: PortIndex) -> bool {
-        matches!(self.ports.get(port), Some(Some(_)))
+        self.slots.0.get(port).is_some_and(|s| s.state.is_some())
     }
 
     pub fn port_count(&self) -> usize {
-        self.ports.iter().flatten().count()
+        self.slots.0.iter().filter(|s| s.state.is_some()).count()
     }
 
     /// Adds a port, ready at once. Errors leave the scheduler unchanged.
@@ -179,18 +230,15 @@ impl PortScheduler {
         if self.contains(port) {
             return Err(format!("port {port} is already scheduled on this PMD"));
         }
-        if port >= self.ports.len() {
-            self.ports.resize(port + 1, None);
+        if port > ReadyQueues::MAX_PORT {
+            return Err(format!("port index {port} is too large: at most {}", ReadyQueues::MAX_PORT));
         }
-        self.buckets.set_limit(port, limit, now_tsc);
-        self.ports[port] = Some(PortState {
-            configured_priority: priority,
-            current_priority: priority,
-            empty_poll_streak: 0,
-            place: PortPlace::InService,
-            waits: 0,
-            last_served_tsc: now_tsc,
-        });
+        self.ready.reserve(port + 1);
+        self.pool.set_limit(&mut self.slots, port, limit, now_tsc);
+        let slot = &mut self.slots.0[port];
+        slot.state = Some(PortState { configured_priority: NonZeroU8::new(priority).expect("checked"), current_priority: priority, empty_poll_streak: 0, waits: 0 });
+        slot.place = PortPlace::InService;
+        slot.last_served_tsc = now_tsc;
         self.requeue(port, now_tsc);
         Ok(())
     }
@@ -201,8 +249,8 @@ impl PortScheduler {
             return false;
         }
         self.take_out_of_queues(port);
-        self.ports[port] = None;
-        self.buckets.remove(port, now_tsc);
+        self.slots.0[port].state = None;
+        self.pool.set_limit(&mut self.slots, port, CycleLimit::Unlimited, now_tsc);
         self.recount_demoted();
         true
     }
@@ -210,17 +258,21 @@ impl PortScheduler {
     /// Ports below their configured class, counted again after a port is removed or its
     /// class set (report_batch keeps the count between those).
     fn recount_demoted(&mut self) {
-        self.demoted = self.ports.iter().flatten().filter(|s| s.current_priority > s.configured_priority).count();
+        self.demoted = self.states().filter(|s| s.current_priority > s.configured_priority.get()).count();
+    }
+
+    fn states(&self) -> impl Iterator<Item = &PortState> {
+        self.slots.0.iter().filter_map(|s| s.state.as_ref())
     }
 
     /// Changes a port's configured class; takes effect at once, also for a queued port.
     pub fn set_priority(&mut self, port: PortIndex, priority: u8, now_tsc: u64) -> Result<(), String> {
         check_priority(priority)?;
         let state = self.state_mut(port)?;
-        state.configured_priority = priority;
+        state.configured_priority = NonZeroU8::new(priority).expect("checked");
         state.current_priority = priority;
         state.empty_poll_streak = 0;
-        if matches!(state.place, PortPlace::Ready { .. }) {
+        if matches!(self.slots.0[port].place, PortPlace::Ready { .. }) {
             self.take_out_of_queues(port);
             self.requeue(port, now_tsc);
         }
@@ -231,8 +283,9 @@ impl PortScheduler {
     /// Changes a port's cycle limit; takes effect at once (a waiting port that is now unlimited
     /// or positive becomes ready).
     pub fn set_limit(&mut self, port: PortIndex, limit: CycleLimit, now_tsc: u64) -> Result<(), String> {
-        let place = self.state_mut(port)?.place;
-        self.buckets.set_limit(port, limit, now_tsc);
+        self.state_mut(port)?;
+        let place = self.slots.0[port].place;
+        self.pool.set_limit(&mut self.slots, port, limit, now_tsc);
         if place != PortPlace::InService {
             self.take_out_of_queues(port);
             self.requeue(port, now_tsc);
@@ -241,13 +294,14 @@ impl PortScheduler {
     }
 
     pub fn view(&self, port: PortIndex) -> Option<PortView> {
-        let s = self.ports.get(port)?.as_ref()?;
+        let slot = self.slots.0.get(port)?;
+        let s = slot.state.as_ref()?;
         Some(PortView {
-            configured_priority: s.configured_priority,
+            configured_priority: s.configured_priority.get(),
             current_priority: s.current_priority,
-            place: s.place,
-            limit: self.buckets.limit(port),
-            tokens: self.buckets.tokens(port),
+            place: slot.place,
+            limit: slot.bucket.limit(),
+            tokens: slot.bucket.tokens(),
             empty_poll_streak: s.empty_poll_streak,
             waits: s.waits,
         })
@@ -263,31 +317,21 @@ impl PortScheduler {
     #[inline]
     pub fn next_port(&mut self, now_tsc: u64) -> Option<PortIndex> {
         self.promote_waiting(now_tsc);
-        if self.ready_mask == 0 {
+        if self.ready.is_empty() {
             // Nothing with packets to run: poll the resting ports again.
             self.release_resting(now_tsc);
-            if self.ready_mask == 0 {
-                return None;
-            }
         }
+        let class = self.ready.highest()?;
         let port = match self.stale_demoted_port(now_tsc) {
             Some(port) => {
                 self.take_out_of_queues(port);
                 port
             }
-            None => {
-                let class = self.ready_mask.trailing_zeros() as usize;
-                let port = self.ready[class].pop_front().expect("mask says non-empty");
-                if self.ready[class].is_empty() {
-                    self.ready_mask &= !(1 << class);
-                }
-                port
-            }
+            None => self.ready.pop_front(class),
         };
-        if let Some(Some(s)) = self.ports.get_mut(port) {
-            s.place = PortPlace::InService;
-            s.last_served_tsc = now_tsc;
-        }
+        let slot = &mut self.slots.0[port];
+        slot.place = PortPlace::InService;
+        slot.last_served_tsc = now_tsc;
         Some(port)
     }
 
@@ -298,12 +342,12 @@ impl PortScheduler {
             return None;
         }
         let mut stalest: Option<(u64, PortIndex)> = None;
-        for (port, s) in self.ports.iter().enumerate() {
-            let Some(s) = s else { continue };
-            let PortPlace::Ready { class } = s.place else { continue };
-            let due = class > s.configured_priority && now_tsc.saturating_sub(s.last_served_tsc) >= self.probe_ticks;
-            if due && stalest.is_none_or(|(t, _)| s.last_served_tsc < t) {
-                stalest = Some((s.last_served_tsc, port));
+        for (port, slot) in self.slots.0.iter().enumerate() {
+            let Some(s) = &slot.state else { continue };
+            let PortPlace::Ready { class } = slot.place else { continue };
+            let due = class > s.configured_priority.get() && now_tsc.saturating_sub(slot.last_served_tsc) >= self.probe_ticks;
+            if due && stalest.is_none_or(|(t, _)| slot.last_served_tsc < t) {
+                stalest = Some((slot.last_served_tsc, port));
             }
         }
         if stalest.is_none() {
@@ -312,9 +356,9 @@ impl PortScheduler {
         stalest.map(|(_, port)| port)
     }
 
-    /// See [`CycleBuckets::credit_stall`]; call before reporting the stalled batch.
+    /// See [`CyclePool::credit_stall`]; call before reporting the stalled batch.
     pub fn credit_stall(&mut self, stall_ticks: u64) {
-        self.buckets.credit_stall(stall_ticks);
+        self.pool.credit_stall(&mut self.slots, stall_ticks);
     }
 
     /// Reports the batch just run for `port`: charges its cycles to the bucket, updates the
@@ -323,13 +367,14 @@ impl PortScheduler {
     #[inline]
     pub fn report_batch(&mut self, port: PortIndex, cycles: u64, packets: u32, now_tsc: u64) {
         let steps = self.config.idle_polls_per_step;
-        let Some(Some(s)) = self.ports.get_mut(port) else { return };
-        if s.place != PortPlace::InService {
+        let Some(slot) = self.slots.0.get_mut(port) else { return };
+        let Some(s) = slot.state.as_mut() else { return };
+        if slot.place != PortPlace::InService {
             return;
         }
-        let was_demoted = s.current_priority > s.configured_priority;
+        let was_demoted = s.current_priority > s.configured_priority.get();
         if packets > 0 {
-            s.current_priority = s.configured_priority;
+            s.current_priority = s.configured_priority.get();
             s.empty_poll_streak = 0;
         } else if steps > 0 {
             s.empty_poll_streak += 1;
@@ -338,20 +383,20 @@ impl PortScheduler {
                 s.current_priority = (s.current_priority + 1).min(PRIORITY_CLASSES as u8);
             }
         }
-        match (was_demoted, s.current_priority > s.configured_priority) {
+        match (was_demoted, s.current_priority > s.configured_priority.get()) {
             (false, true) => self.demoted += 1,
             (true, false) => self.demoted -= 1,
             _ => {}
         }
-        // An empty poll is the PMD's idle time (as OVS counts it), not the port's use of the
-        // core: charging it would make a sleeping port look busy and keep its cycles from being
-        // redistributed.
-        let charged = if packets == 0 { 0 } else { cycles };
-        self.buckets.charge(port, charged, packets >= self.config.full_batch_packets);
         if packets == 0 {
-            s.place = PortPlace::Resting;
+            // An empty poll is the PMD's idle time (as OVS counts it), not the port's use of
+            // the core: charging it would make a sleeping port look busy and keep its cycles
+            // from being redistributed.
+            slot.place = PortPlace::Resting;
+            self.pool.charge(&mut slot.bucket, 0, false);
             self.resting.push(port);
         } else {
+            self.pool.charge(&mut slot.bucket, cycles, packets >= self.config.full_batch_packets);
             self.release_resting(now_tsc);
             self.requeue(port, now_tsc);
         }
@@ -379,59 +424,58 @@ impl PortScheduler {
     }
 
     fn state_mut(&mut self, port: PortIndex) -> Result<&mut PortState, String> {
-        self.ports
+        self.slots
+            .0
             .get_mut(port)
-            .and_then(|s| s.as_mut())
+            .and_then(|s| s.state.as_mut())
             .ok_or_else(|| format!("port {port} is not scheduled on this PMD"))
     }
 
     /// Puts a port (in service, or just taken out of its queue) into the right queue.
     #[inline]
     fn requeue(&mut self, port: PortIndex, now_tsc: u64) {
-        let wait_ticks = self.buckets.refill_and_wait_ticks(port, now_tsc);
-        let s = self.ports[port].as_mut().expect("requeue of a known port");
+        let slot = &mut self.slots.0[port];
+        self.pool.refill(&mut slot.bucket, now_tsc);
+        let wait_ticks = slot.bucket.wait_ticks();
+        let s = slot.state.as_mut().expect("requeue of a known port");
         if wait_ticks == 0 {
             let class = s.current_priority;
-            s.place = PortPlace::Ready { class };
-            let idx = usize::from(class - 1);
-            self.ready[idx].push_back(port);
-            self.ready_mask |= 1 << idx;
+            slot.place = PortPlace::Ready { class };
+            self.ready.push_back(usize::from(class - 1), port);
         } else {
-            s.place = PortPlace::Waiting;
+            slot.place = PortPlace::Waiting;
             s.waits += 1;
-            self.waiting.insert(now_tsc.saturating_add(wait_ticks), port);
+            self.waiting.insert(&mut self.slots, now_tsc.saturating_add(wait_ticks), port);
         }
     }
 
     fn take_out_of_queues(&mut self, port: PortIndex) {
-        let s = self.ports[port].as_mut().expect("known port");
-        match s.place {
-            PortPlace::Ready { class } => {
-                let idx = usize::from(class - 1);
-                self.ready[idx].retain(|&p| p != port);
-                if self.ready[idx].is_empty() {
-                    self.ready_mask &= !(1 << idx);
-                }
-            }
+        let place = self.slots.0[port].place;
+        match place {
+            PortPlace::Ready { class } => self.ready.remove(usize::from(class - 1), port),
             PortPlace::Resting => self.resting.retain(|&p| p != port),
             PortPlace::Waiting => {
-                self.waiting.remove(port);
+                self.waiting.remove(&mut self.slots, port);
             }
             PortPlace::InService => {}
         }
-        s.place = PortPlace::InService;
+        self.slots.0[port].place = PortPlace::InService;
     }
 
     /// Moves ports whose tokens are positive again from the waiting queue to their ready queue.
     #[inline]
     fn promote_waiting(&mut self, now_tsc: u64) {
-        if let RefillMode::Periodic { .. } = self.buckets.config().refill {
-            if self.buckets.update(now_tsc) {
+        if let RefillMode::Periodic { .. } = self.pool.config().refill {
+            if self.pool.update(&mut self.slots, now_tsc) {
                 // Every bucket may have changed: re-examine all waiting ports.
-                self.waiting.drain_all(&mut self.expired);
+                for port in 0..self.slots.0.len() {
+                    if self.waiting.remove(&mut self.slots, port) {
+                        self.expired.push(port);
+                    }
+                }
             }
         } else if !self.waiting.is_empty() {
-            self.waiting.expire(now_tsc, &mut self.expired);
+            self.waiting.expire(&mut self.slots, now_tsc, &mut self.expired);
         }
         if self.expired.is_empty() {
             return;
@@ -461,4 +505,15 @@ pub fn worst_case_wait_cycles(
         }
     }
     bounds
+}
+
+#[cfg(test)]
+mod layout_tests {
+    use super::*;
+
+    #[test]
+    fn a_ports_record_fits_the_two_lines_one_miss_brings_in() {
+        assert_eq!(std::mem::size_of::<PortSlot>(), 128);
+        assert_eq!(std::mem::align_of::<PortSlot>(), 128);
+    }
 }

@@ -6,11 +6,12 @@ pub mod drift;
 pub mod fallback;
 pub mod hbs;
 pub mod model;
+mod ready;
 
 /// A port's index inside one PMD's scheduler: small and dense, chosen by the data plane.
 pub type PortIndex = usize;
 
-pub use c2tb::{C2tbConfig, CycleBuckets, CycleLimit, RefillMode};
+pub use c2tb::{C2tbConfig, CycleBuckets, CycleLimit, CyclePool, RefillMode};
 pub use drift::{DriftCompensator, DriftConfig, PortWindow};
 pub use fallback::{FallbackConfig, FallbackDetector};
 pub use hbs::{worst_case_wait_cycles, HbsConfig, PortPlace, PortScheduler, PortView, PRIORITY_CLASSES};

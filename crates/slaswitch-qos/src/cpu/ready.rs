@@ -1,0 +1,151 @@
+//! HBS's ready queues (seed 000 Sec. IV-B-1): one FIFO per priority class, and a bitmask of
+//! the non-empty ones so the highest is found in one instruction.
+//!
+//! The FIFOs are rings of port indices side by side in one buffer owned by the scheduler, not
+//! lists through the ports' records: taking the head then touches the ring's line and not the
+//! port's record, which every batch has evicted from the caches by the time the PMD decides
+//! again (issue 5's overhead measurement). Each ring holds every port the scheduler may have,
+//! since a port is in at most one queue.
+
+use super::PortIndex;
+
+pub const PRIORITY_CLASSES: usize = 8;
+
+#[derive(Clone, Debug)]
+pub(crate) struct ReadyQueues {
+    /// Class c's ring is `ring[c * capacity .. (c + 1) * capacity]`.
+    ring: Vec<u16>,
+    /// Ports a ring holds: a power of two.
+    capacity: usize,
+    head: [u16; PRIORITY_CLASSES],
+    len: [u16; PRIORITY_CLASSES],
+    /// Bit c set when class c+1's queue is non-empty.
+    mask: u8,
+}
+
+impl Default for ReadyQueues {
+    fn default() -> Self {
+        ReadyQueues { ring: vec![0; 8 * PRIORITY_CLASSES], capacity: 8, head: [0; PRIORITY_CLASSES], len: [0; PRIORITY_CLASSES], mask: 0 }
+    }
+}
+
+impl ReadyQueues {
+    /// Largest port index the queues can hold.
+    pub(crate) const MAX_PORT: PortIndex = u16::MAX as PortIndex - 1;
+
+    /// Makes room for port indices below `ports` (configuration time: rebuilds the rings).
+    pub(crate) fn reserve(&mut self, ports: usize) {
+        if ports <= self.capacity {
+            return;
+        }
+        let capacity = ports.next_power_of_two();
+        let mut ring = vec![0; capacity * PRIORITY_CLASSES];
+        for class in 0..PRIORITY_CLASSES {
+            for i in 0..usize::from(self.len[class]) {
+                ring[class * capacity + i] = self.ring[self.at(class, i)];
+            }
+            self.head[class] = 0;
+        }
+        self.ring = ring;
+        self.capacity = capacity;
+    }
+
+    /// Index in `ring` of the i-th port of a class's queue.
+    #[inline]
+    fn at(&self, class: usize, i: usize) -> usize {
+        class * self.capacity + ((usize::from(self.head[class]) + i) & (self.capacity - 1))
+    }
+
+    /// The highest non-empty class (0 = class 1), if any.
+    #[inline]
+    pub(crate) fn highest(&self) -> Option<usize> {
+        (self.mask != 0).then(|| self.mask.trailing_zeros() as usize)
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.mask == 0
+    }
+
+    /// Appends a port (it must be in no queue, and below the reserved count).
+    #[inline]
+    pub(crate) fn push_back(&mut self, class: usize, port: PortIndex) {
+        debug_assert!(usize::from(self.len[class]) < self.capacity, "reserve() was not called");
+        let at = self.at(class, usize::from(self.len[class]));
+        self.ring[at] = port as u16;
+        self.len[class] += 1;
+        self.mask |= 1 << class;
+    }
+
+    /// Takes the head of a non-empty class.
+    #[inline]
+    pub(crate) fn pop_front(&mut self, class: usize) -> PortIndex {
+        debug_assert!(self.len[class] > 0, "pop from an empty class");
+        let port = PortIndex::from(self.ring[self.at(class, 0)]);
+        self.head[class] = ((usize::from(self.head[class]) + 1) & (self.capacity - 1)) as u16;
+        self.len[class] -= 1;
+        if self.len[class] == 0 {
+            self.mask &= !(1 << class);
+        }
+        port
+    }
+
+    /// Takes a port out of the middle of its queue, keeping the others' order (configuration
+    /// changes and the demoted-port probe only).
+    pub(crate) fn remove(&mut self, class: usize, port: PortIndex) {
+        let len = usize::from(self.len[class]);
+        let Some(pos) = (0..len).find(|&i| PortIndex::from(self.ring[self.at(class, i)]) == port) else { return };
+        for i in pos..len - 1 {
+            let (to, from) = (self.at(class, i), self.at(class, i + 1));
+            self.ring[to] = self.ring[from];
+        }
+        self.len[class] -= 1;
+        if self.len[class] == 0 {
+            self.mask &= !(1 << class);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_class_is_first_in_first_out_across_wraps_growth_and_removal() {
+        let mut q = ReadyQueues::default();
+        let mut model: Vec<std::collections::VecDeque<PortIndex>> = vec![Default::default(); PRIORITY_CLASSES];
+        let mut free: Vec<PortIndex> = (0..40).collect();
+        q.reserve(40);
+        for step in 0..5_000usize {
+            let class = step * 7 % PRIORITY_CLASSES;
+            match step % 5 {
+                0 | 1 | 2 if !free.is_empty() => {
+                    let port = free.swap_remove(step % free.len());
+                    q.push_back(class, port);
+                    model[class].push_back(port);
+                }
+                3 if !model[class].is_empty() => {
+                    free.push(q.pop_front(class));
+                    assert_eq!(Some(free[free.len() - 1]), model[class].pop_front());
+                }
+                4 if !model[class].is_empty() => {
+                    let port = model[class][step % model[class].len()];
+                    q.remove(class, port);
+                    model[class].retain(|&p| p != port);
+                    free.push(port);
+                }
+                _ => {}
+            }
+            if step == 2_500 {
+                q.reserve(100);
+            }
+            let first = model.iter().position(|m| !m.is_empty());
+            assert_eq!(q.highest(), first);
+        }
+        for class in 0..PRIORITY_CLASSES {
+            while let Some(port) = model[class].pop_front() {
+                assert_eq!(q.pop_front(class), port);
+            }
+        }
+        assert!(q.is_empty());
+    }
+}
