@@ -105,7 +105,7 @@ impl ExactMatchCache {
             self.rng ^= self.rng << 13;
             self.rng ^= self.rng >> 17;
             self.rng ^= self.rng << 5;
-            if self.rng % INSERT_INV_PROB != 0 {
+            if !self.rng.is_multiple_of(INSERT_INV_PROB) {
                 return;
             }
             if hash & (1 << 20) == 0 { a } else { b }

@@ -24,7 +24,7 @@ use slaswitch_qos::cpu::{Allocation, BandwidthModel};
 use crate::allocation::{self, Candidate, PortPlan};
 use crate::counters::{PmdCounters, PmdTotals, PortCounters, RuleCounters, RxTotals};
 use crate::paced_tx::{Fallback, PacedLink};
-use crate::pmd::{self, PmdConfig, PmdMessage, RxPort, TxPort, MAX_PORTS};
+use crate::pmd::{self, ModelCycles, PmdConfig, PmdMessage, RxPort, TxPort, MAX_PORTS};
 use crate::policing::PolicingSpec;
 use crate::port::{ring_option, DeviceRecipe, PortSpec, PortType};
 
@@ -280,7 +280,17 @@ impl Datapath {
                     policing,
                     cpu_qos: p.plan.cpu_qos,
                     fallback_limit_bps: p.plan.sla.map(|s| s.bandwidth_bps),
-                    model_cycles: p.plan.allocation.as_ref().filter(|_| p.plan.sla.is_some_and(|s| s.drift_compensation)).map(|a| a.cycles_per_sec.max(1)),
+                    model_cycles: p
+                        .plan
+                        .allocation
+                        .as_ref()
+                        .filter(|_| p.plan.sla.is_some_and(|s| s.drift_compensation))
+                        .map(|a| ModelCycles {
+                            cycles_per_sec: a.cycles_per_sec.max(1),
+                            profile: a.profile,
+                            // `slaswitch calibrate` measures the rows through vhost-user ports.
+                            calibrated_kind: matches!(p.spec.port_type, PortType::VhostUser | PortType::VhostUserClient),
+                        }),
                 });
             }
         }

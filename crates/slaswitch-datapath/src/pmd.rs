@@ -31,7 +31,7 @@ use crate::paced_tx::{Fallback, PacedLink};
 use crate::policing::{Policer, PolicingSpec};
 use slaswitch_qos::meter::{Color, Srtcm, SrtcmParams};
 use crate::pmd_qos::{publish_scheduler, sync_scheduler, Drift, PortSplit};
-use slaswitch_qos::cpu::{BandwidthModel, PortScheduler};
+use slaswitch_qos::cpu::{BandwidthModel, PortScheduler, TrafficProfile};
 
 /// Port numbers run from 1 to `MAX_PORTS - 1`.
 pub const MAX_PORTS: usize = 1024;
@@ -71,7 +71,16 @@ pub struct RxPort {
     /// The purchased bandwidth in bits/s, enforced while the NIC-bottleneck fallback is on.
     pub fallback_limit_bps: Option<u64>,
     /// The allocation the model gave, when it follows the host's speed (drift compensation).
-    pub model_cycles: Option<u64>,
+    pub model_cycles: Option<ModelCycles>,
+}
+
+/// A port's allocation from the bandwidth-CPU model, with the profile it was priced for.
+#[derive(Clone, Copy, Debug)]
+pub struct ModelCycles {
+    pub cycles_per_sec: u64,
+    pub profile: TrafficProfile,
+    /// The model's rows were measured on ports of this port's kind (vhost-user).
+    pub calibrated_kind: bool,
 }
 
 #[derive(Clone)]
@@ -140,7 +149,7 @@ pub(crate) struct Pmd {
     fallback_meters: Vec<Option<Srtcm>>,
     /// Port number -> index in `cfg.rx_ports`.
     index_of: Vec<u16>,
-    pmd_totals: PmdTotals,
+    pub(crate) pmd_totals: PmdTotals,
     pub(crate) counters: Arc<PmdCounters>,
     /// One exact-match cache per rx port (same order as `cfg.rx_ports`): a VM's many flows
     /// evict only its own entries, so a neighbour's cached flows stay cached (OVS shares one

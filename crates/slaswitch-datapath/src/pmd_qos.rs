@@ -15,22 +15,45 @@ use crate::pmd::{Pmd, PmdConfig};
 /// Drift-compensation windows per second.
 const DRIFT_WINDOWS_PER_SEC: u64 = 10;
 /// Drift-scaled allocations of a PMD stay within this share of its core (admission control
-/// allows up to the whole core at the calibrated speed). The rest is the PMD's own: idle polls,
-/// publishing, draining paced ports, and host stalls (3-7% of the time on this host).
+/// allows up to the whole core at the calibrated speed), less the share the host is measured
+/// to take by stalling the PMD. The rest is the PMD's own: idle polls, publishing, draining
+/// paced ports.
 const DRIFT_MAX_CORE_SHARE: f64 = 0.95;
+/// Weight of a new window in the smoothed share of time the host stalled the PMD.
+const STALL_SHARE_SMOOTHING: f64 = 0.2;
 /// Allocations follow the drift factor only when it moved by more than this.
 const DRIFT_STEP: f64 = 0.005;
+/// A port's traffic is beyond its profile when, by the model, it costs this much more per byte
+/// than the profile it bought (Fig. 10's floods: 64-byte frames on a 1024-byte purchase cost
+/// about 10x per byte).
+const BEYOND_PROFILE_COST_RATIO: f64 = 1.25;
+/// Packets a window needs before it says whether a port's traffic is beyond its profile.
+const BEYOND_PROFILE_MIN_PACKETS: u64 = 200;
+
+/// One model-derived port's compensation.
+struct PortDrift {
+    compensator: DriftCompensator,
+    /// The factor last applied to its allocation.
+    applied: f64,
+    /// Its traffic costs more per byte than its profile: when the core cannot give every port
+    /// its compensation, such a port's goes first.
+    beyond_profile: bool,
+}
 
 /// Drift compensation's state in one PMD ([`slaswitch_qos::cpu::drift`]).
 pub(crate) struct Drift {
     pmd: DriftCompensator,
-    /// Per port number: its own compensator and the factor last applied to it.
-    ports: BTreeMap<u16, (DriftCompensator, f64)>,
+    /// Per port number, for ports whose allocation comes from the model.
+    ports: BTreeMap<u16, PortDrift>,
     window_start_tsc: u64,
     /// Per rx port: its totals at the window's start.
     last: Vec<RxTotals>,
     /// Per port number: times it had waited for tokens at the window's start.
     last_waits: BTreeMap<u16, u64>,
+    /// The PMD's stalled cycles at the window's start, and the smoothed share of time the host
+    /// stalled it (3-7% on this host: cycles no port can be given).
+    last_stalled_cycles: u64,
+    stall_share: f64,
 }
 
 impl Drift {
@@ -41,13 +64,15 @@ impl Drift {
             window_start_tsc: now,
             last: cfg.rx_ports.iter().map(|p| p.counters.rx()).collect(),
             last_waits: BTreeMap::new(),
+            last_stalled_cycles: 0,
+            stall_share: 0.0,
         }
     }
 
     /// The factor in force for `number`: its own once measured, the PMD's until then.
     fn factor_of(&self, number: u16) -> f64 {
         match self.ports.get(&number) {
-            Some((c, _)) if c.windows() > 0 => c.factor(),
+            Some(p) if p.compensator.windows() > 0 => p.compensator.factor(),
             _ => self.pmd.factor(),
         }
     }
@@ -58,7 +83,12 @@ impl Drift {
         if now.saturating_sub(self.window_start_tsc) < pmd.cfg.tsc_hz / DRIFT_WINDOWS_PER_SEC {
             return;
         }
+        let window_ticks = now - self.window_start_tsc;
         self.window_start_tsc = now;
+        let stalled = pmd.pmd_totals.stalled_cycles;
+        let window_stall_share = (stalled.saturating_sub(self.last_stalled_cycles) as f64 / window_ticks.max(1) as f64).min(1.0);
+        self.last_stalled_cycles = stalled;
+        self.stall_share += STALL_SHARE_SMOOTHING * (window_stall_share - self.stall_share);
         let (Some(model), Some(s)) = (pmd.cfg.model.as_ref(), sched.as_mut()) else {
             self.last = pmd.totals.clone();
             return;
@@ -92,38 +122,53 @@ impl Drift {
             pmd.counters.publish_drift_factor(f);
         }
         for (p, w) in pmd.cfg.rx_ports.iter().zip(&windows) {
-            if p.model_cycles.is_some() {
-                let entry = self.ports.entry(p.number).or_insert_with(|| (DriftCompensator::new(port_config()), 1.0));
-                entry.0.observe(std::slice::from_ref(w), predict);
+            let Some(m) = p.model_cycles else { continue };
+            let entry = self.ports.entry(p.number).or_insert_with(|| PortDrift {
+                compensator: DriftCompensator::new(port_config(m.calibrated_kind)),
+                applied: 1.0,
+                beyond_profile: false,
+            });
+            entry.compensator.observe(std::slice::from_ref(w), predict);
+            if w.packets >= BEYOND_PROFILE_MIN_PACKETS {
+                let mean_bytes = w.bytes as f64 / w.packets as f64;
+                let profile_bytes = f64::from(m.profile.packet_bytes);
+                let per_byte = |cycles: Option<f64>, bytes: f64| cycles.map(|c| c / bytes.max(1.0));
+                let sent = per_byte(predict(mean_bytes, w.miss_share), mean_bytes);
+                let bought = per_byte(predict(profile_bytes, model.calibrated_miss_share(m.profile.flows)), profile_bytes);
+                if let (Some(sent), Some(bought)) = (sent, bought) {
+                    entry.beyond_profile = sent > BEYOND_PROFILE_COST_RATIO * bought;
+                }
             }
         }
         let factors = self.scaled_factors(&pmd.cfg);
         for p in &pmd.cfg.rx_ports {
-            let (Some(base), Some(&factor)) = (p.model_cycles, factors.get(&p.number)) else { continue };
+            let (Some(m), Some(&factor)) = (p.model_cycles, factors.get(&p.number)) else { continue };
             p.counters.publish_drift_factor(factor);
             let entry = self.ports.get_mut(&p.number).expect("observed above");
-            if (factor - entry.1).abs() >= DRIFT_STEP {
-                entry.1 = factor;
-                let limit = p.cpu_qos.with_cycles(((base as f64) * factor).round().max(1.0) as u64).limit;
+            if (factor - entry.applied).abs() >= DRIFT_STEP {
+                entry.applied = factor;
+                let limit = p.cpu_qos.with_cycles(((m.cycles_per_sec as f64) * factor).round().max(1.0) as u64).limit;
                 let _ = s.set_limit(usize::from(p.number), limit, now);
             }
         }
     }
 
     /// Each model-derived port's factor, capped when the compensated allocations and the fixed
-    /// ones would add up to more than the core can give them. The cap is one level for all
-    /// ports (water-filling from the top): the ports whose measured cost exceeds the model the
-    /// most give up their compensation first, so a VM flooding 64-byte frames whose row
-    /// under-predicts them cannot take the core from a well-behaved neighbour. (Scaling every
-    /// factor down together, the first version, cost the well-behaved VM of Fig. 10 48% of its
-    /// purchase once two floods' factors reached 2.) Below a factor of 1 every port loses the
-    /// same share: the host is too slow for the admitted allocations.
+    /// ones would add up to more than the core can give them ([`factor_caps`]).
     fn scaled_factors(&self, cfg: &PmdConfig) -> BTreeMap<u16, f64> {
-        let ports: Vec<(u16, f64, f64)> = cfg.rx_ports.iter().filter_map(|p| Some((p.number, p.model_cycles? as f64, self.factor_of(p.number)))).collect();
+        let ports: Vec<(u16, CompensatedPort)> = cfg
+            .rx_ports
+            .iter()
+            .filter_map(|p| {
+                let base = p.model_cycles?.cycles_per_sec as f64;
+                let beyond_profile = self.ports.get(&p.number).is_some_and(|d| d.beyond_profile);
+                Some((p.number, CompensatedPort { base, factor: self.factor_of(p.number), beyond_profile }))
+            })
+            .collect();
         let fixed: f64 = cfg.rx_ports.iter().filter(|p| p.model_cycles.is_none()).map(|p| p.cpu_qos.limit.alloc_cycles_per_sec() as f64).sum();
-        let room = (cfg.tsc_hz as f64 * DRIFT_MAX_CORE_SHARE - fixed).max(0.0);
-        let level = water_level(&ports.iter().map(|&(_, base, f)| (base, f)).collect::<Vec<_>>(), room);
-        ports.into_iter().map(|(n, _, f)| (n, f.min(level))).collect()
+        let room = (cfg.tsc_hz as f64 * (DRIFT_MAX_CORE_SHARE - self.stall_share) - fixed).max(0.0);
+        let caps = factor_caps(&ports.iter().map(|&(_, c)| c).collect::<Vec<_>>(), room);
+        ports.into_iter().zip(caps).map(|((n, c), cap)| (n, c.factor.min(cap))).collect()
     }
 
     /// After a reconfiguration: ports start from their totals; allocations from the model take
@@ -135,17 +180,62 @@ impl Drift {
         if let Some(s) = sched.as_mut() {
             let now = rdtsc();
             for p in &cfg.rx_ports {
-                if let Some(base) = p.model_cycles {
+                if let Some(m) = p.model_cycles {
                     let factor = factors[&p.number];
                     if let Some(e) = self.ports.get_mut(&p.number) {
-                        e.1 = factor;
+                        e.applied = factor;
                     }
-                    let limit = p.cpu_qos.with_cycles(((base as f64) * factor).round().max(1.0) as u64).limit;
+                    let limit = p.cpu_qos.with_cycles(((m.cycles_per_sec as f64) * factor).round().max(1.0) as u64).limit;
                     let _ = s.set_limit(usize::from(p.number), limit, now);
                 }
             }
         }
     }
+}
+
+/// A model-derived allocation being compensated: its base cycles, its factor, and whether its
+/// traffic is beyond the profile it bought.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CompensatedPort {
+    pub base: f64,
+    pub factor: f64,
+    pub beyond_profile: bool,
+}
+
+/// Each port's factor cap when the compensated allocations must fit in `room` cycles/s.
+///
+/// Compensation is there so that a VM sending what it bought gets its purchase on a host
+/// slower than at calibration. When the core cannot give every port its compensation, the
+/// ports whose traffic is beyond their profile give theirs up first, down to their base
+/// allocation (what their purchase buys at the calibrated speed, as admission control
+/// priced it): the seed's guarantee binds for the profile bought (seed 000 Sec. III). Only
+/// then do the ports within their profile lose compensation, and below a factor of 1 everyone
+/// loses the same share: the host is too slow for what was admitted. Within a group the cap
+/// is one level (water-filling from the top, [`water_level`]): the ports whose measured cost
+/// exceeds the model the most give up first.
+///
+/// Before the profile tier, one level for all ports let Fig. 10's innocent VM, whose cost the
+/// neighbours' floods had raised most, lose 11.8% on a slow host while the floods kept theirs.
+/// (Scaling every factor down together, the first version, cost it 48%.)
+pub(crate) fn factor_caps(ports: &[CompensatedPort], room: f64) -> Vec<f64> {
+    let need = |beyond: bool, cap: f64| -> f64 {
+        ports.iter().filter(|p| p.beyond_profile == beyond).map(|p| p.base * p.factor.min(cap)).sum()
+    };
+    let group = |beyond: bool, cap: f64| -> Vec<(f64, f64)> {
+        ports.iter().filter(|p| p.beyond_profile == beyond).map(|p| (p.base, p.factor.min(cap))).collect()
+    };
+    let (within_full, beyond_at_base) = (need(false, f64::INFINITY), need(true, 1.0));
+    let (within_cap, beyond_cap) = if within_full + beyond_at_base <= room {
+        // Everyone within profile keeps all of it; the others share what is left.
+        (f64::INFINITY, water_level(&group(true, f64::INFINITY), room - within_full))
+    } else if need(false, 1.0) + beyond_at_base <= room {
+        (water_level(&group(false, f64::INFINITY), room - beyond_at_base), 1.0)
+    } else {
+        let all: Vec<(f64, f64)> = group(false, f64::INFINITY).into_iter().chain(group(true, 1.0)).collect();
+        let level = water_level(&all, room);
+        (level, level.min(1.0))
+    };
+    ports.iter().map(|p| if p.beyond_profile { beyond_cap } else { within_cap }).collect()
 }
 
 /// The highest factor level `L` such that `sum(base * min(factor, L))` fits in `room`
@@ -178,7 +268,31 @@ pub(crate) fn water_level(ports: &[(f64, f64)], room: f64) -> f64 {
 
 #[cfg(test)]
 mod tests {
-    use super::water_level;
+    use super::{factor_caps, water_level, CompensatedPort};
+
+    #[test]
+    fn ports_beyond_their_profile_give_up_compensation_before_the_others() {
+        // Fig. 10 on a slow host: every port needs 1.3x; VM1 sends its profile, the three
+        // others flood 64-byte frames; room for 1.2x all round.
+        let port = |base, beyond_profile| CompensatedPort { base, factor: 1.3, beyond_profile };
+        let ports = [port(833.0, false), port(833.0, true), port(208.0, true), port(208.0, true)];
+        let caps = factor_caps(&ports, 2500.0);
+        assert_eq!(caps[0], f64::INFINITY, "the VM within its profile keeps its compensation");
+        let given: f64 = ports.iter().zip(&caps).map(|(p, &c)| p.base * p.factor.min(c)).sum();
+        assert!((given - 2500.0).abs() < 0.01, "{given}");
+        assert!(caps[1] > 1.0 && caps[1] < 1.3, "{caps:?}");
+        // Less room: the floods are held to their base, VM1 takes what is left.
+        let caps = factor_caps(&ports, 1249.0 + 833.0 * 1.1);
+        assert_eq!(caps[1], 1.0);
+        assert!((caps[0] - 1.1).abs() < 1e-6, "{caps:?}");
+        // Not even the bases fit: everyone at the same share.
+        let caps = factor_caps(&ports, 1000.0);
+        assert!(caps.iter().all(|&c| (c - 1000.0 / 2082.0).abs() < 1e-9), "{caps:?}");
+        // With nobody beyond its profile this is plain water-filling.
+        let honest: Vec<CompensatedPort> = ports.iter().map(|p| CompensatedPort { beyond_profile: false, ..*p }).collect();
+        let caps = factor_caps(&honest, 2500.0);
+        assert!(caps.iter().all(|&c| (c - 2500.0 / 2082.0).abs() < 1e-6), "{caps:?}");
+    }
 
     #[test]
     fn the_costliest_ports_give_up_their_compensation_first() {

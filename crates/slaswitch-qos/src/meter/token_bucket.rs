@@ -19,7 +19,7 @@ impl TokenBucket {
     /// A bucket that starts full, as RFC 2697/2698 meters do.
     pub fn new(rate_per_sec: u64, burst: u64, now_ns: u64) -> Self {
         assert!(burst <= u64::MAX / NS_PER_SEC, "burst of {burst} units is too large to meter");
-        let fill_ns = if rate_per_sec == 0 { u64::MAX } else { burst.saturating_mul(NS_PER_SEC) / rate_per_sec + 1 };
+        let fill_ns = burst.saturating_mul(NS_PER_SEC).checked_div(rate_per_sec).map_or(u64::MAX, |t| t + 1);
         TokenBucket { rate_per_sec, burst, tokens_scaled: burst * NS_PER_SEC, last_ns: now_ns, fill_ns }
     }
 
