@@ -142,9 +142,12 @@ fn ports_come_and_go_and_a_vm_reconnects_while_another_keeps_forwarding() {
     sw.ok(&["add-port", "vm1", "vhost-user"]);
     sw.ok(&["add-port", "sink", "vhost-user"]);
     sw.ok(&["add-flow", "in_port=vm1,actions=output:sink"]);
-    let sink = Tenant::start(&sw.dir, "sink", &[("sink", &sw.port_sock("sink"))], 8192, 9.0, &["sink", "--source", "vm1", "--source", "vm2"]);
+    // vm1 sends for longer than the changes below take on a slow host (the first version gave
+    // it 7 s; once, starting the two vm2 processes took so long that vm1 had stopped sending
+    // before the last change, and its flat counter read as a stall).
+    let sink = Tenant::start(&sw.dir, "sink", &[("sink", &sw.port_sock("sink"))], 8192, 17.0, &["sink", "--source", "vm1", "--source", "vm2"]);
     sleep(1.0);
-    let steady = Tenant::start(&sw.dir, "vm1", &[("vm1", &sw.port_sock("vm1"))], 4096, 7.0, &["gen", "--phase", "rate=100kpps,size=64"]);
+    let steady = Tenant::start(&sw.dir, "vm1", &[("vm1", &sw.port_sock("vm1"))], 4096, 15.0, &["gen", "--phase", "rate=100kpps,size=64"]);
     sleep(1.0);
     // Hot add a VM port and a flow, attach a VM, drop it, reattach, then remove everything. After
     // each step vm1's packets must still be arriving at the switch (its counter keeps growing).
