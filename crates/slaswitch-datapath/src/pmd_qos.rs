@@ -7,10 +7,10 @@ use std::collections::BTreeMap;
 
 use slaswitch_dpdk::rdtsc;
 use slaswitch_qos::cpu::drift::port_config;
-use slaswitch_qos::cpu::{C2tbConfig, DriftCompensator, DriftConfig, HbsConfig, PortPlace, PortScheduler, PortWindow};
+use slaswitch_qos::cpu::{C2tbConfig, CycleLimit, DriftCompensator, DriftConfig, HbsConfig, PortPlace, PortScheduler, PortWindow};
 
 use crate::counters::{CpuQosState, RxTotals};
-use crate::pmd::{Pmd, PmdConfig};
+use crate::pmd::{ModelCycles, Pmd, PmdConfig, RxPort};
 
 /// Drift-compensation windows per second.
 const DRIFT_WINDOWS_PER_SEC: u64 = 10;
@@ -147,8 +147,7 @@ impl Drift {
             let entry = self.ports.get_mut(&p.number).expect("observed above");
             if (factor - entry.applied).abs() >= DRIFT_STEP {
                 entry.applied = factor;
-                let limit = p.cpu_qos.with_cycles(((m.cycles_per_sec as f64) * factor).round().max(1.0) as u64).limit;
-                let _ = s.set_limit(usize::from(p.number), limit, now);
+                let _ = s.set_limit(usize::from(p.number), compensated_limit(p, m, factor), now);
             }
         }
     }
@@ -185,12 +184,16 @@ impl Drift {
                     if let Some(e) = self.ports.get_mut(&p.number) {
                         e.applied = factor;
                     }
-                    let limit = p.cpu_qos.with_cycles(((m.cycles_per_sec as f64) * factor).round().max(1.0) as u64).limit;
-                    let _ = s.set_limit(usize::from(p.number), limit, now);
+                    let _ = s.set_limit(usize::from(p.number), compensated_limit(p, m, factor), now);
                 }
             }
         }
     }
+}
+
+/// A model-derived port's cycle limit with its drift factor applied (its mode and weight kept).
+fn compensated_limit(p: &RxPort, m: ModelCycles, factor: f64) -> CycleLimit {
+    p.cpu_qos.with_cycles(((m.cycles_per_sec as f64) * factor).round().max(1.0) as u64).limit
 }
 
 /// A model-derived allocation being compensated: its base cycles, its factor, and whether its
