@@ -5,6 +5,7 @@
 
 pub mod cleanup;
 pub mod driver;
+pub mod host_steal;
 pub mod namespaces;
 pub mod plan;
 pub mod plot;
