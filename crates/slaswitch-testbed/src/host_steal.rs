@@ -65,6 +65,31 @@ impl StealSnapshot {
     }
 }
 
+/// The steal and total ticks of `cores` as counter readings (subjects `cpu0`, `cpu1`, ...),
+/// taken beside a switch's own: [`crate::samples::from_readings`] turns them into the host
+/// source's `steal_pct` per interval. Empty where `/proc/stat` cannot be read.
+pub fn readings(cores: &[usize]) -> Vec<crate::driver::Reading> {
+    let Some(snap) = snapshot(cores) else { return Vec::new() };
+    cores
+        .iter()
+        .zip(&snap.cores)
+        .flat_map(|(core, &(steal, total))| {
+            let subject = format!("cpu{core}");
+            [
+                crate::driver::Reading::counter(&subject, STEAL_TICKS, steal as f64),
+                crate::driver::Reading::counter(&subject, TICKS, total as f64),
+            ]
+        })
+        .collect()
+}
+
+/// Counter names of [`readings`].
+pub const STEAL_TICKS: &str = "steal_ticks";
+pub const TICKS: &str = "ticks";
+/// Above this share of a core stolen in a phase, a report flags the phase: the host, not the
+/// switch, decided what the VMs got.
+pub const NOISY_STEAL_PCT: f64 = 3.0;
+
 #[cfg(test)]
 mod tests {
     use super::*;

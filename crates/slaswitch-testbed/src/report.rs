@@ -360,6 +360,7 @@ Every configuration ran {rounds} times, round after round; median (smallest .. l
         _ => "of what the uplink's sink VM received",
     };
     let _ = writeln!(md, "## Per VM, per phase\n\nMean over each phase (its first second left out) {measured}; latency is the median of the per-second percentiles at the sink; PMD busy is the switch's own figure.\n");
+    let mut noisy: Vec<String> = Vec::new();
     for step in &steps {
         let _ = writeln!(md, "### {}\n", if step.label == "run" { "Run".to_string() } else { step.label.clone() });
         let mut header = "| switch | VM |".to_string();
@@ -386,6 +387,17 @@ Every configuration ran {rounds} times, round after round; median (smallest .. l
                 let _ = writeln!(md, "{row} {} | {} |", fmt(lat("lat_p50_us")), fmt(lat("lat_p99_us")));
             }
             let busy: Vec<String> = win.iter().map(|w| fmt(mean_in(&series(&samples, sw, &step.label, "switch", "pmd0", "busy_pct"), w.0, w.1))).collect();
+            let steal = |core: &str, w: &(f64, f64)| mean_in(&series(&samples, sw, &step.label, "host", core, "steal_pct"), w.0, w.1);
+            if win.iter().any(|w| steal("cpu0", w).is_some()) {
+                let cells: Vec<String> = win.iter().map(|w| format!("{} / {}", fmt(steal("cpu0", w)), fmt(steal("cpu1", w)))).collect();
+                let _ = writeln!(md, "| {sw} | *host steal % (core 0 / 1)* | {} | | |", cells.join(" | | "));
+                for w in &win {
+                    let worst = steal("cpu0", w).unwrap_or(0.0).max(steal("cpu1", w).unwrap_or(0.0));
+                    if worst > crate::host_steal::NOISY_STEAL_PCT {
+                        noisy.push(format!("{sw}, {}, {}-{} s: {worst:.1}%", step.label, w.0, w.1));
+                    }
+                }
+            }
             let (per_vm, both) = overlap(&samples, sw, step);
             let _ = writeln!(
                 md,
@@ -402,6 +414,14 @@ Every configuration ran {rounds} times, round after round; median (smallest .. l
             }
         }
         md.push('\n');
+    }
+    if !noisy.is_empty() {
+        let _ = writeln!(
+            md,
+            "**The host got in the way.** In these phases the hypervisor took more than {}% of the PMD's or the VMs' core (steal time, `/proc/stat`); what the VMs got there says more about the host than about the switch:\n\n{}\n",
+            crate::host_steal::NOISY_STEAL_PCT,
+            noisy.iter().map(|n| format!("- {n}")).collect::<Vec<_>>().join("\n")
+        );
     }
     let apps: Vec<&Sample> = samples.iter().filter(|x| x.source == "app" && !x.metric.starts_with("iperf3_mbps")).collect();
     if !apps.is_empty() {

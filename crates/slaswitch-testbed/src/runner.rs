@@ -214,7 +214,9 @@ fn run_step(scenario: &Scenario, step: &Step, switch: SwitchKind, run_label: &st
             }
             if Instant::now() >= next {
                 times.push(unix_now());
-                readings.push(driver.sample());
+                let mut reading = driver.sample();
+                reading.extend(crate::host_steal::readings(&[0, 1]));
+                readings.push(reading);
                 next += interval;
                 progress(label, unix_now() - connected_at, scenario.duration_secs, opts.quiet);
             }

@@ -155,6 +155,14 @@ pub fn from_readings(times: &[f64], readings: &[Vec<Reading>], switch: &str, ste
         for r in readings[i].iter().filter(|r| !r.counter) {
             push(&r.subject, &r.metric, r.value);
         }
+        // The hypervisor's steal from each core (host_steal::readings).
+        for r in readings[i].iter().filter(|r| r.counter && r.metric == crate::host_steal::STEAL_TICKS) {
+            if let (Some(steal), Some(ticks)) = (delta(&r.subject, crate::host_steal::STEAL_TICKS), delta(&r.subject, crate::host_steal::TICKS)) {
+                if ticks > 0.0 {
+                    out.push(Sample { switch: switch.into(), step: step.into(), t_secs: times[i], source: "host".into(), subject: r.subject.clone(), metric: "steal_pct".into(), value: 100.0 * steal / ticks });
+                }
+            }
+        }
     }
     out
 }
@@ -174,4 +182,21 @@ pub fn series<'a>(samples: &'a [Sample], switch: &str, step: &str, source: &str,
 pub fn mean_in(series: &[(f64, f64)], from: f64, to: f64) -> Option<f64> {
     let v: Vec<f64> = series.iter().filter(|(t, _)| *t > from && *t <= to).map(|(_, v)| *v).collect();
     (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_steal_counters_become_a_share_per_interval() {
+        let at = |steal: f64, ticks: f64| vec![Reading::counter("cpu0", crate::host_steal::STEAL_TICKS, steal), Reading::counter("cpu0", crate::host_steal::TICKS, ticks)];
+        let readings = vec![at(10.0, 1000.0), at(10.0, 1100.0), at(40.0, 1200.0)];
+        let got: Vec<(f64, f64)> = from_readings(&[0.0, 1.0, 2.0], &readings, "sw", "run")
+            .into_iter()
+            .filter(|s| s.source == "host" && s.subject == "cpu0" && s.metric == "steal_pct")
+            .map(|s| (s.t_secs, s.value))
+            .collect();
+        assert_eq!(got, vec![(1.0, 0.0), (2.0, 30.0)]);
+    }
 }
