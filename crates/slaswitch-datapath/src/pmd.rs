@@ -323,7 +323,9 @@ impl Pmd {
     /// at the end, which is the next stage boundary, and the cycles charged to the port (the
     /// time taken less any stall).
     #[inline]
-    fn serve(&mut self, idx: usize, batch: &mut [Mbuf; MAX_BURST], t: u64) -> (usize, u64, u64) {
+    /// Runs one batch of port `idx` through the three stages. `before_egress` runs between
+    /// classification and egress (the scheduler prefetches its state there).
+    fn serve(&mut self, idx: usize, batch: &mut [Mbuf; MAX_BURST], t: u64, before_egress: impl FnOnce()) -> (usize, u64, u64) {
         let eth = self.cfg.rx_ports[idx].eth;
         let received = eth.rx_burst(batch);
         let mut t_rx = rdtsc();
@@ -348,6 +350,7 @@ impl Pmd {
         }
         let bytes = self.classify(&batch[..n], idx, t_rx);
         let t_classified = rdtsc();
+        before_egress();
         self.flush();
         let t_sent = rdtsc();
         let (mut ingress, mut classify, mut egress) = (t_rx - t, t_classified - t_rx, t_sent - t_classified);
@@ -680,13 +683,25 @@ pub fn run(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<Pmd
                     Some(number) => {
                         let t_decided = if sampled { rdtsc() } else { 0 };
                         let idx = pmd.index_of[number] as usize;
-                        let (received, t_end, charged) = pmd.serve(idx, &mut batch, t);
+                        // The prefetch runs inside the batch's egress stage; timed when sampled, it
+                        // counts as C2QoS's own work.
+                        let prefetch_cycles = std::cell::Cell::new(0);
+                        let prefetch = || {
+                            let t0 = if sampled { rdtsc() } else { 0 };
+                            sched.prefetch_for_report(number);
+                            if sampled {
+                                prefetch_cycles.set(rdtsc() - t0);
+                            }
+                        };
+                        let (received, t_end, charged) = pmd.serve(idx, &mut batch, t, prefetch);
                         // Not t_end: serve's own bookkeeping after it is round robin's work too.
                         let t_served = if sampled { rdtsc() } else { 0 };
                         pmd.credit_stalls(Some(&mut *sched));
                         sched.report_batch(number, charged, received as u32, t_end);
                         if sampled {
-                            let own = own_cycles(t_decide, t_decided, pmd.stall_cycles) + own_cycles(t_served, rdtsc(), pmd.stall_cycles);
+                            let own = own_cycles(t_decide, t_decided, pmd.stall_cycles)
+                                + own_cycles(0, prefetch_cycles.get(), pmd.stall_cycles)
+                                + own_cycles(t_served, rdtsc(), pmd.stall_cycles);
                             pmd.pmd_totals.qos_cycles += own << QOS_SAMPLE_SHIFT;
                         }
                         pass_had_packets |= received > 0;
@@ -708,14 +723,14 @@ pub fn run(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<Pmd
             }
             // Ports without C2QoS settings: once per pass, as without a scheduler.
             for &idx in &split.round_robin {
-                let (received, t_end, _) = pmd.serve(idx, &mut batch, t);
+                let (received, t_end, _) = pmd.serve(idx, &mut batch, t, || {});
                 pmd.credit_stalls(Some(&mut *sched));
                 pass_had_packets |= received > 0;
                 t = t_end;
             }
         } else {
             for idx in 0..pmd.cfg.rx_ports.len() {
-                let (received, t_end, _) = pmd.serve(idx, &mut batch, t);
+                let (received, t_end, _) = pmd.serve(idx, &mut batch, t, || {});
                 pmd.credit_stalls(None);
                 pass_had_packets |= received > 0;
                 t = t_end;
