@@ -23,7 +23,7 @@ use std::sync::Arc;
 use slaswitch_classifier::emc::NO_RULE;
 use slaswitch_classifier::mac_learning::is_multicast;
 use slaswitch_classifier::{parse_frame, Action, Classifier, ExactMatchCache, FlowKey, MacTable};
-use slaswitch_dpdk::{free_bulk, rdtsc, EthPort, Mbuf, Mempool, MAX_BURST};
+use slaswitch_dpdk::{free_bulk, rdtsc, rdtsc_after_all, EthPort, Mbuf, Mempool, MAX_BURST};
 
 use crate::counters::{PmdCounters, PmdTotals, PortCounters, RuleCounters, RxTotals};
 use crate::cpu_qos::CpuQos;
@@ -51,13 +51,13 @@ pub const STALL_NS: u64 = 100_000;
 /// two TSC reads every 64 decisions cost well under a cycle per decision.
 const QOS_SAMPLE_SHIFT: u32 = 6;
 
-/// What one TSC read adds to an interval timed between two reads: the smallest difference of
-/// two back-to-back reads (18-28 cycles in this KVM guest). Subtracted from each timed part of
-/// C2QoS's own cost, which is otherwise a couple of hundred cycles.
+/// What one fenced TSC read ([`rdtsc_after_all`]) adds to an interval timed between two: the
+/// smallest difference of two back-to-back reads. Subtracted from each timed part of C2QoS's
+/// own cost, which is otherwise a couple of hundred cycles.
 fn tsc_read_cycles() -> u64 {
     (0..256).map(|_| {
-        let t0 = rdtsc();
-        rdtsc() - t0
+        let t0 = rdtsc_after_all();
+        rdtsc_after_all() - t0
     }).min().unwrap_or(0)
 }
 
@@ -678,30 +678,30 @@ pub fn run(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<Pmd
                 // C2QoS's own cost, sampled (seed 000 Sec. VI-F measures it on the PMD too).
                 let sampled = pmd.pmd_totals.qos_decisions.trailing_zeros() >= QOS_SAMPLE_SHIFT;
                 pmd.pmd_totals.qos_decisions += 1;
-                let t_decide = if sampled { rdtsc() } else { 0 };
+                let t_decide = if sampled { rdtsc_after_all() } else { 0 };
                 match sched.next_port(t) {
                     Some(number) => {
-                        let t_decided = if sampled { rdtsc() } else { 0 };
+                        let t_decided = if sampled { rdtsc_after_all() } else { 0 };
                         let idx = pmd.index_of[number] as usize;
                         // The prefetch runs inside the batch's egress stage; timed when sampled, it
                         // counts as C2QoS's own work.
                         let prefetch_cycles = std::cell::Cell::new(0);
                         let prefetch = || {
-                            let t0 = if sampled { rdtsc() } else { 0 };
+                            let t0 = if sampled { rdtsc_after_all() } else { 0 };
                             sched.prefetch_for_report(number);
                             if sampled {
-                                prefetch_cycles.set(rdtsc() - t0);
+                                prefetch_cycles.set(rdtsc_after_all() - t0);
                             }
                         };
                         let (received, t_end, charged) = pmd.serve(idx, &mut batch, t, prefetch);
                         // Not t_end: serve's own bookkeeping after it is round robin's work too.
-                        let t_served = if sampled { rdtsc() } else { 0 };
+                        let t_served = if sampled { rdtsc_after_all() } else { 0 };
                         pmd.credit_stalls(Some(&mut *sched));
                         sched.report_batch(number, charged, received as u32, t_end);
                         if sampled {
                             let own = own_cycles(t_decide, t_decided, pmd.stall_cycles)
                                 + own_cycles(0, prefetch_cycles.get(), pmd.stall_cycles)
-                                + own_cycles(t_served, rdtsc(), pmd.stall_cycles);
+                                + own_cycles(t_served, rdtsc_after_all(), pmd.stall_cycles);
                             pmd.pmd_totals.qos_cycles += own << QOS_SAMPLE_SHIFT;
                         }
                         pass_had_packets |= received > 0;

@@ -179,6 +179,20 @@ pub fn rdtsc() -> u64 {
     unsafe { core::arch::x86_64::_rdtsc() }
 }
 
+/// The TSC, read once everything before it has finished, stores included (`mfence; lfence`):
+/// to time a piece of code on its own. A plain `rdtsc` may run while earlier loads and stores
+/// are still in flight, so an interval that starts after a batch's egress would also hold the
+/// tail of that egress's memory traffic.
+#[inline(always)]
+pub fn rdtsc_after_all() -> u64 {
+    // SAFETY: fences and rdtsc have no preconditions on x86_64.
+    unsafe {
+        core::arch::x86_64::_mm_mfence();
+        core::arch::x86_64::_mm_lfence();
+        core::arch::x86_64::_rdtsc()
+    }
+}
+
 /// A packet mbuf pool.
 pub struct Mempool {
     ptr: NonNull<c_void>,
