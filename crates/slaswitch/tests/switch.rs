@@ -25,6 +25,7 @@ fn vms_forward_through_the_switch_with_counters_and_cycle_accounting() {
     sw.ok(&["add-flow", "in_port=vm2,actions=output:sink"]);
     let sink = Tenant::start(&sw.dir, "sink", &[("sink", &sw.port_sock("sink"))], 8192, 6.0, &["sink", "--source", "vm1", "--source", "vm2"]);
     sleep(1.0);
+    let steal_from = slaswitch_testbed::host_steal::snapshot(&[0, 1]);
     let gen = Tenant::start(
         &sw.dir,
         "gen",
@@ -34,6 +35,7 @@ fn vms_forward_through_the_switch_with_counters_and_cycle_accounting() {
         &["gen", "--phase", "rate=100kpps,size=64,vm=vm1", "--phase", "rate=50kpps,size=512,vm=vm2"],
     );
     let gen = gen.finish();
+    let steal = steal_from.map_or(0.0, |s| s.worst_share_since(&[0, 1]));
     sleep(1.0);
     let stats = sw.json(&["pmd-stats"]);
     let sink = sink.finish();
@@ -49,8 +51,15 @@ fn vms_forward_through_the_switch_with_counters_and_cycle_accounting() {
     let forwarded = sink_port["tx_packets"].as_u64().unwrap() + sink_port["tx_dropped"].as_u64().unwrap();
     assert_eq!(forwarded, sent1 + sent2, "sink port: {sink_port}");
     let (got1, got2) = (received_from(&sink, "vm1"), received_from(&sink, "vm2"));
-    assert!(got1 as f64 >= 0.9 * sent1 as f64, "vm1: sent {sent1}, sink got {got1}");
-    assert!(got2 as f64 >= 0.9 * sent2 as f64, "vm2: sent {sent2}, sink got {got2}");
+    // The sink VM shares core 1 with the senders: when the host takes that core away, the sink
+    // falls behind and its ring overflows (counted above as the sink port's drops). Only a
+    // host that let both cores run makes the sink's share a statement about the switch.
+    if steal <= QUIET_STEAL_SHARE {
+        assert!(got1 as f64 >= 0.9 * sent1 as f64, "vm1: sent {sent1}, sink got {got1}");
+        assert!(got2 as f64 >= 0.9 * sent2 as f64, "vm2: sent {sent2}, sink got {got2}");
+    } else {
+        eprintln!("host steal {:.1}%: the sink's share is not judged (vm1 {got1} of {sent1}, vm2 {got2} of {sent2})", steal * 100.0);
+    }
     assert!(sink_port["tx_packets"].as_u64().unwrap() >= got1 + got2);
     let flows = sw.json(&["dump-flows"]);
     assert_eq!(flows[0]["packets"].as_u64().unwrap(), sent1, "{flows}");
