@@ -363,7 +363,8 @@ impl PortScheduler {
 
     /// Asks the core to load what [`PortScheduler::report_batch`] for `port` and the next
     /// [`PortScheduler::next_port`] read first: the port's record, the scheduler's own fields,
-    /// the ready rings' lines in use and the waiting wheel's cursor. The data plane calls it
+    /// the ready rings (up to 16 lines), the waiting wheel's heads and the records of the ports
+    /// due next. The data plane calls it
     /// before a batch's last stage: late enough that the batch does not evict the lines again,
     /// early enough for the loads to land (in situ, the port's bucket was the one load most of
     /// a report waited for).
