@@ -20,15 +20,20 @@ pub fn line<T>(p: *const T) {
     let _ = p;
 }
 
-/// Prefetches every line `*value` touches (also when it does not start on a line).
+/// Prefetches every line of the `len` bytes from `start` (also when they do not start on a
+/// line).
 #[inline(always)]
-pub fn all_lines<T>(value: &T) {
-    let start = (value as *const T).cast::<u8>();
-    let size = std::mem::size_of::<T>();
-    for offset in (0..size).step_by(LINE_BYTES) {
+pub fn bytes(start: *const u8, len: usize) {
+    for offset in (0..len).step_by(LINE_BYTES) {
         line(start.wrapping_add(offset));
     }
-    if size > 0 {
-        line(start.wrapping_add(size - 1));
+    if len > 0 {
+        line(start.wrapping_add(len - 1));
     }
+}
+
+/// Prefetches every line `*value` touches.
+#[inline(always)]
+pub fn all_lines<T>(value: &T) {
+    bytes((value as *const T).cast(), std::mem::size_of::<T>());
 }

@@ -87,20 +87,17 @@ impl IntrusiveWheel {
 
     /// Prefetches what the next [`IntrusiveWheel::expire`] reads: the occupancy word and list
     /// heads of the cursor's slot and the `ahead - 1` after it (a wheel of at most 256 slots:
-    /// all its heads), and through `first_of(index)`
-    /// the state of the first index parked in each of those slots (the caller's record, whose
-    /// link and whatever else it keeps there the expiry and its requeue read). The heads are
-    /// read, not only prefetched: that load may wait, but nothing else does.
+    /// all its heads), and through `first_of(index)` the state of the first index parked in
+    /// each of those slots (the caller's record, whose link and whatever else it keeps there
+    /// the expiry and its requeue read). The heads are read, not only prefetched: that load may
+    /// wait, but nothing else does.
     #[inline]
     pub fn prefetch_due(&self, ahead: usize, first_of: impl Fn(usize)) {
         let start = (self.cursor & self.mask()) as usize;
         crate::prefetch::line(&self.occupied[start / 64]);
         if self.heads.len() <= 256 {
             // A small wheel's heads are a few lines: also those an insert will write.
-            let heads = self.heads.as_ptr().cast::<u8>();
-            for offset in (0..self.heads.len() * 4).step_by(crate::prefetch::LINE_BYTES) {
-                crate::prefetch::line(heads.wrapping_add(offset));
-            }
+            crate::prefetch::bytes(self.heads.as_ptr().cast(), std::mem::size_of_val(&self.heads[..]));
         }
         for k in 0..ahead.min(self.heads.len()) {
             let i = (start + k) & self.mask() as usize;

@@ -364,10 +364,9 @@ impl PortScheduler {
     /// Asks the core to load what [`PortScheduler::report_batch`] for `port` and the next
     /// [`PortScheduler::next_port`] read first: the port's record, the scheduler's own fields,
     /// the ready rings (up to 16 lines), the waiting wheel's heads and the records of the ports
-    /// due next. The data plane calls it
-    /// before a batch's last stage: late enough that the batch does not evict the lines again,
-    /// early enough for the loads to land (in situ, the port's bucket was the one load most of
-    /// a report waited for).
+    /// due next. The data plane calls it before a batch's last stage: late enough that the
+    /// batch does not evict the lines again, early enough for the loads to land (in situ, the
+    /// port's bucket was the one load most of a report waited for).
     #[inline]
     pub fn prefetch_for_report(&self, port: PortIndex) {
         let Some(slot) = self.slots.0.get(port) else { return };

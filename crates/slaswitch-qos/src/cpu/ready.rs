@@ -70,11 +70,8 @@ impl ReadyQueues {
     /// append touch would take loads of their own to know, and those would wait for misses).
     #[inline]
     pub(crate) fn prefetch(&self) {
-        let ring = self.ring.as_ptr().cast::<u8>();
         let bytes = std::mem::size_of_val(&self.ring[..]).min(16 * crate::prefetch::LINE_BYTES);
-        for offset in (0..bytes).step_by(crate::prefetch::LINE_BYTES) {
-            crate::prefetch::line(ring.wrapping_add(offset));
-        }
+        crate::prefetch::bytes(self.ring.as_ptr().cast(), bytes);
     }
 
     /// Appends a port (it must be in no queue, and below the reserved count).
