@@ -135,6 +135,14 @@ pub struct PmdTotals {
     /// Cycles C2QoS's own code took: decisions and charging (one in 64 timed, scaled up),
     /// publishing its state and drift windows. Part of `busy_cycles`.
     pub qos_cycles: u64,
+    /// The parts of `qos_cycles` spent picking the port (HBS, promotions) and charging its
+    /// batch (C2TB, requeueing); the rest is the prefetch and publishing.
+    pub qos_pick_cycles: u64,
+    pub qos_charge_cycles: u64,
+    /// Batches after which a C2QoS port owed cycle tokens, and times a port was parked in the
+    /// waiting queue for them (see `slaswitch_qos::cpu::WaitCounts`).
+    pub qos_owed: u64,
+    pub qos_parked: u64,
 }
 
 #[derive(Debug, Default)]
@@ -145,6 +153,10 @@ pub struct PmdCounters {
     stalled: AtomicU64,
     qos_decisions: AtomicU64,
     qos_cycles: AtomicU64,
+    qos_pick_cycles: AtomicU64,
+    qos_charge_cycles: AtomicU64,
+    qos_owed: AtomicU64,
+    qos_parked: AtomicU64,
     /// The drift-compensation factor (f64 bits; 0 before the first window).
     drift_factor_bits: AtomicU64,
 }
@@ -157,6 +169,10 @@ impl PmdCounters {
         self.stalled.store(t.stalled_cycles, Relaxed);
         self.qos_decisions.store(t.qos_decisions, Relaxed);
         self.qos_cycles.store(t.qos_cycles, Relaxed);
+        self.qos_pick_cycles.store(t.qos_pick_cycles, Relaxed);
+        self.qos_charge_cycles.store(t.qos_charge_cycles, Relaxed);
+        self.qos_owed.store(t.qos_owed, Relaxed);
+        self.qos_parked.store(t.qos_parked, Relaxed);
     }
 
     pub fn publish_drift_factor(&self, factor: f64) {
@@ -179,6 +195,10 @@ impl PmdCounters {
             stalled_cycles: self.stalled.load(Relaxed),
             qos_decisions: self.qos_decisions.load(Relaxed),
             qos_cycles: self.qos_cycles.load(Relaxed),
+            qos_pick_cycles: self.qos_pick_cycles.load(Relaxed),
+            qos_charge_cycles: self.qos_charge_cycles.load(Relaxed),
+            qos_owed: self.qos_owed.load(Relaxed),
+            qos_parked: self.qos_parked.load(Relaxed),
         }
     }
 }

@@ -30,7 +30,7 @@ use crate::cpu_qos::CpuQos;
 use crate::paced_tx::{Fallback, PacedLink};
 use crate::policing::{Policer, PolicingSpec};
 use slaswitch_qos::meter::{Color, Srtcm, SrtcmParams};
-use crate::pmd_qos::{publish_scheduler, sync_scheduler, Drift, PortSplit};
+use crate::pmd_qos::{publish_scheduler, sync_scheduler, Drift, PortSplit, WaitTally};
 use slaswitch_qos::cpu::{BandwidthModel, PortScheduler, TrafficProfile};
 
 /// Port numbers run from 1 to `MAX_PORTS - 1`.
@@ -321,10 +321,9 @@ impl Pmd {
     /// Polls rx port `idx` once and runs what it gave through the three stages, charging each
     /// stage's cycles to the port. Returns the packets received (before policing), the TSC
     /// at the end, which is the next stage boundary, and the cycles charged to the port (the
-    /// time taken less any stall).
+    /// time taken less any stall). `before_egress` runs between classification and egress
+    /// (the scheduler's prefetch goes there).
     #[inline]
-    /// Runs one batch of port `idx` through the three stages. `before_egress` runs between
-    /// classification and egress (the scheduler prefetches its state there).
     fn serve(&mut self, idx: usize, batch: &mut [Mbuf; MAX_BURST], t: u64, before_egress: impl FnOnce()) -> (usize, u64, u64) {
         let eth = self.cfg.rx_ports[idx].eth;
         let received = eth.rx_burst(batch);
@@ -661,6 +660,7 @@ pub fn run(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<Pmd
     // across reconfigurations so tokens and classes survive them.
     let mut sched: Option<PortScheduler> = None;
     let mut split = PortSplit::default();
+    let mut tally = WaitTally::default();
     sync_scheduler(&mut sched, &pmd.cfg, &mut split);
     let mut batch = [Mbuf(std::ptr::NonNull::dangling()); MAX_BURST];
     let mut pass: u64 = 0;
@@ -681,6 +681,7 @@ pub fn run(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<Pmd
                 let t_decide = if sampled { rdtsc_after_all() } else { 0 };
                 match sched.next_port(t) {
                     Some(number) => {
+                        let plan = sched.prefetch_plan(number);
                         let t_decided = if sampled { rdtsc_after_all() } else { 0 };
                         let idx = pmd.index_of[number] as usize;
                         // The prefetch runs inside the batch's egress stage; timed when sampled, it
@@ -688,7 +689,7 @@ pub fn run(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<Pmd
                         let prefetch_cycles = std::cell::Cell::new(0);
                         let prefetch = || {
                             let t0 = if sampled { rdtsc_after_all() } else { 0 };
-                            sched.prefetch_for_report(number);
+                            plan.issue();
                             if sampled {
                                 prefetch_cycles.set(rdtsc_after_all() - t0);
                             }
@@ -699,10 +700,13 @@ pub fn run(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<Pmd
                         pmd.credit_stalls(Some(&mut *sched));
                         sched.report_batch(number, charged, received as u32, t_end);
                         if sampled {
-                            let own = own_cycles(t_decide, t_decided, pmd.stall_cycles)
-                                + own_cycles(0, prefetch_cycles.get(), pmd.stall_cycles)
-                                + own_cycles(t_served, rdtsc_after_all(), pmd.stall_cycles);
-                            pmd.pmd_totals.qos_cycles += own << QOS_SAMPLE_SHIFT;
+                            let pick = own_cycles(t_decide, t_decided, pmd.stall_cycles);
+                            let charge = own_cycles(t_served, rdtsc_after_all(), pmd.stall_cycles);
+                            let own = pick + own_cycles(0, prefetch_cycles.get(), pmd.stall_cycles) + charge;
+                            let totals = &mut pmd.pmd_totals;
+                            totals.qos_cycles += own << QOS_SAMPLE_SHIFT;
+                            totals.qos_pick_cycles += pick << QOS_SAMPLE_SHIFT;
+                            totals.qos_charge_cycles += charge << QOS_SAMPLE_SHIFT;
                         }
                         pass_had_packets |= received > 0;
                         t = t_end;
@@ -711,7 +715,9 @@ pub fn run(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<Pmd
                         // Every port is waiting for cycle tokens: the core idles.
                         let now = rdtsc();
                         if sampled {
-                            pmd.pmd_totals.qos_cycles += own_cycles(t_decide, now, pmd.stall_cycles) << QOS_SAMPLE_SHIFT;
+                            let pick = own_cycles(t_decide, now, pmd.stall_cycles) << QOS_SAMPLE_SHIFT;
+                            pmd.pmd_totals.qos_cycles += pick;
+                            pmd.pmd_totals.qos_pick_cycles += pick;
                         }
                         let idle = pmd.unstalled(now - t);
                         pmd.pmd_totals.idle_cycles += idle;
@@ -739,6 +745,7 @@ pub fn run(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<Pmd
         pmd.drain_links(pass.is_multiple_of(CHECK_CONTROL_EVERY_PASSES));
         pmd.pmd_totals.passes += 1;
         if pass.is_multiple_of(PUBLISH_EVERY_PASSES) {
+            tally.fold(sched.as_ref(), &mut pmd.pmd_totals);
             pmd.publish();
             let t_publish = rdtsc();
             publish_scheduler(sched.as_ref(), &pmd.cfg);
@@ -752,8 +759,10 @@ pub fn run(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<Pmd
         if !pass_had_packets || pass.is_multiple_of(CHECK_CONTROL_EVERY_PASSES) {
             match control.try_recv() {
                 Ok(PmdMessage::Config(cfg, ack)) => {
+                    tally.fold(sched.as_ref(), &mut pmd.pmd_totals);
                     pmd.install(cfg);
                     sync_scheduler(&mut sched, &pmd.cfg, &mut split);
+                    tally.fold(sched.as_ref(), &mut pmd.pmd_totals);
                     drift.reset(&pmd.cfg, &mut sched);
                     let _ = ack.send(());
                 }
@@ -770,8 +779,10 @@ pub fn run(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<Pmd
             // Nothing to poll: wait for a configuration instead of spinning.
             match control.recv_timeout(std::time::Duration::from_millis(10)) {
                 Ok(PmdMessage::Config(cfg, ack)) => {
+                    tally.fold(sched.as_ref(), &mut pmd.pmd_totals);
                     pmd.install(cfg);
                     sync_scheduler(&mut sched, &pmd.cfg, &mut split);
+                    tally.fold(sched.as_ref(), &mut pmd.pmd_totals);
                     drift.reset(&pmd.cfg, &mut sched);
                     let _ = ack.send(());
                 }
@@ -783,5 +794,6 @@ pub fn run(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<Pmd
             t = now;
         }
     }
+    tally.fold(sched.as_ref(), &mut pmd.pmd_totals);
     pmd.publish();
 }

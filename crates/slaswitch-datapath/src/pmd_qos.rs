@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 
 use slaswitch_dpdk::rdtsc;
 use slaswitch_qos::cpu::drift::port_config;
-use slaswitch_qos::cpu::{C2tbConfig, CycleLimit, DriftCompensator, DriftConfig, HbsConfig, PortPlace, PortScheduler, PortWindow};
+use slaswitch_qos::cpu::{C2tbConfig, CycleLimit, DriftCompensator, DriftConfig, HbsConfig, PortPlace, PortScheduler, PortWindow, WaitCounts};
 
-use crate::counters::{CpuQosState, RxTotals};
+use crate::counters::{CpuQosState, PmdTotals, RxTotals};
 use crate::pmd::{ModelCycles, Pmd, PmdConfig, RxPort};
 
 /// Drift-compensation windows per second.
@@ -128,7 +128,7 @@ impl Drift {
                 applied: 1.0,
                 beyond_profile: false,
             });
-            entry.compensator.observe(std::slice::from_ref(w), predict);
+            entry.compensator.observe(std::slice::from_ref(w), |bytes, miss| model.predict_for_profile(m.profile.flows, bytes, miss));
             if w.packets >= BEYOND_PROFILE_MIN_PACKETS {
                 let mean_bytes = w.bytes as f64 / w.packets as f64;
                 let profile_bytes = f64::from(m.profile.packet_bytes);
@@ -330,6 +330,26 @@ pub(crate) fn publish_scheduler(sched: Option<&PortScheduler>, cfg: &PmdConfig) 
             None => CpuQosState::default(),
         };
         p.counters.publish_cpu_qos(&state);
+    }
+}
+
+/// Carries the scheduler's wait counts into the PMD's totals, which outlive the scheduler
+/// (it is dropped when no port has C2QoS settings).
+#[derive(Default)]
+pub(crate) struct WaitTally(WaitCounts);
+
+impl WaitTally {
+    /// Adds what the scheduler counted since the last call; call before the scheduler may be
+    /// dropped and after.
+    pub(crate) fn fold(&mut self, sched: Option<&PortScheduler>, totals: &mut PmdTotals) {
+        let Some(s) = sched else {
+            self.0 = WaitCounts::default();
+            return;
+        };
+        let now = s.wait_counts();
+        totals.qos_owed += now.owed - self.0.owed;
+        totals.qos_parked += now.parked - self.0.parked;
+        self.0 = now;
     }
 }
 

@@ -49,10 +49,10 @@ fn c2tb_hbs(c: &mut Criterion) {
 /// decision in situ against 20 ns warm). Between decisions a buffer larger than L2 is walked
 /// (the batch), then about 1000 cycles of register-only work stand for the egress stage; only
 /// `report_batch` and the following `next_port` are timed, in the PMD's order. Two variants
-/// side by side: `plain`, and `prefetched`, where `prefetch_for_report` runs before the egress
-/// stand-in as the PMD calls it. 28 MIN-MAX ports sharing the whole core, the overhead
-/// benchmark's worst case: every bucket hovers at zero, so every decision parks one port in
-/// the waiting wheel and promotes another.
+/// side by side: `plain`, and `prefetched`, where the plan `prefetch_plan` made right after
+/// the decision (timed with it) is issued before the egress stand-in, as the PMD does. 28
+/// MIN-MAX ports sharing the whole core, the overhead benchmark's worst case: every bucket
+/// hovers at zero.
 fn c2tb_hbs_cold(c: &mut Criterion) {
     const PORTS: usize = 28;
     const EVICT_BYTES: usize = 4 << 20;
@@ -67,6 +67,7 @@ fn c2tb_hbs_cold(c: &mut Criterion) {
         let mut evict = vec![0u64; EVICT_BYTES / 8];
         let mut now = 0u64;
         let mut in_service = s.next_port(now);
+        let mut plan = in_service.map(|port| s.prefetch_plan(port));
         let name = if prefetched { "prefetched" } else { "plain" };
         group.bench_function(BenchmarkId::new(name, PORTS), |b| {
             b.iter_custom(|iters| {
@@ -76,8 +77,8 @@ fn c2tb_hbs_cold(c: &mut Criterion) {
                         line[0] = line[0].wrapping_add(i);
                     }
                     black_box(&evict);
-                    if let (true, Some(port)) = (prefetched, in_service) {
-                        s.prefetch_for_report(port);
+                    if let (true, Some(plan)) = (prefetched, plan) {
+                        plan.issue();
                     }
                     black_box(egress_stand_in(i));
                     let start = std::time::Instant::now();
@@ -88,6 +89,7 @@ fn c2tb_hbs_cold(c: &mut Criterion) {
                         now += 1_000;
                     }
                     in_service = s.next_port(now);
+                    plan = in_service.map(|port| s.prefetch_plan(port));
                     timed += start.elapsed();
                 }
                 timed

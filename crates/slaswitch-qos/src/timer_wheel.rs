@@ -13,6 +13,8 @@
 //! so at most one slot (`1 << slot_shift` time units) late, never early. Entries due beyond the
 //! wheel's horizon wait in a far list that is re-filed once per turn.
 
+use crate::prefetch::Plan;
+
 pub(crate) const NIL: u32 = u32::MAX;
 const FAR: u32 = u32::MAX - 1;
 
@@ -85,25 +87,25 @@ impl IntrusiveWheel {
         self.len == 0
     }
 
-    /// Prefetches what the next [`IntrusiveWheel::expire`] reads: the occupancy word and list
-    /// heads of the cursor's slot and the `ahead - 1` after it (a wheel of at most 256 slots:
-    /// all its heads), and through `first_of(index)` the state of the first index parked in
-    /// each of those slots (the caller's record, whose link and whatever else it keeps there
-    /// the expiry and its requeue read). The heads are read, not only prefetched: that load may
-    /// wait, but nothing else does.
+    /// Adds to `plan` what the next [`IntrusiveWheel::expire`] reads: the occupancy word and
+    /// list heads of the cursor's slot and the `ahead - 1` after it, and through
+    /// `first_of(plan, index)` the state of the first index parked in each of those slots (the
+    /// caller's record, whose link and whatever else it keeps there the expiry and its requeue
+    /// read).
     #[inline]
-    pub fn prefetch_due(&self, ahead: usize, first_of: impl Fn(usize)) {
+    pub fn plan_due(&self, plan: &mut Plan, ahead: usize, mut first_of: impl FnMut(&mut Plan, usize)) {
         let start = (self.cursor & self.mask()) as usize;
-        crate::prefetch::line(&self.occupied[start / 64]);
-        if self.heads.len() <= 256 {
-            // A small wheel's heads are a few lines: also those an insert will write.
-            crate::prefetch::bytes(self.heads.as_ptr().cast(), std::mem::size_of_val(&self.heads[..]));
+        plan.add_line(&self.occupied[start / 64]);
+        let ahead = ahead.min(self.heads.len());
+        let end = (start + ahead).min(self.heads.len());
+        plan.add_slice(&self.heads[start..end]);
+        if end - start < ahead {
+            plan.add_slice(&self.heads[..ahead - (end - start)]);
         }
-        for k in 0..ahead.min(self.heads.len()) {
-            let i = (start + k) & self.mask() as usize;
-            let head = self.heads[i];
+        for k in 0..ahead {
+            let head = self.heads[(start + k) & self.mask() as usize];
             if head != NIL {
-                first_of(head as usize);
+                first_of(plan, head as usize);
             }
         }
     }
@@ -343,8 +345,11 @@ mod tests {
         for (due, index) in [(20, 1), (25, 2), (50, 3), (200, 4)] {
             w.insert(&mut links, due, index);
         }
-        let named = std::cell::RefCell::new(Vec::new());
-        w.prefetch_due(4, |i| named.borrow_mut().push(i));
-        assert_eq!(named.into_inner(), vec![2, 3]);
+        let mut named = Vec::new();
+        let mut plan = Plan::default();
+        w.plan_due(&mut plan, 4, |_, i| named.push(i));
+        assert_eq!(named, vec![2, 3]);
+        // The occupancy word and the four heads (16 bytes: one or two lines).
+        assert!((2..=3).contains(&plan.lines()), "{} lines", plan.lines());
     }
 }

@@ -422,3 +422,73 @@ fn an_idle_port_rests_until_another_port_has_run_packets() {
     let run = run_pmd(&mut s, &[idle(), idle()], 0, 100_000, 6);
     assert_eq!(run.order, vec![0, 1, 0, 1, 0, 1]);
 }
+
+#[test]
+fn a_port_owing_tokens_never_runs_before_its_own_rate_has_paid_the_debt() {
+    // Strict ports whose batches cost more than their share between two turns: each one owes
+    // tokens after most batches and waits in its ready queue with a due time, or parked.
+    let shares = [(HZ / 10, 9_000u64), (HZ / 5, 25_000), (HZ / 4, 4_000), (HZ / 8, 40_000)];
+    let ports: Vec<(u8, CycleLimit)> = shares.iter().map(|&(rate, _)| (8, CycleLimit::Strict { cycles_per_sec: rate })).collect();
+    let mut s = sched_with(RefillMode::Lazy, HbsConfig::default(), &ports);
+    // Per port: its tokens and the time when its last batch ended.
+    let mut after_report: Vec<Option<(f64, u64)>> = vec![None; ports.len()];
+    let (mut now, mut served, mut waited) = (0u64, 0u64, 0u64);
+    while now < HZ / 20 {
+        let Some(port) = s.next_port(now) else {
+            now += 100;
+            continue;
+        };
+        if let Some((tokens, at)) = after_report[port] {
+            let earned = (now - at) as f64 * shares[port].0 as f64 / HZ as f64;
+            assert!(tokens + earned > -1e-6, "port {port} ran owing {:.0} cycles", -(tokens + earned));
+            waited += u64::from(tokens <= 0.0);
+        }
+        served += 1;
+        now += shares[port].1;
+        s.report_batch(port, shares[port].1, 32, now);
+        after_report[port] = Some((s.view(port).unwrap().tokens.unwrap(), now));
+        assert_eq!(s.view(port).unwrap().place == PortPlace::Waiting, s.view(port).unwrap().tokens.unwrap() <= 0.0);
+    }
+    assert!(waited > served / 4, "the shape makes ports owe tokens: {waited} of {served} batches");
+}
+
+#[test]
+fn ports_hovering_at_zero_tokens_mostly_keep_their_turn_instead_of_being_parked() {
+    // The overhead benchmark's shape: MIN-MAX allocations adding up to the core, every port
+    // backlogged, batch costs varying around the same mean, buckets two batches deep. Each
+    // port's balance wanders around zero, so it often owes tokens after its batch. Mostly its
+    // rate has paid them back by the time its turn comes round again: it keeps its place and
+    // is not parked in the waiting queue (which the paper's queues would do after every one).
+    let n = 28u64;
+    let batch = 17_600u64;
+    let ports: Vec<(u8, CycleLimit)> = (0..n).map(|_| (8, CycleLimit::MinMax { cycles_per_sec: HZ / n, weight: 1 })).collect();
+    let c2tb = C2tbConfig { bucket_depth_cycles: 2 * batch, ..config(RefillMode::Lazy) };
+    let mut s = PortScheduler::new(c2tb, HbsConfig::default(), 0);
+    for (i, &(prio, limit)) in ports.iter().enumerate() {
+        s.add_port(i, prio, limit, 0).unwrap();
+    }
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    let (mut now, mut batches, mut owed, mut served_by_port) = (0u64, 0u64, 0u64, vec![0u64; n as usize]);
+    while now < HZ / 10 {
+        let Some(port) = s.next_port(now) else {
+            now += 100;
+            continue;
+        };
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let cycles = batch / 2 + rng % batch;
+        now += cycles;
+        s.report_batch(port, cycles, 32, now);
+        batches += 1;
+        served_by_port[port] += 1;
+        owed += u64::from(s.view(port).unwrap().place == PortPlace::Waiting);
+    }
+    let counts = s.wait_counts();
+    assert_eq!(counts.owed, owed, "the counter counts what the views show");
+    assert!(owed > batches / 5, "ports owed tokens after {owed} of {batches} batches: the shape is not tested");
+    assert!(counts.parked * 3 < owed, "{} of {owed} owing ports were parked", counts.parked);
+    // And the core is still shared evenly.
+    let (least, most) = (served_by_port.iter().min().unwrap(), served_by_port.iter().max().unwrap());
+    assert!(*least as f64 >= 0.9 * *most as f64, "batches per port from {least} to {most}");
+}

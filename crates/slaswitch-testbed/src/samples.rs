@@ -143,6 +143,12 @@ pub fn from_readings(times: &[f64], readings: &[Vec<Reading>], switch: &str, ste
             if let Some(d) = delta(port, "tx_dropped") {
                 push(port, "tx_dropped_kpps", d / dt / 1e3);
             }
+            // What the model's drift compensation predicts a port's cost from, beside its size.
+            if let (Some(hits), Some(misses)) = (delta(port, "emc_hits"), delta(port, "emc_misses")) {
+                if hits + misses > 0.0 {
+                    push(port, "emc_miss_pct", 100.0 * misses / (hits + misses));
+                }
+            }
             if let Some(busy) = delta(port, "busy_cycles") {
                 if pmd_cycles > 0.0 {
                     push(port, "pmd_share_pct", 100.0 * busy * pmds.len() as f64 / pmd_cycles);
@@ -198,5 +204,20 @@ mod tests {
             .map(|s| (s.t_secs, s.value))
             .collect();
         assert_eq!(got, vec![(1.0, 0.0), (2.0, 30.0)]);
+    }
+
+    #[test]
+    fn exact_match_cache_counters_become_a_miss_share_per_port() {
+        let at = |hits: f64, misses: f64| {
+            vec![Reading::counter("v1", "rx_packets", hits + misses), Reading::counter("v1", "emc_hits", hits), Reading::counter("v1", "emc_misses", misses)]
+        };
+        // The second interval forwarded nothing: no share rather than 0 or NaN.
+        let readings = vec![at(0.0, 0.0), at(300.0, 100.0), at(300.0, 100.0)];
+        let got: Vec<(f64, f64)> = from_readings(&[0.0, 1.0, 2.0], &readings, "sw", "run")
+            .into_iter()
+            .filter(|s| s.subject == "v1" && s.metric == "emc_miss_pct")
+            .map(|s| (s.t_secs, s.value))
+            .collect();
+        assert_eq!(got, vec![(1.0, 25.0)]);
     }
 }

@@ -20,7 +20,7 @@
 //! per VM port: the worst case for relative overhead) and cloud-like ones (many flows through a
 //! 99-mask security-group table).
 //!
-//!   cargo bench -p slaswitch --bench c2qos_overhead         (root, hugepages)
+//!   cargo bench -p slaswitch --bench c2qos_overhead [-- cloud]   (root, hugepages)
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -51,14 +51,39 @@ fn cli(socket: &PathBuf, req: Value) -> Value {
     slaswitch::control::request(socket, &req).unwrap_or_else(|e| panic!("{req}: {e}"))
 }
 
-/// (forwarded packets, PMD busy cycles, PMD total cycles, cycles in C2QoS's own code, its decisions).
-fn counters(socket: &PathBuf) -> (f64, f64, f64, f64, f64) {
+/// What one `pmd-stats` gives the bench.
+#[derive(Clone, Copy)]
+struct Counters {
+    packets: f64,
+    busy: f64,
+    total: f64,
+    /// Cycles in C2QoS's own code, and its parts picking ports and charging batches.
+    qos: f64,
+    pick: f64,
+    charge: f64,
+    decisions: f64,
+    /// Batches that left a port owing tokens; ports parked for tokens.
+    owed: f64,
+    parked: f64,
+}
+
+fn counters(socket: &PathBuf) -> Counters {
     let stats = cli(socket, json!({"cmd": "pmd-stats"}));
     let pmd = &stats["pmds"][0];
     let packets: f64 = pmd["ports"].as_array().unwrap().iter().map(|p| p["rx_packets"].as_f64().unwrap()).sum();
     let busy = pmd["busy_cycles"].as_f64().unwrap();
     let qos = |k: &str| pmd[k].as_f64().unwrap();
-    (packets, busy, busy + pmd["idle_cycles"].as_f64().unwrap(), qos("qos_cycles"), qos("qos_decisions"))
+    Counters {
+        packets,
+        busy,
+        total: busy + pmd["idle_cycles"].as_f64().unwrap(),
+        qos: qos("qos_cycles"),
+        pick: qos("qos_pick_cycles"),
+        charge: qos("qos_charge_cycles"),
+        decisions: qos("qos_decisions"),
+        owed: qos("qos_owed"),
+        parked: qos("qos_parked"),
+    }
 }
 
 /// One window of one configuration.
@@ -70,24 +95,34 @@ struct Window {
     /// C2QoS's own cycles as a share of the PMD's busy cycles, and per decision.
     own_percent_of_busy: f64,
     own_cycles_per_decision: f64,
+    /// Of those: picking the port, and charging its batch (the rest is the prefetch).
+    pick_cycles_per_decision: f64,
+    charge_cycles_per_decision: f64,
     packets_per_decision: f64,
+    /// Shares of decisions after which the port owed tokens, and that parked a port.
+    owed_per_decision: f64,
+    parked_per_decision: f64,
 }
 
 fn measure(socket: &PathBuf) -> Window {
-    let (p0, b0, t0, q0, d0) = counters(socket);
+    let a = counters(socket);
     let start = Instant::now();
     std::thread::sleep(Duration::from_secs_f64(SECS));
-    let (p1, b1, t1, q1, d1) = counters(socket);
+    let b = counters(socket);
     let secs = start.elapsed().as_secs_f64();
-    let busy = (b1 - b0).max(1.0);
-    let (packets, decisions) = ((p1 - p0).max(1.0), (d1 - d0).max(1.0));
+    let busy = (b.busy - a.busy).max(1.0);
+    let (packets, decisions) = ((b.packets - a.packets).max(1.0), (b.decisions - a.decisions).max(1.0));
     Window {
         packets_per_sec: packets / secs,
         busy_cycles_per_packet: busy / packets,
-        busy_percent: 100.0 * busy / (t1 - t0),
-        own_percent_of_busy: 100.0 * (q1 - q0) / busy,
-        own_cycles_per_decision: (q1 - q0) / decisions,
+        busy_percent: 100.0 * busy / (b.total - a.total),
+        own_percent_of_busy: 100.0 * (b.qos - a.qos) / busy,
+        own_cycles_per_decision: (b.qos - a.qos) / decisions,
+        pick_cycles_per_decision: (b.pick - a.pick) / decisions,
+        charge_cycles_per_decision: (b.charge - a.charge) / decisions,
         packets_per_decision: packets / decisions,
+        owed_per_decision: (b.owed - a.owed) / decisions,
+        parked_per_decision: (b.parked - a.parked) / decisions,
     }
 }
 
@@ -156,7 +191,7 @@ fn workload(name: &str, security_group_masks: usize, flows_per_vm: u32) {
     std::thread::sleep(Duration::from_secs(4));
     let (mut rate_ratios, mut cost_ratios, mut own_shares, mut saturated) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     println!("{name}: {PORTS} VM ports, 64-byte frames, {flows_per_vm} flow(s) per VM, {security_group_masks} security-group masks");
-    println!("  round   RR Mpps  C2QoS Mpps  ratio   RR cyc/pkt  C2QoS cyc/pkt  ratio   busy% RR/C2QoS  C2QoS code: % of busy, cyc/decision, pkts/decision");
+    println!("  round   RR Mpps  C2QoS Mpps  ratio   RR cyc/pkt  C2QoS cyc/pkt  ratio   busy% RR/C2QoS  C2QoS code: % of busy, cyc/decision (picking, charging), pkts/decision, owed/decision, parked/decision");
     for round in 0..ROUNDS {
         // Alternate which goes first, so a drift of the host does not favour one side.
         let order = if round % 2 == 0 { [false, true] } else { [true, false] };
@@ -174,7 +209,7 @@ fn workload(name: &str, security_group_masks: usize, flows_per_vm: u32) {
             saturated.push(c2);
         }
         println!(
-            "  {round:>5}  {:>8.3}  {:>10.3}  {:>5.3}  {:>11.0}  {:>13.0}  {:>5.3}   {:>3.0}/{:<3.0}       {:>6.3}  {:>5.0}  {:>5.1}",
+            "  {round:>5}  {:>8.3}  {:>10.3}  {:>5.3}  {:>11.0}  {:>13.0}  {:>5.3}   {:>3.0}/{:<3.0}       {:>6.3}  {:>5.0} ({:>3.0}, {:>3.0})  {:>5.1}  {:>5.3}  {:>5.3}",
             rr.packets_per_sec / 1e6,
             c2.packets_per_sec / 1e6,
             c2.packets_per_sec / rr.packets_per_sec,
@@ -185,7 +220,11 @@ fn workload(name: &str, security_group_masks: usize, flows_per_vm: u32) {
             c2.busy_percent,
             c2.own_percent_of_busy,
             c2.own_cycles_per_decision,
-            c2.packets_per_decision
+            c2.pick_cycles_per_decision,
+            c2.charge_cycles_per_decision,
+            c2.packets_per_decision,
+            c2.owed_per_decision,
+            c2.parked_per_decision
         );
     }
     let pct = |(lo, mid, hi): (f64, f64, f64)| format!("{:+.2}% (quartiles {:+.2}%, {:+.2}%)", (mid - 1.0) * 100.0, (lo - 1.0) * 100.0, (hi - 1.0) * 100.0);
@@ -200,11 +239,15 @@ fn workload(name: &str, security_group_masks: usize, flows_per_vm: u32) {
     } else {
         let median = |f: fn(&Window) -> f64| quartiles(saturated.iter().map(f).collect()).1;
         println!(
-            "    saturated rounds ({} of {ROUNDS}, PMD busy >= {SATURATED_BUSY_PERCENT}%): C2QoS's own code {:.3}% of busy cycles, {:.0} cycles per decision, {:.1} packets per decision (medians)\n",
+            "    saturated rounds ({} of {ROUNDS}, PMD busy >= {SATURATED_BUSY_PERCENT}%): C2QoS's own code {:.3}% of busy cycles, {:.0} cycles per decision ({:.0} picking, {:.0} charging), {:.1} packets per decision, {:.3} owed and {:.3} parked per decision (medians)\n",
             saturated.len(),
             median(|w| w.own_percent_of_busy),
             median(|w| w.own_cycles_per_decision),
-            median(|w| w.packets_per_decision)
+            median(|w| w.pick_cycles_per_decision),
+            median(|w| w.charge_cycles_per_decision),
+            median(|w| w.packets_per_decision),
+            median(|w| w.owed_per_decision),
+            median(|w| w.parked_per_decision)
         );
     }
     drop(tenant);
@@ -223,6 +266,12 @@ fn main() {
         return;
     }
     println!("C2QoS overhead (data plane on this machine; PMD on core 0, emulated VMs on core 1)\n");
-    workload("cheap packets", 0, 1);
-    workload("cloud-like packets", 99, 2000);
+    // `cargo bench --bench c2qos_overhead -- cloud` runs only the workloads whose name holds
+    // "cloud".
+    let filter = std::env::args().skip(1).find(|a| !a.starts_with("--")).unwrap_or_default();
+    for (name, masks, flows) in [("cheap packets", 0, 1), ("cloud-like packets", 99, 2000)] {
+        if name.contains(filter.as_str()) {
+            workload(name, masks, flows);
+        }
+    }
 }

@@ -178,7 +178,7 @@ fn a_paced_uplink_runs_at_its_line_rate_and_the_fallback_holds_a_liar_to_its_pur
             assert!(dropped < 100.0, "{dropped} frames dropped at the link with the fallback on");
         } else {
             // The link is the bottleneck: it runs at its line rate and drops what does not fit.
-            assert!((wire - 200e6).abs() < 200e6 * 0.03, "a 200M link sent {:.1} Mbit/s of wire bits (host steal {:.1}%)", wire / 1e6, steal * 100.0);
+            assert!((wire - 200e6).abs() < 200e6 * 0.03 || !rate_judgeable(steal, "the link's line rate"), "a 200M link sent {:.1} Mbit/s of wire bits (host steal {:.1}%)", wire / 1e6, steal * 100.0);
             assert!(dropped > 1000.0, "nothing dropped at a link offered 5x its rate");
             assert_eq!(q["fallback"]["enabled"], false);
             assert_eq!(liar_limited, 0.0);
@@ -278,7 +278,7 @@ fn drift_compensation_holds_a_purchase_the_model_underprices() {
     // Compensated: the port's measured cost restores the purchase.
     let deviation = compensated_pps / purchase_pps - 1.0;
     assert!(
-        deviation.abs() < 0.08,
+        deviation.abs() < 0.08 || !rate_judgeable(steal, "the compensated rate"),
         "compensated allocation gave {compensated_pps:.0} pps of {purchase_pps:.0} purchased ({:+.1}%; packets cost {cost_now:.0} cycles against {cost:.0} when measured; host steal {:.1}%): {q}",
         deviation * 100.0,
         steal * 100.0

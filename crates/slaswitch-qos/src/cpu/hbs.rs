@@ -15,6 +15,18 @@
 //!   once per batch (about 10 us for 32 packets), so a finer slot would promote no port
 //!   sooner, and the coarse wheel's heads and occupancy fit 9 cache lines. Its bucket keeps
 //!   filling meanwhile, so the lateness costs the port nothing.
+//! * A port whose batch left it owing tokens goes to the back of its ready queue at once,
+//!   with the TSC at which its own rate pays the debt (`due_tsc`, kept in a small array of
+//!   its own). It is parked in the waiting queue only if it reaches the head of its queue
+//!   before then. The paper moves it to the waiting queue at once and back to the tail when
+//!   its tokens turn positive. When every port hovers around zero tokens, as when the
+//!   allocations add up to the core, that meant one park and one promotion on every decision,
+//!   and each touched other ports' records, which every batch evicts from the caches (issue 5's
+//!   overhead benchmark). A port never runs before it is due, so C2TB's bound holds, and it
+//!   is never served later than the paper's queue would serve it. It may be served sooner:
+//!   it keeps the place it had when its batch ended, instead of joining behind the ports that
+//!   were requeued while it waited. In periodic refill the due time is not known (tokens come
+//!   only with the manager's updates), so a port that owes tokens is parked at once there.
 //! * Layout: all a port's state (its HBS state, its C2TB bucket, its wheel link) sits in one
 //!   record of two cache lines; the ready queues are rings of indices in the scheduler
 //!   ([`super::ready`]). In the data plane every batch evicts the scheduler from the core's
@@ -45,11 +57,13 @@ use super::c2tb::{Bucket, BucketSet, C2tbConfig, CycleLimit, CyclePool, RefillMo
 pub use super::ready::PRIORITY_CLASSES;
 use super::ready::ReadyQueues;
 use super::PortIndex;
+use crate::prefetch::Plan;
 use crate::timer_wheel::{IntrusiveWheel, Link, WheelLinks};
 
 /// Waiting-queue wheel: 8192-tick slots, 128 of them: about 420 us at 2.5 GHz before the far
 /// list, which is re-filed once per turn. A port sharing the core with 27 others waits about
-/// 280 us after a 10 us batch; the heads take 8 cache lines, which the PMD prefetches.
+/// 280 us after a 10 us batch; the heads take 8 cache lines, and the PMD prefetches those of
+/// the next slots due.
 const WAIT_SLOT_SHIFT: u32 = 13;
 const WAIT_SLOTS: usize = 128;
 
@@ -149,6 +163,16 @@ impl BucketSet for Slots {
     }
 }
 
+/// How often ports had to wait for tokens, since the scheduler was made.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WaitCounts {
+    /// Batches after which the port owed tokens (or a port found owing when queued).
+    pub owed: u64,
+    /// Times a port was parked in the waiting queue (it reached the head of its ready queue
+    /// still owing, or owes under periodic refill). What a decision pays extra for.
+    pub parked: u64,
+}
+
 /// C2TB + HBS for the ports of one PMD thread. Not shared between threads: each PMD owns one.
 #[derive(Clone, Debug)]
 pub struct PortScheduler {
@@ -167,6 +191,13 @@ pub struct PortScheduler {
     resting: Vec<PortIndex>,
     /// Scratch for ports the wheel hands back.
     expired: Vec<PortIndex>,
+    /// Per port: 0, or the TSC at which a port that sits in a ready queue owing tokens has
+    /// paid its debt (see the module notes). Apart from the records so a decision reads one
+    /// line for it, not the port's record.
+    due_tsc: Vec<u64>,
+    /// Ports in a ready queue with a due time (counted as waiting).
+    deferred: usize,
+    counts: WaitCounts,
 }
 
 fn check_priority(priority: u8) -> Result<(), String> {
@@ -187,6 +218,9 @@ impl PortScheduler {
             waiting: IntrusiveWheel::new(WAIT_SLOT_SHIFT, WAIT_SLOTS, now_tsc),
             resting: Vec::new(),
             expired: Vec::new(),
+            due_tsc: Vec::new(),
+            deferred: 0,
+            counts: WaitCounts::default(),
             probe_ticks: u64::from(hbs.demoted_probe_us) * c2tb.tsc_hz / 1_000_000,
             probe_due_tsc: now_tsc,
             demoted: 0,
@@ -213,6 +247,14 @@ impl PortScheduler {
 
     pub fn set_c2tb_config(&mut self, config: C2tbConfig, now_tsc: u64) {
         self.pool.set_config(&mut self.slots, config, now_tsc);
+        // Due times were worked out at the old rates (and periodic refill has none): every
+        // queued port that owes tokens is placed again.
+        for port in 0..self.due_tsc.len() {
+            if self.due_tsc[port] != 0 {
+                self.take_out_of_queues(port);
+                self.requeue(port, now_tsc);
+            }
+        }
     }
 
     pub fn contains(&self, port: PortIndex) -> bool {
@@ -239,6 +281,9 @@ impl PortScheduler {
             return Err(format!("port index {port} is too large: at most {}", ReadyQueues::MAX_PORT));
         }
         self.ready.reserve(port + 1);
+        if self.due_tsc.len() <= port {
+            self.due_tsc.resize(port + 1, 0);
+        }
         self.pool.set_limit(&mut self.slots, port, limit, now_tsc);
         let slot = &mut self.slots.0[port];
         slot.state = Some(PortState { configured_priority: NonZeroU8::new(priority).expect("checked"), current_priority: priority, empty_poll_streak: 0, waits: 0 });
@@ -301,10 +346,11 @@ impl PortScheduler {
     pub fn view(&self, port: PortIndex) -> Option<PortView> {
         let slot = self.slots.0.get(port)?;
         let s = slot.state.as_ref()?;
+        let deferred = self.due_tsc.get(port).is_some_and(|&due| due != 0);
         Some(PortView {
             configured_priority: s.configured_priority.get(),
             current_priority: s.current_priority,
-            place: slot.place,
+            place: if deferred { PortPlace::Waiting } else { slot.place },
             limit: slot.bucket.limit(),
             tokens: slot.bucket.tokens(),
             empty_poll_streak: s.empty_poll_streak,
@@ -312,8 +358,18 @@ impl PortScheduler {
         })
     }
 
-    /// Number of ports waiting for tokens.
+    /// Number of ports waiting for tokens (parked, or queued with a due time).
     pub fn waiting_len(&self) -> usize {
+        self.waiting.len() + self.deferred
+    }
+
+    pub fn wait_counts(&self) -> WaitCounts {
+        self.counts
+    }
+
+    /// Of those, the ports parked in the waiting queue (they reached the head of their ready
+    /// queue before their due time, or wait under periodic refill).
+    pub fn parked_len(&self) -> usize {
         self.waiting.len()
     }
 
@@ -322,22 +378,43 @@ impl PortScheduler {
     #[inline]
     pub fn next_port(&mut self, now_tsc: u64) -> Option<PortIndex> {
         self.promote_waiting(now_tsc);
-        if self.ready.is_empty() {
-            // Nothing with packets to run: poll the resting ports again.
-            self.release_resting(now_tsc);
-        }
-        let class = self.ready.highest()?;
-        let port = match self.stale_demoted_port(now_tsc) {
-            Some(port) => {
-                self.take_out_of_queues(port);
-                port
+        let port = loop {
+            if self.ready.is_empty() {
+                // Nothing with packets to run: poll the resting ports again.
+                self.release_resting(now_tsc);
             }
-            None => self.ready.pop_front(class),
+            let class = self.ready.highest()?;
+            if let Some(port) = self.stale_demoted_port(now_tsc) {
+                self.take_out_of_queues(port);
+                break port;
+            }
+            let port = self.ready.pop_front(class);
+            if self.is_due(port, now_tsc) {
+                break port;
+            }
         };
         let slot = &mut self.slots.0[port];
         slot.place = PortPlace::InService;
         slot.last_served_tsc = now_tsc;
         Some(port)
+    }
+
+    /// For a port just taken from the head of its ready queue: true if it may run now; if it
+    /// still owes tokens, parks it in the waiting queue until its due time and returns false.
+    #[inline]
+    fn is_due(&mut self, port: PortIndex, now_tsc: u64) -> bool {
+        let due = std::mem::take(&mut self.due_tsc[port]);
+        if due == 0 {
+            return true;
+        }
+        self.deferred -= 1;
+        if due <= now_tsc {
+            return true;
+        }
+        self.slots.0[port].place = PortPlace::Waiting;
+        self.counts.parked += 1;
+        self.waiting.insert(&mut self.slots, due, port);
+        false
     }
 
     /// The ready, demoted port polled longest ago, if that was `probe_ticks` or more ago. Scans
@@ -350,6 +427,9 @@ impl PortScheduler {
         for (port, slot) in self.slots.0.iter().enumerate() {
             let Some(s) = &slot.state else { continue };
             let PortPlace::Ready { class } = slot.place else { continue };
+            if self.due_tsc[port] > now_tsc {
+                continue;
+            }
             let due = class > s.configured_priority.get() && now_tsc.saturating_sub(slot.last_served_tsc) >= self.probe_ticks;
             if due && stalest.is_none_or(|(t, _)| slot.last_served_tsc < t) {
                 stalest = Some((slot.last_served_tsc, port));
@@ -361,30 +441,36 @@ impl PortScheduler {
         stalest.map(|(_, port)| port)
     }
 
-    /// Asks the core to load what [`PortScheduler::report_batch`] for `port` and the next
-    /// [`PortScheduler::next_port`] read first: the port's record, the scheduler's own fields,
-    /// the ready rings (up to 16 lines), the waiting wheel's heads and the records of the ports
-    /// due next. The data plane calls it before a batch's last stage: late enough that the
-    /// batch does not evict the lines again, early enough for the loads to land (in situ, the
-    /// port's bucket was the one load most of a report waited for).
+    /// The lines [`PortScheduler::report_batch`] for `port` and the next
+    /// [`PortScheduler::next_port`] will touch: the port's record, the scheduler's own fields,
+    /// the ready rings, the due times, the waiting wheel's next slots and
+    /// the records of the ports due in them. Call it right after `next_port`, while all that is
+    /// in the caches, and issue the plan before the batch's last stage: late enough that the
+    /// batch does not evict the lines again, early enough for them to land. Issuing it loads
+    /// nothing first (see [`crate::prefetch::Plan`]).
     #[inline]
-    pub fn prefetch_for_report(&self, port: PortIndex) {
-        let Some(slot) = self.slots.0.get(port) else { return };
-        crate::prefetch::all_lines(slot);
-        crate::prefetch::all_lines(self);
-        self.ready.prefetch();
+    pub fn prefetch_plan(&self, port: PortIndex) -> Plan {
+        let mut plan = Plan::default();
+        plan.add_value(self);
+        if let Some(slot) = self.slots.0.get(port) {
+            // By address only: the record itself is not read (a batch has evicted it).
+            plan.add_value(slot);
+        }
+        self.ready.plan(&mut plan);
+        plan.add_slice(&self.due_tsc[..]);
         if !self.waiting.is_empty() {
             // The slots a batch's time passes over (a batch takes some 10 us, a slot 3.3 us).
             let slots = &self.slots.0;
-            self.waiting.prefetch_due(4, |port| {
-                if let Some(due) = slots.get(port) {
-                    crate::prefetch::all_lines(due);
+            self.waiting.plan_due(&mut plan, 4, |plan, due| {
+                if let Some(record) = slots.get(due) {
+                    plan.add_value(record);
                 }
             });
         }
         if !self.resting.is_empty() {
-            crate::prefetch::line(self.resting.as_ptr());
+            plan.add_slice(&self.resting[..]);
         }
+        plan
     }
 
     /// See [`CyclePool::credit_stall`]; call before reporting the stalled batch.
@@ -469,13 +555,23 @@ impl PortScheduler {
         self.pool.refill(&mut slot.bucket, now_tsc);
         let wait_ticks = slot.bucket.wait_ticks();
         let s = slot.state.as_mut().expect("requeue of a known port");
-        if wait_ticks == 0 {
-            let class = s.current_priority;
+        let class = s.current_priority;
+        if wait_ticks > 0 {
+            s.waits += 1;
+            self.counts.owed += 1;
+        }
+        let defer = wait_ticks > 0 && wait_ticks < u64::MAX / 2 && self.pool.config().refill == RefillMode::Lazy;
+        if wait_ticks == 0 || defer {
+            // A port owing tokens keeps its place in the queue, with its due time (module notes).
             slot.place = PortPlace::Ready { class };
             self.ready.push_back(usize::from(class - 1), port);
+            if defer {
+                self.due_tsc[port] = now_tsc.saturating_add(wait_ticks);
+                self.deferred += 1;
+            }
         } else {
             slot.place = PortPlace::Waiting;
-            s.waits += 1;
+            self.counts.parked += 1;
             self.waiting.insert(&mut self.slots, now_tsc.saturating_add(wait_ticks), port);
         }
     }
@@ -483,7 +579,12 @@ impl PortScheduler {
     fn take_out_of_queues(&mut self, port: PortIndex) {
         let place = self.slots.0[port].place;
         match place {
-            PortPlace::Ready { class } => self.ready.remove(usize::from(class - 1), port),
+            PortPlace::Ready { class } => {
+                self.ready.remove(usize::from(class - 1), port);
+                if std::mem::take(&mut self.due_tsc[port]) != 0 {
+                    self.deferred -= 1;
+                }
+            }
             PortPlace::Resting => self.resting.retain(|&p| p != port),
             PortPlace::Waiting => {
                 self.waiting.remove(&mut self.slots, port);

@@ -14,5 +14,5 @@ pub type PortIndex = usize;
 pub use c2tb::{C2tbConfig, CycleBuckets, CycleLimit, CyclePool, RefillMode};
 pub use drift::{DriftCompensator, DriftConfig, PortWindow};
 pub use fallback::{FallbackConfig, FallbackDetector};
-pub use hbs::{worst_case_wait_cycles, HbsConfig, PortPlace, PortScheduler, PortView, PRIORITY_CLASSES};
+pub use hbs::{worst_case_wait_cycles, HbsConfig, PortPlace, PortScheduler, PortView, WaitCounts, PRIORITY_CLASSES};
 pub use model::{Allocation, BandwidthModel, Deployment, FlowCount, TrafficProfile};

@@ -8,6 +8,7 @@
 //! since a port is in at most one queue.
 
 use super::PortIndex;
+use crate::prefetch::Plan;
 
 pub const PRIORITY_CLASSES: usize = 8;
 
@@ -66,12 +67,12 @@ impl ReadyQueues {
         self.mask == 0
     }
 
-    /// Prefetches the rings, up to 16 lines of them (128 ports: which line the next pop and
-    /// append touch would take loads of their own to know, and those would wait for misses).
+    /// Adds the rings to `plan` (up to 16 lines of them, 128 ports: which line the next pop
+    /// and appends touch depends on the class the report gives the port, and reading its
+    /// record to know would wait for a miss).
     #[inline]
-    pub(crate) fn prefetch(&self) {
-        let bytes = std::mem::size_of_val(&self.ring[..]).min(16 * crate::prefetch::LINE_BYTES);
-        crate::prefetch::bytes(self.ring.as_ptr().cast(), bytes);
+    pub(crate) fn plan(&self, plan: &mut Plan) {
+        plan.add_slice(&self.ring[..]);
     }
 
     /// Appends a port (it must be in no queue, and below the reserved count).

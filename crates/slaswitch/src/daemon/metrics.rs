@@ -57,6 +57,8 @@ pub fn render(ports: &[PortStats], pmds: &[PmdStats], flows: &[FlowStats], tsc_h
     family("slaswitch_pmd_cycles_total", "counter", "TSC cycles of each PMD thread: busy, idle, or stalled (a stage interrupted by the host for over 100 us, charged to no port).", pmd_cycles);
     family("slaswitch_pmd_qos_decisions_total", "counter", "C2QoS scheduler decisions of each PMD thread.", pmds.iter().map(|p| (format!("core=\"{}\"", p.core), p.totals.qos_decisions)).collect());
     family("slaswitch_pmd_qos_cycles_total", "counter", "Cycles C2QoS's own code took on each PMD thread (decisions sampled one in 64; part of busy).", pmds.iter().map(|p| (format!("core=\"{}\"", p.core), p.totals.qos_cycles)).collect());
+    family("slaswitch_pmd_qos_owed_total", "counter", "Batches after which a C2QoS port owed cycle tokens, on each PMD thread.", pmds.iter().map(|p| (format!("core=\"{}\"", p.core), p.totals.qos_owed)).collect());
+    family("slaswitch_pmd_qos_parked_total", "counter", "Times a C2QoS port was parked in the waiting queue for cycle tokens, on each PMD thread.", pmds.iter().map(|p| (format!("core=\"{}\"", p.core), p.totals.qos_parked)).collect());
     family("slaswitch_pmd_drift_factor_ppm", "gauge", "Host-speed factor model allocations follow, in millionths (1000000: as calibrated).", pmds.iter().map(|p| (format!("core=\"{}\"", p.core), (p.drift_factor * 1e6) as u64)).collect());
     family("slaswitch_tsc_hz", "gauge", "TSC frequency, to turn cycles into seconds.", vec![(String::new(), tsc_hz)]);
     let flow = |f: &FlowStats| format!("flow=\"{}\"", escape(&f.flow));
