@@ -55,6 +55,10 @@ fn cli(socket: &PathBuf, req: Value) -> Value {
 #[derive(Clone, Copy)]
 struct Counters {
     packets: f64,
+    /// Polls that brought packets, polls that found none, exact-match cache misses.
+    batches: f64,
+    empty_polls: f64,
+    emc_misses: f64,
     busy: f64,
     total: f64,
     /// Cycles in C2QoS's own code, and its parts picking ports and charging batches.
@@ -70,11 +74,15 @@ struct Counters {
 fn counters(socket: &PathBuf) -> Counters {
     let stats = cli(socket, json!({"cmd": "pmd-stats"}));
     let pmd = &stats["pmds"][0];
-    let packets: f64 = pmd["ports"].as_array().unwrap().iter().map(|p| p["rx_packets"].as_f64().unwrap()).sum();
+    let sum = |k: &str| -> f64 { pmd["ports"].as_array().unwrap().iter().map(|p| p[k].as_f64().unwrap()).sum() };
+    let packets = sum("rx_packets");
     let busy = pmd["busy_cycles"].as_f64().unwrap();
     let qos = |k: &str| pmd[k].as_f64().unwrap();
     Counters {
         packets,
+        batches: sum("batches"),
+        empty_polls: sum("empty_polls"),
+        emc_misses: sum("emc_misses"),
         busy,
         total: busy + pmd["idle_cycles"].as_f64().unwrap(),
         qos: qos("qos_cycles"),
@@ -99,6 +107,11 @@ struct Window {
     pick_cycles_per_decision: f64,
     charge_cycles_per_decision: f64,
     packets_per_decision: f64,
+    /// Packets per poll that brought any, empty polls per such poll, and the share of packets
+    /// that missed the exact-match cache: what the order ports are served in changes.
+    packets_per_batch: f64,
+    empty_polls_per_batch: f64,
+    emc_miss_percent: f64,
     /// Shares of decisions after which the port owed tokens, and that parked a port.
     owed_per_decision: f64,
     parked_per_decision: f64,
@@ -121,6 +134,9 @@ fn measure(socket: &PathBuf) -> Window {
         pick_cycles_per_decision: (b.pick - a.pick) / decisions,
         charge_cycles_per_decision: (b.charge - a.charge) / decisions,
         packets_per_decision: packets / decisions,
+        packets_per_batch: packets / (b.batches - a.batches).max(1.0),
+        empty_polls_per_batch: (b.empty_polls - a.empty_polls) / (b.batches - a.batches).max(1.0),
+        emc_miss_percent: 100.0 * (b.emc_misses - a.emc_misses) / packets,
         owed_per_decision: (b.owed - a.owed) / decisions,
         parked_per_decision: (b.parked - a.parked) / decisions,
     }
@@ -191,7 +207,7 @@ fn workload(name: &str, security_group_masks: usize, flows_per_vm: u32) {
     std::thread::sleep(Duration::from_secs(4));
     let (mut rate_ratios, mut cost_ratios, mut own_shares, mut saturated) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     println!("{name}: {PORTS} VM ports, 64-byte frames, {flows_per_vm} flow(s) per VM, {security_group_masks} security-group masks");
-    println!("  round   RR Mpps  C2QoS Mpps  ratio   RR cyc/pkt  C2QoS cyc/pkt  ratio   busy% RR/C2QoS  C2QoS code: % of busy, cyc/decision (picking, charging), pkts/decision, owed/decision, parked/decision");
+    println!("  round   RR Mpps  C2QoS Mpps  ratio   RR cyc/pkt  C2QoS cyc/pkt  ratio   busy% RR/C2QoS  C2QoS code: % of busy, cyc/decision (picking, charging), pkts/decision, owed/decision, parked/decision; RR/C2QoS: pkts/batch, empty polls/batch, EMC miss %");
     for round in 0..ROUNDS {
         // Alternate which goes first, so a drift of the host does not favour one side.
         let order = if round % 2 == 0 { [false, true] } else { [true, false] };
@@ -209,7 +225,7 @@ fn workload(name: &str, security_group_masks: usize, flows_per_vm: u32) {
             saturated.push(c2);
         }
         println!(
-            "  {round:>5}  {:>8.3}  {:>10.3}  {:>5.3}  {:>11.0}  {:>13.0}  {:>5.3}   {:>3.0}/{:<3.0}       {:>6.3}  {:>5.0} ({:>3.0}, {:>3.0})  {:>5.1}  {:>5.3}  {:>5.3}",
+            "  {round:>5}  {:>8.3}  {:>10.3}  {:>5.3}  {:>11.0}  {:>13.0}  {:>5.3}   {:>3.0}/{:<3.0}       {:>6.3}  {:>5.0} ({:>3.0}, {:>3.0})  {:>5.1}  {:>5.3}  {:>5.3};  {:.1}/{:.1}  {:.2}/{:.2}  {:.1}/{:.1}",
             rr.packets_per_sec / 1e6,
             c2.packets_per_sec / 1e6,
             c2.packets_per_sec / rr.packets_per_sec,
@@ -224,7 +240,13 @@ fn workload(name: &str, security_group_masks: usize, flows_per_vm: u32) {
             c2.charge_cycles_per_decision,
             c2.packets_per_decision,
             c2.owed_per_decision,
-            c2.parked_per_decision
+            c2.parked_per_decision,
+            rr.packets_per_batch,
+            c2.packets_per_batch,
+            rr.empty_polls_per_batch,
+            c2.empty_polls_per_batch,
+            rr.emc_miss_percent,
+            c2.emc_miss_percent
         );
     }
     let pct = |(lo, mid, hi): (f64, f64, f64)| format!("{:+.2}% (quartiles {:+.2}%, {:+.2}%)", (mid - 1.0) * 100.0, (lo - 1.0) * 100.0, (hi - 1.0) * 100.0);

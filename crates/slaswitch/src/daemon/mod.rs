@@ -228,6 +228,8 @@ impl Daemon {
                                 "name": p.name,
                                 "rx_packets": p.rx.rx_packets,
                                 "rx_bytes": p.rx.rx_bytes,
+                                "batches": p.rx.batches,
+                                "empty_polls": p.rx.empty_polls,
                                 "policer_drops": p.rx.policer_drops,
                                 "ingress_cycles": p.rx.ingress_cycles,
                                 "classify_cycles": p.rx.classify_cycles,
