@@ -136,7 +136,7 @@ pub struct PmdTotals {
     /// publishing its state and drift windows. Part of `busy_cycles`.
     pub qos_cycles: u64,
     /// The parts of `qos_cycles` spent picking the port (HBS, promotions) and charging its
-    /// batch (C2TB, requeueing); the rest is the prefetch and publishing.
+    /// batch (C2TB, requeueing); the rest is publishing and drift windows.
     pub qos_pick_cycles: u64,
     pub qos_charge_cycles: u64,
     /// Batches after which a C2QoS port owed cycle tokens, and times a port was parked in the

@@ -321,10 +321,9 @@ impl Pmd {
     /// Polls rx port `idx` once and runs what it gave through the three stages, charging each
     /// stage's cycles to the port. Returns the packets received (before policing), the TSC
     /// at the end, which is the next stage boundary, and the cycles charged to the port (the
-    /// time taken less any stall). `before_egress` runs between classification and egress
-    /// (the scheduler's prefetch goes there).
+    /// time taken less any stall).
     #[inline]
-    fn serve(&mut self, idx: usize, batch: &mut [Mbuf; MAX_BURST], t: u64, before_egress: impl FnOnce()) -> (usize, u64, u64) {
+    fn serve(&mut self, idx: usize, batch: &mut [Mbuf; MAX_BURST], t: u64) -> (usize, u64, u64) {
         let eth = self.cfg.rx_ports[idx].eth;
         let received = eth.rx_burst(batch);
         let mut t_rx = rdtsc();
@@ -349,7 +348,6 @@ impl Pmd {
         }
         let bytes = self.classify(&batch[..n], idx, t_rx);
         let t_classified = rdtsc();
-        before_egress();
         self.flush();
         let t_sent = rdtsc();
         let (mut ingress, mut classify, mut egress) = (t_rx - t, t_classified - t_rx, t_sent - t_classified);
@@ -681,20 +679,9 @@ pub fn run(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<Pmd
                 let t_decide = if sampled { rdtsc_after_all() } else { 0 };
                 match sched.next_port(t) {
                     Some(number) => {
-                        let plan = sched.prefetch_plan(number);
                         let t_decided = if sampled { rdtsc_after_all() } else { 0 };
                         let idx = pmd.index_of[number] as usize;
-                        // The prefetch runs inside the batch's egress stage; timed when sampled, it
-                        // counts as C2QoS's own work.
-                        let prefetch_cycles = std::cell::Cell::new(0);
-                        let prefetch = || {
-                            let t0 = if sampled { rdtsc_after_all() } else { 0 };
-                            plan.issue();
-                            if sampled {
-                                prefetch_cycles.set(rdtsc_after_all() - t0);
-                            }
-                        };
-                        let (received, t_end, charged) = pmd.serve(idx, &mut batch, t, prefetch);
+                        let (received, t_end, charged) = pmd.serve(idx, &mut batch, t);
                         // Not t_end: serve's own bookkeeping after it is round robin's work too.
                         let t_served = if sampled { rdtsc_after_all() } else { 0 };
                         pmd.credit_stalls(Some(&mut *sched));
@@ -702,9 +689,8 @@ pub fn run(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<Pmd
                         if sampled {
                             let pick = own_cycles(t_decide, t_decided, pmd.stall_cycles);
                             let charge = own_cycles(t_served, rdtsc_after_all(), pmd.stall_cycles);
-                            let own = pick + own_cycles(0, prefetch_cycles.get(), pmd.stall_cycles) + charge;
                             let totals = &mut pmd.pmd_totals;
-                            totals.qos_cycles += own << QOS_SAMPLE_SHIFT;
+                            totals.qos_cycles += (pick + charge) << QOS_SAMPLE_SHIFT;
                             totals.qos_pick_cycles += pick << QOS_SAMPLE_SHIFT;
                             totals.qos_charge_cycles += charge << QOS_SAMPLE_SHIFT;
                         }
@@ -729,14 +715,14 @@ pub fn run(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<Pmd
             }
             // Ports without C2QoS settings: once per pass, as without a scheduler.
             for &idx in &split.round_robin {
-                let (received, t_end, _) = pmd.serve(idx, &mut batch, t, || {});
+                let (received, t_end, _) = pmd.serve(idx, &mut batch, t);
                 pmd.credit_stalls(Some(&mut *sched));
                 pass_had_packets |= received > 0;
                 t = t_end;
             }
         } else {
             for idx in 0..pmd.cfg.rx_ports.len() {
-                let (received, t_end, _) = pmd.serve(idx, &mut batch, t, || {});
+                let (received, t_end, _) = pmd.serve(idx, &mut batch, t);
                 pmd.credit_stalls(None);
                 pass_had_packets |= received > 0;
                 t = t_end;

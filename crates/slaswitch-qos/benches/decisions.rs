@@ -45,68 +45,47 @@ fn c2tb_hbs(c: &mut Criterion) {
 }
 
 /// The same decision as the PMD makes it: after each batch the classifier and the packets have
-/// pushed the scheduler out of the core's private caches (issue 5 measures 200-700 cycles per
-/// decision in situ against 20 ns warm). Between decisions a buffer larger than L2 is walked
-/// (the batch), then about 1000 cycles of register-only work stand for the egress stage; only
-/// `report_batch` and the following `next_port` are timed, in the PMD's order. Two variants
-/// side by side: `plain`, and `prefetched`, where the plan `prefetch_plan` made right after
-/// the decision (timed with it) is issued before the egress stand-in, as the PMD does. 28
-/// MIN-MAX ports sharing the whole core, the overhead benchmark's worst case: every bucket
-/// hovers at zero.
+/// pushed the scheduler out of the core's private caches. Between decisions a buffer larger
+/// than L2 is walked (the batch); only `report_batch` and the following `next_port` are timed,
+/// in the PMD's order. 28 MIN-MAX ports sharing the whole core, the overhead benchmark's worst
+/// case: every bucket hovers at zero. (A variant that prefetched the scheduler's lines during
+/// the batch's egress ran 27% faster here, but in the PMD it saved nothing on two hosts and
+/// cost 35-55 cycles per decision to plan and issue, so it was taken out: issue 5's notes.)
 fn c2tb_hbs_cold(c: &mut Criterion) {
     const PORTS: usize = 28;
     const EVICT_BYTES: usize = 4 << 20;
     let mut group = c.benchmark_group("c2tb_hbs_per_batch_cold_cache");
     group.throughput(Throughput::Elements(1));
     group.sample_size(20);
-    for prefetched in [false, true] {
-        let mut s = PortScheduler::new(C2tbConfig::one_core(HZ), HbsConfig::default(), 0);
-        for p in 0..PORTS {
-            s.add_port(p, 4, CycleLimit::MinMax { cycles_per_sec: HZ / PORTS as u64, weight: 1 }, 0).unwrap();
-        }
-        let mut evict = vec![0u64; EVICT_BYTES / 8];
-        let mut now = 0u64;
-        let mut in_service = s.next_port(now);
-        let mut plan = in_service.map(|port| s.prefetch_plan(port));
-        let name = if prefetched { "prefetched" } else { "plain" };
-        group.bench_function(BenchmarkId::new(name, PORTS), |b| {
-            b.iter_custom(|iters| {
-                let mut timed = std::time::Duration::ZERO;
-                for i in 0..iters {
-                    for line in evict.chunks_mut(8) {
-                        line[0] = line[0].wrapping_add(i);
-                    }
-                    black_box(&evict);
-                    if let (true, Some(plan)) = (prefetched, plan) {
-                        plan.issue();
-                    }
-                    black_box(egress_stand_in(i));
-                    let start = std::time::Instant::now();
-                    if let Some(port) = in_service {
-                        now += 25_000;
-                        s.report_batch(black_box(port), 25_000, 32, now);
-                    } else {
-                        now += 1_000;
-                    }
-                    in_service = s.next_port(now);
-                    plan = in_service.map(|port| s.prefetch_plan(port));
-                    timed += start.elapsed();
+    let mut s = PortScheduler::new(C2tbConfig::one_core(HZ), HbsConfig::default(), 0);
+    for p in 0..PORTS {
+        s.add_port(p, 4, CycleLimit::MinMax { cycles_per_sec: HZ / PORTS as u64, weight: 1 }, 0).unwrap();
+    }
+    let mut evict = vec![0u64; EVICT_BYTES / 8];
+    let mut now = 0u64;
+    let mut in_service = s.next_port(now);
+    group.bench_function(BenchmarkId::new("plain", PORTS), |b| {
+        b.iter_custom(|iters| {
+            let mut timed = std::time::Duration::ZERO;
+            for i in 0..iters {
+                for line in evict.chunks_mut(8) {
+                    line[0] = line[0].wrapping_add(i);
                 }
-                timed
-            })
-        });
-    }
+                black_box(&evict);
+                let start = std::time::Instant::now();
+                if let Some(port) = in_service {
+                    now += 25_000;
+                    s.report_batch(black_box(port), 25_000, 32, now);
+                } else {
+                    now += 1_000;
+                }
+                in_service = s.next_port(now);
+                timed += start.elapsed();
+            }
+            timed
+        })
+    });
     group.finish();
-}
-
-/// About 1000 cycles of dependent arithmetic in registers: time for prefetches to land.
-#[inline(never)]
-fn egress_stand_in(seed: u64) -> u64 {
-    let mut x = seed | 1;
-    for _ in 0..250 {
-        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-    }
-    x
 }
 
 /// Steady state with every queue backlogged: each iteration dequeues one packet and enqueues

@@ -18,7 +18,6 @@ pub mod cpu;
 pub mod egress;
 pub mod link;
 pub mod meter;
-pub mod prefetch;
 pub mod timer_wheel;
 
 /// Nanoseconds per second, used when converting rates in bits or bytes per second.

@@ -13,8 +13,6 @@
 //! so at most one slot (`1 << slot_shift` time units) late, never early. Entries due beyond the
 //! wheel's horizon wait in a far list that is re-filed once per turn.
 
-use crate::prefetch::Plan;
-
 pub(crate) const NIL: u32 = u32::MAX;
 const FAR: u32 = u32::MAX - 1;
 
@@ -85,29 +83,6 @@ impl IntrusiveWheel {
 
     pub fn is_empty(&self) -> bool {
         self.len == 0
-    }
-
-    /// Adds to `plan` what the next [`IntrusiveWheel::expire`] reads: the occupancy word and
-    /// list heads of the cursor's slot and the `ahead - 1` after it, and through
-    /// `first_of(plan, index)` the state of the first index parked in each of those slots (the
-    /// caller's record, whose link and whatever else it keeps there the expiry and its requeue
-    /// read).
-    #[inline]
-    pub fn plan_due(&self, plan: &mut Plan, ahead: usize, mut first_of: impl FnMut(&mut Plan, usize)) {
-        let start = (self.cursor & self.mask()) as usize;
-        plan.add_line(&self.occupied[start / 64]);
-        let ahead = ahead.min(self.heads.len());
-        let end = (start + ahead).min(self.heads.len());
-        plan.add_slice(&self.heads[start..end]);
-        if end - start < ahead {
-            plan.add_slice(&self.heads[..ahead - (end - start)]);
-        }
-        for k in 0..ahead {
-            let head = self.heads[(start + k) & self.mask() as usize];
-            if head != NIL {
-                first_of(plan, head as usize);
-            }
-        }
     }
 
     /// Largest lateness of an expiry, in time units.
@@ -333,23 +308,5 @@ mod tests {
             assert!(at >= d && at <= d + w.granularity() + 7, "index {i} due {d} fired at {at}");
         }
         assert!(w.is_empty());
-    }
-
-    #[test]
-    fn prefetching_the_due_slots_names_the_first_index_of_each() {
-        // Slots of 16 time units: indices 1 and 2 share slot 1 (2 went in last, so it is
-        // first), 3 waits in slot 3, 4 beyond the slots asked about.
-        let mut links = Vec::new();
-        let mut w = IntrusiveWheel::new(4, 64, 0);
-        links.resize(5, Link::UNPARKED);
-        for (due, index) in [(20, 1), (25, 2), (50, 3), (200, 4)] {
-            w.insert(&mut links, due, index);
-        }
-        let mut named = Vec::new();
-        let mut plan = Plan::default();
-        w.plan_due(&mut plan, 4, |_, i| named.push(i));
-        assert_eq!(named, vec![2, 3]);
-        // The occupancy word and the four heads (16 bytes: one or two lines).
-        assert!((2..=3).contains(&plan.lines()), "{} lines", plan.lines());
     }
 }

@@ -103,7 +103,7 @@ struct Window {
     /// C2QoS's own cycles as a share of the PMD's busy cycles, and per decision.
     own_percent_of_busy: f64,
     own_cycles_per_decision: f64,
-    /// Of those: picking the port, and charging its batch (the rest is the prefetch).
+    /// Of those: picking the port, and charging its batch (the rest is publishing and drift).
     pick_cycles_per_decision: f64,
     charge_cycles_per_decision: f64,
     packets_per_decision: f64,

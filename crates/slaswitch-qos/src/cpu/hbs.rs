@@ -57,13 +57,11 @@ use super::c2tb::{Bucket, BucketSet, C2tbConfig, CycleLimit, CyclePool, RefillMo
 pub use super::ready::PRIORITY_CLASSES;
 use super::ready::ReadyQueues;
 use super::PortIndex;
-use crate::prefetch::Plan;
 use crate::timer_wheel::{IntrusiveWheel, Link, WheelLinks};
 
 /// Waiting-queue wheel: 8192-tick slots, 128 of them: about 420 us at 2.5 GHz before the far
 /// list, which is re-filed once per turn. A port sharing the core with 27 others waits about
-/// 280 us after a 10 us batch; the heads take 8 cache lines, and the PMD prefetches those of
-/// the next slots due.
+/// 280 us after a 10 us batch; the heads take 8 cache lines.
 const WAIT_SLOT_SHIFT: u32 = 13;
 const WAIT_SLOTS: usize = 128;
 
@@ -439,38 +437,6 @@ impl PortScheduler {
             self.probe_due_tsc = now_tsc + self.probe_ticks / 4;
         }
         stalest.map(|(_, port)| port)
-    }
-
-    /// The lines [`PortScheduler::report_batch`] for `port` and the next
-    /// [`PortScheduler::next_port`] will touch: the port's record, the scheduler's own fields,
-    /// the ready rings, the due times, the waiting wheel's next slots and
-    /// the records of the ports due in them. Call it right after `next_port`, while all that is
-    /// in the caches, and issue the plan before the batch's last stage: late enough that the
-    /// batch does not evict the lines again, early enough for them to land. Issuing it loads
-    /// nothing first (see [`crate::prefetch::Plan`]).
-    #[inline]
-    pub fn prefetch_plan(&self, port: PortIndex) -> Plan {
-        let mut plan = Plan::default();
-        plan.add_value(self);
-        if let Some(slot) = self.slots.0.get(port) {
-            // By address only: the record itself is not read (a batch has evicted it).
-            plan.add_value(slot);
-        }
-        self.ready.plan(&mut plan);
-        plan.add_slice(&self.due_tsc[..]);
-        if !self.waiting.is_empty() {
-            // The slots a batch's time passes over (a batch takes some 10 us, a slot 3.3 us).
-            let slots = &self.slots.0;
-            self.waiting.plan_due(&mut plan, 4, |plan, due| {
-                if let Some(record) = slots.get(due) {
-                    plan.add_value(record);
-                }
-            });
-        }
-        if !self.resting.is_empty() {
-            plan.add_slice(&self.resting[..]);
-        }
-        plan
     }
 
     /// See [`CyclePool::credit_stall`]; call before reporting the stalled batch.

@@ -8,7 +8,6 @@
 //! since a port is in at most one queue.
 
 use super::PortIndex;
-use crate::prefetch::Plan;
 
 pub const PRIORITY_CLASSES: usize = 8;
 
@@ -65,14 +64,6 @@ impl ReadyQueues {
 
     pub(crate) fn is_empty(&self) -> bool {
         self.mask == 0
-    }
-
-    /// Adds the rings to `plan` (up to 16 lines of them, 128 ports: which line the next pop
-    /// and appends touch depends on the class the report gives the port, and reading its
-    /// record to know would wait for a miss).
-    #[inline]
-    pub(crate) fn plan(&self, plan: &mut Plan) {
-        plan.add_slice(&self.ring[..]);
     }
 
     /// Appends a port (it must be in no queue, and below the reserved count).
