@@ -117,7 +117,7 @@ fn admit_bandwidth(candidates: &[Candidate<'_>], plans: &BTreeMap<String, PortPl
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::port::PortType;
     use slaswitch_qos::cpu::model::{FactorTable, ModelEntry, StageCycles};
@@ -127,7 +127,8 @@ mod tests {
         PortSpec { name: name.into(), port_type: PortType::Null, number: 1, options: opts.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect() }
     }
 
-    fn model() -> BandwidthModel {
+    /// Every row 200 cycles; two VMs make each packet 1.1x dearer.
+    pub(crate) fn model() -> BandwidthModel {
         let row = |b, flows| ModelEntry { packet_bytes: b, flows, cycles_per_packet: StageCycles { ingress: 100.0, classification: 50.0, egress: 50.0 }, measured_kpps: 1.0, emc_miss_share: None };
         BandwidthModel {
             machine: "t".into(),

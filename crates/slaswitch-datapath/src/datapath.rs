@@ -290,6 +290,7 @@ impl Datapath {
                             profile: a.profile,
                             // `slaswitch calibrate` measures the rows through vhost-user ports.
                             calibrated_kind: matches!(p.spec.port_type, PortType::VhostUser | PortType::VhostUserClient),
+                            deployment_factor: a.deployment_factor(),
                         }),
                 });
             }

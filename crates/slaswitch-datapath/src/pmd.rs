@@ -81,6 +81,8 @@ pub struct ModelCycles {
     pub profile: TrafficProfile,
     /// The model's rows were measured on ports of this port's kind (vhost-user).
     pub calibrated_kind: bool,
+    /// prod(R_i) of the allocation: `cycles_per_sec` already pays for that much dearer packets.
+    pub deployment_factor: f64,
 }
 
 #[derive(Clone)]

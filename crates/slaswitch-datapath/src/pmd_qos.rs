@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use slaswitch_dpdk::rdtsc;
 use slaswitch_qos::cpu::drift::port_config;
-use slaswitch_qos::cpu::{C2tbConfig, CycleLimit, DriftCompensator, DriftConfig, HbsConfig, PortPlace, PortScheduler, PortWindow, WaitCounts};
+use slaswitch_qos::cpu::{BandwidthModel, C2tbConfig, CycleLimit, DriftCompensator, DriftConfig, HbsConfig, PortPlace, PortScheduler, PortWindow, WaitCounts};
 
 use crate::counters::{CpuQosState, PmdTotals, RxTotals};
 use crate::pmd::{ModelCycles, Pmd, PmdConfig, RxPort};
@@ -69,11 +69,13 @@ impl Drift {
         }
     }
 
-    /// The factor in force for `number`: its own once measured, the PMD's until then.
-    fn factor_of(&self, number: u16) -> f64 {
+    /// The factor in force for `number`: its own once measured, the PMD's until then. The
+    /// PMD's compares costs with the bare rows, so it is divided by the deployment factor the
+    /// port's allocation already holds.
+    fn factor_of(&self, number: u16, m: &ModelCycles) -> f64 {
         match self.ports.get(&number) {
             Some(p) if p.compensator.windows() > 0 => p.compensator.factor(),
-            _ => self.pmd.factor(),
+            _ => self.pmd.factor() / m.deployment_factor.max(f64::MIN_POSITIVE),
         }
     }
 
@@ -128,7 +130,7 @@ impl Drift {
                 applied: 1.0,
                 beyond_profile: false,
             });
-            entry.compensator.observe(std::slice::from_ref(w), |bytes, miss| model.predict_for_profile(m.profile.flows, bytes, miss));
+            entry.compensator.observe(std::slice::from_ref(w), |bytes, miss| predicted_port_cost(model, &m, bytes, miss));
             if w.packets >= BEYOND_PROFILE_MIN_PACKETS {
                 let mean_bytes = w.bytes as f64 / w.packets as f64;
                 let profile_bytes = f64::from(m.profile.packet_bytes);
@@ -159,9 +161,10 @@ impl Drift {
             .rx_ports
             .iter()
             .filter_map(|p| {
-                let base = p.model_cycles?.cycles_per_sec as f64;
+                let m = p.model_cycles?;
+                let base = m.cycles_per_sec as f64;
                 let beyond_profile = self.ports.get(&p.number).is_some_and(|d| d.beyond_profile);
-                Some((p.number, CompensatedPort { base, factor: self.factor_of(p.number), beyond_profile }))
+                Some((p.number, CompensatedPort { base, factor: self.factor_of(p.number, &m), beyond_profile }))
             })
             .collect();
         let fixed: f64 = cfg.rx_ports.iter().filter(|p| p.model_cycles.is_none()).map(|p| p.cpu_qos.limit.alloc_cycles_per_sec() as f64).sum();
@@ -189,6 +192,14 @@ impl Drift {
             }
         }
     }
+}
+
+/// What the model says a port's packets of this size and miss share cost where it is
+/// deployed: the row times prod(R_i), which its allocation already pays. The compensator
+/// measures against this, so a coefficient that the traffic bears out is not paid twice
+/// (the AMD host's 16-VM coefficient of 1.30 gave every VM 30% over its purchase, Fig. 11b).
+fn predicted_port_cost(model: &BandwidthModel, m: &ModelCycles, frame_bytes: f64, miss_share: f64) -> Option<f64> {
+    model.predict_for_profile(m.profile.flows, frame_bytes, miss_share).map(|c| c * m.deployment_factor)
 }
 
 /// A model-derived port's cycle limit with its drift factor applied (its mode and weight kept).
@@ -271,7 +282,32 @@ pub(crate) fn water_level(ports: &[(f64, f64)], room: f64) -> f64 {
 
 #[cfg(test)]
 mod tests {
-    use super::{factor_caps, water_level, CompensatedPort};
+    use super::{factor_caps, predicted_port_cost, water_level, CompensatedPort};
+    use crate::allocation::tests::model;
+    use crate::pmd::ModelCycles;
+    use slaswitch_qos::cpu::drift::port_config;
+    use slaswitch_qos::cpu::{DriftCompensator, FlowCount, PortWindow, TrafficProfile};
+
+    #[test]
+    fn a_port_whose_packets_cost_what_its_deployment_factor_says_needs_no_compensation() {
+        // Two VMs: the allocation pays 1.1x the 200-cycle row, and the packets really cost that.
+        let model = model();
+        let profile = TrafficProfile { packet_bytes: 64, flows: FlowCount::Single };
+        let m = ModelCycles { cycles_per_sec: 1_000_000, profile, calibrated_kind: true, deployment_factor: 1.1 };
+        assert!((predicted_port_cost(&model, &m, 64.0, 0.0).unwrap() - 220.0).abs() < 1e-9);
+        let window = PortWindow { packets: 100_000, bytes: 6_400_000, batches: 3_125, cycles: 22_000_000, miss_share: 0.0, token_limited: true };
+        let mut compensator = DriftCompensator::new(port_config(true));
+        for _ in 0..20 {
+            compensator.observe(&[window], |bytes, miss| predicted_port_cost(&model, &m, bytes, miss));
+        }
+        assert!((compensator.factor() - 1.0).abs() < 0.01, "factor {}", compensator.factor());
+        // Packets that cost the bare row are cheaper than the allocation assumed.
+        let cheap = PortWindow { cycles: 20_000_000, ..window };
+        for _ in 0..40 {
+            compensator.observe(&[cheap], |bytes, miss| predicted_port_cost(&model, &m, bytes, miss));
+        }
+        assert!((compensator.factor() - 1.0 / 1.1).abs() < 0.01, "factor {}", compensator.factor());
+    }
 
     #[test]
     fn ports_beyond_their_profile_give_up_compensation_before_the_others() {

@@ -151,6 +151,17 @@ pub struct Allocation {
     pub cycles_per_sec: u64,
 }
 
+impl Allocation {
+    /// prod(R_i): how much dearer than the single-VM row the deployment makes each packet.
+    pub fn deployment_factor(&self) -> f64 {
+        deployment_product(&self.factors)
+    }
+}
+
+fn deployment_product(factors: &[AppliedFactor]) -> f64 {
+    factors.iter().map(|f| f.value).product()
+}
+
 impl BandwidthModel {
     /// Cycles per packet for a profile: its row, or the interpolation of the two rows of the
     /// same flow count its size lies between.
@@ -244,7 +255,7 @@ impl BandwidthModel {
         if deployment.numa_remote {
             factors.push(factor("numa_remote", &self.numa_remote, 1));
         }
-        let product: f64 = factors.iter().map(|f| f.value).product();
+        let product = deployment_product(&factors);
         Ok(Allocation {
             bandwidth_bps,
             profile,

@@ -238,8 +238,10 @@ fn render(verb: &str, r: &Value) -> String {
                     pmd["busy_pct_interval"].as_f64().map_or("-".into(), |x| format!("{x:.1}")), f(&pmd["busy_cycles"]), f(&pmd["stage_cycles_sum"]));
                 let (decisions, qos) = (pmd["qos_decisions"].as_f64().unwrap_or(0.0), pmd["qos_cycles"].as_f64().unwrap_or(0.0));
                 if decisions > 0.0 {
-                    out += &format!("  C2QoS: {} decisions, {:.0} cycles each, {:.3}% of busy cycles; {} batches left a port owing tokens, {} parked it
-", f(&pmd["qos_decisions"]), qos / decisions, if busy > 0.0 { qos * 100.0 / busy } else { 0.0 }, f(&pmd["qos_owed"]), f(&pmd["qos_parked"]));
+                    // Of all the thread's cycles: decisions before empty polls are idle time,
+                    // so a share of busy cycles would overstate a lightly loaded PMD's cost.
+                    out += &format!("  C2QoS: {} decisions, {:.0} cycles each, {:.3}% of the PMD's cycles; {} batches left a port owing tokens, {} parked it
+", f(&pmd["qos_decisions"]), qos / decisions, if busy + idle > 0.0 { qos * 100.0 / (busy + idle) } else { 0.0 }, f(&pmd["qos_owed"]), f(&pmd["qos_parked"]));
                 }
                 out += &format!("  {:<14} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>7} {:>7}\n", "port", "Kpps", "Mbps", "ingress", "classify", "egress", "cyc/pkt", "share%", "emc%");
                 for p in pmd["ports"].as_array().into_iter().flatten() {
