@@ -23,7 +23,7 @@ use std::sync::Arc;
 use slaswitch_classifier::emc::NO_RULE;
 use slaswitch_classifier::mac_learning::is_multicast;
 use slaswitch_classifier::{parse_frame, Action, Classifier, ExactMatchCache, FlowKey, MacTable};
-use slaswitch_dpdk::{free_bulk, rdtsc, rdtsc_after_all, EthPort, Mbuf, Mempool, MAX_BURST};
+use slaswitch_dpdk::{free_bulk, rdtsc, rdtsc_after_all, rdtsc_after_loads, EthPort, Mbuf, Mempool, MAX_BURST};
 
 use crate::counters::{PmdCounters, PmdTotals, PortCounters, RuleCounters, RxTotals};
 use crate::cpu_qos::CpuQos;
@@ -51,13 +51,13 @@ pub const STALL_NS: u64 = 100_000;
 /// two TSC reads every 64 decisions cost well under a cycle per decision.
 const QOS_SAMPLE_SHIFT: u32 = 6;
 
-/// What one fenced TSC read ([`rdtsc_after_all`]) adds to an interval timed between two: the
-/// smallest difference of two back-to-back reads. Subtracted from each timed part of C2QoS's
-/// own cost, which is otherwise a couple of hundred cycles.
+/// What the TSC reads add to an interval timed from [`rdtsc_after_all`] to
+/// [`rdtsc_after_loads`]: the smallest difference of two such reads back to back. Subtracted
+/// from each timed part of C2QoS's own cost, which is otherwise about a hundred cycles.
 fn tsc_read_cycles() -> u64 {
     (0..256).map(|_| {
         let t0 = rdtsc_after_all();
-        rdtsc_after_all() - t0
+        rdtsc_after_loads() - t0
     }).min().unwrap_or(0)
 }
 
@@ -681,7 +681,7 @@ pub fn run(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<Pmd
                 let t_decide = if sampled { rdtsc_after_all() } else { 0 };
                 match sched.next_port(t) {
                     Some(number) => {
-                        let t_decided = if sampled { rdtsc_after_all() } else { 0 };
+                        let t_decided = if sampled { rdtsc_after_loads() } else { 0 };
                         let idx = pmd.index_of[number] as usize;
                         let (received, t_end, charged) = pmd.serve(idx, &mut batch, t);
                         // Not t_end: serve's own bookkeeping after it is round robin's work too.
@@ -690,7 +690,7 @@ pub fn run(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<Pmd
                         sched.report_batch(number, charged, received as u32, t_end);
                         if sampled {
                             let pick = own_cycles(t_decide, t_decided, pmd.stall_cycles);
-                            let charge = own_cycles(t_served, rdtsc_after_all(), pmd.stall_cycles);
+                            let charge = own_cycles(t_served, rdtsc_after_loads(), pmd.stall_cycles);
                             let totals = &mut pmd.pmd_totals;
                             totals.qos_cycles += (pick + charge) << QOS_SAMPLE_SHIFT;
                             totals.qos_pick_cycles += pick << QOS_SAMPLE_SHIFT;

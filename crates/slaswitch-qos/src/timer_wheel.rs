@@ -119,6 +119,15 @@ impl IntrusiveWheel {
         if links.link(index).is_parked() {
             self.remove(links, index);
         }
+        self.insert_unparked(links, due, index);
+    }
+
+    /// [`Self::insert`] for an index the caller knows is not parked: its link is then only
+    /// written, never read, so parking does not wait for the line that holds it (the HBS
+    /// scheduler parks a port it has just taken from a ready queue).
+    #[inline]
+    pub fn insert_unparked(&mut self, links: &mut impl WheelLinks, due: u64, index: usize) {
+        debug_assert!(!links.link(index).is_parked(), "index {index} is parked already");
         self.len += 1;
         let slot = (due >> self.slot_shift).max(self.cursor);
         if slot - self.cursor > self.mask() {

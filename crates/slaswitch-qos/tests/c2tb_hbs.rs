@@ -492,3 +492,22 @@ fn ports_hovering_at_zero_tokens_mostly_keep_their_turn_instead_of_being_parked(
     let (least, most) = (served_by_port.iter().min().unwrap(), served_by_port.iter().max().unwrap());
     assert!(*least as f64 >= 0.9 * *most as f64, "batches per port from {least} to {most}");
 }
+
+#[test]
+fn a_resting_port_comes_back_in_the_class_set_while_it_rested() {
+    // Port 0 (class 2) finds nothing and rests; its class is set to 6 meanwhile. When port 1
+    // (class 4) has run a batch with packets, port 0 must come back behind it, in class 6.
+    let ports = [(2, CycleLimit::Strict { cycles_per_sec: HZ / 4 }), (4, CycleLimit::Strict { cycles_per_sec: HZ / 4 })];
+    let mut s = sched_with(RefillMode::Lazy, HbsConfig::default(), &ports);
+    let mut now = 0;
+    assert_eq!(s.next_port(now), Some(0), "class 2 goes first");
+    now += 100;
+    s.report_batch(0, 100, 0, now);
+    assert_eq!(s.view(0).unwrap().place, PortPlace::Resting);
+    s.set_priority(0, 6, now).unwrap();
+    assert_eq!(s.next_port(now), Some(1), "the resting port waits for a batch with packets");
+    now += 1_000;
+    s.report_batch(1, 1_000, 32, now);
+    assert_eq!(s.view(0).unwrap().place, PortPlace::Ready { class: 6 });
+    assert_eq!(s.next_port(now), Some(1), "back in class 6, behind the class-4 port");
+}

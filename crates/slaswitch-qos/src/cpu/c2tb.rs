@@ -96,39 +96,76 @@ impl C2tbConfig {
     }
 }
 
+/// Tokens are kept in units of 2^-16 cycle: the fraction a refill earns is kept, not truncated
+/// (a port refilled 100,000 times a second would lose up to 0.1% of a small allocation to
+/// truncation), and a charge is one shift and one subtraction.
+const TOKEN_FRACTION_BITS: u32 = 16;
+/// Rates are tokens per TSC tick with 32 fraction bits below the token's own 16.
+const RATE_FRACTION_BITS: u32 = 32;
+/// Largest token count a bucket holds, in whole cycles: keeps every product below within
+/// 128 bits and every balance within `i64` (2^46 cycles is hours of a core).
+const MAX_CYCLES: i64 = 1 << 46;
+
+#[inline]
+fn to_tokens(cycles: u64) -> i64 {
+    (cycles.min(MAX_CYCLES as u64) as i64) << TOKEN_FRACTION_BITS
+}
+
+#[inline]
+fn to_cycles(tokens: i64) -> f64 {
+    tokens as f64 / f64::from(1u32 << TOKEN_FRACTION_BITS)
+}
+
+/// `ticks * rate >> RATE_FRACTION_BITS`, in tokens, saturated to [`MAX_CYCLES`].
+#[inline]
+fn earned_tokens(ticks: u64, tokens_per_tick: u64) -> i64 {
+    let tokens = (u128::from(ticks) * u128::from(tokens_per_tick)) >> RATE_FRACTION_BITS;
+    tokens.min((MAX_CYCLES as u128) << TOKEN_FRACTION_BITS) as i64
+}
+
 /// One port's bucket. Its owner decides where it lives: [`CycleBuckets`] keeps them in a vector,
 /// the HBS scheduler in each port's own record, so that a decision touches one place per port
 /// (issue 5: in the data plane every batch evicts the scheduler from the core's caches, and
 /// each separate array cost a miss). An `Unlimited` bucket is no bucket: never charged, always
 /// eligible.
+///
+/// Fixed point, not floating point: refilling, charging and working out a wait are one long
+/// dependency chain on every decision, and integer adds, shifts and one 64x64-bit multiply
+/// are several times shorter than the float conversions, multiplies and compares they
+/// replace (issue 5's overhead budget; `perf annotate` of the decision bench put half of
+/// `requeue`'s samples on that chain).
 #[derive(Clone, Debug)]
 pub struct Bucket {
     limit: CycleLimit,
-    tokens: f64,
-    /// `C_alloc + C_idle,i` in tokens per TSC tick, and its inverse (a wait is a multiply, not a
-    /// division, on the hot path).
-    tokens_per_tick: f64,
-    ticks_per_token: f64,
-    last_refill_tsc: u64,
-    /// Value of the overflow accumulator at this port's last refill (lazy mode).
-    overflow_seen_per_weight: f64,
-    /// Tokens the bucket may hold above its depth: what it earned while the host stalled the
-    /// PMD ([`CyclePool::credit_stall`]), shrinking as the port spends it.
-    stall_credit: f64,
+    /// MIN-MAX weight, 0 for strict ports (they receive no redistributed cycles).
+    weight: u32,
     /// The port's last poll filled a whole batch: its overflow is not idle capacity.
     backlogged: bool,
+    /// Balance in 2^-16 cycles; may be negative (Sec. IV-A-2).
+    tokens: i64,
+    /// `C_alloc + C_idle,i` in tokens per TSC tick (`RATE_FRACTION_BITS` fraction bits), and
+    /// the inverse in ticks per token, so a wait is a multiply, not a division.
+    tokens_per_tick: u64,
+    ticks_per_token: u64,
+    last_refill_tsc: u64,
+    /// Value of the overflow accumulator at this port's last refill (lazy mode).
+    overflow_seen_per_weight: u64,
+    /// Tokens the bucket may hold above its depth: what it earned while the host stalled the
+    /// PMD ([`CyclePool::credit_stall`]), shrinking as the port spends it.
+    stall_credit: i64,
 }
 
 impl Bucket {
     pub const UNLIMITED: Bucket = Bucket {
         limit: CycleLimit::Unlimited,
-        tokens: 0.0,
-        tokens_per_tick: 0.0,
-        ticks_per_token: 0.0,
-        last_refill_tsc: 0,
-        overflow_seen_per_weight: 0.0,
-        stall_credit: 0.0,
+        weight: 0,
         backlogged: false,
+        tokens: 0,
+        tokens_per_tick: 0,
+        ticks_per_token: 0,
+        last_refill_tsc: 0,
+        overflow_seen_per_weight: 0,
+        stall_credit: 0,
     };
 
     pub fn limit(&self) -> CycleLimit {
@@ -139,16 +176,9 @@ impl Bucket {
         self.limit != CycleLimit::Unlimited
     }
 
-    /// MIN-MAX weight (0 for strict ports: they receive no redistributed cycles). Derived, not
-    /// stored: it keeps the HBS port record within two cache lines.
-    #[inline]
-    fn weight(&self) -> f64 {
-        self.limit.minmax_weight() as f64
-    }
-
     /// Current tokens (cycles); `None` for an unlimited port.
     pub fn tokens(&self) -> Option<f64> {
-        self.is_limited().then_some(self.tokens)
+        self.is_limited().then(|| to_cycles(self.tokens))
     }
 
     /// Ticks until the bucket is positive again, counting only its own generation rate
@@ -156,28 +186,29 @@ impl Bucket {
     /// if never.
     #[inline]
     pub fn wait_ticks(&self) -> u64 {
-        if !self.is_limited() || self.tokens > 0.0 {
+        if self.tokens > 0 || !self.is_limited() {
             0
-        } else if self.tokens_per_tick <= 0.0 {
+        } else if self.tokens_per_tick == 0 {
             u64::MAX / 2
         } else {
-            // Truncation is floor here (the product is positive) and avoids a libm call.
-            ((-self.tokens) * self.ticks_per_token) as u64 + 1
+            let debt = u128::from(self.tokens.unsigned_abs());
+            let ticks = (debt * u128::from(self.ticks_per_token)) >> RATE_FRACTION_BITS;
+            (ticks.min(u128::from(u64::MAX / 4)) as u64) + 1
         }
     }
 
     /// Subtracts the cycles a batch really used (Sec. IV-A-2: tokens may go negative), and
     /// records whether the batch was full (the port is backlogged).
     #[inline]
-    pub fn charge(&mut self, cycles: u64, backlogged: bool, depth_cycles: u64) {
+    pub fn charge(&mut self, cycles: u64, backlogged: bool, depth_tokens: i64) {
         if !self.is_limited() {
             return;
         }
-        self.tokens -= cycles as f64;
+        self.tokens = self.tokens.saturating_sub(to_tokens(cycles)).max(-(MAX_CYCLES << TOKEN_FRACTION_BITS));
         self.backlogged = backlogged;
-        if self.stall_credit > 0.0 {
+        if self.stall_credit > 0 {
             // Only what is still above the depth remains credit.
-            self.stall_credit = self.stall_credit.min((self.tokens - depth_cycles as f64).max(0.0));
+            self.stall_credit = self.stall_credit.min((self.tokens - depth_tokens).max(0));
         }
     }
 }
@@ -207,14 +238,20 @@ impl BucketSet for Vec<Bucket> {
 /// overflow being redistributed (Algorithm 1).
 #[derive(Clone, Debug)]
 pub struct CyclePool {
+    /// Refill is lazy (copied from `config` so the hot path tests a flag, not an enum).
+    lazy: bool,
+    /// `config.bucket_depth_cycles` in tokens.
+    depth_tokens: i64,
+    /// Sum of the MIN-MAX weights.
+    total_weight: u64,
+    /// Lazy mode: overflowed tokens handed out so far, per unit of MIN-MAX weight (wrapping:
+    /// only differences are used).
+    overflow_per_weight: u64,
     config: C2tbConfig,
-    total_weight: f64,
     allocated_cycles_per_sec: u64,
     idle_cycles_per_sec: f64,
-    /// Lazy mode: overflowed cycles handed out so far, per unit of MIN-MAX weight.
-    overflow_per_weight: f64,
-    /// Periodic mode: cycles that overflowed in the last update (Algorithm 1 `sum_unused_cc`).
-    pending_overflow: f64,
+    /// Periodic mode: tokens that overflowed in the last update (Algorithm 1 `sum_unused_cc`).
+    pending_overflow: i64,
     last_update_tsc: u64,
 }
 
@@ -222,18 +259,26 @@ impl CyclePool {
     pub fn new(config: C2tbConfig, now_tsc: u64) -> Self {
         assert!(config.tsc_hz > 0, "tsc_hz must be positive");
         CyclePool {
+            lazy: config.refill == RefillMode::Lazy,
+            depth_tokens: to_tokens(config.bucket_depth_cycles),
+            total_weight: 0,
+            overflow_per_weight: 0,
             config,
-            total_weight: 0.0,
             allocated_cycles_per_sec: 0,
             idle_cycles_per_sec: config.capacity_cycles_per_sec as f64,
-            overflow_per_weight: 0.0,
-            pending_overflow: 0.0,
+            pending_overflow: 0,
             last_update_tsc: now_tsc,
         }
     }
 
     pub fn config(&self) -> &C2tbConfig {
         &self.config
+    }
+
+    /// Refill is lazy (no manager thread).
+    #[inline]
+    pub fn is_lazy(&self) -> bool {
+        self.lazy
     }
 
     /// Sum of `C_alloc` over all ports: what admission control compares with the capacity.
@@ -249,7 +294,8 @@ impl CyclePool {
     /// The bucket's guaranteed and maximum generation rates in cycles per second:
     /// (`C_alloc`, `C_alloc + C_idle,i`). Redistributed overflow comes on top of the second.
     pub fn rates_cycles_per_sec(&self, b: &Bucket) -> Option<(u64, f64)> {
-        b.is_limited().then(|| (b.limit.alloc_cycles_per_sec(), b.tokens_per_tick * self.config.tsc_hz as f64))
+        let scale = f64::from(1u32 << TOKEN_FRACTION_BITS) * (1u64 << RATE_FRACTION_BITS) as f64;
+        b.is_limited().then(|| (b.limit.alloc_cycles_per_sec(), b.tokens_per_tick as f64 / scale * self.config.tsc_hz as f64))
     }
 
     /// Sets (or adds) a port's limit. Every bucket is first brought up to `now_tsc` so the
@@ -257,13 +303,14 @@ impl CyclePool {
     pub fn set_limit(&mut self, set: &mut impl BucketSet, port: PortIndex, limit: CycleLimit, now_tsc: u64) {
         self.settle_all(set, now_tsc);
         let bucket = set.bucket_mut(port);
-        let previous_tokens = bucket.tokens();
+        let previous_tokens = bucket.is_limited().then_some(bucket.tokens);
         *bucket = match limit {
             CycleLimit::Unlimited => Bucket::UNLIMITED,
             _ => Bucket {
                 limit,
+                weight: u32::try_from(limit.minmax_weight()).unwrap_or(u32::MAX),
                 // A new port starts with one full bucket; a changed one keeps its balance.
-                tokens: previous_tokens.unwrap_or(self.config.bucket_depth_cycles as f64),
+                tokens: previous_tokens.unwrap_or(self.depth_tokens),
                 last_refill_tsc: now_tsc,
                 overflow_seen_per_weight: self.overflow_per_weight,
                 ..Bucket::UNLIMITED
@@ -275,6 +322,8 @@ impl CyclePool {
     pub fn set_config(&mut self, set: &mut impl BucketSet, config: C2tbConfig, now_tsc: u64) {
         self.settle_all(set, now_tsc);
         self.config = config;
+        self.lazy = config.refill == RefillMode::Lazy;
+        self.depth_tokens = to_tokens(config.bucket_depth_cycles);
         self.recompute_rates(set);
     }
 
@@ -282,30 +331,34 @@ impl CyclePool {
     /// [`CyclePool::update`] adds tokens.
     #[inline]
     pub fn refill(&mut self, b: &mut Bucket, now_tsc: u64) {
-        if self.config.refill != RefillMode::Lazy || !b.is_limited() {
+        if !self.lazy || !b.is_limited() {
             return;
         }
-        let depth = self.config.bucket_depth_cycles as f64;
         let elapsed = now_tsc.saturating_sub(b.last_refill_tsc);
         b.last_refill_tsc = b.last_refill_tsc.max(now_tsc);
-        let redistributed = (self.overflow_per_weight - b.overflow_seen_per_weight) * b.weight();
-        b.overflow_seen_per_weight = self.overflow_per_weight;
-        b.tokens += elapsed as f64 * b.tokens_per_tick + redistributed;
-        let cap = depth + b.stall_credit;
-        if b.tokens > cap {
-            let overflow = b.tokens - cap;
-            b.tokens = cap;
-            if self.total_weight > 0.0 && !b.backlogged {
-                self.overflow_per_weight += overflow / self.total_weight;
-            }
+        let mut tokens = b.tokens.saturating_add(earned_tokens(elapsed, b.tokens_per_tick));
+        if b.weight != 0 {
+            let per_weight = self.overflow_per_weight.wrapping_sub(b.overflow_seen_per_weight);
+            b.overflow_seen_per_weight = self.overflow_per_weight;
+            let redistributed = (u128::from(per_weight) * u128::from(b.weight)).min((MAX_CYCLES as u128) << TOKEN_FRACTION_BITS);
+            tokens = tokens.saturating_add(redistributed as i64);
         }
-        b.stall_credit = (b.tokens - depth).max(0.0);
+        let cap = self.depth_tokens + b.stall_credit;
+        if tokens > cap {
+            if self.total_weight > 0 && !b.backlogged {
+                let overflow = (tokens - cap).min(MAX_CYCLES << TOKEN_FRACTION_BITS) as u64;
+                self.overflow_per_weight = self.overflow_per_weight.wrapping_add(overflow / self.total_weight);
+            }
+            tokens = cap;
+        }
+        b.tokens = tokens;
+        b.stall_credit = (tokens - self.depth_tokens).max(0);
     }
 
     /// Charges a batch's cycles (see [`Bucket::charge`]).
     #[inline]
     pub fn charge(&self, b: &mut Bucket, cycles: u64, backlogged: bool) {
-        b.charge(cycles, backlogged, self.config.bucket_depth_cycles);
+        b.charge(cycles, backlogged, self.depth_tokens);
     }
 
     /// The host stalled the PMD for `stall_ticks` (its vCPU preempted mid-batch): no port
@@ -314,8 +367,8 @@ impl CyclePool {
     /// losing the stall's share of its allocation (2-4% on this shared host, where stalls
     /// take about 3% of the time: Fig. 11b). Lazy refill only; at most one second's worth.
     pub fn credit_stall(&self, set: &mut impl BucketSet, stall_ticks: u64) {
-        let ticks = stall_ticks.min(self.config.tsc_hz) as f64;
-        set.each_bucket(|b| b.stall_credit += ticks * b.tokens_per_tick);
+        let ticks = stall_ticks.min(self.config.tsc_hz);
+        set.each_bucket(|b| b.stall_credit = b.stall_credit.saturating_add(earned_tokens(ticks, b.tokens_per_tick)));
     }
 
     /// Periodic mode: runs Algorithm 1 if an interval has passed since the last update, using the
@@ -333,17 +386,17 @@ impl CyclePool {
 
     /// Algorithm 1 (C2TB_UPDATE_CALLBACK), with `invl` the ticks since the last update.
     fn run_algorithm_1(&mut self, set: &mut impl BucketSet, invl_ticks: u64) {
-        let depth = self.config.bucket_depth_cycles as f64;
-        let unused_pool = self.pending_overflow;
-        let total_weight = self.total_weight;
-        let mut loop_unused = 0.0;
+        let depth = self.depth_tokens;
+        let unused_pool = u128::from(self.pending_overflow.max(0) as u64);
+        let total_weight = u128::from(self.total_weight);
+        let mut loop_unused: i64 = 0;
         set.each_bucket(|b| {
-            let generated = invl_ticks as f64 * b.tokens_per_tick;
-            let unused = if total_weight > 0.0 { unused_pool * b.weight() / total_weight } else { 0.0 };
-            b.tokens += generated + unused;
+            let generated = earned_tokens(invl_ticks, b.tokens_per_tick);
+            let unused = if total_weight > 0 { (unused_pool * u128::from(b.weight) / total_weight) as i64 } else { 0 };
+            b.tokens = b.tokens.saturating_add(generated).saturating_add(unused);
             if b.tokens > depth {
                 if !b.backlogged {
-                    loop_unused += b.tokens - depth;
+                    loop_unused = loop_unused.saturating_add(b.tokens - depth);
                 }
                 b.tokens = depth;
             }
@@ -363,19 +416,25 @@ impl CyclePool {
 
     /// `C_idle` = capacity minus every port's `C_alloc`, split over MIN-MAX ports by weight (Fig. 7).
     fn recompute_rates(&mut self, set: &mut impl BucketSet) {
-        let (mut allocated, mut total_weight) = (0, 0.0);
+        let (mut allocated, mut total_weight) = (0u64, 0u64);
         set.each_bucket(|b| {
-            allocated += b.limit.alloc_cycles_per_sec();
-            total_weight += b.weight();
+            allocated = allocated.saturating_add(b.limit.alloc_cycles_per_sec());
+            total_weight += u64::from(b.weight);
         });
         self.allocated_cycles_per_sec = allocated;
         self.total_weight = total_weight;
         self.idle_cycles_per_sec = (self.config.capacity_cycles_per_sec as f64 - allocated as f64).max(0.0);
-        let (idle, tsc_hz) = (self.idle_cycles_per_sec, self.config.tsc_hz as f64);
+        let idle = self.config.capacity_cycles_per_sec.saturating_sub(allocated);
+        let tsc_hz = u128::from(self.config.tsc_hz);
         set.each_bucket(|b| {
-            let idle_share = if total_weight > 0.0 { idle * b.weight() / total_weight } else { 0.0 };
-            b.tokens_per_tick = (b.limit.alloc_cycles_per_sec() as f64 + idle_share) / tsc_hz;
-            b.ticks_per_token = if b.tokens_per_tick > 0.0 { 1.0 / b.tokens_per_tick } else { 0.0 };
+            // C_alloc + C_idle * w / W as one fraction, so the idle share is not truncated.
+            let denominator = u128::from(total_weight.max(1));
+            let numerator = u128::from(b.limit.alloc_cycles_per_sec()) * denominator + u128::from(idle) * u128::from(b.weight);
+            let per_tick = (numerator << (TOKEN_FRACTION_BITS + RATE_FRACTION_BITS)) / (tsc_hz * denominator);
+            b.tokens_per_tick = per_tick.min(u128::from(u64::MAX)) as u64;
+            // Ticks per token, with the same fraction bits: 2^(2*RATE) / tokens_per_tick,
+            // rounded up so a port is never due before its rate has paid its debt.
+            b.ticks_per_token = if per_tick > 0 { (1u128 << (2 * RATE_FRACTION_BITS)).div_ceil(per_tick).min(u128::from(u64::MAX)) as u64 } else { 0 };
         });
     }
 }

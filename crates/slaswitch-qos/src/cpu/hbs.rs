@@ -16,8 +16,8 @@
 //!   sooner, and the coarse wheel's heads and occupancy fit 9 cache lines. Its bucket keeps
 //!   filling meanwhile, so the lateness costs the port nothing.
 //! * A port whose batch left it owing tokens goes to the back of its ready queue at once,
-//!   with the TSC at which its own rate pays the debt (`due_tsc`, kept in a small array of
-//!   its own). It is parked in the waiting queue only if it reaches the head of its queue
+//!   with the TSC at which its own rate pays the debt (`due_tsc`, kept in its ready-queue
+//!   entry, so the decision reads it from the line the head came from). It is parked in the waiting queue only if it reaches the head of its queue
 //!   before then. The paper moves it to the waiting queue at once and back to the tail when
 //!   its tokens turn positive. When every port hovers around zero tokens, as when the
 //!   allocations add up to the core, that meant one park and one promotion on every decision,
@@ -53,7 +53,7 @@
 
 use std::num::NonZeroU8;
 
-use super::c2tb::{Bucket, BucketSet, C2tbConfig, CycleLimit, CyclePool, RefillMode};
+use super::c2tb::{Bucket, BucketSet, C2tbConfig, CycleLimit, CyclePool};
 pub use super::ready::PRIORITY_CLASSES;
 use super::ready::ReadyQueues;
 use super::PortIndex;
@@ -185,13 +185,14 @@ pub struct PortScheduler {
     probe_due_tsc: u64,
     /// Ports whose class is below their configured one (none: no probe scan at all).
     demoted: usize,
-    /// Ports whose last poll was empty, in the order they rested.
-    resting: Vec<PortIndex>,
+    /// Ports whose last poll was empty, in the order they rested, each with the class it
+    /// goes back to: releasing them then only writes their records.
+    resting: Vec<(PortIndex, u8)>,
     /// Scratch for ports the wheel hands back.
     expired: Vec<PortIndex>,
     /// Per port: 0, or the TSC at which a port that sits in a ready queue owing tokens has
-    /// paid its debt (see the module notes). Apart from the records so a decision reads one
-    /// line for it, not the port's record.
+    /// paid its debt (see the module notes). The decision reads the copy in the port's
+    /// ready-queue entry and only stores here; this copy serves lookups by port.
     due_tsc: Vec<u64>,
     /// Ports in a ready queue with a due time (counted as waiting).
     deferred: usize,
@@ -324,6 +325,9 @@ impl PortScheduler {
             self.take_out_of_queues(port);
             self.requeue(port, now_tsc);
         }
+        for (_, class) in self.resting.iter_mut().filter(|(p, _)| *p == port) {
+            *class = priority;
+        }
         self.recount_demoted();
         Ok(())
     }
@@ -379,15 +383,16 @@ impl PortScheduler {
         let port = loop {
             if self.ready.is_empty() {
                 // Nothing with packets to run: poll the resting ports again.
-                self.release_resting(now_tsc);
+                self.release_resting();
             }
             let class = self.ready.highest()?;
             if let Some(port) = self.stale_demoted_port(now_tsc) {
                 self.take_out_of_queues(port);
                 break port;
             }
-            let port = self.ready.pop_front(class);
-            if self.is_due(port, now_tsc) {
+            let head = self.ready.pop_front(class);
+            let port = PortIndex::from(head.port);
+            if self.is_due(port, head.due_tsc, now_tsc) {
                 break port;
             }
         };
@@ -400,27 +405,36 @@ impl PortScheduler {
     /// For a port just taken from the head of its ready queue: true if it may run now; if it
     /// still owes tokens, parks it in the waiting queue until its due time and returns false.
     #[inline]
-    fn is_due(&mut self, port: PortIndex, now_tsc: u64) -> bool {
-        let due = std::mem::take(&mut self.due_tsc[port]);
+    fn is_due(&mut self, port: PortIndex, due: u64, now_tsc: u64) -> bool {
         if due == 0 {
             return true;
         }
+        self.due_tsc[port] = 0;
         self.deferred -= 1;
         if due <= now_tsc {
             return true;
         }
         self.slots.0[port].place = PortPlace::Waiting;
         self.counts.parked += 1;
-        self.waiting.insert(&mut self.slots, due, port);
+        // Just taken from a ready queue, so not parked.
+        self.waiting.insert_unparked(&mut self.slots, due, port);
         false
     }
 
     /// The ready, demoted port polled longest ago, if that was `probe_ticks` or more ago. Scans
     /// the ports at most every quarter probe interval while none is due.
+    #[inline]
     fn stale_demoted_port(&mut self, now_tsc: u64) -> Option<PortIndex> {
         if self.demoted == 0 || self.probe_ticks == 0 || now_tsc < self.probe_due_tsc {
             return None;
         }
+        self.find_stale_demoted_port(now_tsc)
+    }
+
+    /// The scan behind [`Self::stale_demoted_port`], out of the decision's line.
+    #[cold]
+    #[inline(never)]
+    fn find_stale_demoted_port(&mut self, now_tsc: u64) -> Option<PortIndex> {
         let mut stalest: Option<(u64, PortIndex)> = None;
         for (port, slot) in self.slots.0.iter().enumerate() {
             let Some(s) = &slot.state else { continue };
@@ -474,25 +488,35 @@ impl PortScheduler {
         if packets == 0 {
             // An empty poll is the PMD's idle time (as OVS counts it), not the port's use of
             // the core: charging it would make a sleeping port look busy and keep its cycles
-            // from being redistributed.
-            slot.place = PortPlace::Resting;
+            // from being redistributed. The bucket is refilled now, while its line is in the
+            // cache, so that a sleeping port's overflow reaches the MIN-MAX ports (Algorithm 1)
+            // and releasing it later needs nothing from its record.
             self.pool.charge(&mut slot.bucket, 0, false);
-            self.resting.push(port);
+            self.pool.refill(&mut slot.bucket, now_tsc);
+            if slot.bucket.wait_ticks() == 0 {
+                slot.place = PortPlace::Resting;
+                self.resting.push((port, s.current_priority));
+            } else {
+                // It owes tokens (a probed port may run owing them): queued as after a batch.
+                self.requeue(port, now_tsc);
+            }
         } else {
             self.pool.charge(&mut slot.bucket, cycles, packets >= self.config.full_batch_packets);
-            self.release_resting(now_tsc);
+            self.release_resting();
             self.requeue(port, now_tsc);
         }
     }
 
-    /// Puts the resting ports back in their queues, in the order they rested.
+    /// Puts the resting ports back in their queues, in the order they rested. Their buckets
+    /// were refilled and found positive when they rested, and an empty poll charges nothing,
+    /// so they may run at once: no refill, no due time, and their records are only written.
     #[inline]
-    fn release_resting(&mut self, now_tsc: u64) {
-        if self.resting.is_empty() {
-            return;
+    fn release_resting(&mut self) {
+        for &(port, class) in &self.resting {
+            self.slots.0[port].place = PortPlace::Ready { class };
+            self.ready.push_back(usize::from(class - 1), port, 0);
         }
-        let resting = std::mem::take(&mut self.resting);
-        self.resting = self.requeue_each(resting, now_tsc);
+        self.resting.clear();
     }
 
     /// Requeues every port of a scratch list taken out of `self`; returns the list, emptied, to
@@ -526,19 +550,21 @@ impl PortScheduler {
             s.waits += 1;
             self.counts.owed += 1;
         }
-        let defer = wait_ticks > 0 && wait_ticks < u64::MAX / 2 && self.pool.config().refill == RefillMode::Lazy;
+        let defer = wait_ticks > 0 && wait_ticks < u64::MAX / 2 && self.pool.is_lazy();
         if wait_ticks == 0 || defer {
             // A port owing tokens keeps its place in the queue, with its due time (module notes).
             slot.place = PortPlace::Ready { class };
-            self.ready.push_back(usize::from(class - 1), port);
+            let due = if defer { now_tsc.saturating_add(wait_ticks) } else { 0 };
+            self.ready.push_back(usize::from(class - 1), port, due);
             if defer {
-                self.due_tsc[port] = now_tsc.saturating_add(wait_ticks);
+                // Also kept by port, for the paths that look a port up (views, the probe).
+                self.due_tsc[port] = due;
                 self.deferred += 1;
             }
         } else {
             slot.place = PortPlace::Waiting;
             self.counts.parked += 1;
-            self.waiting.insert(&mut self.slots, now_tsc.saturating_add(wait_ticks), port);
+            self.waiting.insert_unparked(&mut self.slots, now_tsc.saturating_add(wait_ticks), port);
         }
     }
 
@@ -551,7 +577,7 @@ impl PortScheduler {
                     self.deferred -= 1;
                 }
             }
-            PortPlace::Resting => self.resting.retain(|&p| p != port),
+            PortPlace::Resting => self.resting.retain(|&(p, _)| p != port),
             PortPlace::Waiting => {
                 self.waiting.remove(&mut self.slots, port);
             }
@@ -563,7 +589,7 @@ impl PortScheduler {
     /// Moves ports whose tokens are positive again from the waiting queue to their ready queue.
     #[inline]
     fn promote_waiting(&mut self, now_tsc: u64) {
-        if let RefillMode::Periodic { .. } = self.pool.config().refill {
+        if !self.pool.is_lazy() {
             if self.pool.update(&mut self.slots, now_tsc) {
                 // Every bucket may have changed: re-examine all waiting ports.
                 for port in 0..self.slots.0.len() {

@@ -1,20 +1,29 @@
 //! HBS's ready queues (seed 000 Sec. IV-B-1): one FIFO per priority class, and a bitmask of
 //! the non-empty ones so the highest is found in one instruction.
 //!
-//! The FIFOs are rings of port indices side by side in one buffer owned by the scheduler, not
-//! lists through the ports' records: taking the head then touches the ring's line and not the
-//! port's record, which every batch has evicted from the caches by the time the PMD decides
-//! again (issue 5's overhead measurement). Each ring holds every port the scheduler may have,
+//! The FIFOs are rings side by side in one buffer owned by the scheduler, not lists through the
+//! ports' records: taking the head then touches the ring's line and not the port's record, which
+//! every batch has evicted from the caches by the time the PMD decides again (issue 5's overhead
+//! measurement). An entry holds the port and the TSC before which it may not run (0: at once;
+//! see the deferred parking in [`super::hbs`]), so deciding whether the head may run reads the
+//! line the head came from and no other. Each ring holds every port the scheduler may have,
 //! since a port is in at most one queue.
 
 use super::PortIndex;
 
 pub const PRIORITY_CLASSES: usize = 8;
 
+/// A queued port and when it may run (0: at once).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Entry {
+    pub(crate) due_tsc: u64,
+    pub(crate) port: u16,
+}
+
 #[derive(Clone, Debug)]
 pub(crate) struct ReadyQueues {
     /// Class c's ring is `ring[c * capacity .. (c + 1) * capacity]`.
-    ring: Vec<u16>,
+    ring: Vec<Entry>,
     /// Ports a ring holds: a power of two.
     capacity: usize,
     head: [u16; PRIORITY_CLASSES],
@@ -25,7 +34,7 @@ pub(crate) struct ReadyQueues {
 
 impl Default for ReadyQueues {
     fn default() -> Self {
-        ReadyQueues { ring: vec![0; 8 * PRIORITY_CLASSES], capacity: 8, head: [0; PRIORITY_CLASSES], len: [0; PRIORITY_CLASSES], mask: 0 }
+        ReadyQueues { ring: vec![Entry::default(); 8 * PRIORITY_CLASSES], capacity: 8, head: [0; PRIORITY_CLASSES], len: [0; PRIORITY_CLASSES], mask: 0 }
     }
 }
 
@@ -39,7 +48,7 @@ impl ReadyQueues {
             return;
         }
         let capacity = ports.next_power_of_two();
-        let mut ring = vec![0; capacity * PRIORITY_CLASSES];
+        let mut ring = vec![Entry::default(); capacity * PRIORITY_CLASSES];
         for class in 0..PRIORITY_CLASSES {
             for i in 0..usize::from(self.len[class]) {
                 ring[class * capacity + i] = self.ring[self.at(class, i)];
@@ -66,34 +75,35 @@ impl ReadyQueues {
         self.mask == 0
     }
 
-    /// Appends a port (it must be in no queue, and below the reserved count).
+    /// Appends a port that may run from `due_tsc` on (it must be in no queue, and below the
+    /// reserved count).
     #[inline]
-    pub(crate) fn push_back(&mut self, class: usize, port: PortIndex) {
+    pub(crate) fn push_back(&mut self, class: usize, port: PortIndex, due_tsc: u64) {
         debug_assert!(usize::from(self.len[class]) < self.capacity, "reserve() was not called");
         let at = self.at(class, usize::from(self.len[class]));
-        self.ring[at] = port as u16;
+        self.ring[at] = Entry { due_tsc, port: port as u16 };
         self.len[class] += 1;
         self.mask |= 1 << class;
     }
 
     /// Takes the head of a non-empty class.
     #[inline]
-    pub(crate) fn pop_front(&mut self, class: usize) -> PortIndex {
+    pub(crate) fn pop_front(&mut self, class: usize) -> Entry {
         debug_assert!(self.len[class] > 0, "pop from an empty class");
-        let port = PortIndex::from(self.ring[self.at(class, 0)]);
+        let entry = self.ring[self.at(class, 0)];
         self.head[class] = ((usize::from(self.head[class]) + 1) & (self.capacity - 1)) as u16;
         self.len[class] -= 1;
         if self.len[class] == 0 {
             self.mask &= !(1 << class);
         }
-        port
+        entry
     }
 
     /// Takes a port out of the middle of its queue, keeping the others' order (configuration
     /// changes and the demoted-port probe only).
     pub(crate) fn remove(&mut self, class: usize, port: PortIndex) {
         let len = usize::from(self.len[class]);
-        let Some(pos) = (0..len).find(|&i| PortIndex::from(self.ring[self.at(class, i)]) == port) else { return };
+        let Some(pos) = (0..len).find(|&i| PortIndex::from(self.ring[self.at(class, i)].port) == port) else { return };
         for i in pos..len - 1 {
             let (to, from) = (self.at(class, i), self.at(class, i + 1));
             self.ring[to] = self.ring[from];
@@ -112,7 +122,9 @@ mod tests {
     #[test]
     fn each_class_is_first_in_first_out_across_wraps_growth_and_removal() {
         let mut q = ReadyQueues::default();
-        let mut model: Vec<std::collections::VecDeque<PortIndex>> = vec![Default::default(); PRIORITY_CLASSES];
+        // Each port with the due time it was queued with: the entry carries it through wraps,
+        // growth and removals of others.
+        let mut model: Vec<std::collections::VecDeque<(PortIndex, u64)>> = vec![Default::default(); PRIORITY_CLASSES];
         let mut free: Vec<PortIndex> = (0..40).collect();
         q.reserve(40);
         for step in 0..5_000usize {
@@ -120,17 +132,18 @@ mod tests {
             match step % 5 {
                 0 | 1 | 2 if !free.is_empty() => {
                     let port = free.swap_remove(step % free.len());
-                    q.push_back(class, port);
-                    model[class].push_back(port);
+                    q.push_back(class, port, step as u64);
+                    model[class].push_back((port, step as u64));
                 }
                 3 if !model[class].is_empty() => {
-                    free.push(q.pop_front(class));
-                    assert_eq!(Some(free[free.len() - 1]), model[class].pop_front());
+                    let head = q.pop_front(class);
+                    assert_eq!(Some((PortIndex::from(head.port), head.due_tsc)), model[class].pop_front());
+                    free.push(PortIndex::from(head.port));
                 }
                 4 if !model[class].is_empty() => {
-                    let port = model[class][step % model[class].len()];
+                    let (port, _) = model[class][step % model[class].len()];
                     q.remove(class, port);
-                    model[class].retain(|&p| p != port);
+                    model[class].retain(|&(p, _)| p != port);
                     free.push(port);
                 }
                 _ => {}
@@ -142,8 +155,9 @@ mod tests {
             assert_eq!(q.highest(), first);
         }
         for class in 0..PRIORITY_CLASSES {
-            while let Some(port) = model[class].pop_front() {
-                assert_eq!(q.pop_front(class), port);
+            while let Some((port, due)) = model[class].pop_front() {
+                let head = q.pop_front(class);
+                assert_eq!((PortIndex::from(head.port), head.due_tsc), (port, due));
             }
         }
         assert!(q.is_empty());
