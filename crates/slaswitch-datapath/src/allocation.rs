@@ -129,7 +129,7 @@ pub(crate) mod tests {
 
     /// Every row 200 cycles; two VMs make each packet 1.1x dearer.
     pub(crate) fn model() -> BandwidthModel {
-        let row = |b, flows| ModelEntry { packet_bytes: b, flows, cycles_per_packet: StageCycles { ingress: 100.0, classification: 50.0, egress: 50.0 }, measured_kpps: 1.0, emc_miss_share: None };
+        let row = |b, flows| ModelEntry { packet_bytes: b, flows, cycles_per_packet: StageCycles { ingress: 100.0, classification: 50.0, egress: 50.0 }, measured_kpps: 1.0, emc_miss_share: None, measured_cycles_per_packet: None };
         BandwidthModel {
             machine: "t".into(),
             tsc_hz: 1_000_000_000,

@@ -272,8 +272,9 @@ pub fn calibrate(opts: &CalibrateOptions) -> Result<BandwidthModel, String> {
         progress(opts, i, total_steps, &format!("{size}-byte frames, {} flow(s)", flows.name()));
         let n_flows = if flows == FlowCount::Single { 1 } else { opts.many_flows };
         let m = measure_median(&sw, opts, 1, size, n_flows)?;
-        entries.push(ModelEntry { packet_bytes: size, flows, cycles_per_packet: m.cycles, measured_kpps: m.kpps, emc_miss_share: Some(m.emc_miss_share) });
+        entries.push(ModelEntry { packet_bytes: size, flows, cycles_per_packet: m.cycles, measured_kpps: m.kpps, emc_miss_share: Some(m.emc_miss_share), measured_cycles_per_packet: None });
     }
+    slaswitch_qos::cpu::model::raise_to_size_envelope(&mut entries);
     let mut per_count = Vec::new();
     for (i, &n) in opts.vm_counts.iter().enumerate() {
         progress(opts, points.len() + i, total_steps, &format!("{n} VM(s) at once, 64-byte frames, many flows"));
@@ -305,7 +306,7 @@ pub fn calibrate(opts: &CalibrateOptions) -> Result<BandwidthModel, String> {
         tsc_hz,
         measured_unix_secs: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
         method: format!(
-            "slaswitch calibrate: PMD on core {}, emulated VMs (virtio-user) on core {}, null uplink; {} s per point after warm-up; rules: {} security-group masks + one output rule per VM; single = 1 flow, many = {} flows; median of {} runs per point; VM-count points with 64-byte frames, many flows, every VM backlogged (measured ratios {}; the factor is their running maximum)",
+            "slaswitch calibrate: PMD on core {}, emulated VMs (virtio-user) on core {}, null uplink; {} s per point after warm-up; rules: {} security-group masks + one output rule per VM; single = 1 flow, many = {} flows; median of {} runs per point; each stage of a row raised to at least that of any smaller frame (`raised from` gives the measured total); VM-count points with 64-byte frames, many flows, every VM backlogged (measured ratios {}; the factor is their running maximum)",
             opts.pmd_core, opts.vm_core, opts.seconds, opts.security_group_masks, opts.many_flows, opts.repeats, measured_ratios.join(", ")
         ),
         entries,
@@ -326,13 +327,13 @@ pub fn calibrate(opts: &CalibrateOptions) -> Result<BandwidthModel, String> {
 /// The model as a table for people.
 pub fn render(model: &BandwidthModel) -> String {
     let mut out = format!("bandwidth-CPU model: {}\n{}\n\n", model.machine, model.method);
-    out += &format!("{:>6} {:>7} {:>9} {:>9} {:>9} {:>9} {:>10} {:>9}\n", "bytes", "flows", "ingress", "classify", "egress", "total", "meas.kpps", "emc.miss");
+    out += &format!("{:>6} {:>7} {:>9} {:>9} {:>9} {:>9} {:>10} {:>9} {:>11}\n", "bytes", "flows", "ingress", "classify", "egress", "total", "meas.kpps", "emc.miss", "raised from");
     let mut rows = model.entries.clone();
     rows.sort_by_key(|e| (e.flows, e.packet_bytes));
     for e in rows {
         let c = e.cycles_per_packet;
         out += &format!(
-            "{:>6} {:>7} {:>9.0} {:>9.0} {:>9.0} {:>9.0} {:>10.0} {:>9}\n",
+            "{:>6} {:>7} {:>9.0} {:>9.0} {:>9.0} {:>9.0} {:>10.0} {:>9} {:>11}\n",
             e.packet_bytes,
             e.flows.name(),
             c.ingress,
@@ -340,7 +341,8 @@ pub fn render(model: &BandwidthModel) -> String {
             c.egress,
             c.total(),
             e.measured_kpps,
-            e.emc_miss_share.map_or("-".to_string(), |m| format!("{:.1}%", m * 100.0))
+            e.emc_miss_share.map_or("-".to_string(), |m| format!("{:.1}%", m * 100.0)),
+            e.measured_cycles_per_packet.map_or("-".to_string(), |m| format!("{:.0}", m.total()))
         );
     }
     for (name, t) in [("vm_count", &model.vm_count), ("pmd_count", &model.pmd_count), ("numa_remote", &model.numa_remote)] {

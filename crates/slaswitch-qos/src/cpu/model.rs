@@ -85,6 +85,42 @@ pub struct ModelEntry {
     /// (models from before this was recorded: none, read as 0 for single and 1 for many).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub emc_miss_share: Option<f64>,
+    /// What the calibration measured, when that was below the row of a smaller frame and the
+    /// row was raised to it ([`raise_to_size_envelope`]); `None`: the row is as measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured_cycles_per_packet: Option<StageCycles>,
+}
+
+/// Raises each stage of each row to at least the same stage of every smaller frame with the
+/// same flow count (a running maximum over sizes), keeping what was measured in
+/// `measured_cycles_per_packet` where it changed.
+///
+/// Why: a stage does per-packet work and per-byte work (the copies), so a larger frame never
+/// costs it fewer cycles. A row that came out cheaper was measured in a mode of the host where
+/// the frames stayed in the caches: on the AMD EPYC host two daemon instances measured the
+/// same 1500-byte one-flow point at 187 and 543 cycles (issue 5 notes, 2026-11-24), and one
+/// calibration stored 186 where 1024-byte frames cost 401. A row priced from the cheap mode
+/// under-allocates whenever the traffic meets the dear one, by more than drift compensation
+/// may make up (Fig. 11a: the 1500-byte VM 20% short). The VM-count factor is a running
+/// maximum for the same reason (seed 000 Sec. III-D; `slaswitch calibrate`).
+pub fn raise_to_size_envelope(entries: &mut [ModelEntry]) {
+    for flows in [FlowCount::Single, FlowCount::Many] {
+        let mut order: Vec<usize> = (0..entries.len()).filter(|&i| entries[i].flows == flows).collect();
+        order.sort_by_key(|&i| entries[i].packet_bytes);
+        let mut floor = StageCycles::default();
+        for i in order {
+            let measured = entries[i].cycles_per_packet;
+            floor = StageCycles {
+                ingress: floor.ingress.max(measured.ingress),
+                classification: floor.classification.max(measured.classification),
+                egress: floor.egress.max(measured.egress),
+            };
+            if floor != measured {
+                entries[i].measured_cycles_per_packet.get_or_insert(measured);
+                entries[i].cycles_per_packet = floor;
+            }
+        }
+    }
 }
 
 /// A coefficient table: input value -> growth factor. Looked up by the largest input not
@@ -280,6 +316,7 @@ mod tests {
             cycles_per_packet: StageCycles { ingress: total / 2.0, classification: total / 4.0, egress: total / 4.0 },
             measured_kpps: 1000.0,
             emc_miss_share: None,
+            measured_cycles_per_packet: None,
         };
         BandwidthModel {
             machine: "test".into(),
@@ -355,5 +392,36 @@ mod tests {
         // A single-flow purchase: what its traffic costs.
         assert!((m.predict_for_profile(FlowCount::Single, 64.0, 0.9).unwrap() - 500.0).abs() < 1e-9);
         assert!((m.predict_for_profile(FlowCount::Single, 64.0, 0.3).unwrap() - 300.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_row_cheaper_than_a_smaller_frame_is_raised_stage_by_stage_and_keeps_what_was_measured() {
+        let row = |bytes, flows, ingress, classification| ModelEntry {
+            packet_bytes: bytes,
+            flows,
+            cycles_per_packet: StageCycles { ingress, classification, egress: 13.0 },
+            measured_kpps: 1.0,
+            emc_miss_share: None,
+            measured_cycles_per_packet: None,
+        };
+        // The AMD host's one-flow rows (1500 bytes measured cache-hot), and many-flow rows that
+        // are already in order, listed out of order.
+        let mut entries = vec![
+            row(1500, FlowCount::Single, 116.0, 57.0),
+            row(64, FlowCount::Single, 62.0, 56.0),
+            row(1024, FlowCount::Single, 332.0, 56.0),
+            row(64, FlowCount::Many, 68.0, 366.0),
+            row(512, FlowCount::Many, 235.0, 370.0),
+        ];
+        raise_to_size_envelope(&mut entries);
+        let priced = |bytes, flows| entries.iter().find(|e| e.packet_bytes == bytes && e.flows == flows).unwrap().clone();
+        let big = priced(1500, FlowCount::Single);
+        assert_eq!(big.cycles_per_packet, StageCycles { ingress: 332.0, classification: 57.0, egress: 13.0 });
+        assert_eq!(big.measured_cycles_per_packet, Some(StageCycles { ingress: 116.0, classification: 57.0, egress: 13.0 }));
+        // 1024 bytes: its classification (56) is raised to the 64-byte row's (56): unchanged.
+        assert_eq!(priced(1024, FlowCount::Single).measured_cycles_per_packet, None);
+        // The flow counts are separate envelopes: many-flow rows are not raised by one-flow ones.
+        assert_eq!(priced(512, FlowCount::Many).measured_cycles_per_packet, None);
+        assert_eq!(priced(64, FlowCount::Many).cycles_per_packet.ingress, 68.0);
     }
 }

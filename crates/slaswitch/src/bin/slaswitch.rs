@@ -295,7 +295,21 @@ fn render_qos(r: &Value) -> String {
         let c = &a["cycles_per_packet"];
         let total = ["ingress", "classification", "egress"].iter().map(|k| c[*k].as_f64().unwrap_or(0.0)).sum::<f64>();
         out += &format!("\n{}: purchased {} bit/s, profile {}-byte frames, {} flows\n", f(&p["name"]), f(&a["bandwidth_bps"]), f(&a["profile"]["packet_bytes"]), f(&a["profile"]["flows"]));
-        let rows: Vec<String> = a["entries"].as_array().into_iter().flatten().map(|e| format!("{} bytes/{}", f(&e["packet_bytes"]), f(&e["flows"]))).collect();
+        let rows: Vec<String> = a["entries"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|e| {
+                let measured = &e["measured_cycles_per_packet"];
+                let raised = if measured.is_null() {
+                    String::new()
+                } else {
+                    let total: f64 = ["ingress", "classification", "egress"].iter().map(|k| measured[*k].as_f64().unwrap_or(0.0)).sum();
+                    format!(" (raised to the smaller frames' cost; measured {total:.0})")
+                };
+                format!("{} bytes/{}{raised}", f(&e["packet_bytes"]), f(&e["flows"]))
+            })
+            .collect();
         out += &format!(
             "  model entry {}{}: {:.0} cycles/packet (ingress {:.0}, classification {:.0}, egress {:.0})\n",
             rows.join(" and "),
