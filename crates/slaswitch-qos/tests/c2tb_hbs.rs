@@ -511,3 +511,40 @@ fn a_resting_port_comes_back_in_the_class_set_while_it_rested() {
     assert_eq!(s.view(0).unwrap().place, PortPlace::Ready { class: 6 });
     assert_eq!(s.next_port(now), Some(1), "back in class 6, behind the class-4 port");
 }
+
+#[test]
+fn skipped_refills_hold_a_strict_port_to_its_rate_plus_an_eighth_of_its_depth() {
+    // One strict port at a tenth of the core, alone on the PMD. It first sleeps (empty polls)
+    // for 50 ms, so its bucket sits full, then sends cheap full batches back to back. Refills
+    // that find the bucket positive are skipped for a while (`CyclePool::refill_after_batch`),
+    // so the bucket is capped less often: from the moment it wakes, what it spends must stay
+    // within its rate plus 1.125 depths (one depth and the skipped window's eighth).
+    let rate = HZ / 10;
+    let depth = HZ / 10_000;
+    for batch in [700u64, 3_000, 20_000] {
+        let mut s = sched_with(RefillMode::Lazy, HbsConfig::default(), &[(8, CycleLimit::Strict { cycles_per_sec: rate })]);
+        let mut now = 0u64;
+        while now < HZ / 20 {
+            let port = s.next_port(now).expect("a sleeping port is polled");
+            now += 200;
+            s.report_batch(port, 200, 0, now);
+        }
+        let woke = now;
+        let (mut spent, mut worst_excess) = (0u64, f64::MIN);
+        while now < woke + HZ / 10 {
+            match s.next_port(now) {
+                Some(port) => {
+                    now += batch;
+                    spent += batch;
+                    s.report_batch(port, batch, 32, now);
+                }
+                None => now += 50,
+            }
+            let allowed = rate as f64 * (now - woke) as f64 / HZ as f64;
+            worst_excess = worst_excess.max(spent as f64 - allowed);
+        }
+        assert!(worst_excess <= 1.125 * depth as f64 + batch as f64, "batch {batch}: spent {worst_excess:.0} cycles above its rate (depth {depth})");
+        let allowed = rate as f64 * (now - woke) as f64 / HZ as f64;
+        assert!(spent as f64 >= allowed - batch as f64, "batch {batch}: spent {spent} of {allowed:.0}");
+    }
+}

@@ -492,7 +492,7 @@ impl PortScheduler {
             // cache, so that a sleeping port's overflow reaches the MIN-MAX ports (Algorithm 1)
             // and releasing it later needs nothing from its record.
             self.pool.charge(&mut slot.bucket, 0, false);
-            self.pool.refill(&mut slot.bucket, now_tsc);
+            self.pool.refill_after_batch(&mut slot.bucket, now_tsc);
             if slot.bucket.wait_ticks() == 0 {
                 slot.place = PortPlace::Resting;
                 self.resting.push((port, s.current_priority));
@@ -502,8 +502,9 @@ impl PortScheduler {
             }
         } else {
             self.pool.charge(&mut slot.bucket, cycles, packets >= self.config.full_batch_packets);
+            self.pool.refill_after_batch(&mut slot.bucket, now_tsc);
             self.release_resting();
-            self.requeue(port, now_tsc);
+            self.requeue_refilled(port, now_tsc);
         }
     }
 
@@ -541,8 +542,14 @@ impl PortScheduler {
     /// Puts a port (in service, or just taken out of its queue) into the right queue.
     #[inline]
     fn requeue(&mut self, port: PortIndex, now_tsc: u64) {
+        self.pool.refill(&mut self.slots.0[port].bucket, now_tsc);
+        self.requeue_refilled(port, now_tsc);
+    }
+
+    /// [`Self::requeue`] for a port whose bucket the caller has brought up to date.
+    #[inline]
+    fn requeue_refilled(&mut self, port: PortIndex, now_tsc: u64) {
         let slot = &mut self.slots.0[port];
-        self.pool.refill(&mut slot.bucket, now_tsc);
         let wait_ticks = slot.bucket.wait_ticks();
         let s = slot.state.as_mut().expect("requeue of a known port");
         let class = s.current_priority;
