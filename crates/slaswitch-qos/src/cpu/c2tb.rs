@@ -55,9 +55,10 @@ impl CycleLimit {
             }
         }
     }
-    fn minmax_weight(&self) -> u64 {
+    /// MIN-MAX weight, 0 for strict and unlimited ports.
+    fn minmax_weight(&self) -> u32 {
         match *self {
-            CycleLimit::MinMax { weight, .. } => u64::from(weight),
+            CycleLimit::MinMax { weight, .. } => weight,
             _ => 0,
         }
     }
@@ -182,10 +183,7 @@ impl Bucket {
     /// stored: it keeps the HBS port record within two cache lines.
     #[inline]
     fn weight(&self) -> u32 {
-        match self.limit {
-            CycleLimit::MinMax { weight, .. } => weight,
-            _ => 0,
-        }
+        self.limit.minmax_weight()
     }
 
     /// Current tokens (cycles); `None` for an unlimited port.

@@ -17,8 +17,8 @@
 //!   filling meanwhile, so the lateness costs the port nothing.
 //! * A port whose batch left it owing tokens goes to the back of its ready queue at once,
 //!   with the TSC at which its own rate pays the debt (`due_tsc`, kept in its ready-queue
-//!   entry, so the decision reads it from the line the head came from). It is parked in the waiting queue only if it reaches the head of its queue
-//!   before then. The paper moves it to the waiting queue at once and back to the tail when
+//!   entry, so the decision reads it from the line the head came from). It is parked in the
+//!   waiting queue only if it reaches the head of its queue before then. The paper moves it to the waiting queue at once and back to the tail when
 //!   its tokens turn positive. When every port hovers around zero tokens, as when the
 //!   allocations add up to the core, that meant one park and one promotion on every decision,
 //!   and each touched other ports' records, which every batch evicts from the caches (issue 5's
@@ -509,8 +509,9 @@ impl PortScheduler {
     }
 
     /// Puts the resting ports back in their queues, in the order they rested. Their buckets
-    /// were refilled and found positive when they rested, and an empty poll charges nothing,
-    /// so they may run at once: no refill, no due time, and their records are only written.
+    /// were brought up to date and found positive when they rested, and an empty poll
+    /// charges nothing, so they may run at once: no refill, no due time, and their records
+    /// are only written.
     #[inline]
     fn release_resting(&mut self) {
         for &(port, class) in &self.resting {

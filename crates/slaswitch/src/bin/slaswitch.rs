@@ -264,6 +264,11 @@ fn render(verb: &str, r: &Value) -> String {
 
 /// `qos-show`: a table of every port, then for each port whose cycles come from the model the
 /// working (seed 000 Sec. III-D), then the uplink and the NIC fallback (Sec. VII).
+/// Cycles per packet over the three stages of a `StageCycles` in JSON.
+fn stage_total(c: &Value) -> f64 {
+    ["ingress", "classification", "egress"].iter().map(|k| c[*k].as_f64().unwrap_or(0.0)).sum()
+}
+
 fn render_qos(r: &Value) -> String {
     let mut out = format!(
         "{:<12} {:>4} {:>10} {:>13} {:>8} {:>4} {:>6} {:>6} {:>13} {:>14}\n",
@@ -293,7 +298,7 @@ fn render_qos(r: &Value) -> String {
             continue;
         }
         let c = &a["cycles_per_packet"];
-        let total = ["ingress", "classification", "egress"].iter().map(|k| c[*k].as_f64().unwrap_or(0.0)).sum::<f64>();
+        let total = stage_total(c);
         out += &format!("\n{}: purchased {} bit/s, profile {}-byte frames, {} flows\n", f(&p["name"]), f(&a["bandwidth_bps"]), f(&a["profile"]["packet_bytes"]), f(&a["profile"]["flows"]));
         let rows: Vec<String> = a["entries"]
             .as_array()
@@ -304,8 +309,7 @@ fn render_qos(r: &Value) -> String {
                 let raised = if measured.is_null() {
                     String::new()
                 } else {
-                    let total: f64 = ["ingress", "classification", "egress"].iter().map(|k| measured[*k].as_f64().unwrap_or(0.0)).sum();
-                    format!(" (raised to the smaller frames' cost; measured {total:.0})")
+                    format!(" (raised to the smaller frames' cost; measured {:.0})", stage_total(measured))
                 };
                 format!("{} bytes/{}{raised}", f(&e["packet_bytes"]), f(&e["flows"]))
             })
