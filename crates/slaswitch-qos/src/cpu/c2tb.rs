@@ -141,7 +141,7 @@ pub struct Bucket {
     /// The port's last poll filled a whole batch: its overflow is not idle capacity.
     backlogged: bool,
     /// TSC ticks in which the port earns an eighth of the bucket depth: for that long after a
-    /// refill, a full batch that leaves the bucket positive needs no refill
+    /// refill, a batch or empty poll that leaves the bucket positive needs no refill
     /// ([`CyclePool::refill_after_batch`]).
     refill_skip_ticks: u32,
     /// Balance in 2^-16 cycles; may be negative (Sec. IV-A-2).
@@ -451,8 +451,8 @@ impl CyclePool {
         });
         self.allocated_cycles_per_sec = allocated;
         self.total_weight = total_weight;
-        self.idle_cycles_per_sec = (self.config.capacity_cycles_per_sec as f64 - allocated as f64).max(0.0);
         let idle = self.config.capacity_cycles_per_sec.saturating_sub(allocated);
+        self.idle_cycles_per_sec = idle as f64;
         let tsc_hz = u128::from(self.config.tsc_hz);
         let (depth_eighth, lazy) = ((self.depth_tokens / 8) as u64, self.lazy);
         set.each_bucket(|b| {

@@ -498,7 +498,8 @@ impl PortScheduler {
                 self.resting.push((port, s.current_priority));
             } else {
                 // It owes tokens (a probed port may run owing them): queued as after a batch.
-                self.requeue(port, now_tsc);
+                // A bucket that is not positive was just refilled.
+                self.requeue_refilled(port, now_tsc);
             }
         } else {
             self.pool.charge(&mut slot.bucket, cycles, packets >= self.config.full_batch_packets);
