@@ -141,6 +141,10 @@ pub struct PmdTotals {
     /// batch (C2TB, requeueing); the rest is publishing and drift windows.
     pub qos_pick_cycles: u64,
     pub qos_charge_cycles: u64,
+    /// Decisions whose poll came back empty, and their share of `qos_pick_cycles +
+    /// qos_charge_cycles`: an empty poll costs round robin only the poll, C2QoS the decision too.
+    pub qos_empty_decisions: u64,
+    pub qos_empty_cycles: u64,
     /// Batches after which a C2QoS port owed cycle tokens, and times a port was parked in the
     /// waiting queue for them (see `slaswitch_qos::cpu::WaitCounts`).
     pub qos_owed: u64,
@@ -157,6 +161,8 @@ pub struct PmdCounters {
     qos_cycles: AtomicU64,
     qos_pick_cycles: AtomicU64,
     qos_charge_cycles: AtomicU64,
+    qos_empty_decisions: AtomicU64,
+    qos_empty_cycles: AtomicU64,
     qos_owed: AtomicU64,
     qos_parked: AtomicU64,
     /// The drift-compensation factor (f64 bits; 0 before the first window).
@@ -173,6 +179,8 @@ impl PmdCounters {
         self.qos_cycles.store(t.qos_cycles, Relaxed);
         self.qos_pick_cycles.store(t.qos_pick_cycles, Relaxed);
         self.qos_charge_cycles.store(t.qos_charge_cycles, Relaxed);
+        self.qos_empty_decisions.store(t.qos_empty_decisions, Relaxed);
+        self.qos_empty_cycles.store(t.qos_empty_cycles, Relaxed);
         self.qos_owed.store(t.qos_owed, Relaxed);
         self.qos_parked.store(t.qos_parked, Relaxed);
     }
@@ -199,6 +207,8 @@ impl PmdCounters {
             qos_cycles: self.qos_cycles.load(Relaxed),
             qos_pick_cycles: self.qos_pick_cycles.load(Relaxed),
             qos_charge_cycles: self.qos_charge_cycles.load(Relaxed),
+            qos_empty_decisions: self.qos_empty_decisions.load(Relaxed),
+            qos_empty_cycles: self.qos_empty_cycles.load(Relaxed),
             qos_owed: self.qos_owed.load(Relaxed),
             qos_parked: self.qos_parked.load(Relaxed),
         }

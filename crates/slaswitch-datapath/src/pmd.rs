@@ -688,6 +688,7 @@ pub fn run(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<Pmd
                         let t_served = if sampled { rdtsc_after_all() } else { 0 };
                         pmd.credit_stalls(Some(&mut *sched));
                         sched.report_batch(number, charged, received as u32, t_end);
+                        pmd.pmd_totals.qos_empty_decisions += u64::from(received == 0);
                         if sampled {
                             let pick = own_cycles(t_decide, t_decided, pmd.stall_cycles);
                             let charge = own_cycles(t_served, rdtsc_after_loads(), pmd.stall_cycles);
@@ -695,6 +696,9 @@ pub fn run(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<Pmd
                             totals.qos_cycles += (pick + charge) << QOS_SAMPLE_SHIFT;
                             totals.qos_pick_cycles += pick << QOS_SAMPLE_SHIFT;
                             totals.qos_charge_cycles += charge << QOS_SAMPLE_SHIFT;
+                            if received == 0 {
+                                totals.qos_empty_cycles += (pick + charge) << QOS_SAMPLE_SHIFT;
+                            }
                         }
                         pass_had_packets |= received > 0;
                         t = t_end;

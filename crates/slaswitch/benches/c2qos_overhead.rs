@@ -66,6 +66,9 @@ struct Counters {
     pick: f64,
     charge: f64,
     decisions: f64,
+    /// Decisions whose poll came back empty, and their picking and charging cycles.
+    empty_decisions: f64,
+    empty_cycles: f64,
     /// Batches that left a port owing tokens; ports parked for tokens.
     owed: f64,
     parked: f64,
@@ -89,6 +92,8 @@ fn counters(socket: &PathBuf) -> Counters {
         pick: qos("qos_pick_cycles"),
         charge: qos("qos_charge_cycles"),
         decisions: qos("qos_decisions"),
+        empty_decisions: qos("qos_empty_decisions"),
+        empty_cycles: qos("qos_empty_cycles"),
         owed: qos("qos_owed"),
         parked: qos("qos_parked"),
     }
@@ -106,6 +111,10 @@ struct Window {
     /// Of those: picking the port, and charging its batch (the rest is publishing and drift).
     pick_cycles_per_decision: f64,
     charge_cycles_per_decision: f64,
+    /// Picking and charging cycles of a decision whose poll came back empty, and of one whose
+    /// poll brought packets.
+    cycles_per_empty_decision: f64,
+    cycles_per_full_decision: f64,
     packets_per_decision: f64,
     /// Packets per poll that brought any, empty polls per such poll, and the share of packets
     /// that missed the exact-match cache: what the order ports are served in changes.
@@ -133,6 +142,9 @@ fn measure(socket: &PathBuf) -> Window {
         own_cycles_per_decision: (b.qos - a.qos) / decisions,
         pick_cycles_per_decision: (b.pick - a.pick) / decisions,
         charge_cycles_per_decision: (b.charge - a.charge) / decisions,
+        cycles_per_empty_decision: (b.empty_cycles - a.empty_cycles) / (b.empty_decisions - a.empty_decisions).max(1.0),
+        cycles_per_full_decision: ((b.pick - a.pick) + (b.charge - a.charge) - (b.empty_cycles - a.empty_cycles))
+            / (decisions - (b.empty_decisions - a.empty_decisions)).max(1.0),
         packets_per_decision: packets / decisions,
         packets_per_batch: packets / (b.batches - a.batches).max(1.0),
         empty_polls_per_batch: (b.empty_polls - a.empty_polls) / (b.batches - a.batches).max(1.0),
@@ -207,7 +219,7 @@ fn workload(name: &str, security_group_masks: usize, flows_per_vm: u32) {
     std::thread::sleep(Duration::from_secs(4));
     let (mut rate_ratios, mut cost_ratios, mut own_shares, mut saturated) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     println!("{name}: {PORTS} VM ports, 64-byte frames, {flows_per_vm} flow(s) per VM, {security_group_masks} security-group masks");
-    println!("  round   RR Mpps  C2QoS Mpps  ratio   RR cyc/pkt  C2QoS cyc/pkt  ratio   busy% RR/C2QoS  C2QoS code: % of busy, cyc/decision (picking, charging), pkts/decision, owed/decision, parked/decision; RR/C2QoS: pkts/batch, empty polls/batch, EMC miss %");
+    println!("  round   RR Mpps  C2QoS Mpps  ratio   RR cyc/pkt  C2QoS cyc/pkt  ratio   busy% RR/C2QoS  C2QoS code: % of busy, cyc/decision (picking, charging; after an empty poll / a batch), pkts/decision, owed/decision, parked/decision; RR/C2QoS: pkts/batch, empty polls/batch, EMC miss %");
     for round in 0..ROUNDS {
         // Alternate which goes first, so a drift of the host does not favour one side.
         let order = if round % 2 == 0 { [false, true] } else { [true, false] };
@@ -225,7 +237,7 @@ fn workload(name: &str, security_group_masks: usize, flows_per_vm: u32) {
             saturated.push(c2);
         }
         println!(
-            "  {round:>5}  {:>8.3}  {:>10.3}  {:>5.3}  {:>11.0}  {:>13.0}  {:>5.3}   {:>3.0}/{:<3.0}       {:>6.3}  {:>5.0} ({:>3.0}, {:>3.0})  {:>5.1}  {:>5.3}  {:>5.3};  {:.1}/{:.1}  {:.2}/{:.2}  {:.1}/{:.1}",
+            "  {round:>5}  {:>8.3}  {:>10.3}  {:>5.3}  {:>11.0}  {:>13.0}  {:>5.3}   {:>3.0}/{:<3.0}       {:>6.3}  {:>5.0} ({:>3.0}, {:>3.0}; {:>3.0} / {:>3.0})  {:>5.1}  {:>5.3}  {:>5.3};  {:.1}/{:.1}  {:.2}/{:.2}  {:.1}/{:.1}",
             rr.packets_per_sec / 1e6,
             c2.packets_per_sec / 1e6,
             c2.packets_per_sec / rr.packets_per_sec,
@@ -238,6 +250,8 @@ fn workload(name: &str, security_group_masks: usize, flows_per_vm: u32) {
             c2.own_cycles_per_decision,
             c2.pick_cycles_per_decision,
             c2.charge_cycles_per_decision,
+            c2.cycles_per_empty_decision,
+            c2.cycles_per_full_decision,
             c2.packets_per_decision,
             c2.owed_per_decision,
             c2.parked_per_decision,
@@ -261,12 +275,14 @@ fn workload(name: &str, security_group_masks: usize, flows_per_vm: u32) {
     } else {
         let median = |f: fn(&Window) -> f64| quartiles(saturated.iter().map(f).collect()).1;
         println!(
-            "    saturated rounds ({} of {ROUNDS}, PMD busy >= {SATURATED_BUSY_PERCENT}%): C2QoS's own code {:.3}% of busy cycles, {:.0} cycles per decision ({:.0} picking, {:.0} charging), {:.1} packets per decision, {:.3} owed and {:.3} parked per decision (medians)\n",
+            "    saturated rounds ({} of {ROUNDS}, PMD busy >= {SATURATED_BUSY_PERCENT}%): C2QoS's own code {:.3}% of busy cycles, {:.0} cycles per decision ({:.0} picking, {:.0} charging; {:.0} after an empty poll, {:.0} after a batch), {:.1} packets per decision, {:.3} owed and {:.3} parked per decision (medians)\n",
             saturated.len(),
             median(|w| w.own_percent_of_busy),
             median(|w| w.own_cycles_per_decision),
             median(|w| w.pick_cycles_per_decision),
             median(|w| w.charge_cycles_per_decision),
+            median(|w| w.cycles_per_empty_decision),
+            median(|w| w.cycles_per_full_decision),
             median(|w| w.packets_per_decision),
             median(|w| w.owed_per_decision),
             median(|w| w.parked_per_decision)

@@ -38,6 +38,12 @@ fn a_cycle_allocation_bounds_a_ports_share_of_the_pmd() {
     let hz = sw.json(&["pmd-stats"])["tsc_hz"].as_f64().unwrap();
     // vm1 may use a tenth of the core; vm2 is unlimited.
     sw.ok(&["set-port", "vm1", &format!("cycles_per_sec={}", (hz / 10.0) as u64)]);
+    // No VM attached yet: every decision ends in an empty poll, and is counted as one.
+    std::thread::sleep(Duration::from_millis(300));
+    let idle = sw.json(&["pmd-stats"]);
+    let field = |k: &str| idle["pmds"][0][k].as_f64().unwrap();
+    assert!(field("qos_decisions") > 0.0, "{idle}");
+    assert!(field("qos_empty_decisions") >= 0.99 * field("qos_decisions"), "{idle}");
     let gen = Tenant::start(&sw.dir, "gen", &[("vm1", &sw.port_sock("vm1")), ("vm2", &sw.port_sock("vm2"))], 1024, 9.0, &["gen", "--phase", "size=64,rate=max"]);
     std::thread::sleep(Duration::from_secs(3));
     let a = sw.json(&["pmd-stats"]);

@@ -240,8 +240,8 @@ fn render(verb: &str, r: &Value) -> String {
                 if decisions > 0.0 {
                     // Of all the thread's cycles: decisions before empty polls are idle time,
                     // so a share of busy cycles would overstate a lightly loaded PMD's cost.
-                    out += &format!("  C2QoS: {} decisions, {:.0} cycles each, {:.3}% of the PMD's cycles (decisions before empty polls, time the PMD would idle, included); {} batches left a port owing tokens, {} parked it
-", f(&pmd["qos_decisions"]), qos / decisions, if busy + idle > 0.0 { qos * 100.0 / (busy + idle) } else { 0.0 }, f(&pmd["qos_owed"]), f(&pmd["qos_parked"]));
+                    out += &format!("  C2QoS: {} decisions ({} before empty polls), {:.0} cycles each, {:.3}% of the PMD's cycles (decisions before empty polls, time the PMD would idle, included); {} batches left a port owing tokens, {} parked it
+", f(&pmd["qos_decisions"]), f(&pmd["qos_empty_decisions"]), qos / decisions, if busy + idle > 0.0 { qos * 100.0 / (busy + idle) } else { 0.0 }, f(&pmd["qos_owed"]), f(&pmd["qos_parked"]));
                 }
                 out += &format!("  {:<14} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>7} {:>7}\n", "port", "Kpps", "Mbps", "ingress", "classify", "egress", "cyc/pkt", "share%", "emc%");
                 for p in pmd["ports"].as_array().into_iter().flatten() {

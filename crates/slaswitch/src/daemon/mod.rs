@@ -219,6 +219,8 @@ impl Daemon {
                             "qos_cycles": pmd.totals.qos_cycles,
                             "qos_pick_cycles": pmd.totals.qos_pick_cycles,
                             "qos_charge_cycles": pmd.totals.qos_charge_cycles,
+                            "qos_empty_decisions": pmd.totals.qos_empty_decisions,
+                            "qos_empty_cycles": pmd.totals.qos_empty_cycles,
                             "qos_owed": pmd.totals.qos_owed,
                             "qos_parked": pmd.totals.qos_parked,
                             "busy_pct_interval": rate.map(|r| r.busy_pct),
