@@ -111,8 +111,8 @@ struct Window {
     /// Of those: picking the port, and charging its batch (the rest is publishing and drift).
     pick_cycles_per_decision: f64,
     charge_cycles_per_decision: f64,
-    /// Picking and charging cycles of a decision whose poll came back empty, and of one whose
-    /// poll brought packets.
+    /// Picking and charging cycles of a decision whose poll came back empty, and of the others:
+    /// those whose poll brought packets (and the rare ones that found every port waiting).
     cycles_per_empty_decision: f64,
     cycles_per_full_decision: f64,
     packets_per_decision: f64,

@@ -56,7 +56,7 @@ pub fn render(ports: &[PortStats], pmds: &[PmdStats], flows: &[FlowStats], tsc_h
     }
     family("slaswitch_pmd_cycles_total", "counter", "TSC cycles of each PMD thread: busy, idle, or stalled (a stage interrupted by the host for over 100 us, charged to no port).", pmd_cycles);
     family("slaswitch_pmd_qos_decisions_total", "counter", "C2QoS scheduler decisions of each PMD thread.", pmds.iter().map(|p| (format!("core=\"{}\"", p.core), p.totals.qos_decisions)).collect());
-    family("slaswitch_pmd_qos_cycles_total", "counter", "Cycles C2QoS's own code took on each PMD thread (decisions sampled one in 64; part of busy).", pmds.iter().map(|p| (format!("core=\"{}\"", p.core), p.totals.qos_cycles)).collect());
+    family("slaswitch_pmd_qos_cycles_total", "counter", "Cycles C2QoS's own code took on each PMD thread (decisions sampled one in 64; part of busy, or of idle for decisions before empty polls).", pmds.iter().map(|p| (format!("core=\"{}\"", p.core), p.totals.qos_cycles)).collect());
     family("slaswitch_pmd_qos_empty_decisions_total", "counter", "C2QoS decisions whose poll came back empty, on each PMD thread.", pmds.iter().map(|p| (format!("core=\"{}\"", p.core), p.totals.qos_empty_decisions)).collect());
     family("slaswitch_pmd_qos_empty_cycles_total", "counter", "Of slaswitch_pmd_qos_cycles_total, the picking and charging cycles of decisions whose poll came back empty (sampled one in 64; part of idle).", pmds.iter().map(|p| (format!("core=\"{}\"", p.core), p.totals.qos_empty_cycles)).collect());
     family("slaswitch_pmd_qos_owed_total", "counter", "Batches after which a C2QoS port owed cycle tokens, on each PMD thread.", pmds.iter().map(|p| (format!("core=\"{}\"", p.core), p.totals.qos_owed)).collect());
