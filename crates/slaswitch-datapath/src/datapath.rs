@@ -45,6 +45,9 @@ pub struct DatapathSettings {
     pub pci: bool,
     /// Seconds before a learned MAC address is forgotten.
     pub mac_max_age_secs: u64,
+    /// Depth of every C2TB cycle bucket (Algorithm 1's `bucket_depth`), in microseconds of a
+    /// whole core: how much of its allocation a port may save up while it has nothing to send.
+    pub c2tb_bucket_us: u64,
 }
 
 impl DatapathSettings {
@@ -306,6 +309,7 @@ impl Datapath {
             shared_tx: self.settings.pmd_cores.len() > 1,
             pool: self.pool.clone(),
             mac_max_age_tsc: self.settings.mac_max_age_secs.saturating_mul(self.eal.tsc_hz()),
+            c2tb_bucket_cycles: self.settings.c2tb_bucket_us.saturating_mul(self.eal.tsc_hz()) / 1_000_000,
             tsc_hz: self.eal.tsc_hz(),
             paced,
             fallback: self.fallback.clone(),

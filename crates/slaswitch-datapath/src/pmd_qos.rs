@@ -415,7 +415,8 @@ pub(crate) fn sync_scheduler(sched: &mut Option<PortScheduler>, cfg: &PmdConfig,
         return;
     }
     let now = rdtsc();
-    let s = sched.get_or_insert_with(|| PortScheduler::new(C2tbConfig::one_core(cfg.tsc_hz), HbsConfig::default(), now));
+    let c2tb = C2tbConfig { bucket_depth_cycles: cfg.c2tb_bucket_cycles, ..C2tbConfig::one_core(cfg.tsc_hz) };
+    let s = sched.get_or_insert_with(|| PortScheduler::new(c2tb, HbsConfig::default(), now));
     for &number in split.scheduled.iter() {
         if !cfg.rx_ports.iter().any(|p| p.number == number && p.cpu_qos.is_set()) {
             s.remove_port(usize::from(number), now);

@@ -134,6 +134,10 @@ pub struct Host {
     /// Virtio ring of each emulated VM: large, so VMs sharing a core stay backlogged together.
     #[serde(default = "default_ring")]
     pub ring: u32,
+    /// slaswitch's C2TB bucket depth in microseconds of the core (`slaswitchd
+    /// --c2tb-bucket-us`); the daemon's default when absent.
+    #[serde(default)]
+    pub c2tb_bucket_us: Option<u64>,
 }
 
 fn default_pmd_cores() -> Vec<usize> {
@@ -148,7 +152,7 @@ fn default_ring() -> u32 {
 
 impl Default for Host {
     fn default() -> Self {
-        Host { pmd_cores: default_pmd_cores(), vm_core: default_vm_core(), ring: default_ring() }
+        Host { pmd_cores: default_pmd_cores(), vm_core: default_vm_core(), ring: default_ring(), c2tb_bucket_us: None }
     }
 }
 
@@ -493,6 +497,9 @@ fn validate(s: &Scenario, c: &Checker) -> Result<(), ScenarioError> {
     }
     if s.host.vm_core >= cores.max(2) {
         return Err(c.err(&[Key("host"), Key("vm_core")], format!("core {} does not exist (this machine has {cores})", s.host.vm_core)));
+    }
+    if let Some(us) = s.host.c2tb_bucket_us.filter(|us| !(1..=1_000_000).contains(us)) {
+        return Err(c.err(&[Key("host"), Key("c2tb_bucket_us")], format!("{us}: from 1 to 1000000 microseconds")));
     }
     // DPDK 22.11's virtio-user fails to set up rings above 8192 descriptors on this host.
     if !(64..=8192).contains(&s.host.ring) || !s.host.ring.is_power_of_two() {

@@ -88,6 +88,9 @@ pub fn plan(scenario: &Scenario, step: &Step) -> SwitchPlan {
     if scenario.classification.security_group_masks > 0 {
         p.unsupported.push(format!("classification.security_group_masks = {} (a Linux bridge forwards by MAC only)", scenario.classification.security_group_masks));
     }
+    if scenario.host.c2tb_bucket_us.is_some() {
+        p.unsupported.push("host.c2tb_bucket_us (a Linux bridge has no cycle buckets)".into());
+    }
     p.notes.push("the kernel forwards in softirq context on whatever core the sender runs on: there is no PMD core".into());
     p
 }

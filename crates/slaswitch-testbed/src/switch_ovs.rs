@@ -109,6 +109,9 @@ pub fn plan(scenario: &Scenario, step: &Step, dir: &Path) -> SwitchPlan {
     if scenario.uplink.line_rate.is_some() {
         p.unsupported.push("uplink.line_rate (a vhost-user port has no line rate in OVS)".into());
     }
+    if scenario.host.c2tb_bucket_us.is_some() {
+        p.unsupported.push("host.c2tb_bucket_us (OVS-DPDK has no cycle buckets)".into());
+    }
     for m in meters {
         let mut cmd = ofctl(dir);
         cmd.insert(3, "add-meter".into());

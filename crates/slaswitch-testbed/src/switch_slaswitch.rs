@@ -123,6 +123,8 @@ pub struct Slaswitch {
     pub pmd_cores: Vec<usize>,
     pub main_core: usize,
     pub file_prefix: String,
+    /// `slaswitchd --c2tb-bucket-us`, when the scenario sets it.
+    pub c2tb_bucket_us: Option<u64>,
     child: Option<Child>,
 }
 
@@ -134,6 +136,7 @@ impl Slaswitch {
             pmd_cores: scenario.host.pmd_cores.clone(),
             main_core: scenario.host.vm_core,
             file_prefix: file_prefix.to_string(),
+            c2tb_bucket_us: scenario.host.c2tb_bucket_us,
             child: None,
         }
     }
@@ -161,6 +164,7 @@ impl Driver for Slaswitch {
             .arg("--db")
             .arg(self.dir.join("conf.json"))
             .args(["--file-prefix", &self.file_prefix, "--no-metrics"])
+            .args(self.c2tb_bucket_us.iter().flat_map(|us| ["--c2tb-bucket-us".to_string(), us.to_string()]))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?)

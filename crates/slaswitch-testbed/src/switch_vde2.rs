@@ -43,6 +43,9 @@ pub fn plan(scenario: &Scenario, step: &Step, dir: &Path) -> SwitchPlan {
     if scenario.classification.security_group_masks > 0 {
         p.unsupported.push("classification.security_group_masks (vde_switch forwards by MAC only)".into());
     }
+    if scenario.host.c2tb_bucket_us.is_some() {
+        p.unsupported.push("host.c2tb_bucket_us (vde_switch has no cycle buckets)".into());
+    }
     if scenario.uplink.line_rate.is_some() {
         p.unsupported.push("uplink.line_rate (vde_switch has no line rate)".into());
     }

@@ -106,6 +106,17 @@ fn semantic_errors_name_line_and_field() {
 }
 
 #[test]
+fn a_bucket_depth_out_of_range_is_refused_and_one_in_range_kept() {
+    let text = GOOD.replace("[uplink]", "[host]\nc2tb_bucket_us = 0\n\n[uplink]");
+    let (line, field, message) = error(&text);
+    assert_eq!(field, "host.c2tb_bucket_us");
+    assert_eq!(line, Some(line_of(&text, "c2tb_bucket_us")));
+    assert!(message.contains("from 1 to 1000000"), "{message}");
+    let s = parse("ok.toml", &GOOD.replace("[uplink]", "[host]\nc2tb_bucket_us = 1000\n\n[uplink]")).expect("parses");
+    assert_eq!(s.host.c2tb_bucket_us, Some(1000));
+}
+
+#[test]
 fn a_phase_after_the_end_and_a_missing_vm_are_refused() {
     let text = GOOD.replace("start=10,dur=10", "start=25,dur=10");
     assert!(error(&text).2.contains("after the run ends"));

@@ -67,6 +67,14 @@ fn ovs_polices_bytes_on_the_interface_and_packets_with_a_meter() {
     }
     assert!(p.notes.iter().any(|n| n.contains("ignores ingress_policing_kpkts_rate")));
     assert_eq!(p.attach[0].1, Attach::VhostUser("/run/x/uplink".into()));
+    assert!(!p.unsupported.iter().any(|u| u.contains("c2tb_bucket_us")), "{:?}", p.unsupported);
+    // A C2TB bucket depth is slaswitch's alone: the other switches list it.
+    let s = parse("t.toml", &SCENARIO.replace("duration_secs = 10", "duration_secs = 10\n[host]\nc2tb_bucket_us = 1000")).expect("parses");
+    let st = s.steps().remove(0);
+    for kind in [SwitchKind::OvsDpdk, SwitchKind::LinuxTc, SwitchKind::Vde2] {
+        let p = plan(kind, &s, &st, Path::new("/run/x"), Path::new("/opt/bin"));
+        assert!(p.unsupported.iter().any(|u| u.contains("host.c2tb_bucket_us")), "{kind:?}: {:?}", p.unsupported);
+    }
 }
 
 #[test]

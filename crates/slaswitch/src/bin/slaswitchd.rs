@@ -1,7 +1,8 @@
 //! slaswitchd: the switch daemon. Runs in the foreground until SIGINT or SIGTERM.
 //!
 //! slaswitchd [--pmd-cores 0[,1...]] [--main-core N] [--run-dir DIR] [--db FILE] [--model FILE]
-//!            [--file-prefix NAME] [--metrics ADDR | --no-metrics] [--mbufs N] [--no-huge] [--pci]
+//!            [--file-prefix NAME] [--metrics ADDR | --no-metrics] [--mbufs N] [--mac-age SECS]
+//!            [--c2tb-bucket-us US] [--no-huge] [--pci]
 
 use std::path::PathBuf;
 
@@ -11,14 +12,17 @@ use slaswitch::daemon::{config::ConfigStore, install_signal_handlers, serve, Dae
 use slaswitch_datapath::{Datapath, DatapathSettings};
 
 const USAGE: &str = "usage: slaswitchd [--pmd-cores LIST] [--main-core N] [--run-dir DIR] [--db FILE] [--model FILE] [--file-prefix NAME]
-                  [--metrics ADDR | --no-metrics] [--mbufs N] [--mac-age SECS] [--no-huge] [--pci]
+                  [--metrics ADDR | --no-metrics] [--mbufs N] [--mac-age SECS] [--c2tb-bucket-us US] [--no-huge] [--pci]
   --pmd-cores   cores of the PMD threads, comma-separated (default 0)
   --main-core   core of the control thread (default: the last core not used by a PMD)
   --run-dir     control socket and default vhost-user sockets (default /var/run/slaswitch)
   --db          persisted configuration (default /var/lib/slaswitch/conf.json)
   --model       bandwidth-CPU model written by `slaswitch calibrate` (default /var/lib/slaswitch/bandwidth-model.json)
   --file-prefix DPDK EAL file prefix, so instances and OVS can run side by side (default slaswitch)
-  --metrics     Prometheus endpoint (default 127.0.0.1:9477)";
+  --metrics     Prometheus endpoint (default 127.0.0.1:9477)
+  --c2tb-bucket-us
+                depth of every C2TB cycle bucket, in microseconds of a whole core: what a port
+                may save up while it has nothing to send (default 100; 1 to 1000000)";
 
 fn main() {
     if let Err(e) = run() {
@@ -30,7 +34,7 @@ fn main() {
 fn run() -> Result<(), String> {
     let a = Args::parse(
         std::env::args().skip(1),
-        &["pmd-cores", "main-core", "run-dir", "db", "model", "file-prefix", "metrics", "mbufs", "mac-age"],
+        &["pmd-cores", "main-core", "run-dir", "db", "model", "file-prefix", "metrics", "mbufs", "mac-age", "c2tb-bucket-us"],
         &["no-huge", "pci", "no-metrics", "help"],
     )
     .map_err(|e| format!("{e}\n{USAGE}"))?;
@@ -59,6 +63,10 @@ fn run() -> Result<(), String> {
         hugepages: !a.flag("no-huge"),
         pci: a.flag("pci"),
         mac_max_age_secs: a.parsed("mac-age", 300)?,
+        c2tb_bucket_us: match a.parsed("c2tb-bucket-us", 100u64)? {
+            us @ 1..=1_000_000 => us,
+            us => return Err(format!("--c2tb-bucket-us {us}: from 1 to 1000000 microseconds")),
+        },
     };
     let store = ConfigStore::new(PathBuf::from(a.get("db").unwrap_or("/var/lib/slaswitch/conf.json")));
     let metrics = if a.flag("no-metrics") { None } else { Some(a.get("metrics").unwrap_or("127.0.0.1:9477").to_string()) };
