@@ -309,7 +309,7 @@ impl Datapath {
             shared_tx: self.settings.pmd_cores.len() > 1,
             pool: self.pool.clone(),
             mac_max_age_tsc: self.settings.mac_max_age_secs.saturating_mul(self.eal.tsc_hz()),
-            c2tb_bucket_cycles: self.settings.c2tb_bucket_us.saturating_mul(self.eal.tsc_hz()) / 1_000_000,
+            c2tb_bucket_us: self.settings.c2tb_bucket_us,
             tsc_hz: self.eal.tsc_hz(),
             paced,
             fallback: self.fallback.clone(),

@@ -109,8 +109,8 @@ pub struct PmdConfig {
     pub pool: Arc<Mempool>,
     /// TSC ticks after which a learned MAC is forgotten.
     pub mac_max_age_tsc: u64,
-    /// Depth of every C2TB bucket, in cycles (`DatapathSettings::c2tb_bucket_us`).
-    pub c2tb_bucket_cycles: u64,
+    /// Depth of every C2TB bucket, microseconds of the core (`DatapathSettings::c2tb_bucket_us`).
+    pub c2tb_bucket_us: u64,
     pub tsc_hz: u64,
     /// Numbers of the paced ports (every PMD drains them).
     pub paced: Vec<u16>,

@@ -415,7 +415,7 @@ pub(crate) fn sync_scheduler(sched: &mut Option<PortScheduler>, cfg: &PmdConfig,
         return;
     }
     let now = rdtsc();
-    let c2tb = C2tbConfig { bucket_depth_cycles: cfg.c2tb_bucket_cycles, ..C2tbConfig::one_core(cfg.tsc_hz) };
+    let c2tb = C2tbConfig::one_core_with_depth_us(cfg.tsc_hz, cfg.c2tb_bucket_us);
     let s = sched.get_or_insert_with(|| PortScheduler::new(c2tb, HbsConfig::default(), now));
     for &number in split.scheduled.iter() {
         if !cfg.rx_ports.iter().any(|p| p.number == number && p.cpu_qos.is_set()) {

@@ -113,7 +113,8 @@ fn a_port_without_settings_keeps_its_polls_beside_min_max_ports() {
     if !can_run() {
         return;
     }
-    let sw = Switch::start("c2rr", &[]);
+    // Buckets of 2 ms of the core instead of the default 100 us (`--c2tb-bucket-us`).
+    let sw = Switch::start("c2rr", &["--c2tb-bucket-us", "2000"]);
     sw.ok(&["add-port", "up", "null"]);
     for p in ["vm1", "vm2"] {
         sw.ok(&["add-port", p, "vhost-user"]);
@@ -121,6 +122,14 @@ fn a_port_without_settings_keeps_its_polls_beside_min_max_ports() {
     }
     let hz = sw.json(&["pmd-stats"])["tsc_hz"].as_f64().unwrap();
     sw.ok(&["set-port", "vm1", &format!("cycles_per_sec={}", (hz / 10.0) as u64), "mode=min-max", "priority=1"]);
+    // A new port starts with a full bucket, and an idle one stays full: the depth set reached
+    // the PMD's scheduler (the default would hold a twentieth of this).
+    std::thread::sleep(Duration::from_millis(300));
+    let q = sw.json(&["qos-show", "vm1"]);
+    assert_eq!(q["c2tb_bucket_us"], 2000, "{q}");
+    let tokens = q["ports"].as_array().unwrap().iter().find(|p| p["name"] == "vm1").unwrap()["tokens_cycles"].as_f64().unwrap();
+    let depth = hz * 2000e-6;
+    assert!(tokens > 0.9 * depth && tokens < 1.5 * depth, "vm1 idle with {tokens:.0} tokens, depth {depth:.0}");
     let offered_pps = 100_000.0;
     let gen = Tenant::start(
         &sw.dir,

@@ -86,12 +86,22 @@ pub struct C2tbConfig {
 }
 
 impl C2tbConfig {
-    /// One core at `tsc_hz`, a bucket depth of 100 us of the core, lazy refill.
+    /// The bucket depth a switch runs with unless told otherwise, in microseconds of the core.
+    pub const DEFAULT_BUCKET_DEPTH_US: u64 = 100;
+    /// The depths a switch may be given (`slaswitchd --c2tb-bucket-us`), in microseconds.
+    pub const BUCKET_DEPTH_US: std::ops::RangeInclusive<u64> = 1..=1_000_000;
+
+    /// One core at `tsc_hz`, a bucket depth of [`Self::DEFAULT_BUCKET_DEPTH_US`], lazy refill.
     pub fn one_core(tsc_hz: u64) -> Self {
+        Self::one_core_with_depth_us(tsc_hz, Self::DEFAULT_BUCKET_DEPTH_US)
+    }
+
+    /// One core at `tsc_hz`, buckets holding `depth_us` microseconds of it, lazy refill.
+    pub fn one_core_with_depth_us(tsc_hz: u64, depth_us: u64) -> Self {
         C2tbConfig {
             tsc_hz,
             capacity_cycles_per_sec: tsc_hz,
-            bucket_depth_cycles: tsc_hz / 10_000,
+            bucket_depth_cycles: tsc_hz.saturating_mul(depth_us) / 1_000_000,
             refill: RefillMode::Lazy,
         }
     }

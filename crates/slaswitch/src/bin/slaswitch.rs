@@ -290,7 +290,13 @@ fn render_qos(r: &Value) -> String {
         );
     }
     if let Some(p) = ports.first() {
-        out += &format!("PMD core {}: {} of {} cycles/s allocated\n", f(&p["pmd_core"]), f(&p["pmd_allocated_cycles_per_sec"]), f(&p["pmd_capacity_cycles_per_sec"]));
+        out += &format!(
+            "PMD core {}: {} of {} cycles/s allocated; cycle buckets hold {} us of the core\n",
+            f(&p["pmd_core"]),
+            f(&p["pmd_allocated_cycles_per_sec"]),
+            f(&p["pmd_capacity_cycles_per_sec"]),
+            f(&r["c2tb_bucket_us"])
+        );
     }
     for p in &ports {
         let a = &p["allocation"];

@@ -10,6 +10,7 @@ use slaswitch::args::Args;
 use slaswitch::control::{DEFAULT_RUN_DIR, SOCKET_NAME};
 use slaswitch::daemon::{config::ConfigStore, install_signal_handlers, serve, Daemon};
 use slaswitch_datapath::{Datapath, DatapathSettings};
+use slaswitch_qos::cpu::C2tbConfig;
 
 const USAGE: &str = "usage: slaswitchd [--pmd-cores LIST] [--main-core N] [--run-dir DIR] [--db FILE] [--model FILE] [--file-prefix NAME]
                   [--metrics ADDR | --no-metrics] [--mbufs N] [--mac-age SECS] [--c2tb-bucket-us US] [--no-huge] [--pci]
@@ -63,9 +64,12 @@ fn run() -> Result<(), String> {
         hugepages: !a.flag("no-huge"),
         pci: a.flag("pci"),
         mac_max_age_secs: a.parsed("mac-age", 300)?,
-        c2tb_bucket_us: match a.parsed("c2tb-bucket-us", 100u64)? {
-            us @ 1..=1_000_000 => us,
-            us => return Err(format!("--c2tb-bucket-us {us}: from 1 to 1000000 microseconds")),
+        c2tb_bucket_us: match a.parsed("c2tb-bucket-us", C2tbConfig::DEFAULT_BUCKET_DEPTH_US)? {
+            us if C2tbConfig::BUCKET_DEPTH_US.contains(&us) => us,
+            us => {
+                let (lo, hi) = C2tbConfig::BUCKET_DEPTH_US.into_inner();
+                return Err(format!("--c2tb-bucket-us {us}: from {lo} to {hi} microseconds"));
+            }
         },
     };
     let store = ConfigStore::new(PathBuf::from(a.get("db").unwrap_or("/var/lib/slaswitch/conf.json")));

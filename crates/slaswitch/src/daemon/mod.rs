@@ -299,7 +299,8 @@ impl Daemon {
                     })
                     .collect();
                 let model = self.dp.model().map(|m| json!({"path": self.model_path, "machine": m.machine, "measured_unix_secs": m.measured_unix_secs, "tsc_hz": m.tsc_hz}));
-                Ok(json!({"tsc_hz": hz as u64, "ports": ports, "fallback": self.dp.fallback_status(), "model": model}))
+                let bucket_us = self.dp.settings().c2tb_bucket_us;
+                Ok(json!({"tsc_hz": hz as u64, "c2tb_bucket_us": bucket_us, "ports": ports, "fallback": self.dp.fallback_status(), "model": model}))
             }
             "load-model" => {
                 // Reads a bandwidth-CPU model (`slaswitch calibrate` writes one) and re-plans every
