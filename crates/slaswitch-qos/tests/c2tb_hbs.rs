@@ -494,6 +494,64 @@ fn ports_hovering_at_zero_tokens_mostly_keep_their_turn_instead_of_being_parked(
 }
 
 #[test]
+fn a_port_not_yet_due_at_the_head_goes_round_once_before_it_is_parked() {
+    // Two strict ports at half the core each. Port 0 overspends its bucket by 2000 cycles:
+    // its rate pays that back 4000 ticks later, so it keeps its place with a due time.
+    let ports = [(8, CycleLimit::Strict { cycles_per_sec: HZ / 2 }); 2];
+    let mut s = sched_with(RefillMode::Lazy, HbsConfig::default(), &ports);
+    let depth = C2tbConfig::one_core(HZ).bucket_depth_cycles;
+    assert_eq!(s.next_port(0), Some(0));
+    s.report_batch(0, depth + 2_000, 32, 0);
+    let port0 = |s: &PortScheduler| s.view(0).unwrap();
+    assert_eq!(port0(&s).place, PortPlace::Waiting, "it owes tokens");
+    // Port 1 runs, and goes back behind port 0.
+    assert_eq!(s.next_port(0), Some(1));
+    s.report_batch(1, 100, 32, 100);
+    // Port 0 heads the queue 100 ticks on, not due: it goes to the back instead of the
+    // waiting queue, and port 1 runs.
+    assert_eq!(s.next_port(100), Some(1));
+    assert_eq!(s.parked_len(), 0, "not parked on its first early turn");
+    assert_eq!(port0(&s).place, PortPlace::Waiting, "still waiting for tokens, in its queue");
+    s.report_batch(1, 100, 32, 200);
+    // At its second early turn it is parked, and port 1 runs again.
+    assert_eq!(s.next_port(200), Some(1));
+    assert_eq!(s.parked_len(), 1, "parked on its second early turn");
+    assert_eq!(s.wait_counts().parked, 1);
+    s.report_batch(1, 100, 32, 300);
+    // Once its debt is paid (and the waiting queue's slot is past) it runs again.
+    let mut now = 300;
+    loop {
+        let p = s.next_port(now).unwrap();
+        if p == 0 {
+            assert!(now >= 4_000, "port 0 ran at {now}, before its rate paid its debt");
+            break;
+        }
+        now += 500;
+        s.report_batch(p, 100, 32, now);
+        assert!(now < 40_000, "port 0 never came back");
+    }
+}
+
+#[test]
+fn an_overbooked_class_parks_each_owing_port_after_one_turn_round_the_queue() {
+    // Eight strict ports at a twentieth of the core each, all owing after one batch of a
+    // whole bucket and a bit: every one is early at the head. Each goes round once, then is
+    // parked; nothing runs until the first is due, and no decision loops.
+    let ports = [(8, CycleLimit::Strict { cycles_per_sec: HZ / 20 }); 8];
+    let mut s = sched_with(RefillMode::Lazy, HbsConfig::default(), &ports);
+    let depth = C2tbConfig::one_core(HZ).bucket_depth_cycles;
+    let mut now = 0;
+    for _ in 0..8 {
+        let p = s.next_port(now).unwrap();
+        now += 10;
+        s.report_batch(p, depth + 1_000, 32, now);
+    }
+    assert_eq!(s.next_port(now), None, "every port owes tokens");
+    assert_eq!(s.parked_len(), 8);
+    assert_eq!(s.wait_counts().parked, 8);
+}
+
+#[test]
 fn a_resting_port_comes_back_in_the_class_set_while_it_rested() {
     // Port 0 (class 2) finds nothing and rests; its class is set to 6 meanwhile. When port 1
     // (class 4) has run a batch with packets, port 0 must come back behind it, in class 6.

@@ -5,8 +5,8 @@
 //! ports' records: taking the head then touches the ring's line and not the port's record, which
 //! every batch has evicted from the caches by the time the PMD decides again (issue 5's overhead
 //! measurement). An entry holds the port and the TSC before which it may not run (0: at once;
-//! see the deferred parking in [`super::hbs`]), so deciding whether the head may run reads the
-//! line the head came from and no other. Each ring holds every port the scheduler may have,
+//! see the deferred parking in [`super::hbs`]) and whether it already went round once early, so
+//! deciding whether the head may run reads the line the head came from and no other. Each ring holds every port the scheduler may have,
 //! since a port is in at most one queue.
 
 use super::PortIndex;
@@ -18,6 +18,8 @@ pub const PRIORITY_CLASSES: usize = 8;
 pub(crate) struct Entry {
     pub(crate) due_tsc: u64,
     pub(crate) port: u16,
+    /// It reached the head once before its due time and went to the back.
+    pub(crate) rotated: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -79,9 +81,14 @@ impl ReadyQueues {
     /// reserved count).
     #[inline]
     pub(crate) fn push_back(&mut self, class: usize, port: PortIndex, due_tsc: u64) {
+        self.push_entry(class, Entry { due_tsc, port: port as u16, rotated: false });
+    }
+
+    #[inline]
+    pub(crate) fn push_entry(&mut self, class: usize, entry: Entry) {
         debug_assert!(usize::from(self.len[class]) < self.capacity, "reserve() was not called");
         let at = self.at(class, usize::from(self.len[class]));
-        self.ring[at] = Entry { due_tsc, port: port as u16 };
+        self.ring[at] = entry;
         self.len[class] += 1;
         self.mask |= 1 << class;
     }
