@@ -25,6 +25,9 @@ pub struct GenVm {
     /// Frames of each size the active phase sends, built once per phase: a packet is a copy of
     /// its template with the flow's port and the stamp patched in.
     templates: Vec<(u16, Vec<u8>)>,
+    /// Frames the ring took at the last burst, if it refused some: the next burst builds at
+    /// most [`BUILD_AHEAD_OF_ROOM`] more than that (see [`GenVm::step`]).
+    last_room: Option<usize>,
     pub sent_packets: u64,
     pub sent_bytes: u64,
     pub tx_full: u64,
@@ -41,7 +44,8 @@ pub struct GenRecord {
     pub bytes: u64,
     pub kpps: f64,
     pub mbps: f64,
-    /// Packets the VM's ring had no room for in the interval: the VM was backlogged.
+    /// Packets the VM's ring had no room for in the interval (or that it did not build
+    /// because the ring had refused frames at its last burst): the VM was backlogged.
     pub tx_ring_full: u64,
 }
 
@@ -59,6 +63,7 @@ impl GenVm {
             imix_pos: 0,
             current: None,
             templates: Vec::new(),
+            last_room: None,
             sent_packets: 0,
             sent_bytes: 0,
             tx_full: 0,
@@ -115,12 +120,17 @@ impl GenVm {
         if want == 0 {
             return 0;
         }
+        // A ring that refused frames last time is full or nearly so: build only a little more
+        // than it took then, as an application stops writing to a full socket, instead of
+        // building a whole burst to free most of it again. What is not built counts as refused
+        // (and as offered, below), as if the ring had refused it.
+        let build = self.last_room.map_or(want, |room| want.min(room + BUILD_AHEAD_OF_ROOM));
         let mut batch = [Mbuf(std::ptr::NonNull::dangling()); MAX_BURST];
-        if !pool.alloc_bulk(&mut batch[..want]) {
+        if !pool.alloc_bulk(&mut batch[..build]) {
             return 0;
         }
         let mut bytes = 0u64;
-        for m in batch[..want].iter_mut() {
+        for m in batch[..build].iter_mut() {
             let len = self.next_size(size);
             m.set_len_within(len, 2048);
             let flow = self.flow;
@@ -138,14 +148,15 @@ impl GenVm {
             stamp(buf, self.id, self.seq, tsc);
             bytes += u64::from(len);
         }
-        let sent = self.port.tx_burst(&mut batch[..want]);
-        if sent < want {
-            let unsent_bytes: u64 = batch[sent..want].iter().map(|m| u64::from(m.pkt_len())).sum();
+        let sent = self.port.tx_burst(&mut batch[..build]);
+        if sent < build {
+            let unsent_bytes: u64 = batch[sent..build].iter().map(|m| u64::from(m.pkt_len())).sum();
             bytes -= unsent_bytes;
-            free_bulk(&batch[sent..want]);
-            self.tx_full += (want - sent) as u64;
-            self.interval_tx_full += (want - sent) as u64;
+            free_bulk(&batch[sent..build]);
         }
+        self.last_room = (sent < build).then_some(sent);
+        self.tx_full += (want - sent) as u64;
+        self.interval_tx_full += (want - sent) as u64;
         // Count what was offered against the pace, so a full ring does not make the VM burst later.
         if let Some((_, n)) = self.current.as_mut() {
             *n += want as u64;
@@ -240,3 +251,9 @@ pub fn run(
 
 /// How long the generator stays up after its phases end (see the end of [`run`]).
 const LINGER_SECS: f64 = 0.5;
+
+/// After a burst the ring cut short, the next one builds at most this many frames more than
+/// the ring took: enough to find room the switch made meanwhile, few enough that a full ring
+/// costs the VM's core little (the emulated VMs share one core; frames built and freed
+/// unsent were time the other VMs did not get).
+const BUILD_AHEAD_OF_ROOM: usize = 8;
