@@ -229,7 +229,7 @@ fn workload(name: &str, security_group_masks: usize, flows_per_vm: u32) {
     tenant.args(["gen", "--phase", &format!("size=64,rate=max,flows={flows_per_vm}")]);
     let tenant = Proc(tenant.stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("start slaswitch-tenant"));
     std::thread::sleep(Duration::from_secs(4));
-    let (mut rate_ratios, mut cost_ratios, mut own_shares, mut saturated) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut rate_ratios, mut cost_ratios, mut own_shares, mut limited_rounds) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut limited_cost_ratios = Vec::new();
     println!("{name}: {PORTS} VM ports, 64-byte frames, {flows_per_vm} flow(s) per VM, {security_group_masks} security-group masks");
     println!("  round (* PMD-limited)   RR Mpps  C2QoS Mpps  ratio   RR cyc/pkt  C2QoS cyc/pkt  ratio   busy% RR/C2QoS  C2QoS code: % of busy, cyc/decision (picking, charging; after an empty poll / a batch), pkts/decision, owed/decision, parked/decision; RR/C2QoS: pkts/batch, empty polls/batch, EMC miss %");
@@ -248,7 +248,7 @@ fn workload(name: &str, security_group_masks: usize, flows_per_vm: u32) {
         own_shares.push(c2.own_percent_of_busy);
         let limited = pmd_limited(&rr) && pmd_limited(&c2);
         if limited {
-            saturated.push(c2);
+            limited_rounds.push(c2);
             limited_cost_ratios.push(c2.busy_cycles_per_packet / rr.busy_cycles_per_packet);
         }
         println!(
@@ -286,16 +286,16 @@ fn workload(name: &str, security_group_masks: usize, flows_per_vm: u32) {
     let (lo, mid, hi) = quartiles(own_shares);
     println!("    C2QoS's own code, measured on the PMD: {mid:.3}% of its busy cycles (quartiles {lo:.3}%, {hi:.3}%), all rounds");
     println!("      (it also runs while the PMD polls empty rings or idles: only a PMD-limited round's share is taken from forwarding)");
-    if saturated.is_empty() {
+    if limited_rounds.is_empty() {
         println!("    no round was PMD-limited (PMD busy >= {SATURATED_BUSY_PERCENT}%, every poll a full batch, on both sides): the VMs' core was the limit\n");
     } else {
-        let median = |f: fn(&Window) -> f64| quartiles(saturated.iter().map(f).collect()).1;
-        let shares: Vec<f64> = saturated.iter().map(|w| w.own_percent_of_busy).collect();
+        let median = |f: fn(&Window) -> f64| quartiles(limited_rounds.iter().map(f).collect()).1;
+        let shares: Vec<f64> = limited_rounds.iter().map(|w| w.own_percent_of_busy).collect();
         let (least, most) = (shares.iter().copied().fold(f64::INFINITY, f64::min), shares.iter().copied().fold(0.0, f64::max));
         println!("    PMD cycles per packet, PMD-limited rounds: {}", pct(quartiles(limited_cost_ratios)));
         println!(
             "    PMD-limited rounds ({} of {ROUNDS}: PMD busy >= {SATURATED_BUSY_PERCENT}%, >= {FULL_BATCH_PACKETS} packets per poll and <= {MAX_EMPTY_POLLS_PER_BATCH} empty polls per batch on both sides): C2QoS's own code {:.3}% of busy cycles (from {least:.3}% to {most:.3}%), {:.0} cycles per decision ({:.0} picking, {:.0} charging; {:.0} after an empty poll, {:.0} after a batch), {:.1} packets per decision, {:.3} owed and {:.3} parked per decision (medians)\n",
-            saturated.len(),
+            limited_rounds.len(),
             median(|w| w.own_percent_of_busy),
             median(|w| w.own_cycles_per_decision),
             median(|w| w.pick_cycles_per_decision),
