@@ -499,9 +499,8 @@ fn validate(s: &Scenario, c: &Checker) -> Result<(), ScenarioError> {
     if s.host.vm_core >= cores.max(2) {
         return Err(c.err(&[Key("host"), Key("vm_core")], format!("core {} does not exist (this machine has {cores})", s.host.vm_core)));
     }
-    if let Some(us) = s.host.c2tb_bucket_us.filter(|us| !C2tbConfig::BUCKET_DEPTH_US.contains(us)) {
-        let (lo, hi) = C2tbConfig::BUCKET_DEPTH_US.into_inner();
-        return Err(c.err(&[Key("host"), Key("c2tb_bucket_us")], format!("{us}: from {lo} to {hi} microseconds")));
+    if let Some(Err(e)) = s.host.c2tb_bucket_us.map(C2tbConfig::check_bucket_depth_us) {
+        return Err(c.err(&[Key("host"), Key("c2tb_bucket_us")], e));
     }
     // DPDK 22.11's virtio-user fails to set up rings above 8192 descriptors on this host.
     if !(64..=8192).contains(&s.host.ring) || !s.host.ring.is_power_of_two() {

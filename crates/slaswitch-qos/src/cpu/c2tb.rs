@@ -91,6 +91,17 @@ impl C2tbConfig {
     /// The depths a switch may be given (`slaswitchd --c2tb-bucket-us`), in microseconds.
     pub const BUCKET_DEPTH_US: std::ops::RangeInclusive<u64> = 1..=1_000_000;
 
+    /// `depth_us` if it is in [`Self::BUCKET_DEPTH_US`], else the error every caller names
+    /// it with (the daemon's option, a scenario's key).
+    pub fn check_bucket_depth_us(depth_us: u64) -> Result<u64, String> {
+        let (lo, hi) = Self::BUCKET_DEPTH_US.into_inner();
+        if Self::BUCKET_DEPTH_US.contains(&depth_us) {
+            Ok(depth_us)
+        } else {
+            Err(format!("{depth_us}: from {lo} to {hi} microseconds"))
+        }
+    }
+
     /// One core at `tsc_hz`, a bucket depth of [`Self::DEFAULT_BUCKET_DEPTH_US`], lazy refill.
     pub fn one_core(tsc_hz: u64) -> Self {
         Self::one_core_with_depth_us(tsc_hz, Self::DEFAULT_BUCKET_DEPTH_US)

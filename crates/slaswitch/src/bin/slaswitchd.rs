@@ -12,7 +12,7 @@ use slaswitch::daemon::{config::ConfigStore, install_signal_handlers, serve, Dae
 use slaswitch_datapath::{Datapath, DatapathSettings};
 use slaswitch_qos::cpu::C2tbConfig;
 
-const USAGE: &str = "usage: slaswitchd [--pmd-cores LIST] [--main-core N] [--run-dir DIR] [--db FILE] [--model FILE] [--file-prefix NAME]
+const USAGE_HEAD: &str = "usage: slaswitchd [--pmd-cores LIST] [--main-core N] [--run-dir DIR] [--db FILE] [--model FILE] [--file-prefix NAME]
                   [--metrics ADDR | --no-metrics] [--mbufs N] [--mac-age SECS] [--c2tb-bucket-us US] [--no-huge] [--pci]
   --pmd-cores   cores of the PMD threads, comma-separated (default 0)
   --main-core   core of the control thread (default: the last core not used by a PMD)
@@ -23,7 +23,13 @@ const USAGE: &str = "usage: slaswitchd [--pmd-cores LIST] [--main-core N] [--run
   --metrics     Prometheus endpoint (default 127.0.0.1:9477)
   --c2tb-bucket-us
                 depth of every C2TB cycle bucket, in microseconds of a whole core: what a port
-                may save up while it has nothing to send (default 100; 1 to 1000000)";
+                may save up while it has nothing to send";
+
+/// The usage text, with the bucket depth's default and range from where they are defined.
+fn usage() -> String {
+    let (lo, hi) = C2tbConfig::BUCKET_DEPTH_US.into_inner();
+    format!("{USAGE_HEAD} (default {}; {lo} to {hi})", C2tbConfig::DEFAULT_BUCKET_DEPTH_US)
+}
 
 fn main() {
     if let Err(e) = run() {
@@ -38,13 +44,13 @@ fn run() -> Result<(), String> {
         &["pmd-cores", "main-core", "run-dir", "db", "model", "file-prefix", "metrics", "mbufs", "mac-age", "c2tb-bucket-us"],
         &["no-huge", "pci", "no-metrics", "help"],
     )
-    .map_err(|e| format!("{e}\n{USAGE}"))?;
+    .map_err(|e| format!("{e}\n{}", usage()))?;
     if a.flag("help") {
-        println!("{USAGE}");
+        println!("{}", usage());
         return Ok(());
     }
     if let Some(extra) = a.positional.first() {
-        return Err(format!("unexpected argument '{extra}'\n{USAGE}"));
+        return Err(format!("unexpected argument '{extra}'\n{}", usage()));
     }
     let pmd_cores: Vec<usize> = a
         .get("pmd-cores")
@@ -64,13 +70,8 @@ fn run() -> Result<(), String> {
         hugepages: !a.flag("no-huge"),
         pci: a.flag("pci"),
         mac_max_age_secs: a.parsed("mac-age", 300)?,
-        c2tb_bucket_us: match a.parsed("c2tb-bucket-us", C2tbConfig::DEFAULT_BUCKET_DEPTH_US)? {
-            us if C2tbConfig::BUCKET_DEPTH_US.contains(&us) => us,
-            us => {
-                let (lo, hi) = C2tbConfig::BUCKET_DEPTH_US.into_inner();
-                return Err(format!("--c2tb-bucket-us {us}: from {lo} to {hi} microseconds"));
-            }
-        },
+        c2tb_bucket_us: C2tbConfig::check_bucket_depth_us(a.parsed("c2tb-bucket-us", C2tbConfig::DEFAULT_BUCKET_DEPTH_US)?)
+            .map_err(|e| format!("--c2tb-bucket-us {e}"))?,
     };
     let store = ConfigStore::new(PathBuf::from(a.get("db").unwrap_or("/var/lib/slaswitch/conf.json")));
     let metrics = if a.flag("no-metrics") { None } else { Some(a.get("metrics").unwrap_or("127.0.0.1:9477").to_string()) };
