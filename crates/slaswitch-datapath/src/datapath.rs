@@ -362,7 +362,7 @@ impl Datapath {
             spec.number = (1..MAX_PORTS as u16).find(|n| !used.contains(n)).ok_or("no port number left")?;
         }
         let pmd = self.pick_pmd(&spec)?;
-        let plans = self.plan_with(Some((&spec, pmd)), None, self.model.as_ref())?;
+        let plans = self.plan_with(&[(&spec, pmd)], None, self.model.as_ref())?;
         if let Some(path) = spec.socket_path(&self.settings.run_dir) {
             if spec.port_type == PortType::VhostUser && std::path::Path::new(&path).exists() {
                 // A stale socket from a previous run would make the vhost driver fail.
@@ -404,19 +404,22 @@ impl Datapath {
         Ok(spec)
     }
 
-    /// Plans every port as it would be with `changed` added or replaced and `removed` gone,
-    /// applying the admission rules ([`crate::allocation`]). Changes nothing.
-    fn plan_with(&self, changed: Option<(&PortSpec, usize)>, removed: Option<&str>, model: Option<&BandwidthModel>) -> Result<BTreeMap<String, PortPlan>, String> {
+    /// Plans every port as it would be with the `changed` specs added or replaced (each on its
+    /// PMD) and `removed` gone, applying the admission rules ([`crate::allocation`]). Changes
+    /// nothing.
+    fn plan_with(&self, changed: &[(&PortSpec, usize)], removed: Option<&str>, model: Option<&BandwidthModel>) -> Result<BTreeMap<String, PortPlan>, String> {
         let mut candidates: Vec<Candidate> = self
             .ports
             .values()
-            .filter(|p| Some(p.spec.name.as_str()) != removed && changed.is_none_or(|(s, _)| s.name != p.spec.name))
+            .filter(|p| Some(p.spec.name.as_str()) != removed && !changed.iter().any(|(s, _)| s.name == p.spec.name))
             .map(|p| Candidate { spec: &p.spec, pmd_core: self.pmds[p.pmd].core })
             .collect();
-        if let Some((spec, pmd)) = changed {
-            candidates.push(Candidate { spec, pmd_core: self.pmds[pmd].core });
-        }
-        let who = changed.map_or_else(|| removed.map_or("the bandwidth model".to_string(), |r| format!("removing {r}")), |(s, _)| format!("port {}", s.name));
+        candidates.extend(changed.iter().map(|&(spec, pmd)| Candidate { spec, pmd_core: self.pmds[pmd].core }));
+        let who = match changed {
+            [] => removed.map_or("the bandwidth model".to_string(), |r| format!("removing {r}")),
+            [(s, _)] => format!("port {}", s.name),
+            several => format!("ports {}", several.iter().map(|(s, _)| s.name.as_str()).collect::<Vec<_>>().join(", ")),
+        };
         allocation::plan(&candidates, model, self.pmds.len(), self.eal.tsc_hz(), &who)
     }
 
@@ -457,7 +460,7 @@ impl Datapath {
     /// Replaces the bandwidth-CPU model; refused (nothing changes) when some port's purchase
     /// would no longer fit under the new model.
     pub fn set_model(&mut self, model: Option<BandwidthModel>) -> Result<(), String> {
-        let plans = self.plan_with(None, None, model.as_ref())?;
+        let plans = self.plan_with(&[], None, model.as_ref())?;
         let old_model = std::mem::replace(&mut self.model, model);
         let before = self.apply_plans(plans);
         if let Err(e) = self.push_configs() {
@@ -515,7 +518,7 @@ impl Datapath {
             return Err(format!("no port named '{name}'"));
         }
         // Fewer VMs on a PMD only lowers the others' coefficients, so this plan always fits.
-        let plans = self.plan_with(None, Some(name), self.model.as_ref());
+        let plans = self.plan_with(&[], Some(name), self.model.as_ref());
         let entry = self.ports.remove(name).expect("checked");
         if let Ok(plans) = plans {
             self.apply_plans(plans);
@@ -533,34 +536,9 @@ impl Datapath {
     /// Changes a port's options. `pmd` moves its rx queue live; any other change recreates the
     /// port's device under the same number (only that port pauses).
     pub fn set_port(&mut self, name: &str, options: &BTreeMap<String, String>) -> Result<PortSpec, String> {
-        let entry = self.ports.get(name).ok_or_else(|| format!("no port named '{name}'"))?;
-        let mut spec = entry.spec.clone();
-        for (k, v) in options {
-            spec.options.insert(k.clone(), v.clone());
-        }
-        spec.validate()?;
-        if let Some(req) = options.get("ofport_request") {
-            if req.parse::<u16>().ok() != Some(spec.number) {
-                return Err(format!("ofport_request cannot change on a live port ({} is number {}); delete and add it", name, spec.number));
-            }
-        }
+        let (spec, pmd) = self.updated_spec(name, options)?;
         if options.keys().all(|k| crate::port::is_live_option(k)) {
-            let pmd = self.pick_pmd(&spec)?;
-            let plans = self.plan_with(Some((&spec, pmd)), None, self.model.as_ref())?;
-            let entry = self.ports.get_mut(name).expect("checked");
-            let (old_pmd, old_spec) = (entry.pmd, entry.spec.clone());
-            entry.pmd = pmd;
-            entry.spec = spec.clone();
-            let before = self.apply_plans(plans);
-            if let Err(e) = self.push_configs() {
-                let entry = self.ports.get_mut(name).expect("checked");
-                entry.pmd = old_pmd;
-                entry.spec = old_spec;
-                self.restore_plans(before);
-                let _ = self.push_configs();
-                return Err(e);
-            }
-            return Ok(spec);
+            return Ok(self.apply_live(vec![(spec, pmd)])?.remove(0));
         }
         let old = self.ports.get(name).expect("checked").spec.clone();
         self.del_port(name)?;
@@ -572,6 +550,77 @@ impl Datapath {
                 Err(e)
             }
         }
+    }
+
+    /// Changes several ports' options as one step: the admission rules judge only the final
+    /// state, and the PMDs switch once. An operator moves cycles or bandwidth from one port to
+    /// another this way without passing through a state that would be refused (or, taking
+    /// first, one that would overbook the core). Only live options (C2QoS, meters, purchase,
+    /// link, `pmd`) can be set together, since recreating devices cannot be undone as a whole;
+    /// one port's request is [`Self::set_port`]. Refused whole, changing nothing.
+    pub fn set_ports(&mut self, changes: &[(String, BTreeMap<String, String>)]) -> Result<Vec<PortSpec>, String> {
+        if let [(name, options)] = changes {
+            return self.set_port(name, options).map(|s| vec![s]);
+        }
+        let mut updated = Vec::with_capacity(changes.len());
+        for (i, (name, options)) in changes.iter().enumerate() {
+            if changes[..i].iter().any(|(n, _)| n == name) {
+                return Err(format!("port {name} is named twice; give all its options in one place"));
+            }
+            if let Some(key) = options.keys().find(|k| !crate::port::is_live_option(k)) {
+                return Err(format!("{name}: {key} recreates the port's device, so it cannot be set together with other ports; set it alone"));
+            }
+            // Among several ports, an error must say whose option it is.
+            updated.push(self.updated_spec(name, options).map_err(|e| if e.contains(name.as_str()) { e } else { format!("{name}: {e}") })?);
+        }
+        if updated.is_empty() {
+            return Err("no port to set".into());
+        }
+        self.apply_live(updated)
+    }
+
+    /// A port's spec with `options` set, validated, and the PMD it would be on.
+    fn updated_spec(&self, name: &str, options: &BTreeMap<String, String>) -> Result<(PortSpec, usize), String> {
+        let entry = self.ports.get(name).ok_or_else(|| format!("no port named '{name}'"))?;
+        if options.is_empty() {
+            return Err(format!("{name}: no option to set"));
+        }
+        let mut spec = entry.spec.clone();
+        for (k, v) in options {
+            spec.options.insert(k.clone(), v.clone());
+        }
+        spec.validate()?;
+        if let Some(req) = options.get("ofport_request") {
+            if req.parse::<u16>().ok() != Some(spec.number) {
+                return Err(format!("ofport_request cannot change on a live port ({} is number {}); delete and add it", name, spec.number));
+            }
+        }
+        // A port stays on its PMD unless `pmd` names another.
+        let pmd = if spec.options.contains_key("pmd") { self.pick_pmd(&spec)? } else { entry.pmd };
+        Ok((spec, pmd))
+    }
+
+    /// Gives ports new specs whose changes are all live: one plan, one switch of the PMDs.
+    fn apply_live(&mut self, updated: Vec<(PortSpec, usize)>) -> Result<Vec<PortSpec>, String> {
+        let changed: Vec<(&PortSpec, usize)> = updated.iter().map(|(s, p)| (s, *p)).collect();
+        let plans = self.plan_with(&changed, None, self.model.as_ref())?;
+        let mut old = Vec::with_capacity(updated.len());
+        for (spec, pmd) in &updated {
+            let entry = self.ports.get_mut(&spec.name).expect("checked by updated_spec");
+            old.push((std::mem::replace(&mut entry.pmd, *pmd), std::mem::replace(&mut entry.spec, spec.clone())));
+        }
+        let before = self.apply_plans(plans);
+        if let Err(e) = self.push_configs() {
+            for ((spec, _), (pmd, old_spec)) in updated.iter().zip(old) {
+                let entry = self.ports.get_mut(&spec.name).expect("checked by updated_spec");
+                entry.pmd = pmd;
+                entry.spec = old_spec;
+            }
+            self.restore_plans(before);
+            let _ = self.push_configs();
+            return Err(e);
+        }
+        Ok(updated.into_iter().map(|(s, _)| s).collect())
     }
 
     fn resolve_port(&self) -> impl Fn(&str) -> Option<u16> + '_ {

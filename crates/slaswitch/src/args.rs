@@ -16,7 +16,10 @@ impl Args {
         let mut a = Args::default();
         let mut it = argv.into_iter();
         while let Some(word) = it.next() {
-            if let Some(name) = word.strip_prefix("--") {
+            // A bare `--` separates commands, as in ovs-vsctl: the caller splits on it.
+            if word == "--" {
+                a.positional.push(word);
+            } else if let Some(name) = word.strip_prefix("--") {
                 let (name, inline) = match name.split_once('=') {
                     Some((n, v)) => (n.to_string(), Some(v.to_string())),
                     None => (name.to_string(), None),

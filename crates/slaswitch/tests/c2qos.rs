@@ -156,3 +156,55 @@ fn a_port_without_settings_keeps_its_polls_beside_min_max_ports() {
     assert_eq!(vm2["place"], "", "a port without settings is outside HBS: {vm2}");
     gen.finish();
 }
+
+#[test]
+fn ports_joined_with_double_dash_change_as_one_step_or_not_at_all() {
+    // Moving cycles from one port to another: one port at a time, the first step would overbook
+    // the core and be refused; as one step, admission judges only the final state.
+    let _g = serial();
+    if !can_run() {
+        return;
+    }
+    let sw = Switch::start("c2many", &[]);
+    for p in ["vm1", "vm2"] {
+        sw.ok(&["add-port", p, "vhost-user"]);
+    }
+    let hz = sw.json(&["pmd-stats"])["tsc_hz"].as_f64().unwrap();
+    let cycles = |share: f64| format!("cycles_per_sec={}", (hz * share) as u64);
+    sw.ok(&["set-port", "vm1", &cycles(0.6)]);
+    sw.ok(&["set-port", "vm2", &cycles(0.3)]);
+    let allocated = || {
+        let q = sw.json(&["qos-show"]);
+        let get = |n: &str| q["ports"].as_array().unwrap().iter().find(|p| p["name"] == n).unwrap()["cycles_per_sec"].as_f64().unwrap();
+        (get("vm1"), get("vm2"))
+    };
+    let before = allocated();
+    let (ok, _, err) = sw.cli(&["set-port", "vm2", &cycles(0.6)]);
+    assert!(!ok && err.contains("more than the core's"), "{err}");
+
+    sw.ok(&["set-port", "vm1", &cycles(0.3), "--", "set-port", "vm2", &cycles(0.6), "priority=2"]);
+    let swapped = allocated();
+    assert_eq!(swapped, (before.1, before.0), "the allocations were not swapped");
+    let show = sw.json(&["show"]).to_string();
+    assert!(show.contains(&format!("{}", (hz * 0.6) as u64)) && show.contains("\"priority\":\"2\""), "the change was not persisted: {show}");
+
+    // Each refusal names the problem and changes neither port.
+    let (tenth, half, six_tenths) = (cycles(0.1), cycles(0.5), cycles(0.6));
+    let refused = [
+        (vec!["set-port", "vm1", &half, "--", "set-port", "vm2", &six_tenths], "ports vm1, vm2"),
+        (vec!["set-port", "vm1", &tenth, "--", "set-port", "vm2", "rx_ring=512"], "rx_ring recreates"),
+        (vec!["set-port", "vm1", &tenth, "--", "set-port", "nosuch", "priority=3"], "no port named 'nosuch'"),
+        (vec!["set-port", "vm1", &tenth, "--", "set-port", "vm1", "priority=3"], "named twice"),
+        (vec!["set-port", "vm1", &tenth, "--", "set-port", "vm2", "priority=9"], "priority"),
+        (vec!["set-port", "vm1", &tenth, "--", "del-port", "vm2"], "only set-port commands"),
+    ];
+    for (words, expected) in refused {
+        let (ok, _, err) = sw.cli(&words);
+        assert!(!ok && err.contains(expected), "{words:?}: expected an error naming '{expected}', got '{err}'");
+        assert_eq!(allocated(), swapped, "{words:?} was refused but changed an allocation");
+    }
+    let q = sw.json(&["qos-show", "vm2"]);
+    let vm2 = q["ports"].as_array().unwrap().iter().find(|p| p["name"] == "vm2").unwrap().clone();
+    assert_eq!(vm2["priority"], 2, "{vm2}");
+    assert_eq!(sw.json(&["show"]).to_string(), show, "a refused request changed the persisted configuration");
+}

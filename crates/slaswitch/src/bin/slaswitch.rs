@@ -11,7 +11,9 @@ const MAX_ROUNDS: usize = 20;
 const USAGE: &str = "usage: slaswitch [--socket PATH] COMMAND [ARGS] [--json]
   add-port NAME TYPE [KEY=VALUE...]   TYPE: vhost-user, vhost-user-client, tap, af-packet, null, dpdk
   del-port NAME
-  set-port NAME KEY=VALUE...
+  set-port NAME KEY=VALUE... [-- set-port NAME KEY=VALUE...]
+                                      joined with --, the ports change as one step: admission
+                                      judges the final state (live options only)
   list-ports
   add-flow FLOW                       e.g. \"priority=10,in_port=vm1,actions=output:uplink\"
   add-flows FILE                      one flow per line (# comments), added all or none
@@ -42,6 +44,22 @@ fn main() {
             std::process::exit(1);
         }
     }
+}
+
+/// `set-port NAME K=V... [-- set-port NAME K=V...]`: one port, or several changed as one step.
+fn set_port_request(words: &[String]) -> Result<Value, String> {
+    let mut ports = Vec::new();
+    for command in words.split(|w| w == "--") {
+        match command.first().map(String::as_str) {
+            Some("set-port") => ports.push(json!({"name": need(command, 1, "port name")?, "options": key_values(&command[2..])?})),
+            Some(other) => return Err(format!("only set-port commands can be joined with -- (found '{other}')")),
+            None => return Err("an empty command between --".into()),
+        }
+    }
+    Ok(match ports.len() {
+        1 => json!({"cmd": "set-port", "name": ports[0]["name"], "options": ports[0]["options"]}),
+        _ => json!({"cmd": "set-port", "ports": ports}),
+    })
 }
 
 fn need<'a>(words: &'a [String], i: usize, what: &str) -> Result<&'a str, String> {
@@ -165,7 +183,7 @@ fn run() -> Result<(), String> {
     let req = match verb {
         "add-port" => json!({"cmd": verb, "name": need(w, 1, "port name")?, "type": need(w, 2, "port type")?, "options": key_values(&w[3..])?}),
         "del-port" => json!({"cmd": verb, "name": need(w, 1, "port name")?}),
-        "set-port" => json!({"cmd": verb, "name": need(w, 1, "port name")?, "options": key_values(&w[2..])?}),
+        "set-port" => set_port_request(w)?,
         "add-flow" => json!({"cmd": verb, "flow": need(w, 1, "flow")?}),
         "add-flows" => {
             let path = need(w, 1, "file of flows")?;

@@ -141,14 +141,20 @@ impl Daemon {
                 Ok(json!({"deleted": name}))
             }
             "set-port" => {
-                let name = str_arg(req, "name")?;
-                let options = options_arg(req)?;
-                if options.is_empty() {
-                    return Err("set-port needs at least one key=value".into());
+                // {"name", "options"} sets one port; {"ports": [{"name", "options"}, ...]} sets
+                // several as one step (Datapath::set_ports).
+                let several = req.get("ports").is_some();
+                let changes = match &req["ports"] {
+                    Value::Array(ports) => ports.iter().map(|p| Ok((str_arg(p, "name")?.to_string(), options_arg(p)?))).collect::<Result<Vec<_>, String>>()?,
+                    Value::Null => vec![(str_arg(req, "name")?.to_string(), options_arg(req)?)],
+                    _ => return Err("'ports' must be a list of {\"name\", \"options\"}".into()),
+                };
+                if let Some((name, _)) = changes.iter().find(|(_, o)| o.is_empty()) {
+                    return Err(format!("set-port {name} needs at least one key=value"));
                 }
-                let spec = self.dp.set_port(name, &options)?;
+                let specs = self.dp.set_ports(&changes)?;
                 self.persist()?;
-                Ok(serde_json::to_value(spec).expect("spec serialises"))
+                Ok(if several { serde_json::to_value(specs) } else { serde_json::to_value(&specs[0]) }.expect("specs serialise"))
             }
             "list-ports" => {
                 let specs = self.dp.port_specs();
