@@ -205,6 +205,19 @@ fn quartiles(mut v: Vec<f64>) -> (f64, f64, f64) {
     (v[v.len() / 4], v[v.len() / 2], v[v.len() * 3 / 4])
 }
 
+/// A 95% confidence interval of the median, free of any assumption about the distribution:
+/// the order statistics k and n-k+1, with k from the binomial(n, 1/2) tail in its normal
+/// approximation. `None` below 6 values (the interval would be the whole range).
+fn median_ci95(mut v: Vec<f64>) -> Option<(f64, f64)> {
+    let n = v.len();
+    let k = (n as f64 / 2.0 - 0.98 * (n as f64).sqrt()).floor() as usize;
+    if n < 6 || k == 0 {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    Some((v[k - 1], v[n - k]))
+}
+
 fn workload(name: &str, security_group_masks: usize, flows_per_vm: u32) {
     let dir = std::env::temp_dir().join(format!("slaswitch-bench-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -247,7 +260,7 @@ fn workload(name: &str, security_group_masks: usize, flows_per_vm: u32) {
     let tenant = Proc(tenant.stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("start slaswitch-tenant"));
     std::thread::sleep(Duration::from_secs(4));
     let (mut rate_ratios, mut cost_ratios, mut own_shares, mut limited_rounds) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let (mut limited_cost_ratios, mut switch_times) = (Vec::new(), Vec::new());
+    let (mut limited_cost_ratios, mut limited_rate_ratios, mut switch_times) = (Vec::new(), Vec::new(), Vec::new());
     println!("{name}: {PORTS} VM ports, 64-byte frames, {flows_per_vm} flow(s) per VM, {security_group_masks} security-group masks");
     println!("  round (* PMD-limited)   RR Mpps  C2QoS Mpps  ratio   RR cyc/pkt  C2QoS cyc/pkt  ratio   busy% RR/C2QoS  C2QoS code: % of busy, cyc/decision (picking, charging; after an empty poll / a batch), pkts/decision, owed/decision, parked/decision; RR/C2QoS: pkts/batch, empty polls/batch, EMC miss %");
     for round in 0..ROUNDS {
@@ -267,6 +280,7 @@ fn workload(name: &str, security_group_masks: usize, flows_per_vm: u32) {
         if limited {
             limited_rounds.push(c2);
             limited_cost_ratios.push(c2.busy_cycles_per_packet / rr.busy_cycles_per_packet);
+            limited_rate_ratios.push(c2.packets_per_sec / rr.packets_per_sec);
         }
         println!(
             "  {round:>4}{} {:>8.3}  {:>10.3}  {:>5.3}  {:>11.0}  {:>13.0}  {:>5.3}   {:>3.0}/{:<3.0}       {:>6.3}  {:>5.0} ({:>3.0}, {:>3.0}; {:>3.0} / {:>3.0})  {:>5.1}  {:>5.3}  {:>5.3};  {:.1}/{:.1}  {:.2}/{:.2}  {:.1}/{:.1}",
@@ -296,13 +310,17 @@ fn workload(name: &str, security_group_masks: usize, flows_per_vm: u32) {
             c2.emc_miss_percent
         );
     }
-    let pct = |(lo, mid, hi): (f64, f64, f64)| format!("{:+.2}% (quartiles {:+.2}%, {:+.2}%)", (mid - 1.0) * 100.0, (lo - 1.0) * 100.0, (hi - 1.0) * 100.0);
+    let pct = |ratios: &Vec<f64>| {
+        let (lo, mid, hi) = quartiles(ratios.clone());
+        let ci = median_ci95(ratios.clone()).map_or(String::new(), |(a, b)| format!("95% CI of the median {:+.2}%..{:+.2}%, ", (a - 1.0) * 100.0, (b - 1.0) * 100.0));
+        format!("{:+.2}% ({ci}quartiles {:+.2}%, {:+.2}%)", (mid - 1.0) * 100.0, (lo - 1.0) * 100.0, (hi - 1.0) * 100.0)
+    };
     let (_, switch_median, _) = quartiles(switch_times.clone());
     let switch_slowest = switch_times.iter().copied().fold(0.0, f64::max);
     println!("  switching all {PORTS} ports in one set-port: {:.1} ms median, {:.1} ms at most; windows of {SECS} s, {} ms apart after a switch", switch_median * 1e3, switch_slowest * 1e3, SETTLE.as_millis());
     println!("  median of the paired rounds, C2QoS against RR:");
-    println!("    forwarding rate          {}", pct(quartiles(rate_ratios)));
-    println!("    PMD cycles per packet    {}", pct(quartiles(cost_ratios)));
+    println!("    forwarding rate          {}", pct(&rate_ratios));
+    println!("    PMD cycles per packet    {}", pct(&cost_ratios));
     let (lo, mid, hi) = quartiles(own_shares);
     println!("    C2QoS's own code, measured on the PMD: {mid:.3}% of its busy cycles (quartiles {lo:.3}%, {hi:.3}%), all rounds");
     println!("      (it also runs while the PMD polls empty rings or idles: only a PMD-limited round's share is taken from forwarding)");
@@ -312,7 +330,8 @@ fn workload(name: &str, security_group_masks: usize, flows_per_vm: u32) {
         let median = |f: fn(&Window) -> f64| quartiles(limited_rounds.iter().map(f).collect()).1;
         let shares: Vec<f64> = limited_rounds.iter().map(|w| w.own_percent_of_busy).collect();
         let (least, most) = (shares.iter().copied().fold(f64::INFINITY, f64::min), shares.iter().copied().fold(0.0, f64::max));
-        println!("    PMD cycles per packet, PMD-limited rounds: {}", pct(quartiles(limited_cost_ratios)));
+        println!("    forwarding rate, PMD-limited rounds:       {}", pct(&limited_rate_ratios));
+        println!("    PMD cycles per packet, PMD-limited rounds: {}", pct(&limited_cost_ratios));
         println!(
             "    PMD-limited rounds ({} of {ROUNDS}: PMD busy >= {SATURATED_BUSY_PERCENT}%, >= {FULL_BATCH_PACKETS} packets per poll and <= {MAX_EMPTY_POLLS_PER_BATCH} empty polls per batch on both sides): C2QoS's own code {:.3}% of busy cycles (from {least:.3}% to {most:.3}%), {:.0} cycles per decision ({:.0} picking, {:.0} charging; {:.0} after an empty poll, {:.0} after a batch), {:.1} packets per decision, {:.3} owed and {:.3} parked per decision (medians)\n",
             limited_rounds.len(),
