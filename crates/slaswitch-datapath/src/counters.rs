@@ -149,6 +149,10 @@ pub struct PmdTotals {
     /// waiting queue for them (see `slaswitch_qos::cpu::WaitCounts`).
     pub qos_owed: u64,
     pub qos_parked: u64,
+    /// What timing the sampled decisions cost the thread beyond `qos_cycles`: the cycles
+    /// their fences waited for earlier stores (the batch's) to drain, which no timed
+    /// interval holds. Not scaled: it is spent on the sampled decisions only.
+    pub qos_sampling_cycles: u64,
 }
 
 #[derive(Debug, Default)]
@@ -165,6 +169,7 @@ pub struct PmdCounters {
     qos_empty_cycles: AtomicU64,
     qos_owed: AtomicU64,
     qos_parked: AtomicU64,
+    qos_sampling_cycles: AtomicU64,
     /// The drift-compensation factor (f64 bits; 0 before the first window).
     drift_factor_bits: AtomicU64,
 }
@@ -183,6 +188,7 @@ impl PmdCounters {
         self.qos_empty_cycles.store(t.qos_empty_cycles, Relaxed);
         self.qos_owed.store(t.qos_owed, Relaxed);
         self.qos_parked.store(t.qos_parked, Relaxed);
+        self.qos_sampling_cycles.store(t.qos_sampling_cycles, Relaxed);
     }
 
     pub fn publish_drift_factor(&self, factor: f64) {
@@ -211,6 +217,7 @@ impl PmdCounters {
             qos_empty_cycles: self.qos_empty_cycles.load(Relaxed),
             qos_owed: self.qos_owed.load(Relaxed),
             qos_parked: self.qos_parked.load(Relaxed),
+            qos_sampling_cycles: self.qos_sampling_cycles.load(Relaxed),
         }
     }
 }

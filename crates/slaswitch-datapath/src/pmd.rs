@@ -680,6 +680,8 @@ pub fn run(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<Pmd
                 // C2QoS's own cost, sampled (seed 000 Sec. VI-F measures it on the PMD too).
                 let sampled = pmd.pmd_totals.qos_decisions.trailing_zeros() >= QOS_SAMPLE_SHIFT;
                 pmd.pmd_totals.qos_decisions += 1;
+                // The fences wait for the batch's stores; that wait is the sampling's cost.
+                let t_drain = if sampled { rdtsc() } else { 0 };
                 let t_decide = if sampled { rdtsc_after_all() } else { 0 };
                 match sched.next_port(t) {
                     Some(number) => {
@@ -687,6 +689,7 @@ pub fn run(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<Pmd
                         let idx = pmd.index_of[number] as usize;
                         let (received, t_end, charged) = pmd.serve(idx, &mut batch, t);
                         // Not t_end: serve's own bookkeeping after it is round robin's work too.
+                        let t_egress_drain = if sampled { rdtsc() } else { 0 };
                         let t_served = if sampled { rdtsc_after_all() } else { 0 };
                         pmd.credit_stalls(Some(&mut *sched));
                         sched.report_batch(number, charged, received as u32, t_end);
@@ -695,6 +698,7 @@ pub fn run(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<Pmd
                             let pick = own_cycles(t_decide, t_decided, pmd.stall_cycles);
                             let charge = own_cycles(t_served, rdtsc_after_loads(), pmd.stall_cycles);
                             let totals = &mut pmd.pmd_totals;
+                            totals.qos_sampling_cycles += own_cycles(t_drain, t_decide, pmd.stall_cycles) + own_cycles(t_egress_drain, t_served, pmd.stall_cycles);
                             totals.qos_cycles += (pick + charge) << QOS_SAMPLE_SHIFT;
                             totals.qos_pick_cycles += pick << QOS_SAMPLE_SHIFT;
                             totals.qos_charge_cycles += charge << QOS_SAMPLE_SHIFT;

@@ -83,6 +83,8 @@ struct Counters {
     /// Batches that left a port owing tokens; ports parked for tokens.
     owed: f64,
     parked: f64,
+    /// Cycles the sampled decisions' fences waited for the batch's stores (not in `qos`).
+    sampling: f64,
 }
 
 fn counters(socket: &PathBuf) -> Counters {
@@ -108,6 +110,7 @@ fn counters(socket: &PathBuf) -> Counters {
         empty_cycles: qos("qos_empty_cycles"),
         owed: qos("qos_owed"),
         parked: qos("qos_parked"),
+        sampling: qos("qos_sampling_cycles"),
     }
 }
 
@@ -136,6 +139,8 @@ struct Window {
     /// Shares of decisions after which the port owed tokens, and that parked a port.
     owed_per_decision: f64,
     parked_per_decision: f64,
+    /// What timing the sampled decisions cost beyond C2QoS's own code, % of busy cycles.
+    sampling_percent_of_busy: f64,
 }
 
 fn measure(socket: &PathBuf, tsc_hz: u64) -> Window {
@@ -165,6 +170,7 @@ fn measure(socket: &PathBuf, tsc_hz: u64) -> Window {
         emc_miss_percent: 100.0 * (b.emc_misses - a.emc_misses) / packets,
         owed_per_decision: (b.owed - a.owed) / decisions,
         parked_per_decision: (b.parked - a.parked) / decisions,
+        sampling_percent_of_busy: 100.0 * (b.sampling - a.sampling) / busy,
     }
 }
 
@@ -262,7 +268,7 @@ fn workload(name: &str, security_group_masks: usize, flows_per_vm: u32) {
     let (mut rate_ratios, mut cost_ratios, mut own_shares, mut limited_rounds) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut limited_cost_ratios, mut limited_rate_ratios, mut switch_times) = (Vec::new(), Vec::new(), Vec::new());
     println!("{name}: {PORTS} VM ports, 64-byte frames, {flows_per_vm} flow(s) per VM, {security_group_masks} security-group masks");
-    println!("  round (* PMD-limited)   RR Mpps  C2QoS Mpps  ratio   RR cyc/pkt  C2QoS cyc/pkt  ratio   busy% RR/C2QoS  C2QoS code: % of busy, cyc/decision (picking, charging; after an empty poll / a batch), pkts/decision, owed/decision, parked/decision; RR/C2QoS: pkts/batch, empty polls/batch, EMC miss %");
+    println!("  round (* PMD-limited)   RR Mpps  C2QoS Mpps  ratio   RR cyc/pkt  C2QoS cyc/pkt  ratio   busy% RR/C2QoS  C2QoS code: % of busy (+ sampling's fences %), cyc/decision (picking, charging; after an empty poll / a batch), pkts/decision, owed/decision, parked/decision; RR/C2QoS: pkts/batch, empty polls/batch, EMC miss %");
     for round in 0..ROUNDS {
         // Alternate which goes first, so a drift of the host does not favour one side.
         let order = if round % 2 == 0 { [false, true] } else { [true, false] };
@@ -283,7 +289,7 @@ fn workload(name: &str, security_group_masks: usize, flows_per_vm: u32) {
             limited_rate_ratios.push(c2.packets_per_sec / rr.packets_per_sec);
         }
         println!(
-            "  {round:>4}{} {:>8.3}  {:>10.3}  {:>5.3}  {:>11.0}  {:>13.0}  {:>5.3}   {:>3.0}/{:<3.0}       {:>6.3}  {:>5.0} ({:>3.0}, {:>3.0}; {:>3.0} / {:>3.0})  {:>5.1}  {:>5.3}  {:>5.3};  {:.1}/{:.1}  {:.2}/{:.2}  {:.1}/{:.1}",
+            "  {round:>4}{} {:>8.3}  {:>10.3}  {:>5.3}  {:>11.0}  {:>13.0}  {:>5.3}   {:>3.0}/{:<3.0}       {:>6.3} (+{:.3})  {:>5.0} ({:>3.0}, {:>3.0}; {:>3.0} / {:>3.0})  {:>5.1}  {:>5.3}  {:>5.3};  {:.1}/{:.1}  {:.2}/{:.2}  {:.1}/{:.1}",
             if limited { "*" } else { " " },
             rr.packets_per_sec / 1e6,
             c2.packets_per_sec / 1e6,
@@ -294,6 +300,7 @@ fn workload(name: &str, security_group_masks: usize, flows_per_vm: u32) {
             rr.busy_percent,
             c2.busy_percent,
             c2.own_percent_of_busy,
+            c2.sampling_percent_of_busy,
             c2.own_cycles_per_decision,
             c2.pick_cycles_per_decision,
             c2.charge_cycles_per_decision,

@@ -151,6 +151,9 @@ fn a_port_without_settings_keeps_its_polls_beside_min_max_ports() {
     let (decisions, qos, busy) = (pmd["qos_decisions"].as_f64().unwrap(), pmd["qos_cycles"].as_f64().unwrap(), pmd["busy_cycles"].as_f64().unwrap());
     assert!(decisions > 0.0 && qos > 0.0, "{pmd}");
     assert!(qos < 0.5 * busy, "C2QoS code {qos} of {busy} busy cycles");
+    // Timing one decision in 64 costs the fences' waits, counted apart and smaller still.
+    let sampling = pmd["qos_sampling_cycles"].as_f64().unwrap();
+    assert!(sampling > 0.0 && sampling < qos, "sampling's fences {sampling} against C2QoS's code {qos}: {pmd}");
     let q = sw.json(&["qos-show", "vm2"]);
     let vm2 = q["ports"].as_array().unwrap().iter().find(|p| p["name"] == "vm2").unwrap().clone();
     assert_eq!(vm2["place"], "", "a port without settings is outside HBS: {vm2}");

@@ -227,6 +227,7 @@ impl Daemon {
                             "qos_charge_cycles": pmd.totals.qos_charge_cycles,
                             "qos_empty_decisions": pmd.totals.qos_empty_decisions,
                             "qos_empty_cycles": pmd.totals.qos_empty_cycles,
+                            "qos_sampling_cycles": pmd.totals.qos_sampling_cycles,
                             "qos_owed": pmd.totals.qos_owed,
                             "qos_parked": pmd.totals.qos_parked,
                             "busy_pct_interval": rate.map(|r| r.busy_pct),
