@@ -33,7 +33,13 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 const PORTS: usize = 28;
+/// Rounds per workload; `C2QOS_OVERHEAD_ROUNDS=N` runs more, to narrow the intervals (about
+/// 0.65 s per round).
 const ROUNDS: usize = 60;
+
+fn rounds() -> usize {
+    std::env::var("C2QOS_OVERHEAD_ROUNDS").ok().and_then(|v| v.parse().ok()).filter(|&n| n >= 2).unwrap_or(ROUNDS)
+}
 /// A window is short so that a pair's two windows see the same phase of the host; many rounds
 /// make up for the noise of each.
 const SECS: f64 = 0.25;
@@ -267,9 +273,12 @@ fn workload(name: &str, security_group_masks: usize, flows_per_vm: u32) {
     std::thread::sleep(Duration::from_secs(4));
     let (mut rate_ratios, mut cost_ratios, mut own_shares, mut limited_rounds) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut limited_cost_ratios, mut limited_rate_ratios, mut switch_times) = (Vec::new(), Vec::new(), Vec::new());
+    // Every round's two windows, and whether it was PMD-limited, for the ABBA pairs below.
+    let mut paired: Vec<(bool, Window, Window)> = Vec::new();
     println!("{name}: {PORTS} VM ports, 64-byte frames, {flows_per_vm} flow(s) per VM, {security_group_masks} security-group masks");
     println!("  round (* PMD-limited)   RR Mpps  C2QoS Mpps  ratio   RR cyc/pkt  C2QoS cyc/pkt  ratio   busy% RR/C2QoS  C2QoS code: % of busy (+ sampling's fences %), cyc/decision (picking, charging; after an empty poll / a batch), pkts/decision, owed/decision, parked/decision; RR/C2QoS: pkts/batch, empty polls/batch, EMC miss %");
-    for round in 0..ROUNDS {
+    let rounds = rounds();
+    for round in 0..rounds {
         // Alternate which goes first, so a drift of the host does not favour one side.
         let order = if round % 2 == 0 { [false, true] } else { [true, false] };
         let mut r = [Window::default(); 2];
@@ -283,6 +292,7 @@ fn workload(name: &str, security_group_masks: usize, flows_per_vm: u32) {
         cost_ratios.push(c2.busy_cycles_per_packet / rr.busy_cycles_per_packet);
         own_shares.push(c2.own_percent_of_busy);
         let limited = pmd_limited(&rr) && pmd_limited(&c2);
+        paired.push((limited, rr, c2));
         if limited {
             limited_rounds.push(c2);
             limited_cost_ratios.push(c2.busy_cycles_per_packet / rr.busy_cycles_per_packet);
@@ -337,10 +347,26 @@ fn workload(name: &str, security_group_masks: usize, flows_per_vm: u32) {
         let median = |f: fn(&Window) -> f64| quartiles(limited_rounds.iter().map(f).collect()).1;
         let shares: Vec<f64> = limited_rounds.iter().map(|w| w.own_percent_of_busy).collect();
         let (least, most) = (shares.iter().copied().fold(f64::INFINITY, f64::min), shares.iter().copied().fold(0.0, f64::max));
+        // Rounds 2k and 2k+1 run RR, C2QoS, C2QoS, RR: summed, a drift of the host that is
+        // linear over the four windows cancels out.
+        let abba: Vec<(f64, f64)> = paired
+            .chunks_exact(2)
+            .filter(|p| p[0].0 && p[1].0)
+            .map(|p| {
+                let (rr_a, c2_a, rr_b, c2_b) = (p[0].1, p[0].2, p[1].1, p[1].2);
+                (
+                    (c2_a.packets_per_sec + c2_b.packets_per_sec) / (rr_a.packets_per_sec + rr_b.packets_per_sec),
+                    (c2_a.busy_cycles_per_packet + c2_b.busy_cycles_per_packet) / (rr_a.busy_cycles_per_packet + rr_b.busy_cycles_per_packet),
+                )
+            })
+            .collect();
+        if abba.len() >= 2 {
+            println!("    ABBA pairs of PMD-limited rounds ({}): forwarding rate {}; PMD cycles per packet {}", abba.len(), pct(&abba.iter().map(|a| a.0).collect()), pct(&abba.iter().map(|a| a.1).collect()));
+        }
         println!("    forwarding rate, PMD-limited rounds:       {}", pct(&limited_rate_ratios));
         println!("    PMD cycles per packet, PMD-limited rounds: {}", pct(&limited_cost_ratios));
         println!(
-            "    PMD-limited rounds ({} of {ROUNDS}: PMD busy >= {SATURATED_BUSY_PERCENT}%, >= {FULL_BATCH_PACKETS} packets per poll and <= {MAX_EMPTY_POLLS_PER_BATCH} empty polls per batch on both sides): C2QoS's own code {:.3}% of busy cycles (from {least:.3}% to {most:.3}%), {:.0} cycles per decision ({:.0} picking, {:.0} charging; {:.0} after an empty poll, {:.0} after a batch), {:.1} packets per decision, {:.3} owed and {:.3} parked per decision (medians)\n",
+            "    PMD-limited rounds ({} of {rounds}: PMD busy >= {SATURATED_BUSY_PERCENT}%, >= {FULL_BATCH_PACKETS} packets per poll and <= {MAX_EMPTY_POLLS_PER_BATCH} empty polls per batch on both sides): C2QoS's own code {:.3}% of busy cycles (from {least:.3}% to {most:.3}%), {:.0} cycles per decision ({:.0} picking, {:.0} charging; {:.0} after an empty poll, {:.0} after a batch), {:.1} packets per decision, {:.3} owed and {:.3} parked per decision (medians)\n",
             limited_rounds.len(),
             median(|w| w.own_percent_of_busy),
             median(|w| w.own_cycles_per_decision),
