@@ -583,7 +583,7 @@ impl Datapath {
     fn updated_spec(&self, name: &str, options: &BTreeMap<String, String>) -> Result<(PortSpec, usize), String> {
         let entry = self.ports.get(name).ok_or_else(|| format!("no port named '{name}'"))?;
         if options.is_empty() {
-            return Err(format!("{name}: no option to set"));
+            return Err(format!("set-port {name} needs at least one key=value"));
         }
         let mut spec = entry.spec.clone();
         for (k, v) in options {

@@ -200,6 +200,7 @@ fn ports_joined_with_double_dash_change_as_one_step_or_not_at_all() {
         (vec!["set-port", "vm1", &tenth, "--", "set-port", "vm1", "priority=3"], "named twice"),
         (vec!["set-port", "vm1", &tenth, "--", "set-port", "vm2", "priority=9"], "priority"),
         (vec!["set-port", "vm1", &tenth, "--", "del-port", "vm2"], "only set-port commands"),
+        (vec!["set-port", "vm1", &tenth, "--", "set-port", "vm2"], "set-port vm2 needs at least one key=value"),
     ];
     for (words, expected) in refused {
         let (ok, _, err) = sw.cli(&words);

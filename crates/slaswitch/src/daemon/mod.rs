@@ -149,9 +149,6 @@ impl Daemon {
                     Value::Null => vec![(str_arg(req, "name")?.to_string(), options_arg(req)?)],
                     _ => return Err("'ports' must be a list of {\"name\", \"options\"}".into()),
                 };
-                if let Some((name, _)) = changes.iter().find(|(_, o)| o.is_empty()) {
-                    return Err(format!("set-port {name} needs at least one key=value"));
-                }
                 let specs = self.dp.set_ports(&changes)?;
                 self.persist()?;
                 Ok(if several { serde_json::to_value(specs) } else { serde_json::to_value(&specs[0]) }.expect("specs serialise"))
