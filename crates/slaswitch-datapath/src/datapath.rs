@@ -559,8 +559,10 @@ impl Datapath {
     /// link, `pmd`) can be set together, since recreating devices cannot be undone as a whole;
     /// one port's request is [`Self::set_port`]. Refused whole, changing nothing.
     pub fn set_ports(&mut self, changes: &[(String, BTreeMap<String, String>)]) -> Result<Vec<PortSpec>, String> {
-        if let [(name, options)] = changes {
-            return self.set_port(name, options).map(|s| vec![s]);
+        match changes {
+            [] => return Err("no port to set".into()),
+            [(name, options)] => return self.set_port(name, options).map(|s| vec![s]),
+            _ => {}
         }
         let mut updated = Vec::with_capacity(changes.len());
         for (i, (name, options)) in changes.iter().enumerate() {
@@ -572,9 +574,6 @@ impl Datapath {
             }
             // Among several ports, an error must say whose option it is.
             updated.push(self.updated_spec(name, options).map_err(|e| if e.contains(name.as_str()) { e } else { format!("{name}: {e}") })?);
-        }
-        if updated.is_empty() {
-            return Err("no port to set".into());
         }
         self.apply_live(updated)
     }

@@ -143,10 +143,9 @@ impl Daemon {
             "set-port" => {
                 // {"name", "options"} sets one port; {"ports": [{"name", "options"}, ...]} sets
                 // several as one step (Datapath::set_ports).
-                let several = req.get("ports").is_some();
-                let changes = match &req["ports"] {
-                    Value::Array(ports) => ports.iter().map(|p| Ok((str_arg(p, "name")?.to_string(), options_arg(p)?))).collect::<Result<Vec<_>, String>>()?,
-                    Value::Null => vec![(str_arg(req, "name")?.to_string(), options_arg(req)?)],
+                let (changes, several) = match &req["ports"] {
+                    Value::Array(ports) => (ports.iter().map(|p| Ok((str_arg(p, "name")?.to_string(), options_arg(p)?))).collect::<Result<Vec<_>, String>>()?, true),
+                    Value::Null => (vec![(str_arg(req, "name")?.to_string(), options_arg(req)?)], false),
                     _ => return Err("'ports' must be a list of {\"name\", \"options\"}".into()),
                 };
                 let specs = self.dp.set_ports(&changes)?;
