@@ -2,10 +2,12 @@
 //! one writer (the PMD that polls it), which accumulates locally and publishes with plain atomic
 //! stores; tx-side counters may be written by several PMDs and use relaxed adds, once per burst.
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{fence, AtomicU64, Ordering::{Acquire, Relaxed, Release}};
 
 use serde::Serialize;
 use slaswitch_classifier::parse::PARSE_ERROR_KINDS;
+
+use crate::compare::{CompareSide, CompareTotals};
 
 /// Rx-side figures of one port, as the owning PMD accumulates them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -172,6 +174,66 @@ pub struct PmdCounters {
     qos_sampling_cycles: AtomicU64,
     /// The drift-compensation factor (f64 bits; 0 before the first window).
     drift_factor_bits: AtomicU64,
+    /// The scheduler comparison's totals ([`crate::compare`]), published once per slice.
+    compare: CompareCell,
+}
+
+/// [`CompareTotals`] behind a sequence count: the PMD writes it once per slice, and a reader
+/// that raced a write reads again, so the two sides and each side's fields are from one
+/// moment (the bench divides one by the other).
+#[derive(Debug, Default)]
+struct CompareCell {
+    /// Odd while a write is under way.
+    sequence: AtomicU64,
+    words: [AtomicU64; COMPARE_WORDS],
+}
+
+const COMPARE_WORDS: usize = 1 + 2 * SIDE_WORDS;
+const SIDE_WORDS: usize = 8;
+
+fn side_words(s: &CompareSide) -> [u64; SIDE_WORDS] {
+    [s.slices, s.elapsed_cycles, s.busy_cycles, s.stalled_cycles, s.packets, s.batches, s.empty_polls, s.qos_cycles]
+}
+
+fn side_from(w: &[u64]) -> CompareSide {
+    CompareSide {
+        slices: w[0],
+        elapsed_cycles: w[1],
+        busy_cycles: w[2],
+        stalled_cycles: w[3],
+        packets: w[4],
+        batches: w[5],
+        empty_polls: w[6],
+        qos_cycles: w[7],
+    }
+}
+
+impl CompareCell {
+    fn store(&self, t: &CompareTotals) {
+        let mut words = [0u64; COMPARE_WORDS];
+        words[0] = t.slice_us;
+        words[1..1 + SIDE_WORDS].copy_from_slice(&side_words(&t.round_robin));
+        words[1 + SIDE_WORDS..].copy_from_slice(&side_words(&t.c2qos));
+        let sequence = self.sequence.load(Relaxed);
+        self.sequence.store(sequence + 1, Relaxed);
+        fence(Release);
+        for (cell, word) in self.words.iter().zip(words) {
+            cell.store(word, Relaxed);
+        }
+        self.sequence.store(sequence + 2, Release);
+    }
+
+    fn load(&self) -> CompareTotals {
+        loop {
+            let before = self.sequence.load(Acquire);
+            let words: Vec<u64> = self.words.iter().map(|w| w.load(Relaxed)).collect();
+            fence(Acquire);
+            if before % 2 == 0 && self.sequence.load(Relaxed) == before {
+                return CompareTotals { slice_us: words[0], round_robin: side_from(&words[1..]), c2qos: side_from(&words[1 + SIDE_WORDS..]) };
+            }
+            std::hint::spin_loop();
+        }
+    }
 }
 
 impl PmdCounters {
@@ -193,6 +255,15 @@ impl PmdCounters {
 
     pub fn publish_drift_factor(&self, factor: f64) {
         self.drift_factor_bits.store(factor.to_bits(), Relaxed);
+    }
+
+    pub fn publish_compare(&self, totals: &CompareTotals) {
+        self.compare.store(totals);
+    }
+
+    /// The scheduler comparison's totals; `None` when it is off (`--compare-slice-us`).
+    pub fn compare(&self) -> Option<CompareTotals> {
+        Some(self.compare.load()).filter(|c| c.slice_us > 0)
     }
 
     /// The host-speed factor model allocations follow (1.0 until measured).

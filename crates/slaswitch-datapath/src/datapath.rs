@@ -22,6 +22,7 @@ use slaswitch_dpdk::{hugepage_status, probe_device, remove_device, remove_vdev, 
 use slaswitch_qos::cpu::{Allocation, BandwidthModel};
 
 use crate::allocation::{self, Candidate, PortPlan};
+use crate::compare::CompareTotals;
 use crate::counters::{PmdCounters, PmdTotals, PortCounters, RuleCounters, RxTotals};
 use crate::paced_tx::{Fallback, PacedLink};
 use crate::pmd::{self, ModelCycles, PmdConfig, PmdMessage, RxPort, TxPort, MAX_PORTS};
@@ -48,6 +49,9 @@ pub struct DatapathSettings {
     /// Depth of every C2TB cycle bucket (Algorithm 1's `bucket_depth`), in microseconds of a
     /// whole core: how much of its allocation a port may save up while it has nothing to send.
     pub c2tb_bucket_us: u64,
+    /// Microseconds per side of the live comparison of C2QoS with round robin
+    /// ([`crate::compare`]); 0, the default, runs C2QoS whenever a port has settings.
+    pub compare_slice_us: u64,
 }
 
 impl DatapathSettings {
@@ -137,6 +141,8 @@ pub struct PmdStats {
     /// Host-speed factor the model's allocations follow (drift compensation).
     pub drift_factor: f64,
     pub ports: Vec<String>,
+    /// The comparison of C2QoS with round robin, when on.
+    pub compare: Option<CompareTotals>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -310,6 +316,7 @@ impl Datapath {
             pool: self.pool.clone(),
             mac_max_age_tsc: self.settings.mac_max_age_secs.saturating_mul(self.eal.tsc_hz()),
             c2tb_bucket_us: self.settings.c2tb_bucket_us,
+            compare_slice_us: self.settings.compare_slice_us,
             tsc_hz: self.eal.tsc_hz(),
             paced,
             fallback: self.fallback.clone(),
@@ -751,6 +758,7 @@ impl Datapath {
                 core: p.core,
                 totals: p.counters.read(),
                 drift_factor: p.counters.drift_factor(),
+                compare: p.counters.compare(),
                 ports: self.ports.values().filter(|e| e.pmd == i).map(|e| e.spec.name.clone()).collect(),
             })
             .collect()

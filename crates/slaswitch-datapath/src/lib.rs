@@ -3,6 +3,7 @@
 
 pub mod allocation;
 pub mod bandwidth;
+pub mod compare;
 pub mod counters;
 pub mod cpu_qos;
 pub mod datapath;

@@ -25,6 +25,7 @@ use slaswitch_classifier::mac_learning::is_multicast;
 use slaswitch_classifier::{parse_frame, Action, Classifier, ExactMatchCache, FlowKey, MacTable};
 use slaswitch_dpdk::{free_bulk, rdtsc, rdtsc_after_all, rdtsc_after_loads, EthPort, Mbuf, Mempool, MAX_BURST};
 
+use crate::compare::SchedulerCompare;
 use crate::counters::{PmdCounters, PmdTotals, PortCounters, RuleCounters, RxTotals};
 use crate::cpu_qos::CpuQos;
 use crate::paced_tx::{Fallback, PacedLink};
@@ -117,6 +118,8 @@ pub struct PmdConfig {
     pub fallback: Arc<Fallback>,
     /// The bandwidth-CPU model, for drift compensation.
     pub model: Option<Arc<BandwidthModel>>,
+    /// Slice of the scheduler comparison, 0 when off (`DatapathSettings::compare_slice_us`).
+    pub compare_slice_us: u64,
 }
 
 pub enum PmdMessage {
@@ -663,18 +666,21 @@ pub fn run(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<Pmd
     let mut sched: Option<PortScheduler> = None;
     let mut split = PortSplit::default();
     let mut tally = WaitTally::default();
-    sync_scheduler(&mut sched, &pmd.cfg, &mut split);
     let mut batch = [Mbuf(std::ptr::NonNull::dangling()); MAX_BURST];
     let mut pass: u64 = 0;
     let mut t = rdtsc();
+    sync_scheduler(&mut sched, &pmd.cfg, &mut split, t);
     let mut drift = Drift::new(t, &pmd.cfg);
     let read_cost = tsc_read_cycles();
     // A timed interval of C2QoS's own work: less the TSC read inside it, and never a stall's worth.
     let own_cycles = |from: u64, to: u64, stall: u64| (to - from).saturating_sub(read_cost).min(stall);
+    let mut compare = SchedulerCompare::new(pmd.cfg.compare_slice_us, pmd.cfg.tsc_hz, t);
     loop {
         pass += 1;
         let mut pass_had_packets = false;
-        if let Some(sched) = sched.as_mut() {
+        if let Some(sched) = sched.as_mut().filter(|_| !compare.round_robin()) {
+            // The scheduler's clock: the TSC, less the comparison's round-robin slices.
+            let clock_offset = t - compare.scheduler_clock(t);
             // C2QoS: HBS picks the port, C2TB is charged what its batch cost (seed 000 Sec. IV).
             for _ in 0..split.scheduled.len() {
                 // C2QoS's own cost, sampled (seed 000 Sec. VI-F measures it on the PMD too).
@@ -683,7 +689,7 @@ pub fn run(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<Pmd
                 // The fences wait for the batch's stores; that wait is the sampling's cost.
                 let t_drain = if sampled { rdtsc() } else { 0 };
                 let t_decide = if sampled { rdtsc_after_all() } else { 0 };
-                match sched.next_port(t) {
+                match sched.next_port(t - clock_offset) {
                     Some(number) => {
                         let t_decided = if sampled { rdtsc_after_loads() } else { 0 };
                         let idx = pmd.index_of[number] as usize;
@@ -692,7 +698,7 @@ pub fn run(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<Pmd
                         let t_egress_drain = if sampled { rdtsc() } else { 0 };
                         let t_served = if sampled { rdtsc_after_all() } else { 0 };
                         pmd.credit_stalls(Some(&mut *sched));
-                        sched.report_batch(number, charged, received as u32, t_end);
+                        sched.report_batch(number, charged, received as u32, t_end - clock_offset);
                         pmd.pmd_totals.qos_empty_decisions += u64::from(received == 0);
                         if sampled {
                             let pick = own_cycles(t_decide, t_decided, pmd.stall_cycles);
@@ -742,13 +748,20 @@ pub fn run(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<Pmd
         }
         pmd.drain_links(pass.is_multiple_of(CHECK_CONTROL_EVERY_PASSES));
         pmd.pmd_totals.passes += 1;
+        if compare.due(t) {
+            compare.step(t, sched.is_some(), &pmd.pmd_totals, &pmd.totals);
+            pmd.counters.publish_compare(&compare.totals());
+        }
         if pass.is_multiple_of(PUBLISH_EVERY_PASSES) {
             tally.fold(sched.as_ref(), &mut pmd.pmd_totals);
             pmd.publish();
             let t_publish = rdtsc();
-            publish_scheduler(sched.as_ref(), &pmd.cfg);
-            drift.tick(t, &pmd, &mut sched);
-            if sched.is_some() {
+            if !compare.round_robin() {
+                // C2QoS's work: not done while a comparison runs round robin.
+                publish_scheduler(sched.as_ref(), &pmd.cfg);
+                drift.tick(compare.scheduler_clock(t), &pmd, &mut sched);
+            }
+            if sched.is_some() && !compare.round_robin() {
                 // Not a stall's worth: the next batch's first stage, which holds this time, is
                 // checked for stalls already.
                 pmd.pmd_totals.qos_cycles += own_cycles(t_publish, rdtsc(), pmd.stall_cycles);
@@ -759,9 +772,11 @@ pub fn run(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<Pmd
                 Ok(PmdMessage::Config(cfg, ack)) => {
                     tally.fold(sched.as_ref(), &mut pmd.pmd_totals);
                     pmd.install(cfg);
-                    sync_scheduler(&mut sched, &pmd.cfg, &mut split);
+                    let now = compare.scheduler_clock(rdtsc());
+                    sync_scheduler(&mut sched, &pmd.cfg, &mut split, now);
                     tally.fold(sched.as_ref(), &mut pmd.pmd_totals);
-                    drift.reset(&pmd.cfg, &mut sched);
+                    drift.reset(&pmd.cfg, &mut sched, now);
+                    compare.restart(rdtsc());
                     let _ = ack.send(());
                 }
                 Ok(PmdMessage::Quit) | Err(TryRecvError::Disconnected) => break,
@@ -779,9 +794,11 @@ pub fn run(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<Pmd
                 Ok(PmdMessage::Config(cfg, ack)) => {
                     tally.fold(sched.as_ref(), &mut pmd.pmd_totals);
                     pmd.install(cfg);
-                    sync_scheduler(&mut sched, &pmd.cfg, &mut split);
+                    let now = compare.scheduler_clock(rdtsc());
+                    sync_scheduler(&mut sched, &pmd.cfg, &mut split, now);
                     tally.fold(sched.as_ref(), &mut pmd.pmd_totals);
-                    drift.reset(&pmd.cfg, &mut sched);
+                    drift.reset(&pmd.cfg, &mut sched, now);
+                    compare.restart(rdtsc());
                     let _ = ack.send(());
                 }
                 Ok(PmdMessage::Quit) | Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,

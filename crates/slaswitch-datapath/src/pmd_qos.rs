@@ -5,7 +5,6 @@
 
 use std::collections::BTreeMap;
 
-use slaswitch_dpdk::rdtsc;
 use slaswitch_qos::cpu::drift::port_config;
 use slaswitch_qos::cpu::{BandwidthModel, C2tbConfig, CycleLimit, DriftCompensator, DriftConfig, HbsConfig, PortPlace, PortScheduler, PortWindow, WaitCounts};
 
@@ -175,12 +174,12 @@ impl Drift {
 
     /// After a reconfiguration: ports start from their totals; allocations from the model take
     /// their current factor at once; ports gone are forgotten.
-    pub(crate) fn reset(&mut self, cfg: &PmdConfig, sched: &mut Option<PortScheduler>) {
+    /// `now`: the scheduler's clock (see `crate::compare`).
+    pub(crate) fn reset(&mut self, cfg: &PmdConfig, sched: &mut Option<PortScheduler>, now: u64) {
         self.last = cfg.rx_ports.iter().map(|p| p.counters.rx()).collect();
         self.ports.retain(|n, _| cfg.rx_ports.iter().any(|p| p.number == *n && p.model_cycles.is_some()));
         let factors = self.scaled_factors(cfg);
         if let Some(s) = sched.as_mut() {
-            let now = rdtsc();
             for p in &cfg.rx_ports {
                 if let Some(m) = p.model_cycles {
                     let factor = factors[&p.number];
@@ -407,14 +406,14 @@ pub(crate) struct PortSplit {
 /// HBS; a port nobody configured, such as the uplink, carries every tenant's return traffic
 /// (responses, TCP ACKs), and putting it in the lowest class starved it behind MIN-MAX ports
 /// that always hold tokens: nginx's responses waited behind the bulk VMs in Fig. 12.
-pub(crate) fn sync_scheduler(sched: &mut Option<PortScheduler>, cfg: &PmdConfig, split: &mut PortSplit) {
+/// `now`: the scheduler's clock (see `crate::compare`).
+pub(crate) fn sync_scheduler(sched: &mut Option<PortScheduler>, cfg: &PmdConfig, split: &mut PortSplit, now: u64) {
     split.round_robin = (0..cfg.rx_ports.len()).filter(|&i| !cfg.rx_ports[i].cpu_qos.is_set()).collect();
     if !cfg.rx_ports.iter().any(|p| p.cpu_qos.is_set()) {
         *sched = None;
         split.scheduled.clear();
         return;
     }
-    let now = rdtsc();
     let c2tb = C2tbConfig::one_core_with_depth_us(cfg.tsc_hz, cfg.c2tb_bucket_us);
     let s = sched.get_or_insert_with(|| PortScheduler::new(c2tb, HbsConfig::default(), now));
     for &number in split.scheduled.iter() {

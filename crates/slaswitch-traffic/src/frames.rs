@@ -56,6 +56,15 @@ pub fn stamp(buf: &mut [u8], sender: u16, seq: u64, tsc: u64) {
     }
 }
 
+/// Rewrites a stamped frame's TSC: a frame that waited in its sender's queue is stamped with
+/// when it really goes out.
+#[inline]
+pub fn restamp_tsc(buf: &mut [u8], tsc: u64) {
+    if buf.len() >= PAYLOAD + STAMP_LEN {
+        buf[PAYLOAD + 14..PAYLOAD + 22].copy_from_slice(&tsc.to_le_bytes());
+    }
+}
+
 /// (sender id, sequence, TSC) if the frame carries a stamp.
 #[inline]
 pub fn read_stamp(frame: &[u8]) -> Option<(u16, u64, u64)> {

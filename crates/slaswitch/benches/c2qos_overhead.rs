@@ -3,49 +3,55 @@
 //! on the PMD plus about 2% for a manager thread, which slaswitch's lazy refill does not need).
 //!
 //! One slaswitchd (PMD on core 0) with 28 vhost-user VM ports and a null uplink; one tenant
-//! process (core 1) runs the 28 emulated VMs, all sending as fast as they can. The same run
-//! alternates, live, between
-//!   A: plain round robin (no port has C2QoS settings: the PMD has no scheduler at all), and
-//!   B: C2QoS on every port: MIN-MAX buckets of 1/28 of the core each under HBS, so every
-//!      batch is scheduled and charged but the allocations add up to the whole core and nothing
-//!      is held back. All ports stay in one class: classes change which port goes first, and so
-//!      batch sizes, which is policy, not overhead.
-//! One `set-port` request switches all 28 ports at once (about 30 ms), so a round measures
-//! both for `SECS` seconds within about 0.6 s; the host is shared and noisy, so the result is
-//! the median over rounds of the B/A ratios of (1) packets forwarded per second of the PMD's
-//! own time (busy, idle and stalled cycles between two of its publications) and (2) PMD busy
-//! cycles per forwarded packet, with their quartiles so a reader sees how far one run resolves,
-//! and (3) the share of the PMD's busy cycles spent in C2QoS's own code, which the PMD measures
-//! itself (`qos_cycles` in `pmd-stats`: decisions and charging timed one in 64, publishing and
-//! drift windows whole); (3) is what the paper's 0.018% is, and host noise hardly moves it.
-//! Only the PMD-limited rounds ([`pmd_limited`]) say what C2QoS takes from forwarding; the
-//! summary gives their figures apart.
-//! Two workloads: cheap packets (64-byte frames, one flow, a rule
-//! per VM port: the worst case for relative overhead) and cloud-like ones (many flows through a
-//! 99-mask security-group table).
+//! process (core 1) runs the 28 emulated VMs, all sending as fast as they can. Every VM port has
+//! C2QoS settings: MIN-MAX buckets of 1/28 of the core each under HBS, so every batch is
+//! scheduled and charged but the allocations add up to the whole core and nothing is held
+//! back. All ports stay in one class: classes change which port goes first, and so batch
+//! sizes, which is policy, not overhead.
+//!
+//! The daemon runs with `--compare-slice-us` ([`SLICE_US`]): its PMD alternates, live, between
+//!   A: plain round robin (the scheduler bypassed: the loop a PMD without C2QoS settings runs), and
+//!   B: C2QoS,
+//! and counts each side's packets and cycles apart, leaving out the first quarter of each slice
+//! (`slaswitch_datapath::compare`). Slices of 20 ms side by side see the same phase of this
+//! shared host, which moves a batch's cost by +-5% within a second; the earlier method,
+//! switching the ports' settings through the control socket between 0.25 s windows, could not
+//! resolve 1% in 60 rounds. Each round reads the totals twice, [`ROUND_SECS`] apart, and gives
+//! C2QoS/round-robin ratios of (1) packets forwarded per second of the PMD's time (busy, idle
+//! and stalled) and (2) PMD busy cycles per forwarded packet, and (3) the share of the PMD's
+//! busy cycles spent in C2QoS's own code, which the PMD measures itself (`qos_cycles`:
+//! decisions and charging timed one in 64, publishing and drift windows whole); (3) is what the
+//! paper's 0.018% is. The summary is the median over rounds with its 95% interval, and the
+//! pooled ratio over the whole run. Only the PMD-limited rounds ([`pmd_limited`]) say what
+//! C2QoS takes from forwarding; the summary gives their figures apart.
+//! Two workloads: cheap packets (64-byte frames, one flow, a rule per VM port: the worst case
+//! for relative overhead) and cloud-like ones (many flows through a 99-mask security-group
+//! table).
 //!
 //!   cargo bench -p slaswitch --bench c2qos_overhead [-- cloud]   (root, hugepages)
 
-use std::path::PathBuf;
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
 const PORTS: usize = 28;
-/// Rounds per workload; `C2QOS_OVERHEAD_ROUNDS=N` runs more, to narrow the intervals (about
-/// 0.65 s per round).
+/// Rounds per workload; `C2QOS_OVERHEAD_ROUNDS=N` runs more, to narrow the intervals.
 const ROUNDS: usize = 60;
 
 fn rounds() -> usize {
     std::env::var("C2QOS_OVERHEAD_ROUNDS").ok().and_then(|v| v.parse().ok()).filter(|&n| n >= 2).unwrap_or(ROUNDS)
 }
-/// A window is short so that a pair's two windows see the same phase of the host; many rounds
-/// make up for the noise of each.
-const SECS: f64 = 0.25;
-/// Wait after a switch before measuring: the PMD has taken the configuration when the request
-/// returns, and the ports' rings refill in a few milliseconds.
-const SETTLE: Duration = Duration::from_millis(50);
+
+/// Each side's slice: 15 ms counted after 5 ms of settling. Short enough that both sides see
+/// the same phase of the host; long enough that the buckets, full again after a round-robin
+/// slice, are back at their working level well within the uncounted quarter (a port spends
+/// its 100 us-of-a-core depth in about 3 ms at its share of a saturated core, or keeps it
+/// only while it uses less than its share).
+const SLICE_US: u64 = 20_000;
+/// A round: about 12 slices of each side.
+const ROUND_SECS: f64 = 0.5;
 
 struct Proc(Child);
 
@@ -62,22 +68,76 @@ impl Drop for Proc {
     }
 }
 
-fn cli(socket: &PathBuf, req: Value) -> Value {
+fn cli(socket: &Path, req: Value) -> Value {
     slaswitch::control::request(socket, &req).unwrap_or_else(|e| panic!("{req}: {e}"))
 }
 
-/// What one `pmd-stats` gives the bench.
-#[derive(Clone, Copy)]
-struct Counters {
+/// One side's counted totals (`pmd-stats` `compare`).
+#[derive(Clone, Copy, Default)]
+struct Side {
+    slices: f64,
+    elapsed: f64,
+    busy: f64,
     packets: f64,
-    /// Polls that brought packets, polls that found none, exact-match cache misses.
     batches: f64,
     empty_polls: f64,
-    emc_misses: f64,
-    busy: f64,
-    total: f64,
-    /// Busy, idle and stalled (the host held the core): the PMD's whole time.
-    elapsed: f64,
+    qos: f64,
+}
+
+impl Side {
+    fn from_json(v: &Value) -> Side {
+        let n = |k: &str| v[k].as_f64().unwrap_or_else(|| panic!("compare side without {k}: {v}"));
+        Side { slices: n("slices"), elapsed: n("elapsed_cycles"), busy: n("busy_cycles"), packets: n("packets"), batches: n("batches"), empty_polls: n("empty_polls"), qos: n("qos_cycles") }
+    }
+
+    /// `self + sign * o`, field by field.
+    fn combined(&self, o: &Side, sign: f64) -> Side {
+        Side {
+            slices: self.slices + sign * o.slices,
+            elapsed: self.elapsed + sign * o.elapsed,
+            busy: self.busy + sign * o.busy,
+            packets: self.packets + sign * o.packets,
+            batches: self.batches + sign * o.batches,
+            empty_polls: self.empty_polls + sign * o.empty_polls,
+            qos: self.qos + sign * o.qos,
+        }
+    }
+
+    fn minus(&self, o: &Side) -> Side {
+        self.combined(o, -1.0)
+    }
+
+    fn plus(&self, o: &Side) -> Side {
+        self.combined(o, 1.0)
+    }
+
+    fn packets_per_sec(&self, tsc_hz: u64) -> f64 {
+        self.packets / (self.elapsed.max(1.0) / tsc_hz as f64)
+    }
+
+    fn busy_cycles_per_packet(&self) -> f64 {
+        self.busy / self.packets.max(1.0)
+    }
+
+    fn busy_percent(&self) -> f64 {
+        100.0 * self.busy / self.elapsed.max(1.0)
+    }
+
+    fn packets_per_batch(&self) -> f64 {
+        self.packets / self.batches.max(1.0)
+    }
+
+    fn empty_polls_per_batch(&self) -> f64 {
+        self.empty_polls / self.batches.max(1.0)
+    }
+}
+
+/// What one `pmd-stats` gives the bench: both sides, and C2QoS's own counters (they move only
+/// while C2QoS runs).
+#[derive(Clone, Copy, Default)]
+struct Counters {
+    round_robin: Side,
+    c2qos: Side,
     /// Cycles in C2QoS's own code, and its parts picking ports and charging batches.
     qos: f64,
     pick: f64,
@@ -93,21 +153,15 @@ struct Counters {
     sampling: f64,
 }
 
-fn counters(socket: &PathBuf) -> Counters {
+fn counters(socket: &Path) -> Counters {
     let stats = cli(socket, json!({"cmd": "pmd-stats"}));
     let pmd = &stats["pmds"][0];
-    let sum = |k: &str| -> f64 { pmd["ports"].as_array().unwrap().iter().map(|p| p[k].as_f64().unwrap()).sum() };
-    let packets = sum("rx_packets");
-    let busy = pmd["busy_cycles"].as_f64().unwrap();
+    let compare = &pmd["compare"];
+    assert!(compare.is_object(), "the daemon runs no comparison: {pmd}");
     let qos = |k: &str| pmd[k].as_f64().unwrap();
     Counters {
-        packets,
-        batches: sum("batches"),
-        empty_polls: sum("empty_polls"),
-        emc_misses: sum("emc_misses"),
-        busy,
-        total: busy + pmd["idle_cycles"].as_f64().unwrap(),
-        elapsed: busy + pmd["idle_cycles"].as_f64().unwrap() + pmd["stalled_cycles"].as_f64().unwrap(),
+        round_robin: Side::from_json(&compare["round_robin"]),
+        c2qos: Side::from_json(&compare["c2qos"]),
         qos: qos("qos_cycles"),
         pick: qos("qos_pick_cycles"),
         charge: qos("qos_charge_cycles"),
@@ -120,28 +174,20 @@ fn counters(socket: &PathBuf) -> Counters {
     }
 }
 
-/// One window of one configuration.
+/// One round: both sides' counted time within it, and C2QoS's own figures.
 #[derive(Clone, Copy, Default)]
-struct Window {
-    packets_per_sec: f64,
-    busy_cycles_per_packet: f64,
-    busy_percent: f64,
-    /// C2QoS's own cycles as a share of the PMD's busy cycles, and per decision.
+struct Round {
+    rr: Side,
+    c2: Side,
+    /// C2QoS's own cycles as a share of its side's busy cycles, and per decision.
     own_percent_of_busy: f64,
     own_cycles_per_decision: f64,
     /// Of those: picking the port, and charging its batch (the rest is publishing and drift).
     pick_cycles_per_decision: f64,
     charge_cycles_per_decision: f64,
-    /// Picking and charging cycles of a decision whose poll came back empty, and of the others:
-    /// those whose poll brought packets (and the rare ones that found every port waiting).
+    /// Picking and charging cycles of a decision whose poll came back empty, and of the others.
     cycles_per_empty_decision: f64,
     cycles_per_full_decision: f64,
-    packets_per_decision: f64,
-    /// Packets per poll that brought any, empty polls per such poll, and the share of packets
-    /// that missed the exact-match cache: what the order ports are served in changes.
-    packets_per_batch: f64,
-    empty_polls_per_batch: f64,
-    emc_miss_percent: f64,
     /// Shares of decisions after which the port owed tokens, and that parked a port.
     owed_per_decision: f64,
     parked_per_decision: f64,
@@ -149,66 +195,53 @@ struct Window {
     sampling_percent_of_busy: f64,
 }
 
-fn measure(socket: &PathBuf, tsc_hz: u64) -> Window {
+fn measure(socket: &Path) -> Round {
     let a = counters(socket);
-    std::thread::sleep(Duration::from_secs_f64(SECS));
+    std::thread::sleep(Duration::from_secs_f64(ROUND_SECS));
     let b = counters(socket);
-    // The PMD publishes its counters every 1024 passes (about 85 ms when saturated), so the
-    // time between two snapshots is the PMD's own: its busy, idle and stalled cycles. The
-    // bench's clock would add or drop a publishing interval, +-30% of a 0.25 s window.
-    let secs = (b.elapsed - a.elapsed).max(1.0) / tsc_hz as f64;
-    let busy = (b.busy - a.busy).max(1.0);
-    let (packets, decisions) = ((b.packets - a.packets).max(1.0), (b.decisions - a.decisions).max(1.0));
-    Window {
-        packets_per_sec: packets / secs,
-        busy_cycles_per_packet: busy / packets,
-        busy_percent: 100.0 * busy / (b.total - a.total),
-        own_percent_of_busy: 100.0 * (b.qos - a.qos) / busy,
+    let (rr, c2) = (b.round_robin.minus(&a.round_robin), b.c2qos.minus(&a.c2qos));
+    let decisions = (b.decisions - a.decisions).max(1.0);
+    let busy = c2.busy.max(1.0);
+    Round {
+        rr,
+        c2,
+        // The C2QoS side's own counter: the PMD's `qos_cycles` also holds what it published
+        // and the drift windows, which only run on that side.
+        own_percent_of_busy: 100.0 * c2.qos / busy,
         own_cycles_per_decision: (b.qos - a.qos) / decisions,
         pick_cycles_per_decision: (b.pick - a.pick) / decisions,
         charge_cycles_per_decision: (b.charge - a.charge) / decisions,
         cycles_per_empty_decision: (b.empty_cycles - a.empty_cycles) / (b.empty_decisions - a.empty_decisions).max(1.0),
         cycles_per_full_decision: ((b.pick - a.pick) + (b.charge - a.charge) - (b.empty_cycles - a.empty_cycles))
             / (decisions - (b.empty_decisions - a.empty_decisions)).max(1.0),
-        packets_per_decision: packets / decisions,
-        packets_per_batch: packets / (b.batches - a.batches).max(1.0),
-        empty_polls_per_batch: (b.empty_polls - a.empty_polls) / (b.batches - a.batches).max(1.0),
-        emc_miss_percent: 100.0 * (b.emc_misses - a.emc_misses) / packets,
         owed_per_decision: (b.owed - a.owed) / decisions,
         parked_per_decision: (b.parked - a.parked) / decisions,
-        sampling_percent_of_busy: 100.0 * (b.sampling - a.sampling) / busy,
+        // The decisions' counters run through the uncounted quarters too: their ratio to
+        // `qos_cycles` carries over.
+        sampling_percent_of_busy: 100.0 * c2.qos / busy * (b.sampling - a.sampling) / (b.qos - a.qos).max(1.0),
     }
 }
 
-/// A round counts as PMD-limited when, under both configurations, the PMD was busy and every
-/// poll brought a full batch: the VMs had packets waiting on every port, so the PMD's own
-/// speed set the forwarding rate, and only then is C2QoS's time taken from forwarding. The
-/// emulated VMs share one core, and in the host's slow phases they cannot keep 28 rings full:
-/// then the PMD polls empty rings (round robin too), and C2QoS's decisions use time the PMD
-/// would have spent on those polls. A PMD busy 97% of the time was not enough to tell: rounds
-/// with 1-2 empty polls per batch passed it.
+/// A round counts as PMD-limited when, on both sides, the PMD was busy and every poll brought
+/// a full batch: the VMs had packets waiting on every port, so the PMD's own speed set the
+/// forwarding rate, and only then is C2QoS's time taken from forwarding. The emulated VMs
+/// share one core, and in the host's slow phases they cannot keep 28 rings full: then the
+/// PMD polls empty rings (round robin too), and C2QoS's decisions use time the PMD would have
+/// spent on those polls. The uplink, polled once per pass and never sending, makes 1/28 empty
+/// poll per batch.
 const SATURATED_BUSY_PERCENT: f64 = 97.0;
 const FULL_BATCH_PACKETS: f64 = 31.0;
 const MAX_EMPTY_POLLS_PER_BATCH: f64 = 0.1;
 
-fn pmd_limited(w: &Window) -> bool {
-    w.busy_percent >= SATURATED_BUSY_PERCENT && w.packets_per_batch >= FULL_BATCH_PACKETS && w.empty_polls_per_batch <= MAX_EMPTY_POLLS_PER_BATCH
+fn pmd_limited(s: &Side) -> bool {
+    s.busy_percent() >= SATURATED_BUSY_PERCENT && s.packets_per_batch() >= FULL_BATCH_PACKETS && s.empty_polls_per_batch() <= MAX_EMPTY_POLLS_PER_BATCH
 }
 
-/// Switches every VM port between the two configurations in one `set-port` request: one
-/// admission check, one persist, one switch of the PMD. (Port by port, 28 requests took
-/// 0.4-0.7 s, so the two windows of a pair were over a second apart and the host's phases
-/// moved cycles per packet by +-5% in between.) Returns how long the switch took.
-fn set_c2qos(socket: &PathBuf, on: bool, tsc_hz: u64) -> Duration {
-    let options = if on {
-        json!({"cycles_per_sec": (tsc_hz / PORTS as u64).to_string(), "mode": "min-max"})
-    } else {
-        json!({"cycles_per_sec": "0", "mode": "strict"})
-    };
+/// Gives every VM port its C2QoS settings, in one `set-port` request.
+fn set_c2qos(socket: &Path, tsc_hz: u64) {
+    let options = json!({"cycles_per_sec": (tsc_hz / PORTS as u64).to_string(), "mode": "min-max"});
     let ports: Vec<Value> = (1..=PORTS).map(|i| json!({"name": format!("vm{i}"), "options": options})).collect();
-    let start = Instant::now();
     cli(socket, json!({"cmd": "set-port", "ports": ports}));
-    start.elapsed()
 }
 
 /// (25th percentile, median, 75th percentile).
@@ -238,7 +271,7 @@ fn workload(name: &str, security_group_masks: usize, flows_per_vm: u32) {
     let prefix = format!("ssbench{}", std::process::id());
     let daemon = Proc(
         Command::new(env!("CARGO_BIN_EXE_slaswitchd"))
-            .args(["--pmd-cores", "0", "--main-core", "1", "--no-metrics", "--file-prefix", &prefix, "--run-dir"])
+            .args(["--pmd-cores", "0", "--main-core", "1", "--no-metrics", "--file-prefix", &prefix, "--compare-slice-us", &SLICE_US.to_string(), "--run-dir"])
             .arg(&dir)
             .arg("--db")
             .arg(dir.join("conf.json"))
@@ -263,126 +296,113 @@ fn workload(name: &str, security_group_masks: usize, flows_per_vm: u32) {
     flows.extend(slaswitch_classifier::security_group::security_group_rules(security_group_masks).iter().map(|r| r.to_string()).filter(|_| security_group_masks > 0));
     cli(&socket, json!({"cmd": "add-flow", "flows": flows}));
     let tsc_hz = cli(&socket, json!({"cmd": "pmd-stats"}))["tsc_hz"].as_u64().unwrap();
+    set_c2qos(&socket, tsc_hz);
     let mut tenant = Command::new(env!("CARGO_BIN_EXE_slaswitch-tenant"));
     tenant.args(["--core", "1", "--ring", "1024", "--duration", "600", "--out", "/dev/null", "--file-prefix", &format!("{prefix}vm")]);
     for i in 1..=PORTS {
         tenant.arg("--vm").arg(format!("vm{i}={}", dir.join(format!("vm{i}.sock")).display()));
     }
-    tenant.args(["gen", "--phase", &format!("size=64,rate=max,flows={flows_per_vm}")]);
+    // Refused frames are kept and offered again: building and freeing them took most of the
+    // VMs' core, and the PMD-limited rounds went from 11 in 60 to 44 in 120.
+    tenant.args(["gen", "--keep-refused", "--phase", &format!("size=64,rate=max,flows={flows_per_vm}")]);
     let tenant = Proc(tenant.stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("start slaswitch-tenant"));
     std::thread::sleep(Duration::from_secs(4));
-    let (mut rate_ratios, mut cost_ratios, mut own_shares, mut limited_rounds) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let (mut limited_cost_ratios, mut limited_rate_ratios, mut switch_times) = (Vec::new(), Vec::new(), Vec::new());
-    // Every round's two windows, and whether it was PMD-limited, for the ABBA pairs below.
-    let mut paired: Vec<(bool, Window, Window)> = Vec::new();
-    println!("{name}: {PORTS} VM ports, 64-byte frames, {flows_per_vm} flow(s) per VM, {security_group_masks} security-group masks");
-    println!("  round (* PMD-limited)   RR Mpps  C2QoS Mpps  ratio   RR cyc/pkt  C2QoS cyc/pkt  ratio   busy% RR/C2QoS  C2QoS code: % of busy (+ sampling's fences %), cyc/decision (picking, charging; after an empty poll / a batch), pkts/decision, owed/decision, parked/decision; RR/C2QoS: pkts/batch, empty polls/batch, EMC miss %");
+    println!("{name}: {PORTS} VM ports, 64-byte frames, {flows_per_vm} flow(s) per VM, {security_group_masks} security-group masks; slices of {} ms, rounds of {ROUND_SECS} s", SLICE_US / 1000);
+    println!("  round (* PMD-limited)   RR Mpps  C2QoS Mpps  ratio   RR cyc/pkt  C2QoS cyc/pkt  ratio   busy% RR/C2QoS  C2QoS code: % of busy (+ sampling's fences %), cyc/decision (picking, charging; after an empty poll / a batch), owed/decision, parked/decision; RR/C2QoS: pkts/batch, empty polls/batch");
+    let mut all: Vec<(bool, Round)> = Vec::new();
     let rounds = rounds();
     for round in 0..rounds {
-        // Alternate which goes first, so a drift of the host does not favour one side.
-        let order = if round % 2 == 0 { [false, true] } else { [true, false] };
-        let mut r = [Window::default(); 2];
-        for on in order {
-            switch_times.push(set_c2qos(&socket, on, tsc_hz).as_secs_f64());
-            std::thread::sleep(SETTLE);
-            r[usize::from(on)] = measure(&socket, tsc_hz);
-        }
-        let (rr, c2) = (r[0], r[1]);
-        rate_ratios.push(c2.packets_per_sec / rr.packets_per_sec);
-        cost_ratios.push(c2.busy_cycles_per_packet / rr.busy_cycles_per_packet);
-        own_shares.push(c2.own_percent_of_busy);
-        let limited = pmd_limited(&rr) && pmd_limited(&c2);
-        paired.push((limited, rr, c2));
-        if limited {
-            limited_rounds.push(c2);
-            limited_cost_ratios.push(c2.busy_cycles_per_packet / rr.busy_cycles_per_packet);
-            limited_rate_ratios.push(c2.packets_per_sec / rr.packets_per_sec);
-        }
+        let r = measure(&socket);
+        let limited = pmd_limited(&r.rr) && pmd_limited(&r.c2);
+        all.push((limited, r));
+        let (rr, c2) = (r.rr, r.c2);
         println!(
-            "  {round:>4}{} {:>8.3}  {:>10.3}  {:>5.3}  {:>11.0}  {:>13.0}  {:>5.3}   {:>3.0}/{:<3.0}       {:>6.3} (+{:.3})  {:>5.0} ({:>3.0}, {:>3.0}; {:>3.0} / {:>3.0})  {:>5.1}  {:>5.3}  {:>5.3};  {:.1}/{:.1}  {:.2}/{:.2}  {:.1}/{:.1}",
+            "  {round:>4}{} {:>8.3}  {:>10.3}  {:>5.3}  {:>11.0}  {:>13.0}  {:>5.3}   {:>3.0}/{:<3.0}       {:>6.3} (+{:.3})  {:>5.0} ({:>3.0}, {:>3.0}; {:>3.0} / {:>3.0})  {:>5.3}  {:>5.3};  {:.1}/{:.1}  {:.2}/{:.2}",
             if limited { "*" } else { " " },
-            rr.packets_per_sec / 1e6,
-            c2.packets_per_sec / 1e6,
-            c2.packets_per_sec / rr.packets_per_sec,
-            rr.busy_cycles_per_packet,
-            c2.busy_cycles_per_packet,
-            c2.busy_cycles_per_packet / rr.busy_cycles_per_packet,
-            rr.busy_percent,
-            c2.busy_percent,
-            c2.own_percent_of_busy,
-            c2.sampling_percent_of_busy,
-            c2.own_cycles_per_decision,
-            c2.pick_cycles_per_decision,
-            c2.charge_cycles_per_decision,
-            c2.cycles_per_empty_decision,
-            c2.cycles_per_full_decision,
-            c2.packets_per_decision,
-            c2.owed_per_decision,
-            c2.parked_per_decision,
-            rr.packets_per_batch,
-            c2.packets_per_batch,
-            rr.empty_polls_per_batch,
-            c2.empty_polls_per_batch,
-            rr.emc_miss_percent,
-            c2.emc_miss_percent
+            rr.packets_per_sec(tsc_hz) / 1e6,
+            c2.packets_per_sec(tsc_hz) / 1e6,
+            c2.packets_per_sec(tsc_hz) / rr.packets_per_sec(tsc_hz),
+            rr.busy_cycles_per_packet(),
+            c2.busy_cycles_per_packet(),
+            c2.busy_cycles_per_packet() / rr.busy_cycles_per_packet(),
+            rr.busy_percent(),
+            c2.busy_percent(),
+            r.own_percent_of_busy,
+            r.sampling_percent_of_busy,
+            r.own_cycles_per_decision,
+            r.pick_cycles_per_decision,
+            r.charge_cycles_per_decision,
+            r.cycles_per_empty_decision,
+            r.cycles_per_full_decision,
+            r.owed_per_decision,
+            r.parked_per_decision,
+            rr.packets_per_batch(),
+            c2.packets_per_batch(),
+            rr.empty_polls_per_batch(),
+            c2.empty_polls_per_batch(),
         );
     }
-    let pct = |ratios: &Vec<f64>| {
-        let (lo, mid, hi) = quartiles(ratios.clone());
-        let ci = median_ci95(ratios.clone()).map_or(String::new(), |(a, b)| format!("95% CI of the median {:+.2}%..{:+.2}%, ", (a - 1.0) * 100.0, (b - 1.0) * 100.0));
-        format!("{:+.2}% ({ci}quartiles {:+.2}%, {:+.2}%)", (mid - 1.0) * 100.0, (lo - 1.0) * 100.0, (hi - 1.0) * 100.0)
-    };
-    let (_, switch_median, _) = quartiles(switch_times.clone());
-    let switch_slowest = switch_times.iter().copied().fold(0.0, f64::max);
-    println!("  switching all {PORTS} ports in one set-port: {:.1} ms median, {:.1} ms at most; windows of {SECS} s, {} ms apart after a switch", switch_median * 1e3, switch_slowest * 1e3, SETTLE.as_millis());
-    println!("  median of the paired rounds, C2QoS against RR:");
-    println!("    forwarding rate          {}", pct(&rate_ratios));
-    println!("    PMD cycles per packet    {}", pct(&cost_ratios));
-    let (lo, mid, hi) = quartiles(own_shares);
-    println!("    C2QoS's own code, measured on the PMD: {mid:.3}% of its busy cycles (quartiles {lo:.3}%, {hi:.3}%), all rounds");
-    println!("      (it also runs while the PMD polls empty rings or idles: only a PMD-limited round's share is taken from forwarding)");
-    if limited_rounds.is_empty() {
-        println!("    no round was PMD-limited (PMD busy >= {SATURATED_BUSY_PERCENT}%, every poll a full batch, on both sides): the VMs' core was the limit\n");
-    } else {
-        let median = |f: fn(&Window) -> f64| quartiles(limited_rounds.iter().map(f).collect()).1;
-        let shares: Vec<f64> = limited_rounds.iter().map(|w| w.own_percent_of_busy).collect();
-        let (least, most) = (shares.iter().copied().fold(f64::INFINITY, f64::min), shares.iter().copied().fold(0.0, f64::max));
-        // Rounds 2k and 2k+1 run RR, C2QoS, C2QoS, RR: summed, a drift of the host that is
-        // linear over the four windows cancels out.
-        let abba: Vec<(f64, f64)> = paired
-            .chunks_exact(2)
-            .filter(|p| p[0].0 && p[1].0)
-            .map(|p| {
-                let (rr_a, c2_a, rr_b, c2_b) = (p[0].1, p[0].2, p[1].1, p[1].2);
-                (
-                    (c2_a.packets_per_sec + c2_b.packets_per_sec) / (rr_a.packets_per_sec + rr_b.packets_per_sec),
-                    (c2_a.busy_cycles_per_packet + c2_b.busy_cycles_per_packet) / (rr_a.busy_cycles_per_packet + rr_b.busy_cycles_per_packet),
-                )
-            })
-            .collect();
-        if abba.len() >= 2 {
-            println!("    ABBA pairs of PMD-limited rounds ({}): forwarding rate {}; PMD cycles per packet {}", abba.len(), pct(&abba.iter().map(|a| a.0).collect()), pct(&abba.iter().map(|a| a.1).collect()));
-        }
-        println!("    forwarding rate, PMD-limited rounds:       {}", pct(&limited_rate_ratios));
-        println!("    PMD cycles per packet, PMD-limited rounds: {}", pct(&limited_cost_ratios));
-        println!(
-            "    PMD-limited rounds ({} of {rounds}: PMD busy >= {SATURATED_BUSY_PERCENT}%, >= {FULL_BATCH_PACKETS} packets per poll and <= {MAX_EMPTY_POLLS_PER_BATCH} empty polls per batch on both sides): C2QoS's own code {:.3}% of busy cycles (from {least:.3}% to {most:.3}%), {:.0} cycles per decision ({:.0} picking, {:.0} charging; {:.0} after an empty poll, {:.0} after a batch), {:.1} packets per decision, {:.3} owed and {:.3} parked per decision (medians)\n",
-            limited_rounds.len(),
-            median(|w| w.own_percent_of_busy),
-            median(|w| w.own_cycles_per_decision),
-            median(|w| w.pick_cycles_per_decision),
-            median(|w| w.charge_cycles_per_decision),
-            median(|w| w.cycles_per_empty_decision),
-            median(|w| w.cycles_per_full_decision),
-            median(|w| w.packets_per_decision),
-            median(|w| w.owed_per_decision),
-            median(|w| w.parked_per_decision)
-        );
-    }
+    summarize(&all, rounds, tsc_hz);
     drop(tenant);
     drop(daemon);
     slaswitch_dpdk::remove_hugepage_files(&prefix);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The run's medians with their intervals, and the pooled ratios, for all rounds and for the
+/// PMD-limited ones.
+fn summarize(all: &[(bool, Round)], rounds: usize, tsc_hz: u64) {
+    let pct = |ratios: Vec<f64>| {
+        let (lo, mid, hi) = quartiles(ratios.clone());
+        let ci = median_ci95(ratios).map_or(String::new(), |(a, b)| format!("95% CI of the median {:+.2}%..{:+.2}%, ", (a - 1.0) * 100.0, (b - 1.0) * 100.0));
+        format!("{:+.2}% ({ci}quartiles {:+.2}%, {:+.2}%)", (mid - 1.0) * 100.0, (lo - 1.0) * 100.0, (hi - 1.0) * 100.0)
+    };
+    let report = |label: &str, rs: Vec<&Round>| {
+        if rs.is_empty() {
+            println!("    {label}: none");
+            return;
+        }
+        let (rr, c2) = rs.iter().fold((Side::default(), Side::default()), |(a, b), r| (a.plus(&r.rr), b.plus(&r.c2)));
+        println!("    {label} ({} rounds; {:.0} slices of each side):", rs.len(), rr.slices.min(c2.slices));
+        if rs.len() >= 2 {
+            println!("      forwarding rate          {}", pct(rs.iter().map(|r| r.c2.packets_per_sec(tsc_hz) / r.rr.packets_per_sec(tsc_hz)).collect()));
+            println!("      PMD cycles per packet    {}", pct(rs.iter().map(|r| r.c2.busy_cycles_per_packet() / r.rr.busy_cycles_per_packet()).collect()));
+        }
+        println!(
+            "      pooled over the rounds: forwarding rate {:+.2}% ({:.3} against {:.3} Mpps), PMD cycles per packet {:+.2}% ({:.1} against {:.1})",
+            (c2.packets_per_sec(tsc_hz) / rr.packets_per_sec(tsc_hz) - 1.0) * 100.0,
+            c2.packets_per_sec(tsc_hz) / 1e6,
+            rr.packets_per_sec(tsc_hz) / 1e6,
+            (c2.busy_cycles_per_packet() / rr.busy_cycles_per_packet() - 1.0) * 100.0,
+            c2.busy_cycles_per_packet(),
+            rr.busy_cycles_per_packet()
+        );
+        let median = |f: fn(&Round) -> f64| quartiles(rs.iter().map(|r| f(r)).collect()).1;
+        let shares: Vec<f64> = rs.iter().map(|r| r.own_percent_of_busy).collect();
+        let (least, most) = (shares.iter().copied().fold(f64::INFINITY, f64::min), shares.iter().copied().fold(0.0, f64::max));
+        println!(
+            "      C2QoS's own code, measured on the PMD: {:.3}% of its busy cycles (median; from {least:.3}% to {most:.3}%; pooled {:.3}%), {:.0} cycles per decision ({:.0} picking, {:.0} charging; {:.0} after an empty poll, {:.0} after a batch), {:.3} owed and {:.3} parked per decision; empty polls per batch {:.2} round robin, {:.2} C2QoS (medians)",
+            median(|r| r.own_percent_of_busy),
+            100.0 * c2.qos / c2.busy.max(1.0),
+            median(|r| r.own_cycles_per_decision),
+            median(|r| r.pick_cycles_per_decision),
+            median(|r| r.charge_cycles_per_decision),
+            median(|r| r.cycles_per_empty_decision),
+            median(|r| r.cycles_per_full_decision),
+            median(|r| r.owed_per_decision),
+            median(|r| r.parked_per_decision),
+            median(|r| r.rr.empty_polls_per_batch()),
+            median(|r| r.c2.empty_polls_per_batch()),
+        );
+    };
+    println!("  C2QoS against round robin, side by side in 20 ms slices:");
+    report("all rounds", all.iter().map(|(_, r)| r).collect());
+    println!("      (C2QoS's code also runs while the PMD polls empty rings: only a PMD-limited round's share is taken from forwarding)");
+    report(
+        &format!("PMD-limited rounds (PMD busy >= {SATURATED_BUSY_PERCENT}%, >= {FULL_BATCH_PACKETS} packets per poll and <= {MAX_EMPTY_POLLS_PER_BATCH} empty polls per batch on both sides; of {rounds})"),
+        all.iter().filter(|(l, _)| *l).map(|(_, r)| r).collect(),
+    );
+    println!();
 }
 
 fn main() {

@@ -212,3 +212,52 @@ fn ports_joined_with_double_dash_change_as_one_step_or_not_at_all() {
     assert_eq!(vm2["priority"], 2, "{vm2}");
     assert_eq!(sw.json(&["show"]).to_string(), show, "a refused request changed the persisted configuration");
 }
+
+/// `slaswitchd --compare-slice-us`: the PMD runs C2QoS and plain round robin in turn on the same
+/// traffic and counts each side apart (the overhead benchmark's method). Round robin's slices
+/// really bypass the scheduler: a port limited to a tenth of the core gets more than that
+/// over the run, and C2QoS's own cycles are counted on its side only.
+#[test]
+fn the_live_comparison_alternates_c2qos_with_round_robin_and_counts_each_side() {
+    let _g = serial();
+    if !can_run() {
+        return;
+    }
+    let sw = Switch::start("compare", &["--compare-slice-us", "4000", "--metrics", "127.0.0.1:19478"]);
+    sw.ok(&["add-port", "up", "null"]);
+    for p in ["vm1", "vm2"] {
+        sw.ok(&["add-port", p, "vhost-user"]);
+        sw.ok(&["add-flow", &format!("in_port={p},actions=output:up")]);
+    }
+    let hz = sw.json(&["pmd-stats"])["tsc_hz"].as_f64().unwrap();
+    sw.ok(&["set-port", "vm1", &format!("cycles_per_sec={}", (hz / 10.0) as u64)]);
+    let gen = Tenant::start(&sw.dir, "gen", &[("vm1", &sw.port_sock("vm1")), ("vm2", &sw.port_sock("vm2"))], 1024, 8.0, &["gen", "--keep-refused", "--phase", "size=64,rate=max"]);
+    std::thread::sleep(Duration::from_secs(3));
+    let a = sw.json(&["pmd-stats"]);
+    std::thread::sleep(Duration::from_secs(2));
+    let b = sw.json(&["pmd-stats"]);
+    let side = |s: &Value, name: &str, k: &str| s["pmds"][0]["compare"][name][k].as_f64().unwrap_or_else(|| panic!("no compare.{name}.{k}: {s}"));
+    for name in ["round_robin", "c2qos"] {
+        // 5 s of 4 ms slices, alternating: about 600 of each side since the start.
+        assert!(side(&b, name, "slices") >= 100.0, "{name}: {b}");
+        assert!(side(&b, name, "packets") > side(&a, name, "packets"), "{name} forwarded nothing: {b}");
+        let counted = side(&b, name, "elapsed_cycles") - side(&a, name, "elapsed_cycles");
+        // Three quarters of each side's half of the 2 s.
+        assert!(counted > 0.25 * 2.0 * hz && counted < 0.5 * 2.0 * hz, "{name} counted {counted} cycles of 2 s at {hz} Hz");
+    }
+    assert_eq!(side(&b, "round_robin", "qos_cycles"), 0.0, "C2QoS's code ran in a round-robin slice: {b}");
+    assert!(side(&b, "c2qos", "qos_cycles") > 0.0, "{b}");
+    // vm1 is held to a tenth of the core only half of the time.
+    let s1 = share(&a, &b, "vm1");
+    assert!(s1 > 15.0, "vm1 used {s1:.1}% of the PMD: round robin's slices did not bypass its limit");
+    let text = sw.ok(&["pmd-stats"]);
+    assert!(text.contains("comparison, slices of 4000 us") && text.contains("C2QoS against round robin"), "{text}");
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect("127.0.0.1:19478").unwrap();
+    s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).unwrap();
+    assert!(body.contains("slaswitch_pmd_compare_packets_total{core=\"0\",side=\"c2qos\"}"), "{body}");
+    assert!(body.contains("slaswitch_pmd_compare_cycles_total{core=\"0\",side=\"round_robin\"}"), "{body}");
+    gen.kill();
+}

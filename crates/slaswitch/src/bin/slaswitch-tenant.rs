@@ -7,9 +7,11 @@
 //!
 //! Common options: --core N (default 1), --ring N (virtio ring, up to 32768; the mbuf pool is sized
 //! to match), --duration S, --interval S (default 1), --out FILE, --format json|csv,
-//! --file-prefix NAME, --link-timeout S. Append ",server" to a socket when the switch port is a
-//! vhost-user-client (the VM side then listens). A socket written `af_packet:IFACE` attaches
-//! the VM to a kernel interface instead (a veth or tap in a Linux bridge or VDE2 switch).
+//! --file-prefix NAME, --link-timeout S. gen --keep-refused: at full speed a VM keeps the frames
+//! its ring refused and offers them again before building new ones. Append ",server" to a
+//! socket when the switch port is a vhost-user-client (the VM side then listens). A socket
+//! written `af_packet:IFACE` attaches the VM to a kernel interface instead (a veth or tap in a
+//! Linux bridge or VDE2 switch).
 
 use std::io::Write;
 
@@ -50,10 +52,10 @@ fn run() -> Result<(), String> {
     let a = Args::parse(
         std::env::args().skip(1),
         &["vm", "core", "ring", "duration", "interval", "out", "format", "file-prefix", "phase", "script", "source", "sink", "link-timeout"],
-        &["help"],
+        &["help", "keep-refused"],
     )?;
     if a.flag("help") || a.positional.is_empty() {
-        println!("{}", include_str!("slaswitch-tenant.rs").lines().skip(2).take(13).map(|l| l.trim_start_matches("//!")).collect::<Vec<_>>().join("\n"));
+        println!("{}", include_str!("slaswitch-tenant.rs").lines().take_while(|l| l.starts_with("//!")).skip(2).map(|l| l.trim_start_matches("//!")).collect::<Vec<_>>().join("\n"));
         return if a.flag("help") { Ok(()) } else { Err("say gen or sink".into()) };
     }
     let mode = a.positional[0].as_str();
@@ -169,7 +171,11 @@ fn run() -> Result<(), String> {
             .iter()
             .zip(&ports)
             .filter(|(vm, _)| !is_sink(&vm.name))
-            .map(|(vm, (_, port))| GenVm::new(&vm.name, *port, phases.iter().filter(|p| p.vm.as_deref().is_none_or(|n| n == vm.name)).cloned().collect()))
+            .map(|(vm, (_, port))| {
+                let mut g = GenVm::new(&vm.name, *port, phases.iter().filter(|p| p.vm.as_deref().is_none_or(|n| n == vm.name)).cloned().collect());
+                g.keep_refused = a.flag("keep-refused");
+                g
+            })
             .collect();
         let sinks: Vec<SinkVm> = vms.iter().zip(&ports).filter(|(vm, _)| is_sink(&vm.name)).map(|(vm, (_, port))| SinkVm { name: vm.name.clone(), port: *port }).collect();
         let sources: Vec<String> = gens.iter().map(|g| g.name.clone()).chain(a.all("source").iter().cloned()).collect();

@@ -261,6 +261,9 @@ fn render(verb: &str, r: &Value) -> String {
                     out += &format!("  C2QoS: {} decisions ({} before empty polls), {:.0} cycles each, {:.3}% of the PMD's cycles (decisions before empty polls, time the PMD would idle, included); {} batches left a port owing tokens, {} parked it
 ", f(&pmd["qos_decisions"]), f(&pmd["qos_empty_decisions"]), qos / decisions, if busy + idle > 0.0 { qos * 100.0 / (busy + idle) } else { 0.0 }, f(&pmd["qos_owed"]), f(&pmd["qos_parked"]));
                 }
+                if let Some(c) = pmd["compare"].as_object() {
+                    out += &render_compare(c, r["tsc_hz"].as_f64().unwrap_or(0.0));
+                }
                 out += &format!("  {:<14} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>7} {:>7}\n", "port", "Kpps", "Mbps", "ingress", "classify", "egress", "cyc/pkt", "share%", "emc%");
                 for p in pmd["ports"].as_array().into_iter().flatten() {
                     let i = &p["interval"];
@@ -276,6 +279,26 @@ fn render(verb: &str, r: &Value) -> String {
             Err(e) => out += &format!("unreadable model: {e}\n"),
         },
         _ => out += &format!("{}\n", serde_json::to_string(r).expect("JSON")),
+    }
+    out
+}
+
+/// `pmd-stats`, the live comparison of C2QoS with round robin (slaswitchd --compare-slice-us):
+/// each side's rate over its counted time, and C2QoS's against round robin's.
+fn render_compare(c: &serde_json::Map<String, Value>, tsc_hz: f64) -> String {
+    let side = |name: &str| {
+        let s = &c[name];
+        let n = |k: &str| s[k].as_f64().unwrap_or(0.0);
+        let secs = n("elapsed_cycles") / tsc_hz.max(1.0);
+        (n("slices"), if secs > 0.0 { n("packets") / secs } else { 0.0 }, n("busy_cycles") / n("packets").max(1.0), n("empty_polls") / n("batches").max(1.0), n("qos_cycles") * 100.0 / n("busy_cycles").max(1.0))
+    };
+    let (rr, c2) = (side("round_robin"), side("c2qos"));
+    let mut out = format!("  comparison, slices of {} us (their first quarter not counted):\n", c["slice_us"]);
+    for (name, s) in [("round robin", rr), ("C2QoS", c2)] {
+        out += &format!("    {name:<12} {:>6} slices  {:>9.3} Mpps  {:>6.1} busy cycles/packet  {:>5.2} empty polls/batch  own code {:.3}% of busy\n", s.0, s.1 / 1e6, s.2, s.3, s.4);
+    }
+    if rr.1 > 0.0 && rr.2 > 0.0 {
+        out += &format!("    C2QoS against round robin: forwarding rate {:+.2}%, busy cycles per packet {:+.2}%\n", (c2.1 / rr.1 - 1.0) * 100.0, (c2.2 / rr.2 - 1.0) * 100.0);
     }
     out
 }

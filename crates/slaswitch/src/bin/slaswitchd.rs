@@ -2,7 +2,7 @@
 //!
 //! slaswitchd [--pmd-cores 0[,1...]] [--main-core N] [--run-dir DIR] [--db FILE] [--model FILE]
 //!            [--file-prefix NAME] [--metrics ADDR | --no-metrics] [--mbufs N] [--mac-age SECS]
-//!            [--c2tb-bucket-us US] [--no-huge] [--pci]
+//!            [--c2tb-bucket-us US] [--compare-slice-us US] [--no-huge] [--pci]
 
 use std::path::PathBuf;
 
@@ -13,7 +13,8 @@ use slaswitch_datapath::{Datapath, DatapathSettings};
 use slaswitch_qos::cpu::C2tbConfig;
 
 const USAGE_HEAD: &str = "usage: slaswitchd [--pmd-cores LIST] [--main-core N] [--run-dir DIR] [--db FILE] [--model FILE] [--file-prefix NAME]
-                  [--metrics ADDR | --no-metrics] [--mbufs N] [--mac-age SECS] [--c2tb-bucket-us US] [--no-huge] [--pci]
+                  [--metrics ADDR | --no-metrics] [--mbufs N] [--mac-age SECS] [--c2tb-bucket-us US]
+                  [--compare-slice-us US] [--no-huge] [--pci]
   --pmd-cores   cores of the PMD threads, comma-separated (default 0)
   --main-core   core of the control thread (default: the last core not used by a PMD)
   --run-dir     control socket and default vhost-user sockets (default /var/run/slaswitch)
@@ -23,12 +24,29 @@ const USAGE_HEAD: &str = "usage: slaswitchd [--pmd-cores LIST] [--main-core N] [
   --metrics     Prometheus endpoint (default 127.0.0.1:9477)
   --c2tb-bucket-us
                 depth of every C2TB cycle bucket, in microseconds of a whole core: what a port
-                may save up while it has nothing to send";
+                may save up while it has nothing to send
+  --compare-slice-us
+                measure what C2QoS costs, live: a PMD whose ports have C2QoS settings runs its
+                scheduler and plain round robin in turn, this long each, and counts each side's
+                packets and cycles apart (pmd-stats `compare`; 1000 to 10000000; default off).
+                Meanwhile the ports get their C2QoS guarantees only half of the time";
 
 /// The usage text, with the bucket depth's default and range from where they are defined.
 fn usage() -> String {
     let (lo, hi) = C2tbConfig::BUCKET_DEPTH_US.into_inner();
     format!("{USAGE_HEAD} (default {}; {lo} to {hi})", C2tbConfig::DEFAULT_BUCKET_DEPTH_US)
+}
+
+/// Slices shorter than a millisecond would be mostly the uncounted settling quarter; longer
+/// than 10 s, the two sides would no longer see the same phase of the host.
+const COMPARE_SLICE_US: std::ops::RangeInclusive<u64> = 1_000..=10_000_000;
+
+fn check_compare_slice_us(us: u64) -> Result<u64, String> {
+    if us == 0 || COMPARE_SLICE_US.contains(&us) {
+        Ok(us)
+    } else {
+        Err(format!("--compare-slice-us {us} is out of range: {} to {} microseconds, or 0 for off", COMPARE_SLICE_US.start(), COMPARE_SLICE_US.end()))
+    }
 }
 
 fn main() {
@@ -41,7 +59,7 @@ fn main() {
 fn run() -> Result<(), String> {
     let a = Args::parse(
         std::env::args().skip(1),
-        &["pmd-cores", "main-core", "run-dir", "db", "model", "file-prefix", "metrics", "mbufs", "mac-age", "c2tb-bucket-us"],
+        &["pmd-cores", "main-core", "run-dir", "db", "model", "file-prefix", "metrics", "mbufs", "mac-age", "c2tb-bucket-us", "compare-slice-us"],
         &["no-huge", "pci", "no-metrics", "help"],
     )
     .map_err(|e| format!("{e}\n{}", usage()))?;
@@ -72,6 +90,7 @@ fn run() -> Result<(), String> {
         mac_max_age_secs: a.parsed("mac-age", 300)?,
         c2tb_bucket_us: C2tbConfig::check_bucket_depth_us(a.parsed("c2tb-bucket-us", C2tbConfig::DEFAULT_BUCKET_DEPTH_US)?)
             .map_err(|e| format!("--c2tb-bucket-us {e}"))?,
+        compare_slice_us: check_compare_slice_us(a.parsed("compare-slice-us", 0)?)?,
     };
     let store = ConfigStore::new(PathBuf::from(a.get("db").unwrap_or("/var/lib/slaswitch/conf.json")));
     let metrics = if a.flag("no-metrics") { None } else { Some(a.get("metrics").unwrap_or("127.0.0.1:9477").to_string()) };

@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use slaswitch_classifier::parse::ParseError;
+use slaswitch_datapath::compare::CompareSide;
 use slaswitch_datapath::{FlowStats, PmdStats, PortStats};
 
 fn escape(s: &str) -> String {
@@ -62,6 +63,29 @@ pub fn render(ports: &[PortStats], pmds: &[PmdStats], flows: &[FlowStats], tsc_h
     family("slaswitch_pmd_qos_sampling_cycles_total", "counter", "Cycles the fences of the timed (sampled) C2QoS decisions waited for earlier stores to drain, on each PMD thread: what measuring slaswitch_pmd_qos_cycles_total costs beyond it.", pmds.iter().map(|p| (format!("core=\"{}\"", p.core), p.totals.qos_sampling_cycles)).collect());
     family("slaswitch_pmd_qos_owed_total", "counter", "Batches after which a C2QoS port owed cycle tokens, on each PMD thread.", pmds.iter().map(|p| (format!("core=\"{}\"", p.core), p.totals.qos_owed)).collect());
     family("slaswitch_pmd_qos_parked_total", "counter", "Times a C2QoS port was parked in the waiting queue for cycle tokens, on each PMD thread.", pmds.iter().map(|p| (format!("core=\"{}\"", p.core), p.totals.qos_parked)).collect());
+    // The comparison of C2QoS with round robin (slaswitchd --compare-slice-us), when on.
+    let compare_family = |name: &str, help: &str, field: fn(&CompareSide) -> u64| {
+        let mut samples = Vec::new();
+        for p in pmds {
+            if let Some(c) = &p.compare {
+                samples.push((format!("core=\"{}\",side=\"round_robin\"", p.core), field(&c.round_robin)));
+                samples.push((format!("core=\"{}\",side=\"c2qos\"", p.core), field(&c.c2qos)));
+            }
+        }
+        (name.to_string(), help.to_string(), samples)
+    };
+    for (name, help, samples) in [
+        compare_family("slaswitch_pmd_compare_slices_total", "Counted slices of each side of the live comparison of C2QoS with round robin.", |s| s.slices),
+        compare_family("slaswitch_pmd_compare_cycles_total", "TSC cycles counted on each side of the comparison (busy, idle and stalled).", |s| s.elapsed_cycles),
+        compare_family("slaswitch_pmd_compare_busy_cycles_total", "Busy cycles counted on each side of the comparison.", |s| s.busy_cycles),
+        compare_family("slaswitch_pmd_compare_packets_total", "Packets received on each side of the comparison.", |s| s.packets),
+        compare_family("slaswitch_pmd_compare_empty_polls_total", "Polls that found nothing on each side of the comparison.", |s| s.empty_polls),
+        compare_family("slaswitch_pmd_compare_qos_cycles_total", "C2QoS's own cycles on each side of the comparison (none on round robin's).", |s| s.qos_cycles),
+    ] {
+        if !samples.is_empty() {
+            family(&name, "counter", &help, samples);
+        }
+    }
     family("slaswitch_pmd_drift_factor_ppm", "gauge", "Host-speed factor model allocations follow, in millionths (1000000: as calibrated).", pmds.iter().map(|p| (format!("core=\"{}\"", p.core), (p.drift_factor * 1e6) as u64)).collect());
     family("slaswitch_tsc_hz", "gauge", "TSC frequency, to turn cycles into seconds.", vec![(String::new(), tsc_hz)]);
     let flow = |f: &FlowStats| format!("flow=\"{}\"", escape(&f.flow));

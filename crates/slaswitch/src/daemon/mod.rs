@@ -228,6 +228,7 @@ impl Daemon {
                             "qos_parked": pmd.totals.qos_parked,
                             "busy_pct_interval": rate.map(|r| r.busy_pct),
                             "drift_factor": pmd.drift_factor,
+                            "compare": pmd.compare,
                             "stage_cycles_sum": stage_sum,
                             "ports": ports.iter().map(|p| json!({
                                 "name": p.name,
