@@ -135,9 +135,10 @@ pub struct PmdTotals {
     /// C2QoS scheduler decisions (HBS picks, C2TB charges).
     pub qos_decisions: u64,
     /// Cycles C2QoS's own code took: decisions and charging (one in 64 timed, scaled up),
-    /// publishing its state and drift windows. A decision's time lies inside the stages of the
-    /// batch it led to, so in `busy_cycles`, or in `idle_cycles` when that poll came back
-    /// empty: compare it with busy + idle, which is what it takes from the thread.
+    /// publishing its state and drift windows. A decision's time is in `busy_cycles` (kept
+    /// out of the port's stages, by the decisions' measured average: see `pmd::run`), or in
+    /// `idle_cycles` when that poll came back empty: compare it with busy + idle, which is
+    /// what it takes from the thread.
     pub qos_cycles: u64,
     /// The parts of `qos_cycles` spent picking the port (HBS, promotions) and charging its
     /// batch (C2TB, requeueing); the rest is publishing and drift windows.

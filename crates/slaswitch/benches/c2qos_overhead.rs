@@ -12,21 +12,30 @@
 //! The daemon runs with `--compare-slice-us` ([`SLICE_US`]): its PMD alternates, live, between
 //!   A: plain round robin (the scheduler bypassed: the loop a PMD without C2QoS settings runs), and
 //!   B: C2QoS,
-//! and counts each side's packets and cycles apart, leaving out the first quarter of each slice
-//! (`slaswitch_datapath::compare`). Slices of 20 ms side by side see the same phase of this
-//! shared host, which moves a batch's cost by +-5% within a second; the earlier method,
-//! switching the ports' settings through the control socket between 0.25 s windows, could not
-//! resolve 1% in 60 rounds. Each round reads the totals twice, [`ROUND_SECS`] apart, and gives
-//! C2QoS/round-robin ratios of (1) packets forwarded per second of the PMD's time (busy, idle
-//! and stalled) and (2) PMD busy cycles per forwarded packet, and (3) the share of the PMD's
-//! busy cycles spent in C2QoS's own code, which the PMD measures itself (`qos_cycles`:
-//! decisions and charging timed one in 64, publishing and drift windows whole); (3) is what the
-//! paper's 0.018% is. The summary is the median over rounds with its 95% interval, and the
-//! pooled ratio over the whole run. Only the PMD-limited rounds ([`pmd_limited`]) say what
-//! C2QoS takes from forwarding; the summary gives their figures apart.
+//! and counts each side's packets and cycles apart in the last quarter of each slice, after
+//! the traffic has settled into the side's order (`slaswitch_datapath::compare`). Slices of
+//! 20 ms side by side see the same phase of this shared host, which moves a batch's cost by
+//! +-5% within a second; the earlier method, switching the ports' settings through the control
+//! socket between 0.25 s windows, could not resolve 1% in 60 rounds. Each round reads the
+//! totals twice, [`ROUND_SECS`] apart, and gives C2QoS/round-robin ratios of (1) packets
+//! forwarded per second of the PMD's time (busy, idle and stalled) and (2) PMD busy cycles per
+//! forwarded packet, and (3) the share of the PMD's busy cycles spent in C2QoS's own code,
+//! which the PMD measures itself (`qos_cycles`: decisions and charging timed one in 64,
+//! publishing and drift windows whole); (3) is what the paper's 0.018% is. Only the
+//! PMD-limited rounds ([`pmd_limited`]) say what C2QoS takes from forwarding; the summary
+//! gives their figures apart.
+//!
+//! A run's rounds agree with each other far better than separate runs do: one switch instance
+//! against another moved the ratio by 2% (the ports' memory, which of them cost more and so
+//! wait for tokens under C2QoS), so each workload runs [`RUNS`] fresh instances and the
+//! result is the spread over runs of each run's pooled ratio.
 //! Two workloads: cheap packets (64-byte frames, one flow, a rule per VM port: the worst case
 //! for relative overhead) and cloud-like ones (many flows through a 99-mask security-group
 //! table).
+//!
+//! `C2QOS_OVERHEAD_RUNS`, `C2QOS_OVERHEAD_ROUNDS` and `C2QOS_OVERHEAD_SLICE_US` change the
+//! counts and the slice; `C2QOS_OVERHEAD_OPTIONS='{"priority":"4"}'` gives the ports other
+//! settings (that one: HBS without cycle limits).
 //!
 //!   cargo bench -p slaswitch --bench c2qos_overhead [-- cloud]   (root, hugepages)
 
@@ -37,19 +46,23 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 const PORTS: usize = 28;
-/// Rounds per workload; `C2QOS_OVERHEAD_ROUNDS=N` runs more, to narrow the intervals.
-const ROUNDS: usize = 60;
+/// Fresh switch instances per workload, and rounds per instance.
+const RUNS: usize = 4;
+const ROUNDS: usize = 40;
 
-fn rounds() -> usize {
-    std::env::var("C2QOS_OVERHEAD_ROUNDS").ok().and_then(|v| v.parse().ok()).filter(|&n| n >= 2).unwrap_or(ROUNDS)
+fn env_count(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).filter(|&n| n >= 1).unwrap_or(default)
 }
 
-/// Each side's slice: 15 ms counted after 5 ms of settling. Short enough that both sides see
-/// the same phase of the host; long enough that the buckets, full again after a round-robin
-/// slice, are back at their working level well within the uncounted quarter (a port spends
-/// its 100 us-of-a-core depth in about 3 ms at its share of a saturated core, or keeps it
-/// only while it uses less than its share).
+/// Each side's slice: 15 ms of settling, then 5 ms counted. Short enough that both sides see
+/// the same phase of the host; the settling covers the 5-20 ms the traffic takes to follow a
+/// switch (`slaswitch_datapath::compare`).
 const SLICE_US: u64 = 20_000;
+
+/// `C2QOS_OVERHEAD_SLICE_US=N` tries another slice (the result should not depend on it).
+fn slice_us() -> u64 {
+    std::env::var("C2QOS_OVERHEAD_SLICE_US").ok().and_then(|v| v.parse().ok()).unwrap_or(SLICE_US)
+}
 /// A round: about 12 slices of each side.
 const ROUND_SECS: f64 = 0.5;
 
@@ -239,7 +252,7 @@ fn pmd_limited(s: &Side) -> bool {
 
 /// Gives every VM port its C2QoS settings, in one `set-port` request.
 fn set_c2qos(socket: &Path, tsc_hz: u64) {
-    let options = json!({"cycles_per_sec": (tsc_hz / PORTS as u64).to_string(), "mode": "min-max"});
+    let options = match std::env::var("C2QOS_OVERHEAD_OPTIONS") { Ok(v) => serde_json::from_str(&v).unwrap(), Err(_) => json!({"cycles_per_sec": (tsc_hz / PORTS as u64).to_string(), "mode": "min-max"}) };
     let ports: Vec<Value> = (1..=PORTS).map(|i| json!({"name": format!("vm{i}"), "options": options})).collect();
     cli(socket, json!({"cmd": "set-port", "ports": ports}));
 }
@@ -263,7 +276,29 @@ fn median_ci95(mut v: Vec<f64>) -> Option<(f64, f64)> {
     Some((v[k - 1], v[n - k]))
 }
 
+/// One run's pooled sides over all its rounds and over its PMD-limited ones, and C2QoS's own
+/// share of busy cycles in each (the median over rounds).
+struct RunResult {
+    all: (Side, Side),
+    limited: Option<(Side, Side)>,
+    limited_rounds: usize,
+    own_percent_all: f64,
+    own_percent_limited: Option<f64>,
+}
+
+fn pooled(rs: &[&Round]) -> (Side, Side) {
+    rs.iter().fold((Side::default(), Side::default()), |(a, b), r| (a.plus(&r.rr), b.plus(&r.c2)))
+}
+
 fn workload(name: &str, security_group_masks: usize, flows_per_vm: u32) {
+    let runs = env_count("C2QOS_OVERHEAD_RUNS", RUNS);
+    println!("{name}: {PORTS} VM ports, 64-byte frames, {flows_per_vm} flow(s) per VM, {security_group_masks} security-group masks; {runs} runs, each a fresh switch and VMs; slices of {} ms, rounds of {ROUND_SECS} s", slice_us() as f64 / 1000.0);
+    let results: Vec<RunResult> = (1..=runs).map(|run| one_run(run, security_group_masks, flows_per_vm)).collect();
+    across_runs(name, &results);
+}
+
+/// Starts a switch and the VMs, measures the rounds, and tears both down.
+fn one_run(run: usize, security_group_masks: usize, flows_per_vm: u32) -> RunResult {
     let dir = std::env::temp_dir().join(format!("slaswitch-bench-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -271,7 +306,7 @@ fn workload(name: &str, security_group_masks: usize, flows_per_vm: u32) {
     let prefix = format!("ssbench{}", std::process::id());
     let daemon = Proc(
         Command::new(env!("CARGO_BIN_EXE_slaswitchd"))
-            .args(["--pmd-cores", "0", "--main-core", "1", "--no-metrics", "--file-prefix", &prefix, "--compare-slice-us", &SLICE_US.to_string(), "--run-dir"])
+            .args(["--pmd-cores", "0", "--main-core", "1", "--no-metrics", "--file-prefix", &prefix, "--compare-slice-us", &slice_us().to_string(), "--run-dir"])
             .arg(&dir)
             .arg("--db")
             .arg(dir.join("conf.json"))
@@ -307,10 +342,9 @@ fn workload(name: &str, security_group_masks: usize, flows_per_vm: u32) {
     tenant.args(["gen", "--keep-refused", "--phase", &format!("size=64,rate=max,flows={flows_per_vm}")]);
     let tenant = Proc(tenant.stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("start slaswitch-tenant"));
     std::thread::sleep(Duration::from_secs(4));
-    println!("{name}: {PORTS} VM ports, 64-byte frames, {flows_per_vm} flow(s) per VM, {security_group_masks} security-group masks; slices of {} ms, rounds of {ROUND_SECS} s", SLICE_US / 1000);
-    println!("  round (* PMD-limited)   RR Mpps  C2QoS Mpps  ratio   RR cyc/pkt  C2QoS cyc/pkt  ratio   busy% RR/C2QoS  C2QoS code: % of busy (+ sampling's fences %), cyc/decision (picking, charging; after an empty poll / a batch), owed/decision, parked/decision; RR/C2QoS: pkts/batch, empty polls/batch");
+    println!("  run {run}\n  round (* PMD-limited)   RR Mpps  C2QoS Mpps  ratio   RR cyc/pkt  C2QoS cyc/pkt  ratio   busy% RR/C2QoS  C2QoS code: % of busy (+ sampling's fences %), cyc/decision (picking, charging; after an empty poll / a batch), owed/decision, parked/decision; RR/C2QoS: pkts/batch, empty polls/batch");
     let mut all: Vec<(bool, Round)> = Vec::new();
-    let rounds = rounds();
+    let rounds = env_count("C2QOS_OVERHEAD_ROUNDS", ROUNDS);
     for round in 0..rounds {
         let r = measure(&socket);
         let limited = pmd_limited(&r.rr) && pmd_limited(&r.c2);
@@ -342,16 +376,44 @@ fn workload(name: &str, security_group_masks: usize, flows_per_vm: u32) {
             c2.empty_polls_per_batch(),
         );
     }
-    summarize(&all, rounds, tsc_hz);
+    let result = summarize(&all, rounds, tsc_hz);
     drop(tenant);
     drop(daemon);
     slaswitch_dpdk::remove_hugepage_files(&prefix);
     let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+/// Each run's pooled ratios side by side, and their median and range.
+fn across_runs(name: &str, results: &[RunResult]) {
+    let change = |(rr, c2): &(Side, Side)| ((c2.packets / c2.elapsed.max(1.0)) / (rr.packets / rr.elapsed.max(1.0)) - 1.0) * 100.0;
+    let cost = |(rr, c2): &(Side, Side)| (c2.busy_cycles_per_packet() / rr.busy_cycles_per_packet() - 1.0) * 100.0;
+    let line = |label: &str, v: Vec<f64>, unit: &str| {
+        if v.is_empty() {
+            println!("    {label}: no run");
+            return;
+        }
+        let (_, mid, _) = quartiles(v.clone());
+        let (lo, hi) = (v.iter().copied().fold(f64::INFINITY, f64::min), v.iter().copied().fold(f64::NEG_INFINITY, f64::max));
+        let each: Vec<String> = v.iter().map(|x| format!("{x:+.2}")).collect();
+        println!("    {label}: median {mid:+.2}{unit}, from {lo:+.2} to {hi:+.2} (runs: {})", each.join(", "));
+    };
+    println!("  {name}, C2QoS against round robin over {} runs (each run's rounds pooled):", results.len());
+    line("forwarding rate, all rounds, %", results.iter().map(|r| change(&r.all)).collect(), "%");
+    line("PMD cycles per packet, all rounds, %", results.iter().map(|r| cost(&r.all)).collect(), "%");
+    let limited: Vec<&RunResult> = results.iter().filter(|r| r.limited.is_some()).collect();
+    let counts: Vec<String> = results.iter().map(|r| r.limited_rounds.to_string()).collect();
+    println!("    PMD-limited rounds per run: {}", counts.join(", "));
+    line("forwarding rate, PMD-limited rounds, %", limited.iter().map(|r| change(r.limited.as_ref().expect("filtered"))).collect(), "%");
+    line("PMD cycles per packet, PMD-limited rounds, %", limited.iter().map(|r| cost(r.limited.as_ref().expect("filtered"))).collect(), "%");
+    line("C2QoS's own code, % of busy cycles, all rounds", results.iter().map(|r| r.own_percent_all).collect(), "");
+    line("C2QoS's own code, % of busy cycles, PMD-limited rounds", limited.iter().filter_map(|r| r.own_percent_limited).collect(), "");
+    println!();
 }
 
 /// The run's medians with their intervals, and the pooled ratios, for all rounds and for the
 /// PMD-limited ones.
-fn summarize(all: &[(bool, Round)], rounds: usize, tsc_hz: u64) {
+fn summarize(all: &[(bool, Round)], rounds: usize, tsc_hz: u64) -> RunResult {
     let pct = |ratios: Vec<f64>| {
         let (lo, mid, hi) = quartiles(ratios.clone());
         let ci = median_ci95(ratios).map_or(String::new(), |(a, b)| format!("95% CI of the median {:+.2}%..{:+.2}%, ", (a - 1.0) * 100.0, (b - 1.0) * 100.0));
@@ -362,7 +424,7 @@ fn summarize(all: &[(bool, Round)], rounds: usize, tsc_hz: u64) {
             println!("    {label}: none");
             return;
         }
-        let (rr, c2) = rs.iter().fold((Side::default(), Side::default()), |(a, b), r| (a.plus(&r.rr), b.plus(&r.c2)));
+        let (rr, c2) = pooled(&rs);
         println!("    {label} ({} rounds; {:.0} slices of each side):", rs.len(), rr.slices.min(c2.slices));
         if rs.len() >= 2 {
             println!("      forwarding rate          {}", pct(rs.iter().map(|r| r.c2.packets_per_sec(tsc_hz) / r.rr.packets_per_sec(tsc_hz)).collect()));
@@ -395,14 +457,24 @@ fn summarize(all: &[(bool, Round)], rounds: usize, tsc_hz: u64) {
             median(|r| r.c2.empty_polls_per_batch()),
         );
     };
-    println!("  C2QoS against round robin, side by side in 20 ms slices:");
-    report("all rounds", all.iter().map(|(_, r)| r).collect());
+    println!("  C2QoS against round robin, side by side in {} ms slices:", slice_us() as f64 / 1000.0);
+    let every: Vec<&Round> = all.iter().map(|(_, r)| r).collect();
+    let limited: Vec<&Round> = all.iter().filter(|(l, _)| *l).map(|(_, r)| r).collect();
+    report("all rounds", every.clone());
     println!("      (C2QoS's code also runs while the PMD polls empty rings: only a PMD-limited round's share is taken from forwarding)");
     report(
         &format!("PMD-limited rounds (PMD busy >= {SATURATED_BUSY_PERCENT}%, >= {FULL_BATCH_PACKETS} packets per poll and <= {MAX_EMPTY_POLLS_PER_BATCH} empty polls per batch on both sides; of {rounds})"),
-        all.iter().filter(|(l, _)| *l).map(|(_, r)| r).collect(),
+        limited.clone(),
     );
     println!();
+    let own = |rs: &[&Round]| quartiles(rs.iter().map(|r| r.own_percent_of_busy).collect()).1;
+    RunResult {
+        all: pooled(&every),
+        limited: (!limited.is_empty()).then(|| pooled(&limited)),
+        limited_rounds: limited.len(),
+        own_percent_all: own(&every),
+        own_percent_limited: (!limited.is_empty()).then(|| own(&limited)),
+    }
 }
 
 fn main() {

@@ -293,7 +293,7 @@ fn render_compare(c: &serde_json::Map<String, Value>, tsc_hz: f64) -> String {
         (n("slices"), if secs > 0.0 { n("packets") / secs } else { 0.0 }, n("busy_cycles") / n("packets").max(1.0), n("empty_polls") / n("batches").max(1.0), n("qos_cycles") * 100.0 / n("busy_cycles").max(1.0))
     };
     let (rr, c2) = (side("round_robin"), side("c2qos"));
-    let mut out = format!("  comparison, slices of {} us (their first quarter not counted):\n", c["slice_us"]);
+    let mut out = format!("  comparison, slices of {} us (their first three quarters not counted):\n", c["slice_us"]);
     for (name, s) in [("round robin", rr), ("C2QoS", c2)] {
         out += &format!("    {name:<12} {:>6} slices  {:>9.3} Mpps  {:>6.1} busy cycles/packet  {:>5.2} empty polls/batch  own code {:.3}% of busy\n", s.0, s.1 / 1e6, s.2, s.3, s.4);
     }

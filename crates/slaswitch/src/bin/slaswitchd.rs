@@ -28,7 +28,8 @@ const USAGE_HEAD: &str = "usage: slaswitchd [--pmd-cores LIST] [--main-core N] [
   --compare-slice-us
                 measure what C2QoS costs, live: a PMD whose ports have C2QoS settings runs its
                 scheduler and plain round robin in turn, this long each, and counts each side's
-                packets and cycles apart (pmd-stats `compare`; 1000 to 10000000; default off).
+                packets and cycles apart in the last quarter of each slice (pmd-stats
+                `compare`; 1000 to 10000000; default off).
                 Meanwhile the ports get their C2QoS guarantees only half of the time";
 
 /// The usage text, with the bucket depth's default and range from where they are defined.
@@ -37,8 +38,9 @@ fn usage() -> String {
     format!("{USAGE_HEAD} (default {}; {lo} to {hi})", C2tbConfig::DEFAULT_BUCKET_DEPTH_US)
 }
 
-/// Slices shorter than a millisecond would be mostly the uncounted settling quarter; longer
-/// than 10 s, the two sides would no longer see the same phase of the host.
+/// Of a slice shorter than a millisecond, a quarter of a millisecond would be counted (the
+/// rest is the switch settling); longer than 10 s, the two sides would no longer see the
+/// same phase of the host.
 const COMPARE_SLICE_US: std::ops::RangeInclusive<u64> = 1_000..=10_000_000;
 
 fn check_compare_slice_us(us: u64) -> Result<u64, String> {
