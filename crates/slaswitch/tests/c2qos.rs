@@ -17,6 +17,19 @@ fn cycles(stats: &Value, port: &str) -> (f64, f64) {
     (busy, pmd["busy_cycles"].as_f64().unwrap() + pmd["idle_cycles"].as_f64().unwrap())
 }
 
+/// Two vhost-user VM ports forwarding to a null uplink, vm1 allowed a tenth of the core in
+/// cycles and vm2 unlimited; returns the TSC rate.
+fn two_vms_one_held_to_a_tenth(sw: &Switch) -> f64 {
+    sw.ok(&["add-port", "up", "null"]);
+    for p in ["vm1", "vm2"] {
+        sw.ok(&["add-port", p, "vhost-user"]);
+        sw.ok(&["add-flow", &format!("in_port={p},actions=output:up")]);
+    }
+    let hz = sw.json(&["pmd-stats"])["tsc_hz"].as_f64().unwrap();
+    sw.ok(&["set-port", "vm1", &format!("cycles_per_sec={}", (hz / 10.0) as u64)]);
+    hz
+}
+
 /// Share (percent) of the PMD's cycles `port` used between two snapshots.
 fn share(a: &Value, b: &Value, port: &str) -> f64 {
     let ((p0, t0), (p1, t1)) = (cycles(a, port), cycles(b, port));
@@ -30,14 +43,8 @@ fn a_cycle_allocation_bounds_a_ports_share_of_the_pmd() {
         return;
     }
     let sw = Switch::start("c2tb", &[]);
-    sw.ok(&["add-port", "up", "null"]);
-    for p in ["vm1", "vm2"] {
-        sw.ok(&["add-port", p, "vhost-user"]);
-        sw.ok(&["add-flow", &format!("in_port={p},actions=output:up")]);
-    }
-    let hz = sw.json(&["pmd-stats"])["tsc_hz"].as_f64().unwrap();
     // vm1 may use a tenth of the core; vm2 is unlimited.
-    sw.ok(&["set-port", "vm1", &format!("cycles_per_sec={}", (hz / 10.0) as u64)]);
+    let hz = two_vms_one_held_to_a_tenth(&sw);
     // No VM attached yet: every decision ends in an empty poll, and is counted as one.
     std::thread::sleep(Duration::from_millis(300));
     let idle = sw.json(&["pmd-stats"]);
@@ -224,13 +231,7 @@ fn the_live_comparison_alternates_c2qos_with_round_robin_and_counts_each_side() 
         return;
     }
     let sw = Switch::start("compare", &["--compare-slice-us", "4000", "--metrics", "127.0.0.1:19478"]);
-    sw.ok(&["add-port", "up", "null"]);
-    for p in ["vm1", "vm2"] {
-        sw.ok(&["add-port", p, "vhost-user"]);
-        sw.ok(&["add-flow", &format!("in_port={p},actions=output:up")]);
-    }
-    let hz = sw.json(&["pmd-stats"])["tsc_hz"].as_f64().unwrap();
-    sw.ok(&["set-port", "vm1", &format!("cycles_per_sec={}", (hz / 10.0) as u64)]);
+    let hz = two_vms_one_held_to_a_tenth(&sw);
     let gen = Tenant::start(&sw.dir, "gen", &[("vm1", &sw.port_sock("vm1")), ("vm2", &sw.port_sock("vm2"))], 1024, 8.0, &["gen", "--keep-refused", "--phase", "size=64,rate=max"]);
     std::thread::sleep(Duration::from_secs(3));
     let a = sw.json(&["pmd-stats"]);
@@ -252,11 +253,7 @@ fn the_live_comparison_alternates_c2qos_with_round_robin_and_counts_each_side() 
     assert!(s1 > 15.0, "vm1 used {s1:.1}% of the PMD: round robin's slices did not bypass its limit");
     let text = sw.ok(&["pmd-stats"]);
     assert!(text.contains("comparison, slices of 4000 us") && text.contains("C2QoS against round robin"), "{text}");
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect("127.0.0.1:19478").unwrap();
-    s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
-    let mut body = String::new();
-    s.read_to_string(&mut body).unwrap();
+    let body = metrics("127.0.0.1:19478");
     assert!(body.contains("slaswitch_pmd_compare_packets_total{core=\"0\",side=\"c2qos\"}"), "{body}");
     assert!(body.contains("slaswitch_pmd_compare_cycles_total{core=\"0\",side=\"round_robin\"}"), "{body}");
     gen.kill();

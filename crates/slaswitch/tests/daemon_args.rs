@@ -3,26 +3,25 @@
 
 use std::process::Command;
 
-#[test]
-fn a_bucket_depth_out_of_range_is_refused_before_the_switch_starts() {
-    for bad in ["0", "1000001", "deep"] {
-        let out = Command::new(env!("CARGO_BIN_EXE_slaswitchd")).args(["--c2tb-bucket-us", bad]).output().unwrap();
+/// Each of `bad` given to `--OPTION` makes slaswitchd exit with status 1 and an error naming the
+/// option; `--help` lists it.
+fn refused_before_the_switch_starts(option: &str, bad: &[&str]) {
+    for value in bad {
+        let out = Command::new(env!("CARGO_BIN_EXE_slaswitchd")).args([&format!("--{option}"), *value]).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{bad}: {err}");
-        assert!(err.contains("c2tb-bucket-us"), "{bad}: {err}");
+        assert_eq!(out.status.code(), Some(1), "{option} {value}: {err}");
+        assert!(err.contains(option), "{option} {value}: {err}");
     }
     let help = Command::new(env!("CARGO_BIN_EXE_slaswitchd")).arg("--help").output().unwrap();
-    assert!(String::from_utf8_lossy(&help.stdout).contains("--c2tb-bucket-us"));
+    assert!(String::from_utf8_lossy(&help.stdout).contains(&format!("--{option}")));
+}
+
+#[test]
+fn a_bucket_depth_out_of_range_is_refused_before_the_switch_starts() {
+    refused_before_the_switch_starts("c2tb-bucket-us", &["0", "1000001", "deep"]);
 }
 
 #[test]
 fn a_comparison_slice_out_of_range_is_refused_before_the_switch_starts() {
-    for bad in ["999", "10000001", "short"] {
-        let out = Command::new(env!("CARGO_BIN_EXE_slaswitchd")).args(["--compare-slice-us", bad]).output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{bad}: {err}");
-        assert!(err.contains("compare-slice-us"), "{bad}: {err}");
-    }
-    let help = Command::new(env!("CARGO_BIN_EXE_slaswitchd")).arg("--help").output().unwrap();
-    assert!(String::from_utf8_lossy(&help.stdout).contains("--compare-slice-us"));
+    refused_before_the_switch_starts("compare-slice-us", &["999", "10000001", "short"]);
 }

@@ -360,11 +360,7 @@ fn prometheus_metrics_are_served_on_loopback() {
     let sw = Switch::start("metrics", &["--metrics", "127.0.0.1:19477"]);
     sw.ok(&["add-port", "up", "null"]);
     sleep(0.5);
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect("127.0.0.1:19477").unwrap();
-    s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
-    let mut body = String::new();
-    s.read_to_string(&mut body).unwrap();
+    let body = metrics("127.0.0.1:19477");
     assert!(body.starts_with("HTTP/1.0 200 OK"), "{body}");
     assert!(body.contains("slaswitch_port_rx_packets_total{port=\"up\"}"), "{body}");
     assert!(body.contains("slaswitch_port_cycles_total{port=\"up\",stage=\"classification\"}"));

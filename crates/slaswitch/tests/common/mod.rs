@@ -239,3 +239,13 @@ pub fn quiet_window<T: std::fmt::Debug>(attempts: usize, mut measure: impl FnMut
     }
     best.unwrap()
 }
+
+/// The whole HTTP response of a switch's metrics endpoint at `addr`.
+pub fn metrics(addr: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).unwrap();
+    body
+}
