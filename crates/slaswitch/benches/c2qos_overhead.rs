@@ -252,7 +252,7 @@ fn pmd_limited(s: &Side) -> bool {
 
 /// Gives every VM port its C2QoS settings, in one `set-port` request.
 fn set_c2qos(socket: &Path, tsc_hz: u64) {
-    let options = match std::env::var("C2QOS_OVERHEAD_OPTIONS") { Ok(v) => serde_json::from_str(&v).unwrap(), Err(_) => json!({"cycles_per_sec": (tsc_hz / PORTS as u64).to_string(), "mode": "min-max"}) };
+    let options = match std::env::var("C2QOS_OVERHEAD_OPTIONS") { Ok(v) => serde_json::from_str(&v).unwrap_or_else(|e| panic!("C2QOS_OVERHEAD_OPTIONS is not a JSON object of port options: {e}")), Err(_) => json!({"cycles_per_sec": (tsc_hz / PORTS as u64).to_string(), "mode": "min-max"}) };
     let ports: Vec<Value> = (1..=PORTS).map(|i| json!({"name": format!("vm{i}"), "options": options})).collect();
     cli(socket, json!({"cmd": "set-port", "ports": ports}));
 }
