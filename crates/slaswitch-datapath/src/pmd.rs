@@ -697,14 +697,22 @@ pub fn run(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<Pmd
             // The scheduler's clock: the TSC, less the comparison's round-robin slices.
             let clock_offset = t - compare.scheduler_clock(t);
             // C2QoS: HBS picks the port, C2TB is charged what its batch cost (seed 000 Sec. IV).
-            for _ in 0..split.scheduled.len() {
+            // A backlogged port may keep the core for a few cheap batches of one turn
+            // (`PortScheduler::end_batch`); every turn ends with the pass.
+            let batches = split.scheduled.len();
+            let mut turn_goes_on: Option<usize> = None;
+            for i in 0..batches {
                 // C2QoS's own cost, sampled (seed 000 Sec. VI-F measures it on the PMD too).
                 let sampled = pmd.pmd_totals.qos_decisions.trailing_zeros() >= QOS_SAMPLE_SHIFT;
                 pmd.pmd_totals.qos_decisions += 1;
                 // The fences wait for the batch's stores; that wait is the sampling's cost.
                 let t_drain = if sampled { rdtsc() } else { 0 };
                 let t_decide = if sampled { rdtsc_after_all() } else { 0 };
-                match sched.next_port(t - clock_offset) {
+                let picked = match turn_goes_on.take() {
+                    Some(number) => Some(number),
+                    None => sched.next_port(t - clock_offset),
+                };
+                match picked {
                     Some(number) => {
                         let t_decided = if sampled { rdtsc_after_loads() } else { 0 };
                         let idx = pmd.index_of[number] as usize;
@@ -713,7 +721,9 @@ pub fn run(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<Pmd
                         let t_egress_drain = if sampled { rdtsc() } else { 0 };
                         let t_served = if sampled { rdtsc_after_all() } else { 0 };
                         pmd.credit_stalls(Some(&mut *sched));
-                        sched.report_batch(number, charged, received as u32, t_end - clock_offset);
+                        if sched.end_batch(number, charged, received as u32, t_end - clock_offset, i + 1 < batches) {
+                            turn_goes_on = Some(number);
+                        }
                         pmd.pmd_totals.qos_empty_decisions += u64::from(received == 0);
                         if sampled {
                             let pick = own_cycles(t_decide, t_decided, pmd.stall_cycles);

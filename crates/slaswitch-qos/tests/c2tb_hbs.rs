@@ -606,3 +606,102 @@ fn skipped_refills_hold_a_strict_port_to_its_rate_plus_an_eighth_of_its_depth() 
         assert!(spent as f64 >= allowed - batch as f64, "batch {batch}: spent {spent} of {allowed:.0}");
     }
 }
+
+/// A turn ([`PortScheduler::end_batch`]): 3 us at 2.2 GHz is 6600 cycles.
+mod turns {
+    use super::*;
+
+    const TURN: u64 = 6_600;
+
+    #[test]
+    fn cheap_full_batches_share_a_turn_until_it_has_taken_its_time_then_it_is_charged_whole() {
+        let mut s = sched_with(RefillMode::Lazy, HbsConfig::default(), &[(4, CycleLimit::Strict { cycles_per_sec: HZ / 2 }), (4, CycleLimit::Unlimited)]);
+        let port = s.next_port(0).unwrap();
+        assert_eq!(port, 0);
+        let tokens = s.view(0).unwrap().tokens.unwrap();
+        // 2000-cycle batches: after 3 the turn has taken 6000 cycles, after 4 more than a turn.
+        let mut now = 0;
+        for batch in 1..=4 {
+            now += 2_000;
+            let goes_on = s.end_batch(0, 2_000, 32, now, true);
+            assert_eq!(goes_on, batch < 4, "batch {batch}");
+            assert_eq!(s.view(0).unwrap().place, if batch < 4 { PortPlace::InService } else { PortPlace::Ready { class: 4 } }, "batch {batch}");
+        }
+        // Charged the four batches at once (the refill waits: right after one, a positive
+        // bucket is not refilled).
+        assert_within(s.view(0).unwrap().tokens.unwrap(), tokens - 8_000.0, 1e-9, "tokens after the turn");
+        assert_eq!(s.next_port(now), Some(1), "the other port's turn comes next");
+        assert!(TURN > 6_000 && TURN < 8_000);
+    }
+
+    #[test]
+    fn a_partial_batch_a_higher_class_a_bucket_that_does_not_cover_the_turn_or_the_pass_end_it() {
+        // A partial batch: the port is not backlogged.
+        let mut s = sched_with(RefillMode::Lazy, HbsConfig::default(), &[(4, CycleLimit::Unlimited), (4, CycleLimit::Unlimited)]);
+        assert_eq!(s.next_port(0), Some(0));
+        assert!(!s.end_batch(0, 1_000, 31, 1_000, true));
+        // The PMD's pass ends.
+        assert_eq!(s.next_port(1_000), Some(1));
+        assert!(!s.end_batch(1, 1_000, 32, 2_000, false));
+
+        // A higher class is ready: port 1 (class 2) waits behind port 0 (class 4) only one batch.
+        let mut s = sched_with(RefillMode::Lazy, HbsConfig::default(), &[(4, CycleLimit::Unlimited), (2, CycleLimit::Unlimited)]);
+        assert_eq!(s.next_port(0), Some(1));
+        assert!(s.end_batch(1, 1_000, 32, 1_000, true), "nothing above class 2");
+        assert!(!s.end_batch(1, 1_000, 32, 2_000, false));
+        assert_eq!(s.next_port(2_000), Some(1), "class 2 first again");
+        // Its poll finds nothing: it rests, and class 4 runs.
+        assert!(!s.end_batch(1, 0, 0, 2_100, true));
+        assert_eq!(s.next_port(2_100), Some(0));
+        // The resting class-2 port is polled after this batch: class 4's turn stops.
+        assert!(!s.end_batch(0, 1_000, 32, 3_100, true), "a class-2 port rests");
+        assert_eq!(s.next_port(3_100), Some(1));
+        // Port 1's poll finds nothing again; class 4 alone may go on.
+        assert!(!s.end_batch(1, 0, 0, 3_200, true));
+        assert_eq!(s.next_port(3_200), Some(0));
+        assert!(!s.end_batch(0, 1_000, 32, 4_200, true), "port 1 rests again, in class 2");
+
+        // A port of a higher class becomes ready during a turn (added at run time).
+        let mut s = sched_with(RefillMode::Lazy, HbsConfig::default(), &[(4, CycleLimit::Unlimited)]);
+        assert_eq!(s.next_port(0), Some(0));
+        assert!(s.end_batch(0, 1_000, 32, 1_000, true));
+        s.add_port(1, 3, CycleLimit::Unlimited, 1_000).unwrap();
+        assert!(!s.end_batch(0, 1_000, 32, 2_000, true), "a class-3 port is ready");
+        assert_eq!(s.next_port(2_000), Some(1));
+
+        // Tokens that do not cover the turn so far: a strict port with 1500 cycles of depth.
+        let c2tb = C2tbConfig { bucket_depth_cycles: 1_500, ..C2tbConfig::one_core(HZ) };
+        let mut s = PortScheduler::new(c2tb, HbsConfig::default(), 0);
+        s.add_port(0, 4, CycleLimit::Strict { cycles_per_sec: HZ / 100 }, 0).unwrap();
+        assert_eq!(s.next_port(0), Some(0));
+        assert!(s.end_batch(0, 1_000, 32, 1_000, true), "1000 of 1500 cycles");
+        assert!(!s.end_batch(0, 1_000, 32, 2_000, true), "2000 cycles are more than the bucket held");
+        assert!(s.view(0).unwrap().tokens.unwrap() < 0.0, "charged the whole turn: it owes");
+    }
+
+    #[test]
+    fn only_the_top_configured_class_takes_turns() {
+        // Port 1, class 1, owes tokens and waits: nothing of class 1 is ready or resting, yet
+        // class 4 keeps a decision per batch.
+        let c2tb = C2tbConfig { bucket_depth_cycles: 1_000, ..C2tbConfig::one_core(HZ) };
+        let mut s = PortScheduler::new(c2tb, HbsConfig::default(), 0);
+        s.add_port(0, 4, CycleLimit::Unlimited, 0).unwrap();
+        s.add_port(1, 1, CycleLimit::Strict { cycles_per_sec: HZ / 1000 }, 0).unwrap();
+        assert_eq!(s.next_port(0), Some(1));
+        assert!(!s.end_batch(1, 50_000, 32, 50_000, true), "it ran out of tokens");
+        assert_eq!(s.next_port(50_000), Some(0));
+        assert_eq!(s.view(1).unwrap().place, PortPlace::Waiting);
+        assert!(!s.end_batch(0, 1_000, 32, 51_000, true), "class 4 is below the configured class 1");
+        // Without the class-1 port, class 4 is the top class and takes turns.
+        assert!(s.remove_port(1, 51_000));
+        assert_eq!(s.next_port(51_000), Some(0));
+        assert!(s.end_batch(0, 1_000, 32, 52_000, true));
+    }
+
+    #[test]
+    fn turns_off_is_one_batch_per_decision() {
+        let mut s = sched_with(RefillMode::Lazy, HbsConfig { turn_ns: 0, ..HbsConfig::default() }, &[(4, CycleLimit::Unlimited)]);
+        assert_eq!(s.next_port(0), Some(0));
+        assert!(!s.end_batch(0, 100, 32, 100, true));
+    }
+}

@@ -228,6 +228,12 @@ impl Bucket {
         }
     }
 
+    /// The bucket holds more than `cycles` (as of its last refill); always for an unlimited one.
+    #[inline]
+    pub fn covers(&self, cycles: u64) -> bool {
+        !self.is_limited() || self.tokens > to_tokens(cycles)
+    }
+
     /// Subtracts the cycles a batch really used (Sec. IV-A-2: tokens may go negative), and
     /// records whether the batch was full (the port is backlogged).
     #[inline]
