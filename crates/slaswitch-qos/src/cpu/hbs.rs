@@ -53,6 +53,13 @@
 //!   request where round robin took 1.9 (Fig. 12). So a demoted port is probed at least every
 //!   `demoted_probe_us` regardless of class; its next packet is then seen within that time.
 //!
+//! * Turns ([`PortScheduler::end_batch`]): a backlogged port of the top configured class may
+//!   run further full batches, up to [`HbsConfig::turn_ns`] in all, on tokens it already
+//!   holds and while no higher class is ready or resting, and is charged once for the turn.
+//!   The paper decides once per batch; a decision costs 40-45 cycles, 1.3% of a batch of
+//!   cheap frames, and sharing it among the batches of a turn takes that off where it
+//!   weighs most (issue 5's overhead benchmark).
+//!
 //! With no settings on any port (all unlimited, all class 8) the ready queue is a single FIFO in
 //! which every served port goes to the back: the fixed-order round robin OVS's PMD loop does.
 
