@@ -653,13 +653,13 @@ mod turns {
         // Its poll finds nothing: it rests, and class 4 runs.
         assert!(!s.end_batch(1, 0, 0, 2_100, true));
         assert_eq!(s.next_port(2_100), Some(0));
-        // The resting class-2 port is polled after this batch: class 4's turn stops.
-        assert!(!s.end_batch(0, 1_000, 32, 3_100, true), "a class-2 port rests");
+        // Class 2 is configured above it (here resting): class 4's turn stops.
+        assert!(!s.end_batch(0, 1_000, 32, 3_100, true), "a class-2 port exists");
         assert_eq!(s.next_port(3_100), Some(1));
-        // Port 1's poll finds nothing again; class 4 alone may go on.
+        // Port 1's poll finds nothing again.
         assert!(!s.end_batch(1, 0, 0, 3_200, true));
         assert_eq!(s.next_port(3_200), Some(0));
-        assert!(!s.end_batch(0, 1_000, 32, 4_200, true), "port 1 rests again, in class 2");
+        assert!(!s.end_batch(0, 1_000, 32, 4_200, true), "port 1, class 2, rests again");
 
         // A port of a higher class becomes ready during a turn (added at run time).
         let mut s = sched_with(RefillMode::Lazy, HbsConfig::default(), &[(4, CycleLimit::Unlimited)]);

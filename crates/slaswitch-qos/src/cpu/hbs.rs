@@ -55,7 +55,7 @@
 //!
 //! * Turns ([`PortScheduler::end_batch`]): a backlogged port of the top configured class may
 //!   run further full batches, up to [`HbsConfig::turn_ns`] in all, on tokens it already
-//!   holds and while no higher class is ready or resting, and is charged once for the turn.
+//!   holds, and is charged once for the turn; lower classes keep a decision per batch.
 //!   The paper decides once per batch; a decision costs 40-45 cycles, 1.3% of a batch of
 //!   cheap frames, and sharing it among the batches of a turn takes that off where it
 //!   weighs most (issue 5's overhead benchmark).
@@ -91,8 +91,8 @@ pub struct HbsConfig {
     /// whatever is ready above it; 0 turns the probe off.
     pub demoted_probe_us: u32,
     /// A backlogged port's turn ([`PortScheduler::end_batch`]): it runs further full batches
-    /// until its turn has taken this long, if it holds the tokens and no higher class is
-    /// ready; 0 makes every turn one batch.
+    /// until its turn has taken this long, if it holds the tokens and is in the top configured
+    /// class; 0 makes every turn one batch.
     pub turn_ns: u32,
 }
 
@@ -217,9 +217,6 @@ pub struct PortScheduler {
     /// Ports whose last poll was empty, in the order they rested, each with the class it
     /// goes back to: releasing them then only writes their records.
     resting: Vec<(PortIndex, u8)>,
-    /// The highest class (smallest number) among the resting ports, `u8::MAX` when none: a
-    /// turn gives way to it as to a ready port.
-    resting_best_class: u8,
     /// Scratch for ports the wheel hands back.
     expired: Vec<PortIndex>,
     /// Per port: 0, or the TSC at which a port that sits in a ready queue owing tokens has
@@ -248,7 +245,6 @@ impl PortScheduler {
             ready: ReadyQueues::default(),
             waiting: IntrusiveWheel::new(WAIT_SLOT_SHIFT, WAIT_SLOTS, now_tsc),
             resting: Vec::new(),
-            resting_best_class: u8::MAX,
             expired: Vec::new(),
             due_tsc: Vec::new(),
             deferred: 0,
@@ -351,11 +347,6 @@ impl PortScheduler {
         self.top_configured_class = self.states().map(|s| s.configured_priority.get()).min().unwrap_or(DEFAULT_PRIORITY);
     }
 
-    /// [`Self::resting_best_class`] again, after a resting port left or changed class.
-    fn recount_resting_best_class(&mut self) {
-        self.resting_best_class = self.resting.iter().map(|&(_, class)| class).min().unwrap_or(u8::MAX);
-    }
-
     fn states(&self) -> impl Iterator<Item = &PortState> {
         self.slots.0.iter().filter_map(|s| s.state.as_ref())
     }
@@ -374,7 +365,6 @@ impl PortScheduler {
         for (_, class) in self.resting.iter_mut().filter(|(p, _)| *p == port) {
             *class = priority;
         }
-        self.recount_resting_best_class();
         self.recount_demoted();
         Ok(())
     }
@@ -515,11 +505,10 @@ impl PortScheduler {
     /// of the same turn (true: serve it again without [`PortScheduler::next_port`]), or its
     /// turn ends and the whole turn is reported ([`PortScheduler::report_batch`]). A turn goes
     /// on while the batches are full (the port is backlogged), the turn so far is shorter than
-    /// [`HbsConfig::turn_ns`], the port's tokens (as of its last refill) cover it, no port
-    /// of a higher class is ready or resting (a resting port is polled again after the next
-    /// batch with packets), and no port at all is configured in a higher class than the
-    /// port's: the ports of the top class share the core in turns, the classes below keep a
-    /// decision per batch, so a latency-sensitive class above them finds the core exactly
+    /// [`HbsConfig::turn_ns`], the port's tokens (as of its last refill) cover it, no
+    /// demoted port is due for its probe, and the port is in the top configured class and
+    /// not demoted, so no port can be ready or resting above it: the ports of the top class
+    /// share the core in turns, the classes below keep a decision per batch, so a latency-sensitive class above them finds the core exactly
     /// as before (Fig. 11c and 12: its ports rest or sink through the classes between
     /// packets). `may_continue` false ends a turn regardless (the PMD ends every turn with
     /// its pass). A higher class waits at most one batch, as with a decision per batch, and
@@ -539,17 +528,14 @@ impl PortScheduler {
         false
     }
 
+    /// A port in the top configured class, not demoted, is in the highest class any port can
+    /// be in: no port ready or resting can be above it.
     #[inline]
     fn turn_may_go_on(&self, port: PortIndex, turn_cycles: u64, now_tsc: u64) -> bool {
         let Some(slot) = self.slots.0.get(port) else { return false };
         let Some(s) = slot.state.as_ref() else { return false };
-        let higher_ready = self.ready.highest().is_some_and(|class| class + 1 < usize::from(s.current_priority)) || self.resting_best_class < s.current_priority;
         let probe_due = self.demoted > 0 && self.probe_ticks > 0 && now_tsc >= self.probe_due_tsc;
-        s.configured_priority.get() == self.top_configured_class
-            && slot.place == PortPlace::InService
-            && !higher_ready
-            && !probe_due
-            && slot.bucket.covers(turn_cycles)
+        s.current_priority == self.top_configured_class && slot.place == PortPlace::InService && !probe_due && slot.bucket.covers(turn_cycles)
     }
 
     /// Reports the batch just run for `port`: charges its cycles to the bucket, updates the
@@ -590,7 +576,6 @@ impl PortScheduler {
             if slot.bucket.wait_ticks() == 0 {
                 slot.place = PortPlace::Resting;
                 self.resting.push((port, s.current_priority));
-                self.resting_best_class = self.resting_best_class.min(s.current_priority);
             } else {
                 // It owes tokens (a probed port may run owing them): queued as after a batch.
                 // A bucket that is not positive was just refilled.
@@ -615,7 +600,6 @@ impl PortScheduler {
             self.ready.push_back(usize::from(class - 1), port, 0);
         }
         self.resting.clear();
-        self.resting_best_class = u8::MAX;
     }
 
     /// Requeues every port of a scratch list taken out of `self`; returns the list, emptied, to
@@ -682,10 +666,7 @@ impl PortScheduler {
                     self.deferred -= 1;
                 }
             }
-            PortPlace::Resting => {
-                self.resting.retain(|&(p, _)| p != port);
-                self.recount_resting_best_class();
-            }
+            PortPlace::Resting => self.resting.retain(|&(p, _)| p != port),
             PortPlace::Waiting => {
                 self.waiting.remove(&mut self.slots, port);
             }
