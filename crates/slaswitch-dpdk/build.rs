@@ -3,11 +3,9 @@
 use std::process::Command;
 
 fn pkg_config(args: &[&str]) -> String {
-    let out = Command::new("pkg-config")
-        .args(args)
-        .arg("libdpdk")
-        .output()
-        .unwrap_or_else(|e| panic!("pkg-config not runnable ({e}): install pkg-config and libdpdk-dev (scripts/install-deps)"));
+    let out = Command::new("pkg-config").args(args).arg("libdpdk").output().unwrap_or_else(|e| {
+        panic!("pkg-config not runnable ({e}): install pkg-config and libdpdk-dev (scripts/install-deps)")
+    });
     if !out.status.success() {
         panic!(
             "pkg-config cannot find libdpdk: install Debian's libdpdk-dev (scripts/install-deps).\n{}",

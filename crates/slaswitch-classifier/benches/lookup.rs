@@ -11,7 +11,15 @@ use slaswitch_classifier::{parse_frame, Classifier, ExactMatchCache, FlowKey};
 fn keys(n: usize) -> Vec<FlowKey> {
     (0..n)
         .map(|i| {
-            let f = udp4([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2], [10, (i >> 16) as u8, (i >> 8) as u8, i as u8], [192, 168, 1, 1], (i % 60000) as u16, 80, 64);
+            let f = udp4(
+                [2, 0, 0, 0, 0, 1],
+                [2, 0, 0, 0, 0, 2],
+                [10, (i >> 16) as u8, (i >> 8) as u8, i as u8],
+                [192, 168, 1, 1],
+                (i % 60000) as u16,
+                80,
+                64,
+            );
             parse_frame(&f, 1).unwrap()
         })
         .collect()

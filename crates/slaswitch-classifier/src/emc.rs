@@ -108,7 +108,11 @@ impl ExactMatchCache {
             if !self.rng.is_multiple_of(INSERT_INV_PROB) {
                 return;
             }
-            if hash & (1 << 20) == 0 { a } else { b }
+            if hash & (1 << 20) == 0 {
+                a
+            } else {
+                b
+            }
         };
         self.entries[slot] = Entry { key: *key, generation: self.generation, value };
     }

@@ -175,7 +175,15 @@ fn parse_l4(l4: &[u8], proto: u8, key: &mut FlowKey) -> Result<(), ParseError> {
 /// Builds a well-formed frame, for tests, benchmarks and the traffic generator.
 pub mod build {
     /// An Ethernet + IPv4 + UDP frame of `frame_len` bytes (at least 42).
-    pub fn udp4(dst_mac: [u8; 6], src_mac: [u8; 6], src_ip: [u8; 4], dst_ip: [u8; 4], src_port: u16, dst_port: u16, frame_len: usize) -> Vec<u8> {
+    pub fn udp4(
+        dst_mac: [u8; 6],
+        src_mac: [u8; 6],
+        src_ip: [u8; 4],
+        dst_ip: [u8; 4],
+        src_port: u16,
+        dst_port: u16,
+        frame_len: usize,
+    ) -> Vec<u8> {
         let frame_len = frame_len.max(42);
         let mut f = vec![0u8; frame_len];
         write_udp4(&mut f, dst_mac, src_mac, src_ip, dst_ip, src_port, dst_port);
@@ -183,7 +191,15 @@ pub mod build {
     }
 
     /// Writes Ethernet + IPv4 + UDP headers for a frame that fills `f` (at least 42 bytes).
-    pub fn write_udp4(f: &mut [u8], dst_mac: [u8; 6], src_mac: [u8; 6], src_ip: [u8; 4], dst_ip: [u8; 4], src_port: u16, dst_port: u16) {
+    pub fn write_udp4(
+        f: &mut [u8],
+        dst_mac: [u8; 6],
+        src_mac: [u8; 6],
+        src_ip: [u8; 4],
+        dst_ip: [u8; 4],
+        src_port: u16,
+        dst_port: u16,
+    ) {
         let frame_len = f.len();
         assert!(frame_len >= 42, "a UDP/IPv4 frame needs 42 bytes");
         f[0..6].copy_from_slice(&dst_mac);

@@ -70,7 +70,11 @@ fn prefix_mask(bits: u32, total: u32) -> Vec<u8> {
     (0..total / 8)
         .map(|byte| {
             let covered = bits.saturating_sub(byte * 8).min(8);
-            if covered == 0 { 0 } else { 0xffu8 << (8 - covered) }
+            if covered == 0 {
+                0
+            } else {
+                0xffu8 << (8 - covered)
+            }
         })
         .collect()
 }
@@ -118,7 +122,8 @@ impl Rule {
         let mut key = FlowKey::ZERO;
         let mut mask = FlowKey::ZERO;
         let mut priority = DEFAULT_PRIORITY;
-        let port = |name: &str, field: &str| resolve_port(name).ok_or_else(|| format!("{field}: no port named '{name}'"));
+        let port =
+            |name: &str, field: &str| resolve_port(name).ok_or_else(|| format!("{field}: no port named '{name}'"));
         for item in match_part.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let (field, value) = item.split_once('=').map_or((item, ""), |(f, v)| (f.trim(), v.trim()));
             let need = |v: &str| if v.is_empty() { Err(format!("{field} needs a value")) } else { Ok(()) };
@@ -231,10 +236,18 @@ impl Rule {
         }
         let mac = |a: [u8; 6]| a.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":");
         if m.eth_src() != [0; 6] {
-            parts.push(if m.eth_src() == [0xff; 6] { format!("dl_src={}", mac(k.eth_src())) } else { format!("dl_src={}/{}", mac(k.eth_src()), mac(m.eth_src())) });
+            parts.push(if m.eth_src() == [0xff; 6] {
+                format!("dl_src={}", mac(k.eth_src()))
+            } else {
+                format!("dl_src={}/{}", mac(k.eth_src()), mac(m.eth_src()))
+            });
         }
         if m.eth_dst() != [0; 6] {
-            parts.push(if m.eth_dst() == [0xff; 6] { format!("dl_dst={}", mac(k.eth_dst())) } else { format!("dl_dst={}/{}", mac(k.eth_dst()), mac(m.eth_dst())) });
+            parts.push(if m.eth_dst() == [0xff; 6] {
+                format!("dl_dst={}", mac(k.eth_dst()))
+            } else {
+                format!("dl_dst={}/{}", mac(k.eth_dst()), mac(m.eth_dst()))
+            });
         }
         if m.vlan_tci() != 0 {
             parts.push(format!("dl_vlan={}", k.vlan_tci() & 0x0fff));

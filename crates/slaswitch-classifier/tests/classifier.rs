@@ -40,10 +40,17 @@ fn highest_priority_match_wins_across_masks() {
 
 #[test]
 fn same_match_and_priority_replaces_and_deletes() {
-    let c = Classifier::new(vec![rule("priority=10,in_port=1,actions=output:2"), rule("priority=10,in_port=1,actions=drop")]);
+    let c = Classifier::new(vec![
+        rule("priority=10,in_port=1,actions=output:2"),
+        rule("priority=10,in_port=1,actions=drop"),
+    ]);
     assert_eq!(c.rules().len(), 1);
     assert_eq!(c.rules()[0].actions, vec![Action::Drop]);
-    let c = Classifier::new(vec![rule("priority=10,in_port=1,actions=output:2"), rule("priority=11,in_port=1,actions=drop"), rule("in_port=2,actions=drop")]);
+    let c = Classifier::new(vec![
+        rule("priority=10,in_port=1,actions=output:2"),
+        rule("priority=11,in_port=1,actions=drop"),
+        rule("in_port=2,actions=drop"),
+    ]);
     let m = c.rules()[0].matcher;
     let (kept, removed) = c.without(Some(&m), None);
     assert_eq!((kept.len(), removed), (1, 2));
@@ -73,7 +80,11 @@ fn rules_print_back_to_text_that_parses_to_the_same_rule() {
         "priority=9,ipv6,ipv6_dst=fe80::/10,actions=drop",
     ] {
         let r = rule(text);
-        let names = |p: u16| match p { 1 => "vm1".to_string(), 3 => "uplink".to_string(), n => n.to_string() };
+        let names = |p: u16| match p {
+            1 => "vm1".to_string(),
+            3 => "uplink".to_string(),
+            n => n.to_string(),
+        };
         let again = rule(&r.to_text(&names));
         assert_eq!(again, r, "{text} -> {}", r.to_text(&names));
     }

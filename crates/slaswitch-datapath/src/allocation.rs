@@ -58,19 +58,31 @@ pub fn plan(
             let model = model.ok_or_else(|| {
                 format!("port {}: bandwidth_bps needs the bandwidth-CPU model of this host (run `slaswitch calibrate`), or give cycles_per_sec", c.spec.name)
             })?;
-            let deployment = Deployment { vm_count: vms_per_pmd[&c.pmd_core], numa_remote: sla.numa_remote, pmd_count: pmd_count as u32 };
-            let a = model.allocate(sla.bandwidth_bps, sla.profile, deployment).map_err(|e| format!("port {}: {e}", c.spec.name))?;
+            let deployment = Deployment {
+                vm_count: vms_per_pmd[&c.pmd_core],
+                numa_remote: sla.numa_remote,
+                pmd_count: pmd_count as u32,
+            };
+            let a = model
+                .allocate(sla.bandwidth_bps, sla.profile, deployment)
+                .map_err(|e| format!("port {}: {e}", c.spec.name))?;
             cpu_qos = cpu_qos.with_cycles(a.cycles_per_sec.max(1));
             allocation = Some(a);
         }
-        plans.insert(c.spec.name.clone(), PortPlan { cpu_qos, sla, allocation, link: LinkSpec::from_options(options)? });
+        plans
+            .insert(c.spec.name.clone(), PortPlan { cpu_qos, sla, allocation, link: LinkSpec::from_options(options)? });
     }
     admit_cycles(candidates, &plans, core_cycles_per_sec, changed)?;
     admit_bandwidth(candidates, &plans, changed)?;
     Ok(plans)
 }
 
-fn admit_cycles(candidates: &[Candidate<'_>], plans: &BTreeMap<String, PortPlan>, capacity: u64, changed: &str) -> Result<(), String> {
+fn admit_cycles(
+    candidates: &[Candidate<'_>],
+    plans: &BTreeMap<String, PortPlan>,
+    capacity: u64,
+    changed: &str,
+) -> Result<(), String> {
     let mut per_core: BTreeMap<usize, Vec<(&str, u64)>> = BTreeMap::new();
     for c in candidates {
         let cycles = plans[&c.spec.name].cpu_qos.limit.alloc_cycles_per_sec();
@@ -91,7 +103,11 @@ fn admit_cycles(candidates: &[Candidate<'_>], plans: &BTreeMap<String, PortPlan>
     Ok(())
 }
 
-fn admit_bandwidth(candidates: &[Candidate<'_>], plans: &BTreeMap<String, PortPlan>, changed: &str) -> Result<(), String> {
+fn admit_bandwidth(
+    candidates: &[Candidate<'_>],
+    plans: &BTreeMap<String, PortPlan>,
+    changed: &str,
+) -> Result<(), String> {
     let uplinks: Vec<&Candidate> = candidates.iter().filter(|c| plans[&c.spec.name].link.uplink).collect();
     if uplinks.len() > 1 {
         let names: Vec<&str> = uplinks.iter().map(|c| c.spec.name.as_str()).collect();
@@ -102,8 +118,10 @@ fn admit_bandwidth(candidates: &[Candidate<'_>], plans: &BTreeMap<String, PortPl
     if line_rate == 0 {
         return Err(format!("{changed}: the uplink {} needs link_rate_bps (its NIC's line rate)", uplink.spec.name));
     }
-    let purchased: Vec<(&str, u64)> =
-        candidates.iter().filter_map(|c| plans[&c.spec.name].sla.map(|s| (c.spec.name.as_str(), s.bandwidth_bps))).collect();
+    let purchased: Vec<(&str, u64)> = candidates
+        .iter()
+        .filter_map(|c| plans[&c.spec.name].sla.map(|s| (c.spec.name.as_str(), s.bandwidth_bps)))
+        .collect();
     let total: u64 = purchased.iter().map(|(_, b)| b).sum();
     if total > line_rate {
         let list: Vec<String> = purchased.iter().map(|(n, b)| format!("{n} {b}")).collect();
@@ -124,12 +142,24 @@ pub(crate) mod tests {
     use slaswitch_qos::cpu::FlowCount;
 
     fn spec(name: &str, opts: &[(&str, &str)]) -> PortSpec {
-        PortSpec { name: name.into(), port_type: PortType::Null, number: 1, options: opts.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect() }
+        PortSpec {
+            name: name.into(),
+            port_type: PortType::Null,
+            number: 1,
+            options: opts.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        }
     }
 
     /// Every row 200 cycles; two VMs make each packet 1.1x dearer.
     pub(crate) fn model() -> BandwidthModel {
-        let row = |b, flows| ModelEntry { packet_bytes: b, flows, cycles_per_packet: StageCycles { ingress: 100.0, classification: 50.0, egress: 50.0 }, measured_kpps: 1.0, emc_miss_share: None, measured_cycles_per_packet: None };
+        let row = |b, flows| ModelEntry {
+            packet_bytes: b,
+            flows,
+            cycles_per_packet: StageCycles { ingress: 100.0, classification: 50.0, egress: 50.0 },
+            measured_kpps: 1.0,
+            emc_miss_share: None,
+            measured_cycles_per_packet: None,
+        };
         BandwidthModel {
             machine: "t".into(),
             tsc_hz: 1_000_000_000,
@@ -147,7 +177,14 @@ pub(crate) mod tests {
         let a = spec("vm1", &[("bandwidth_bps", "100M"), ("profile_packet_bytes", "64")]);
         let b = spec("vm2", &[("bandwidth_bps", "100M"), ("profile_packet_bytes", "64")]);
         let alone = plan(&[Candidate { spec: &a, pmd_core: 0 }], Some(&model()), 1, 1_000_000_000, "vm1").unwrap();
-        let both = plan(&[Candidate { spec: &a, pmd_core: 0 }, Candidate { spec: &b, pmd_core: 0 }], Some(&model()), 1, 1_000_000_000, "vm2").unwrap();
+        let both = plan(
+            &[Candidate { spec: &a, pmd_core: 0 }, Candidate { spec: &b, pmd_core: 0 }],
+            Some(&model()),
+            1,
+            1_000_000_000,
+            "vm2",
+        )
+        .unwrap();
         let c1 = alone["vm1"].cpu_qos.limit.alloc_cycles_per_sec();
         let c2 = both["vm1"].cpu_qos.limit.alloc_cycles_per_sec();
         // 100 Mbit/s of 64-byte frames = 195312.5 pps x 200 cycles.
@@ -162,9 +199,23 @@ pub(crate) mod tests {
         assert!(e.contains("core 0") && e.contains("more than the core's 100000000"), "{e}");
         let up = spec("up", &[("uplink", "true"), ("link_rate_bps", "1G")]);
         let v = spec("vm1", &[("bandwidth_bps", "1.5G"), ("cycles_per_sec", "1000")]);
-        let e = plan(&[Candidate { spec: &up, pmd_core: 0 }, Candidate { spec: &v, pmd_core: 0 }], None, 1, 1_000_000_000, "vm1").unwrap_err();
+        let e = plan(
+            &[Candidate { spec: &up, pmd_core: 0 }, Candidate { spec: &v, pmd_core: 0 }],
+            None,
+            1,
+            1_000_000_000,
+            "vm1",
+        )
+        .unwrap_err();
         assert!(e.contains("1500000000") && e.contains("link_rate_bps 1000000000"), "{e}");
-        let e = plan(&[Candidate { spec: &spec("vm1", &[("bandwidth_bps", "1G")]), pmd_core: 0 }], None, 1, 1_000_000_000, "vm1").unwrap_err();
+        let e = plan(
+            &[Candidate { spec: &spec("vm1", &[("bandwidth_bps", "1G")]), pmd_core: 0 }],
+            None,
+            1,
+            1_000_000_000,
+            "vm1",
+        )
+        .unwrap_err();
         assert!(e.contains("slaswitch calibrate"), "{e}");
     }
 }

@@ -16,7 +16,16 @@ use std::collections::BTreeMap;
 
 use slaswitch_qos::cpu::{FlowCount, TrafficProfile};
 
-pub const BANDWIDTH_OPTIONS: &[&str] = &["bandwidth_bps", "profile_packet_bytes", "profile_flows", "numa", "link_rate_bps", "uplink", "nic_fallback", "drift_compensation"];
+pub const BANDWIDTH_OPTIONS: &[&str] = &[
+    "bandwidth_bps",
+    "profile_packet_bytes",
+    "profile_flows",
+    "numa",
+    "link_rate_bps",
+    "uplink",
+    "nic_fallback",
+    "drift_compensation",
+];
 
 /// Simple IMIX (7 x 60, 4 x 590, 1 x 1514 bytes) averages 358 bytes: the profile when a tenant
 /// names none, as the paper suggests (Sec. III-D).
@@ -60,7 +69,11 @@ impl BandwidthSla {
     pub fn from_options(options: &BTreeMap<String, String>) -> Result<Option<BandwidthSla>, String> {
         let packet_bytes = match options.get("profile_packet_bytes") {
             None => DEFAULT_PROFILE_PACKET_BYTES,
-            Some(v) => v.parse::<u32>().ok().filter(|n| (64..=1500).contains(n)).ok_or_else(|| format!("profile_packet_bytes={v}: from 64 to 1500"))?,
+            Some(v) => v
+                .parse::<u32>()
+                .ok()
+                .filter(|n| (64..=1500).contains(n))
+                .ok_or_else(|| format!("profile_packet_bytes={v}: from 64 to 1500"))?,
         };
         let flows = match options.get("profile_flows") {
             None => FlowCount::Many,
@@ -70,8 +83,14 @@ impl BandwidthSla {
         // On unless turned off: on this host it holds purchases within about 2% where the
         // paper's fixed allocation is off by 10-55% (docs/c2qos.md, section 5; Fig. 10, 11a-b).
         let drift_compensation = two_way(options, "drift_compensation", ["false", "true"], true)?;
-        let bandwidth_bps = options.get("bandwidth_bps").map(|v| parse_rate_bps("bandwidth_bps", v)).transpose()?.unwrap_or(0);
-        Ok((bandwidth_bps > 0).then_some(BandwidthSla { bandwidth_bps, profile: TrafficProfile { packet_bytes, flows }, numa_remote, drift_compensation }))
+        let bandwidth_bps =
+            options.get("bandwidth_bps").map(|v| parse_rate_bps("bandwidth_bps", v)).transpose()?.unwrap_or(0);
+        Ok((bandwidth_bps > 0).then_some(BandwidthSla {
+            bandwidth_bps,
+            profile: TrafficProfile { packet_bytes, flows },
+            numa_remote,
+            drift_compensation,
+        }))
     }
 }
 
@@ -87,7 +106,8 @@ pub struct LinkSpec {
 
 impl LinkSpec {
     pub fn from_options(options: &BTreeMap<String, String>) -> Result<LinkSpec, String> {
-        let link_rate_bps = options.get("link_rate_bps").map(|v| parse_rate_bps("link_rate_bps", v)).transpose()?.unwrap_or(0);
+        let link_rate_bps =
+            options.get("link_rate_bps").map(|v| parse_rate_bps("link_rate_bps", v)).transpose()?.unwrap_or(0);
         let uplink = two_way(options, "uplink", ["false", "true"], false)?;
         let nic_fallback = two_way(options, "nic_fallback", ["false", "true"], true)? && uplink;
         Ok(LinkSpec { link_rate_bps, uplink, nic_fallback })
@@ -114,11 +134,19 @@ mod tests {
 
     #[test]
     fn a_purchase_with_its_profile() {
-        let s = BandwidthSla::from_options(&opts(&[("bandwidth_bps", "1G"), ("profile_packet_bytes", "1024"), ("profile_flows", "single")])).unwrap().unwrap();
+        let s = BandwidthSla::from_options(&opts(&[
+            ("bandwidth_bps", "1G"),
+            ("profile_packet_bytes", "1024"),
+            ("profile_flows", "single"),
+        ]))
+        .unwrap()
+        .unwrap();
         assert_eq!(s.bandwidth_bps, 1_000_000_000);
         assert_eq!(s.profile, TrafficProfile { packet_bytes: 1024, flows: FlowCount::Single });
         assert_eq!(BandwidthSla::from_options(&opts(&[])).unwrap(), None);
-        assert!(BandwidthSla::from_options(&opts(&[("bandwidth_bps", "1G"), ("profile_packet_bytes", "9000")])).unwrap_err().contains("64 to 1500"));
+        assert!(BandwidthSla::from_options(&opts(&[("bandwidth_bps", "1G"), ("profile_packet_bytes", "9000")]))
+            .unwrap_err()
+            .contains("64 to 1500"));
         assert!(BandwidthSla::from_options(&opts(&[("profile_flows", "some")])).unwrap_err().contains("profile_flows"));
     }
 }

@@ -81,7 +81,13 @@ struct Snapshot {
 
 impl Snapshot {
     fn take(tsc: u64, pmd: &PmdTotals, ports: &[RxTotals]) -> Snapshot {
-        let mut s = Snapshot { tsc, busy_cycles: pmd.busy_cycles, stalled_cycles: pmd.stalled_cycles, qos_cycles: pmd.qos_cycles, ..Snapshot::default() };
+        let mut s = Snapshot {
+            tsc,
+            busy_cycles: pmd.busy_cycles,
+            stalled_cycles: pmd.stalled_cycles,
+            qos_cycles: pmd.qos_cycles,
+            ..Snapshot::default()
+        };
         for p in ports {
             s.packets += p.rx_packets;
             s.batches += p.batches;
@@ -203,7 +209,10 @@ mod tests {
         assert!(!c.due(999) && c.due(1000));
         c.step(1000, true, &pmd, &ports(400));
         assert!(c.round_robin(), "the second slice bypasses the scheduler");
-        assert_eq!(c.totals().c2qos, CompareSide { slices: 1, elapsed_cycles: 250, packets: 304, batches: 12 - 3, ..CompareSide::default() });
+        assert_eq!(
+            c.totals().c2qos,
+            CompareSide { slices: 1, elapsed_cycles: 250, packets: 304, batches: 12 - 3, ..CompareSide::default() }
+        );
         c.step(1750, true, &pmd, &ports(500));
         c.step(2000, true, &pmd, &ports(1000));
         assert!(!c.round_robin());

@@ -2,7 +2,10 @@
 //! one writer (the PMD that polls it), which accumulates locally and publishes with plain atomic
 //! stores; tx-side counters may be written by several PMDs and use relaxed adds, once per burst.
 
-use std::sync::atomic::{fence, AtomicU64, Ordering::{Acquire, Relaxed, Release}};
+use std::sync::atomic::{
+    fence, AtomicU64,
+    Ordering::{Acquire, Relaxed, Release},
+};
 
 use serde::Serialize;
 use slaswitch_classifier::parse::PARSE_ERROR_KINDS;
@@ -72,8 +75,19 @@ impl PortCounters {
     /// Publishes the owner's running totals.
     pub fn publish(&self, t: &RxTotals) {
         let values = [
-            t.rx_packets, t.rx_bytes, t.batches, t.empty_polls, t.idle_cycles, t.ingress_cycles, t.classify_cycles,
-            t.egress_cycles, t.emc_hits, t.emc_misses, t.dropped_by_rules, t.policer_drops, t.fallback_drops,
+            t.rx_packets,
+            t.rx_bytes,
+            t.batches,
+            t.empty_polls,
+            t.idle_cycles,
+            t.ingress_cycles,
+            t.classify_cycles,
+            t.egress_cycles,
+            t.emc_hits,
+            t.emc_misses,
+            t.dropped_by_rules,
+            t.policer_drops,
+            t.fallback_drops,
         ];
         for (slot, v) in self.rx.iter().zip(values.iter().chain(t.parse_errors.iter())) {
             slot.store(*v, Relaxed);
@@ -85,8 +99,20 @@ impl PortCounters {
         let mut parse_errors = [0; PARSE_ERROR_KINDS];
         parse_errors.copy_from_slice(&v[RX_FIELDS..]);
         RxTotals {
-            rx_packets: v[0], rx_bytes: v[1], batches: v[2], empty_polls: v[3], idle_cycles: v[4], ingress_cycles: v[5],
-            classify_cycles: v[6], egress_cycles: v[7], emc_hits: v[8], emc_misses: v[9], dropped_by_rules: v[10], policer_drops: v[11], fallback_drops: v[12], parse_errors,
+            rx_packets: v[0],
+            rx_bytes: v[1],
+            batches: v[2],
+            empty_polls: v[3],
+            idle_cycles: v[4],
+            ingress_cycles: v[5],
+            classify_cycles: v[6],
+            egress_cycles: v[7],
+            emc_hits: v[8],
+            emc_misses: v[9],
+            dropped_by_rules: v[10],
+            policer_drops: v[11],
+            fallback_drops: v[12],
+            parse_errors,
         }
     }
 
@@ -99,7 +125,11 @@ impl PortCounters {
     pub fn cpu_qos(&self) -> CpuQosState {
         let tokens = f64::from_bits(self.cpu_tokens_bits.load(Relaxed));
         let cp = self.cpu_class_place.load(Relaxed);
-        CpuQosState { tokens_cycles: (!tokens.is_nan()).then_some(tokens), class: (cp >> 8) as u8, place: PLACES[(cp & 0xff) as usize % PLACES.len()] }
+        CpuQosState {
+            tokens_cycles: (!tokens.is_nan()).then_some(tokens),
+            class: (cp >> 8) as u8,
+            place: PLACES[(cp & 0xff) as usize % PLACES.len()],
+        }
     }
 
     pub fn publish_drift_factor(&self, factor: f64) {
@@ -229,8 +259,12 @@ impl CompareCell {
             let before = self.sequence.load(Acquire);
             let words: Vec<u64> = self.words.iter().map(|w| w.load(Relaxed)).collect();
             fence(Acquire);
-            if before % 2 == 0 && self.sequence.load(Relaxed) == before {
-                return CompareTotals { slice_us: words[0], round_robin: side_from(&words[1..]), c2qos: side_from(&words[1 + SIDE_WORDS..]) };
+            if before.is_multiple_of(2) && self.sequence.load(Relaxed) == before {
+                return CompareTotals {
+                    slice_us: words[0],
+                    round_robin: side_from(&words[1..]),
+                    c2qos: side_from(&words[1 + SIDE_WORDS..]),
+                };
             }
             std::hint::spin_loop();
         }
@@ -303,6 +337,9 @@ pub struct RuleCounters {
 
 impl RuleCounters {
     pub fn new(rules: usize) -> Self {
-        RuleCounters { packets: (0..rules).map(|_| AtomicU64::new(0)).collect(), bytes: (0..rules).map(|_| AtomicU64::new(0)).collect() }
+        RuleCounters {
+            packets: (0..rules).map(|_| AtomicU64::new(0)).collect(),
+            bytes: (0..rules).map(|_| AtomicU64::new(0)).collect(),
+        }
     }
 }

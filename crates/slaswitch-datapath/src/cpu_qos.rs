@@ -35,7 +35,10 @@ impl Default for CpuQos {
 impl CpuQos {
     pub fn from_options(options: &BTreeMap<String, String>) -> Result<CpuQos, String> {
         let number = |key: &str| -> Result<Option<u64>, String> {
-            options.get(key).map(|v| v.parse::<u64>().map_err(|_| format!("{key}={v}: must be a whole number"))).transpose()
+            options
+                .get(key)
+                .map(|v| v.parse::<u64>().map_err(|_| format!("{key}={v}: must be a whole number")))
+                .transpose()
         };
         let cycles = number("cycles_per_sec")?.unwrap_or(0);
         let weight = number("weight")?.unwrap_or(1);
@@ -58,7 +61,11 @@ impl CpuQos {
 
     /// The same settings with an allocation of `cycles_per_sec` (from the bandwidth model).
     pub fn with_cycles(self, cycles_per_sec: u64) -> CpuQos {
-        let limit = if self.min_max { CycleLimit::MinMax { cycles_per_sec, weight: self.weight } } else { CycleLimit::Strict { cycles_per_sec } };
+        let limit = if self.min_max {
+            CycleLimit::MinMax { cycles_per_sec, weight: self.weight }
+        } else {
+            CycleLimit::Strict { cycles_per_sec }
+        };
         CpuQos { limit, ..self }
     }
 

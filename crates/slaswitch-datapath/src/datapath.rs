@@ -298,7 +298,10 @@ impl Datapath {
                             cycles_per_sec: a.cycles_per_sec.max(1),
                             profile: a.profile,
                             // `slaswitch calibrate` measures the rows through vhost-user ports.
-                            calibrated_kind: matches!(p.spec.port_type, PortType::VhostUser | PortType::VhostUserClient),
+                            calibrated_kind: matches!(
+                                p.spec.port_type,
+                                PortType::VhostUser | PortType::VhostUserClient
+                            ),
                             deployment_factor: a.deployment_factor(),
                         }),
                 });
@@ -335,7 +338,8 @@ impl Datapath {
             acks.push((pmd.core, ack_rx));
         }
         for (core, ack) in acks {
-            ack.recv_timeout(Duration::from_secs(10)).map_err(|_| format!("the PMD thread on core {core} did not take the new configuration"))?;
+            ack.recv_timeout(Duration::from_secs(10))
+                .map_err(|_| format!("the PMD thread on core {core} did not take the new configuration"))?;
         }
         Ok(())
     }
@@ -360,7 +364,11 @@ impl Datapath {
         }
         let used: Vec<u16> = self.ports.values().map(|p| p.spec.number).collect();
         if let Some(req) = spec.options.get("ofport_request") {
-            let n: u16 = req.parse().ok().filter(|&n| n >= 1 && (n as usize) < MAX_PORTS).ok_or_else(|| format!("ofport_request={req}: must be from 1 to {}", MAX_PORTS - 1))?;
+            let n: u16 = req
+                .parse()
+                .ok()
+                .filter(|&n| n >= 1 && (n as usize) < MAX_PORTS)
+                .ok_or_else(|| format!("ofport_request={req}: must be from 1 to {}", MAX_PORTS - 1))?;
             if used.contains(&n) {
                 return Err(format!("ofport_request={n}: port number {n} is taken by '{}'", self.port_name(n)));
             }
@@ -414,7 +422,12 @@ impl Datapath {
     /// Plans every port as it would be with the `changed` specs added or replaced (each on its
     /// PMD) and `removed` gone, applying the admission rules ([`crate::allocation`]). Changes
     /// nothing.
-    fn plan_with(&self, changed: &[(&PortSpec, usize)], removed: Option<&str>, model: Option<&BandwidthModel>) -> Result<BTreeMap<String, PortPlan>, String> {
+    fn plan_with(
+        &self,
+        changed: &[(&PortSpec, usize)],
+        removed: Option<&str>,
+        model: Option<&BandwidthModel>,
+    ) -> Result<BTreeMap<String, PortPlan>, String> {
         let mut candidates: Vec<Candidate> = self
             .ports
             .values()
@@ -438,7 +451,8 @@ impl Datapath {
         for (name, plan) in plans {
             let Some(entry) = self.ports.get_mut(&name) else { continue };
             let link = plan.link;
-            let keep = entry.paced.as_ref().is_some_and(|l| l.rate_bps() == link.link_rate_bps) && entry.plan.link == link;
+            let keep =
+                entry.paced.as_ref().is_some_and(|l| l.rate_bps() == link.link_rate_bps) && entry.plan.link == link;
             let paced = if link.link_rate_bps == 0 {
                 None
             } else if keep {
@@ -500,11 +514,9 @@ impl Datapath {
     fn pick_pmd(&self, spec: &PortSpec) -> Result<usize, String> {
         if let Some(core) = spec.options.get("pmd") {
             let core: usize = core.parse().map_err(|_| format!("pmd={core}: not a core number"))?;
-            return self
-                .pmds
-                .iter()
-                .position(|p| p.core == core)
-                .ok_or_else(|| format!("pmd={core}: no PMD thread runs on core {core} (PMD cores: {:?})", self.settings.pmd_cores));
+            return self.pmds.iter().position(|p| p.core == core).ok_or_else(|| {
+                format!("pmd={core}: no PMD thread runs on core {core} (PMD cores: {:?})", self.settings.pmd_cores)
+            });
         }
         // Round robin: the PMD with the fewest ports.
         Ok((0..self.pmds.len()).min_by_key(|&i| self.ports.values().filter(|p| p.pmd == i).count()).unwrap_or(0))
@@ -580,7 +592,13 @@ impl Datapath {
                 return Err(format!("{name}: {key} recreates the port's device, so it cannot be set together with other ports; set it alone"));
             }
             // Among several ports, an error must say whose option it is.
-            updated.push(self.updated_spec(name, options).map_err(|e| if e.contains(name.as_str()) { e } else { format!("{name}: {e}") })?);
+            updated.push(self.updated_spec(name, options).map_err(|e| {
+                if e.contains(name.as_str()) {
+                    e
+                } else {
+                    format!("{name}: {e}")
+                }
+            })?);
         }
         self.apply_live(updated)
     }
@@ -598,7 +616,10 @@ impl Datapath {
         spec.validate()?;
         if let Some(req) = options.get("ofport_request") {
             if req.parse::<u16>().ok() != Some(spec.number) {
-                return Err(format!("ofport_request cannot change on a live port ({} is number {}); delete and add it", name, spec.number));
+                return Err(format!(
+                    "ofport_request cannot change on a live port ({} is number {}); delete and add it",
+                    name, spec.number
+                ));
             }
         }
         // A port stays on its PMD unless `pmd` names another.
@@ -638,12 +659,21 @@ impl Datapath {
         let classifier = Arc::new(Classifier::new(rules));
         let counters = RuleCounters::new(classifier.rules().len());
         for (i, r) in classifier.rules().iter().enumerate() {
-            if let Some(j) = self.classifier.rules().iter().position(|o| o.priority == r.priority && o.matcher == r.matcher) {
-                counters.packets[i].store(self.rule_counters.packets[j].load(std::sync::atomic::Ordering::Relaxed), std::sync::atomic::Ordering::Relaxed);
-                counters.bytes[i].store(self.rule_counters.bytes[j].load(std::sync::atomic::Ordering::Relaxed), std::sync::atomic::Ordering::Relaxed);
+            if let Some(j) =
+                self.classifier.rules().iter().position(|o| o.priority == r.priority && o.matcher == r.matcher)
+            {
+                counters.packets[i].store(
+                    self.rule_counters.packets[j].load(std::sync::atomic::Ordering::Relaxed),
+                    std::sync::atomic::Ordering::Relaxed,
+                );
+                counters.bytes[i].store(
+                    self.rule_counters.bytes[j].load(std::sync::atomic::Ordering::Relaxed),
+                    std::sync::atomic::Ordering::Relaxed,
+                );
             }
         }
-        let (old_classifier, old_counters, old_rules) = (self.classifier.clone(), self.rule_counters.clone(), self.rules.clone());
+        let (old_classifier, old_counters, old_rules) =
+            (self.classifier.clone(), self.rule_counters.clone(), self.rules.clone());
         self.rules = classifier.rules().to_vec();
         self.classifier = classifier;
         self.rule_counters = Arc::new(counters);
@@ -682,7 +712,9 @@ impl Datapath {
                 Some(Rule::parse(&text, &resolve).map_err(|e| format!("match '{m}': {e}"))?)
             }
         };
-        let (kept, removed) = self.classifier.without(parsed.as_ref().map(|r| &r.matcher), parsed.as_ref().filter(|_| strict).map(|r| r.priority));
+        let (kept, removed) = self
+            .classifier
+            .without(parsed.as_ref().map(|r| &r.matcher), parsed.as_ref().filter(|_| strict).map(|r| r.priority));
         if removed > 0 {
             self.install_rules(kept)?;
         }

@@ -29,10 +29,10 @@ use crate::compare::SchedulerCompare;
 use crate::counters::{PmdCounters, PmdTotals, PortCounters, RuleCounters, RxTotals};
 use crate::cpu_qos::CpuQos;
 use crate::paced_tx::{Fallback, PacedLink};
-use crate::policing::{Policer, PolicingSpec};
-use slaswitch_qos::meter::{Color, Srtcm, SrtcmParams};
 use crate::pmd_qos::{publish_scheduler, sync_scheduler, Drift, PortSplit, WaitTally};
+use crate::policing::{Policer, PolicingSpec};
 use slaswitch_qos::cpu::{BandwidthModel, PortScheduler, TrafficProfile};
+use slaswitch_qos::meter::{Color, Srtcm, SrtcmParams};
 
 /// Port numbers run from 1 to `MAX_PORTS - 1`.
 pub const MAX_PORTS: usize = 1024;
@@ -56,10 +56,13 @@ const QOS_SAMPLE_SHIFT: u32 = 6;
 /// [`rdtsc_after_loads`]: the smallest difference of two such reads back to back. Subtracted
 /// from each timed part of C2QoS's own cost, which is otherwise about a hundred cycles.
 fn tsc_read_cycles() -> u64 {
-    (0..256).map(|_| {
-        let t0 = rdtsc_after_all();
-        rdtsc_after_loads() - t0
-    }).min().unwrap_or(0)
+    (0..256)
+        .map(|_| {
+            let t0 = rdtsc_after_all();
+            rdtsc_after_loads() - t0
+        })
+        .min()
+        .unwrap_or(0)
 }
 
 #[derive(Clone)]
@@ -183,8 +186,16 @@ impl Pmd {
         Pmd {
             macs: MacTable::new(8192, cfg.mac_max_age_tsc),
             totals: cfg.rx_ports.iter().map(|p| p.counters.rx()).collect(),
-            policers: cfg.rx_ports.iter().map(|p| p.policing.map(|s| s.policer(tsc_to_ns(rdtsc(), cfg.tsc_hz)))).collect(),
-            fallback_meters: cfg.rx_ports.iter().map(|p| p.fallback_limit_bps.map(|b| fallback_meter(b, tsc_to_ns(rdtsc(), cfg.tsc_hz)))).collect(),
+            policers: cfg
+                .rx_ports
+                .iter()
+                .map(|p| p.policing.map(|s| s.policer(tsc_to_ns(rdtsc(), cfg.tsc_hz))))
+                .collect(),
+            fallback_meters: cfg
+                .rx_ports
+                .iter()
+                .map(|p| p.fallback_limit_bps.map(|b| fallback_meter(b, tsc_to_ns(rdtsc(), cfg.tsc_hz))))
+                .collect(),
             index_of: index_of(&cfg),
             emcs: cfg.rx_ports.iter().map(|p| (p.number, ExactMatchCache::new())).collect(),
             stall_cycles: (u128::from(cfg.tsc_hz) * u128::from(STALL_NS) / 1_000_000_000) as u64,
@@ -235,7 +246,13 @@ impl Pmd {
         self.totals = cfg.rx_ports.iter().map(|p| p.counters.rx()).collect();
         let now_ns = tsc_to_ns(rdtsc(), cfg.tsc_hz);
         self.policers = carry_over(&self.cfg, &cfg, &self.policers, |p| p.policing, |spec| spec.policer(now_ns));
-        self.fallback_meters = carry_over(&self.cfg, &cfg, &self.fallback_meters, |p| p.fallback_limit_bps, |bps| fallback_meter(bps, now_ns));
+        self.fallback_meters = carry_over(
+            &self.cfg,
+            &cfg,
+            &self.fallback_meters,
+            |p| p.fallback_limit_bps,
+            |bps| fallback_meter(bps, now_ns),
+        );
         self.index_of = index_of(&cfg);
         self.cfg = cfg;
     }
@@ -267,7 +284,11 @@ impl Pmd {
         self.targets.clear();
         let actions: &[Action] = if rule == NO_RULE {
             // With no rules the switch is a MAC-learning L2 switch; with rules, a miss drops.
-            if self.cfg.classifier.rules().is_empty() { &[Action::Normal] } else { &[] }
+            if self.cfg.classifier.rules().is_empty() {
+                &[Action::Normal]
+            } else {
+                &[]
+            }
         } else {
             self.count_rule(rule, m.pkt_len());
             &self.cfg.classifier.rule(rule).actions
@@ -300,8 +321,6 @@ impl Pmd {
         hits.0 += 1;
         hits.1 += u64::from(len);
     }
-
-
 
     /// A stage that took longer than [`STALL_NS`] was interrupted (the host preempted the
     /// PMD's vCPU, a page fault): the time beyond that is the host's, not the port's. Returns
@@ -642,7 +661,10 @@ fn index_of(cfg: &PmdConfig) -> Vec<u16> {
 /// core was busy) is not cut.
 fn fallback_meter(bps: u64, now_ns: u64) -> Srtcm {
     let rate_bytes = bps / 8;
-    Srtcm::new(SrtcmParams { cir_bytes_per_sec: rate_bytes, cbs_bytes: (rate_bytes / 20).max(65_536), ebs_bytes: 0 }, now_ns)
+    Srtcm::new(
+        SrtcmParams { cir_bytes_per_sec: rate_bytes, cbs_bytes: (rate_bytes / 20).max(65_536), ebs_bytes: 0 },
+        now_ns,
+    )
 }
 
 #[inline]
@@ -729,7 +751,8 @@ pub fn run(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<Pmd
                             let pick = own_cycles(t_decide, t_decided, pmd.stall_cycles);
                             let charge = own_cycles(t_served, rdtsc_after_loads(), pmd.stall_cycles);
                             let totals = &mut pmd.pmd_totals;
-                            totals.qos_sampling_cycles += own_cycles(t_drain, t_decide, pmd.stall_cycles) + own_cycles(t_egress_drain, t_served, pmd.stall_cycles);
+                            totals.qos_sampling_cycles += own_cycles(t_drain, t_decide, pmd.stall_cycles)
+                                + own_cycles(t_egress_drain, t_served, pmd.stall_cycles);
                             totals.qos_cycles += (pick + charge) << QOS_SAMPLE_SHIFT;
                             totals.qos_pick_cycles += pick << QOS_SAMPLE_SHIFT;
                             totals.qos_charge_cycles += charge << QOS_SAMPLE_SHIFT;

@@ -6,7 +6,10 @@
 use std::collections::BTreeMap;
 
 use slaswitch_qos::cpu::drift::port_config;
-use slaswitch_qos::cpu::{BandwidthModel, C2tbConfig, CycleLimit, DriftCompensator, DriftConfig, HbsConfig, PortPlace, PortScheduler, PortWindow, WaitCounts};
+use slaswitch_qos::cpu::{
+    BandwidthModel, C2tbConfig, CycleLimit, DriftCompensator, DriftConfig, HbsConfig, PortPlace, PortScheduler,
+    PortWindow, WaitCounts,
+};
 
 use crate::counters::{CpuQosState, PmdTotals, RxTotals};
 use crate::pmd::{ModelCycles, Pmd, PmdConfig, RxPort};
@@ -87,7 +90,8 @@ impl Drift {
         let window_ticks = now - self.window_start_tsc;
         self.window_start_tsc = now;
         let stalled = pmd.pmd_totals.stalled_cycles;
-        let window_stall_share = (stalled.saturating_sub(self.last_stalled_cycles) as f64 / window_ticks.max(1) as f64).min(1.0);
+        let window_stall_share =
+            (stalled.saturating_sub(self.last_stalled_cycles) as f64 / window_ticks.max(1) as f64).min(1.0);
         self.last_stalled_cycles = stalled;
         self.stall_share += STALL_SHARE_SMOOTHING * (window_stall_share - self.stall_share);
         let (Some(model), Some(s)) = (pmd.cfg.model.as_ref(), sched.as_mut()) else {
@@ -129,13 +133,16 @@ impl Drift {
                 applied: 1.0,
                 beyond_profile: false,
             });
-            entry.compensator.observe(std::slice::from_ref(w), |bytes, miss| predicted_port_cost(model, &m, bytes, miss));
+            entry
+                .compensator
+                .observe(std::slice::from_ref(w), |bytes, miss| predicted_port_cost(model, &m, bytes, miss));
             if w.packets >= BEYOND_PROFILE_MIN_PACKETS {
                 let mean_bytes = w.bytes as f64 / w.packets as f64;
                 let profile_bytes = f64::from(m.profile.packet_bytes);
                 let per_byte = |cycles: Option<f64>, bytes: f64| cycles.map(|c| c / bytes.max(1.0));
                 let sent = per_byte(predict(mean_bytes, w.miss_share), mean_bytes);
-                let bought = per_byte(predict(profile_bytes, model.calibrated_miss_share(m.profile.flows)), profile_bytes);
+                let bought =
+                    per_byte(predict(profile_bytes, model.calibrated_miss_share(m.profile.flows)), profile_bytes);
                 if let (Some(sent), Some(bought)) = (sent, bought) {
                     entry.beyond_profile = sent > BEYOND_PROFILE_COST_RATIO * bought;
                 }
@@ -166,7 +173,12 @@ impl Drift {
                 Some((p.number, CompensatedPort { base, factor: self.factor_of(p.number, &m), beyond_profile }))
             })
             .collect();
-        let fixed: f64 = cfg.rx_ports.iter().filter(|p| p.model_cycles.is_none()).map(|p| p.cpu_qos.limit.alloc_cycles_per_sec() as f64).sum();
+        let fixed: f64 = cfg
+            .rx_ports
+            .iter()
+            .filter(|p| p.model_cycles.is_none())
+            .map(|p| p.cpu_qos.limit.alloc_cycles_per_sec() as f64)
+            .sum();
         let room = (cfg.tsc_hz as f64 * (DRIFT_MAX_CORE_SHARE - self.stall_share) - fixed).max(0.0);
         let caps = factor_caps(&ports.iter().map(|&(_, c)| c).collect::<Vec<_>>(), room);
         ports.into_iter().zip(caps).map(|((n, c), cap)| (n, c.factor.min(cap))).collect()
@@ -294,7 +306,14 @@ mod tests {
         let profile = TrafficProfile { packet_bytes: 64, flows: FlowCount::Single };
         let m = ModelCycles { cycles_per_sec: 1_000_000, profile, calibrated_kind: true, deployment_factor: 1.1 };
         assert!((predicted_port_cost(&model, &m, 64.0, 0.0).unwrap() - 220.0).abs() < 1e-9);
-        let window = PortWindow { packets: 100_000, bytes: 6_400_000, batches: 3_125, cycles: 22_000_000, miss_share: 0.0, token_limited: true };
+        let window = PortWindow {
+            packets: 100_000,
+            bytes: 6_400_000,
+            batches: 3_125,
+            cycles: 22_000_000,
+            miss_share: 0.0,
+            token_limited: true,
+        };
         let mut compensator = DriftCompensator::new(port_config(true));
         for _ in 0..20 {
             compensator.observe(&[window], |bytes, miss| predicted_port_cost(&model, &m, bytes, miss));
@@ -327,7 +346,8 @@ mod tests {
         let caps = factor_caps(&ports, 1000.0);
         assert!(caps.iter().all(|&c| (c - 1000.0 / 2082.0).abs() < 1e-9), "{caps:?}");
         // With nobody beyond its profile this is plain water-filling.
-        let honest: Vec<CompensatedPort> = ports.iter().map(|p| CompensatedPort { beyond_profile: false, ..*p }).collect();
+        let honest: Vec<CompensatedPort> =
+            ports.iter().map(|p| CompensatedPort { beyond_profile: false, ..*p }).collect();
         let caps = factor_caps(&honest, 2500.0);
         assert!(caps.iter().all(|&c| (c - 2500.0 / 2082.0).abs() < 1e-6), "{caps:?}");
     }

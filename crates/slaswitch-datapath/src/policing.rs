@@ -36,7 +36,11 @@ pub struct PolicingSpec {
 fn number(options: &BTreeMap<String, String>, key: &str) -> Result<u64, String> {
     match options.get(key) {
         None => Ok(0),
-        Some(v) => v.parse::<u64>().ok().filter(|&n| n <= 1 << 40).ok_or_else(|| format!("{key}={v}: must be a whole number (0 turns it off)")),
+        Some(v) => v
+            .parse::<u64>()
+            .ok()
+            .filter(|&n| n <= 1 << 40)
+            .ok_or_else(|| format!("{key}={v}: must be a whole number (0 turns it off)")),
     }
 }
 
@@ -57,10 +61,15 @@ impl PolicingSpec {
         let burst_kpkts = if self.burst_kpkts == 0 { DEFAULT_BURST_KPKTS } else { self.burst_kpkts };
         Policer {
             bytes: (self.rate_kbps > 0).then(|| {
-                let params = SrtcmParams { cir_bytes_per_sec: self.rate_kbps * 1000 / 8, cbs_bytes: burst_kb * 1000 / 8, ebs_bytes: 0 };
+                let params = SrtcmParams {
+                    cir_bytes_per_sec: self.rate_kbps * 1000 / 8,
+                    cbs_bytes: burst_kb * 1000 / 8,
+                    ebs_bytes: 0,
+                };
                 Srtcm::new(params, now_ns)
             }),
-            packets: (self.rate_kpps > 0).then(|| PacketRateMeter::new(self.rate_kpps * 1000, burst_kpkts * 1000, now_ns)),
+            packets: (self.rate_kpps > 0)
+                .then(|| PacketRateMeter::new(self.rate_kpps * 1000, burst_kpkts * 1000, now_ns)),
         }
     }
 }
@@ -82,7 +91,9 @@ impl Policer {
             }
         }
         match self.bytes.as_mut() {
-            Some(m) => m.color(frame_len.saturating_sub(ETHERNET_HEADER_BYTES), now_ns) == slaswitch_qos::meter::Color::Green,
+            Some(m) => {
+                m.color(frame_len.saturating_sub(ETHERNET_HEADER_BYTES), now_ns) == slaswitch_qos::meter::Color::Green
+            }
             None => true,
         }
     }

@@ -41,7 +41,11 @@ impl PortType {
             "af-packet" | "af_packet" => PortType::AfPacket,
             "null" => PortType::Null,
             "dpdk" => PortType::Dpdk,
-            _ => return Err(format!("unknown port type '{s}' (vhost-user, vhost-user-client, tap, af-packet, null, dpdk)")),
+            _ => {
+                return Err(format!(
+                    "unknown port type '{s}' (vhost-user, vhost-user-client, tap, af-packet, null, dpdk)"
+                ))
+            }
         })
     }
 
@@ -82,7 +86,9 @@ pub fn common_options() -> impl Iterator<Item = &'static str> {
 
 /// Options a running port takes without recreating its device.
 pub fn is_live_option(key: &str) -> bool {
-    key == "pmd" || crate::policing::POLICING_OPTIONS.contains(&key) || crate::cpu_qos::CPU_QOS_OPTIONS.contains(&key)
+    key == "pmd"
+        || crate::policing::POLICING_OPTIONS.contains(&key)
+        || crate::cpu_qos::CPU_QOS_OPTIONS.contains(&key)
         || crate::bandwidth::BANDWIDTH_OPTIONS.contains(&key)
 }
 
@@ -135,7 +141,12 @@ impl PortSpec {
             if !common_options().any(|o| o == key) && !self.port_type.allowed_options().contains(&key.as_str()) {
                 let mut known: Vec<&str> = common_options().collect();
                 known.extend(self.port_type.allowed_options());
-                return Err(format!("{} port {}: unknown option '{key}' (known: {})", self.port_type.name(), self.name, known.join(", ")));
+                return Err(format!(
+                    "{} port {}: unknown option '{key}' (known: {})",
+                    self.port_type.name(),
+                    self.name,
+                    known.join(", ")
+                ));
             }
         }
         ring_option(&self.options, "rx_ring")?;
@@ -151,7 +162,9 @@ impl PortSpec {
             PortType::AfPacket if !self.options.contains_key("iface") => {
                 Err(format!("af-packet port {} needs iface=INTERFACE", self.name))
             }
-            PortType::Dpdk if !self.options.contains_key("devargs") => Err(format!("dpdk port {} needs devargs=PCI_ADDRESS", self.name)),
+            PortType::Dpdk if !self.options.contains_key("devargs") => {
+                Err(format!("dpdk port {} needs devargs=PCI_ADDRESS", self.name))
+            }
             _ => Ok(()),
         }
     }
@@ -159,7 +172,10 @@ impl PortSpec {
     pub fn socket_path(&self, run_dir: &Path) -> Option<String> {
         match self.port_type {
             PortType::VhostUser => Some(
-                self.options.get("path").cloned().unwrap_or_else(|| run_dir.join(format!("{}.sock", self.name)).display().to_string()),
+                self.options
+                    .get("path")
+                    .cloned()
+                    .unwrap_or_else(|| run_dir.join(format!("{}.sock", self.name)).display().to_string()),
             ),
             PortType::VhostUserClient => self.options.get("path").cloned(),
             _ => None,
@@ -171,13 +187,19 @@ impl PortSpec {
         let n = self.number;
         let vdev = |driver: &str, args: String| DeviceRecipe { device: format!("{driver}_ss{n}"), args, is_vdev: true };
         match self.port_type {
-            PortType::VhostUser => vdev("net_vhost", format!("iface={},queues=1,client=0", self.socket_path(run_dir).expect("vhost path"))),
-            PortType::VhostUserClient => vdev("net_vhost", format!("iface={},queues=1,client=1", self.socket_path(run_dir).expect("vhost path"))),
+            PortType::VhostUser => {
+                vdev("net_vhost", format!("iface={},queues=1,client=0", self.socket_path(run_dir).expect("vhost path")))
+            }
+            PortType::VhostUserClient => {
+                vdev("net_vhost", format!("iface={},queues=1,client=1", self.socket_path(run_dir).expect("vhost path")))
+            }
             PortType::Tap => vdev("net_tap", format!("iface={}", self.options.get("iface").unwrap_or(&self.name))),
             PortType::AfPacket => vdev("net_af_packet", format!("iface={},qpairs=1", self.options["iface"])),
             // A sink: the null driver would otherwise make up packets on every rx poll.
             PortType::Null => vdev("net_null", "no-rx=1".to_string()),
-            PortType::Dpdk => DeviceRecipe { device: self.options["devargs"].clone(), args: String::new(), is_vdev: false },
+            PortType::Dpdk => {
+                DeviceRecipe { device: self.options["devargs"].clone(), args: String::new(), is_vdev: false }
+            }
         }
     }
 }

@@ -46,7 +46,13 @@ mod ffi {
         pub fn ss_tsc_hz() -> u64;
         pub fn ss_thread_register() -> c_int;
         pub fn ss_lcore_id() -> u32;
-        pub fn ss_pktmbuf_pool_create(name: *const c_char, n: u32, cache: u32, data_room: u16, socket: c_int) -> *mut c_void;
+        pub fn ss_pktmbuf_pool_create(
+            name: *const c_char,
+            n: u32,
+            cache: u32,
+            data_room: u16,
+            socket: c_int,
+        ) -> *mut c_void;
         pub fn ss_mempool_free(mp: *mut c_void);
         pub fn ss_mempool_avail(mp: *const c_void) -> u32;
         pub fn ss_vdev_create(name: *const c_char, args: *const c_char) -> c_int;
@@ -483,6 +489,7 @@ pub fn hugepage_status() -> (u64, u64, bool) {
             .and_then(|v| v.parse().ok())
             .unwrap_or(0)
     };
-    let mounted = std::fs::read_to_string("/proc/mounts").unwrap_or_default().lines().any(|l| l.contains(" hugetlbfs "));
+    let mounted =
+        std::fs::read_to_string("/proc/mounts").unwrap_or_default().lines().any(|l| l.contains(" hugetlbfs "));
     (field("HugePages_Total:"), field("HugePages_Free:"), mounted)
 }

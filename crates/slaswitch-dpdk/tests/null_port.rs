@@ -9,8 +9,11 @@ fn null_port_rx_tx_through_the_shim() {
         eprintln!("skipped: needs root for DPDK");
         return;
     }
-    let args: Vec<String> = ["shim-test", "--no-huge", "-m", "256", "--no-pci", "--file-prefix", "ss-shim-test", "--log-level", "error"]
-        .iter().map(|s| s.to_string()).collect();
+    let args: Vec<String> =
+        ["shim-test", "--no-huge", "-m", "256", "--no-pci", "--file-prefix", "ss-shim-test", "--log-level", "error"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
     let eal = Eal::init(&args).expect("EAL");
     assert!(eal.tsc_hz() > 100_000_000);
     let pool = Mempool::new(&eal, "shim_test_pool", 4095, 256, 2048 + 128).expect("pool");

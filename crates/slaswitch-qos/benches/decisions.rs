@@ -30,14 +30,12 @@ fn c2tb_hbs(c: &mut Criterion) {
         }
         let mut now = 0u64;
         group.bench_with_input(BenchmarkId::from_parameter(ports), &ports, |b, _| {
-            b.iter(|| {
-                match s.next_port(now) {
-                    Some(port) => {
-                        now += 6_400;
-                        s.report_batch(black_box(port), 6_400, 32, now);
-                    }
-                    None => now += 100,
+            b.iter(|| match s.next_port(now) {
+                Some(port) => {
+                    now += 6_400;
+                    s.report_batch(black_box(port), 6_400, 32, now);
                 }
+                None => now += 100,
             })
         });
     }
@@ -90,7 +88,12 @@ fn c2tb_hbs_cold(c: &mut Criterion) {
 
 /// Steady state with every queue backlogged: each iteration dequeues one packet and enqueues
 /// one to the queue it came from.
-fn bench_egress<S: EgressScheduler<u64>>(group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>, name: &str, queues: usize, mut s: S) {
+fn bench_egress<S: EgressScheduler<u64>>(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    name: &str,
+    queues: usize,
+    mut s: S,
+) {
     let mut now = 0u64;
     for q in 0..queues {
         for i in 0..8 {
@@ -120,7 +123,8 @@ fn egress(c: &mut Criterion) {
 
         let mut softbw = SoftBw::new(SoftBwConfig::new(LINK_BPS), 0).unwrap();
         for q in 0..queues {
-            let g = if q % 2 == 0 { Guarantee::Strict { rate_bps: LINK_BPS / queues as u64 } } else { Guarantee::Fairness };
+            let g =
+                if q % 2 == 0 { Guarantee::Strict { rate_bps: LINK_BPS / queues as u64 } } else { Guarantee::Fairness };
             softbw.set_guarantee(q, g, 64, 0).unwrap();
         }
         bench_egress(&mut group, "softbw", queues, softbw);

@@ -47,8 +47,14 @@ fn fig7_minmax_maxima() {
         assert_eq!(min, [2, 2, 4, 4][port] * G / 10);
         assert_within(max, FIG7_MAX[port] * G as f64, 1e-9, &format!("port {port} maximum"));
         // The paper's figures, truncated to two decimals per unit of weight.
-        let per_weight_idle = ((max / G as f64 - [0.2, 0.2, 0.4, 0.4][port]) / [1.0, 1.0, 2.0, 2.0][port] * 100.0).floor() / 100.0;
-        assert_within([0.2, 0.2, 0.4, 0.4][port] + per_weight_idle * [1.0, 1.0, 2.0, 2.0][port], paper[port], 1e-9, "paper figure");
+        let per_weight_idle =
+            ((max / G as f64 - [0.2, 0.2, 0.4, 0.4][port]) / [1.0, 1.0, 2.0, 2.0][port] * 100.0).floor() / 100.0;
+        assert_within(
+            [0.2, 0.2, 0.4, 0.4][port] + per_weight_idle * [1.0, 1.0, 2.0, 2.0][port],
+            paper[port],
+            1e-9,
+            "paper figure",
+        );
     }
     assert_within(s.pool().idle_cycles_per_sec(), G as f64, 1e-9, "C_idle");
 }
@@ -77,7 +83,10 @@ fn minmax_hands_idle_ports_cycles_to_busy_ports_by_weight() {
         let busy_total = (run.cycles_by_port[2] + run.cycles_by_port[3]) as f64;
         let capacity = (HZ / 5) as f64;
         // Work-conserving: the busy ports use everything but the idle polls and PMD idling.
-        assert!(busy_total + idle_polls >= 0.99 * capacity, "{refill:?}: busy {busy_total} + polls {idle_polls} of {capacity}");
+        assert!(
+            busy_total + idle_polls >= 0.99 * capacity,
+            "{refill:?}: busy {busy_total} + polls {idle_polls} of {capacity}"
+        );
         assert_within(run.cycles_by_port[2] as f64, run.cycles_by_port[3] as f64, 0.01, "equal weights split equally");
     }
 }
@@ -110,13 +119,20 @@ fn lazy_and_periodic_refill_give_the_same_shares() {
         vec![busy(2_000), idle(), idle(), idle()],
     ];
     for loads in scenarios {
-        let mut lazy = sched_with(RefillMode::Lazy, HbsConfig { idle_polls_per_step: 0, ..HbsConfig::default() }, &fig7_ports());
-        let mut periodic = sched_with(PERIODIC_50US, HbsConfig { idle_polls_per_step: 0, ..HbsConfig::default() }, &fig7_ports());
+        let mut lazy =
+            sched_with(RefillMode::Lazy, HbsConfig { idle_polls_per_step: 0, ..HbsConfig::default() }, &fig7_ports());
+        let mut periodic =
+            sched_with(PERIODIC_50US, HbsConfig { idle_polls_per_step: 0, ..HbsConfig::default() }, &fig7_ports());
         let a = run_pmd(&mut lazy, &loads, 0, HZ / 5, 0);
         let b = run_pmd(&mut periodic, &loads, 0, HZ / 5, 0);
         for port in 0..4 {
             if loads[port].busy {
-                assert_within(a.cycles_by_port[port] as f64, b.cycles_by_port[port] as f64, 0.01, &format!("{loads:?} port {port}"));
+                assert_within(
+                    a.cycles_by_port[port] as f64,
+                    b.cycles_by_port[port] as f64,
+                    0.01,
+                    &format!("{loads:?} port {port}"),
+                );
             }
         }
     }
@@ -131,7 +147,11 @@ fn ports_without_settings_are_polled_round_robin_in_fixed_order() {
 
 #[test]
 fn dynamic_priority_drops_step_by_step_and_restores_at_once() {
-    let mut s = sched_with(RefillMode::Lazy, HbsConfig { idle_polls_per_step: 3, ..HbsConfig::default() }, &[(2, CycleLimit::Unlimited)]);
+    let mut s = sched_with(
+        RefillMode::Lazy,
+        HbsConfig { idle_polls_per_step: 3, ..HbsConfig::default() },
+        &[(2, CycleLimit::Unlimited)],
+    );
     let mut now = 0;
     let class_after_polls = |s: &mut PortScheduler, now: &mut u64, packets: u32| {
         let p = s.next_port(*now).unwrap();
@@ -148,20 +168,23 @@ fn dynamic_priority_drops_step_by_step_and_restores_at_once() {
     assert_eq!(s.view(0).unwrap().current_priority, 8, "never below the lowest class");
 }
 
+/// One wait: how long a port waited, and what each port was served meanwhile.
+type WaitSample = (u64, Vec<u64>);
+
 /// Runs the PMD loop, checking at every decision that no ready port had a higher class than the
 /// one chosen, and measuring each port's wait from becoming ready to being served.
-fn run_checking_priority(s: &mut PortScheduler, loads: &[PortLoad], duration: u64) -> (Vec<u64>, Vec<Vec<(u64, Vec<u64>)>>) {
+fn run_checking_priority(s: &mut PortScheduler, loads: &[PortLoad], duration: u64) -> (Vec<u64>, Vec<Vec<WaitSample>>) {
     let n = loads.len();
     let mut now = 0u64;
     let mut ready_since: Vec<Option<u64>> = vec![None; n];
     let mut served_while_waiting: Vec<Vec<u64>> = vec![vec![0; n]; n];
     let mut max_wait = vec![0u64; n];
-    let mut waits: Vec<Vec<(u64, Vec<u64>)>> = vec![Vec::new(); n];
+    let mut waits: Vec<Vec<WaitSample>> = vec![Vec::new(); n];
     while now < duration {
         let chosen = s.next_port(now);
-        for p in 0..n {
+        for (p, since) in ready_since.iter_mut().enumerate() {
             if let Some(PortPlace::Ready { .. }) = s.view(p).map(|v| v.place) {
-                ready_since[p].get_or_insert(now);
+                since.get_or_insert(now);
             }
         }
         let Some(port) = chosen else {
@@ -184,7 +207,8 @@ fn run_checking_priority(s: &mut PortScheduler, loads: &[PortLoad], duration: u6
             }
         }
         let load = loads[port];
-        let (cycles, packets) = if load.busy { (load.busy_batch_cycles, load.batch_packets) } else { (EMPTY_POLL_CYCLES, 0) };
+        let (cycles, packets) =
+            if load.busy { (load.busy_batch_cycles, load.batch_packets) } else { (EMPTY_POLL_CYCLES, 0) };
         now += cycles;
         s.report_batch(port, cycles, packets, now);
     }
@@ -347,7 +371,11 @@ fn a_demoted_port_is_still_probed_behind_backlogged_lower_classes() {
     let batch = HZ / 100_000; // 10 us per bulk batch
     for probe_us in [0, 100] {
         let hbs = HbsConfig { demoted_probe_us: probe_us, ..HbsConfig::default() };
-        let mut s = sched_with(RefillMode::Lazy, hbs, &[(1, CycleLimit::Unlimited), (4, CycleLimit::Unlimited), (4, CycleLimit::Unlimited)]);
+        let mut s = sched_with(
+            RefillMode::Lazy,
+            hbs,
+            &[(1, CycleLimit::Unlimited), (4, CycleLimit::Unlimited), (4, CycleLimit::Unlimited)],
+        );
         let (mut t, mut last_web_poll, mut worst_gap) = (0u64, 0u64, 0u64);
         while t < HZ / 10 {
             let port = s.next_port(t).unwrap();
@@ -379,7 +407,13 @@ fn a_light_class_1_port_is_polled_after_every_busy_batch() {
     // frame waits at most about one busy batch.
     let us = HZ / 1_000_000;
     let (gap, batch) = (29 * us, 24 * us);
-    let ports = [(1, CycleLimit::Unlimited), (2, CycleLimit::Unlimited), (2, CycleLimit::Unlimited), (2, CycleLimit::Unlimited), (2, CycleLimit::Unlimited)];
+    let ports = [
+        (1, CycleLimit::Unlimited),
+        (2, CycleLimit::Unlimited),
+        (2, CycleLimit::Unlimited),
+        (2, CycleLimit::Unlimited),
+        (2, CycleLimit::Unlimited),
+    ];
     let mut s = sched_with(RefillMode::Lazy, HbsConfig::default(), &ports);
     let (mut t, mut next_arrival, mut pending) = (0u64, 0u64, Vec::new());
     let (mut waits, mut busy_cycles) = (Vec::new(), 0u64);
@@ -407,18 +441,30 @@ fn a_light_class_1_port_is_polled_after_every_busy_batch() {
     assert!(max <= batch + 3 * us, "a frame waited {} us (a busy batch is 24 us)", max / us);
     assert!(p50 <= batch / 2 + 2 * us, "median wait {} us", p50 / us);
     // The busy ports lose only the light port's own polls and frames.
-    assert!(busy_cycles as f64 >= 0.9 * (HZ / 10) as f64, "busy ports got {:.1}% of the core", 100.0 * busy_cycles as f64 / (HZ / 10) as f64);
+    assert!(
+        busy_cycles as f64 >= 0.9 * (HZ / 10) as f64,
+        "busy ports got {:.1}% of the core",
+        100.0 * busy_cycles as f64 / (HZ / 10) as f64
+    );
 }
 
 #[test]
 fn an_idle_port_rests_until_another_port_has_run_packets() {
-    let mut s = sched_with(RefillMode::Lazy, HbsConfig { idle_polls_per_step: 0, ..HbsConfig::default() }, &[(1, CycleLimit::Unlimited), (2, CycleLimit::Unlimited)]);
+    let mut s = sched_with(
+        RefillMode::Lazy,
+        HbsConfig { idle_polls_per_step: 0, ..HbsConfig::default() },
+        &[(1, CycleLimit::Unlimited), (2, CycleLimit::Unlimited)],
+    );
     let run = run_pmd(&mut s, &[idle(), busy(10_000)], 0, 200_000, 8);
     // Class 1 first, then, having found nothing, it waits for the class-2 batch each time.
     assert_eq!(run.order, vec![0, 1, 0, 1, 0, 1, 0, 1]);
     assert_eq!(s.view(0).unwrap().current_priority, 1, "dynamic priority off: no demotion");
     // Both idle: they are polled in turn, not one of them in a loop.
-    let mut s = sched_with(RefillMode::Lazy, HbsConfig { idle_polls_per_step: 0, ..HbsConfig::default() }, &[(1, CycleLimit::Unlimited), (2, CycleLimit::Unlimited)]);
+    let mut s = sched_with(
+        RefillMode::Lazy,
+        HbsConfig { idle_polls_per_step: 0, ..HbsConfig::default() },
+        &[(1, CycleLimit::Unlimited), (2, CycleLimit::Unlimited)],
+    );
     let run = run_pmd(&mut s, &[idle(), idle()], 0, 100_000, 6);
     assert_eq!(run.order, vec![0, 1, 0, 1, 0, 1]);
 }
@@ -428,7 +474,8 @@ fn a_port_owing_tokens_never_runs_before_its_own_rate_has_paid_the_debt() {
     // Strict ports whose batches cost more than their share between two turns: each one owes
     // tokens after most batches and waits in its ready queue with a due time, or parked.
     let shares = [(HZ / 10, 9_000u64), (HZ / 5, 25_000), (HZ / 4, 4_000), (HZ / 8, 40_000)];
-    let ports: Vec<(u8, CycleLimit)> = shares.iter().map(|&(rate, _)| (8, CycleLimit::Strict { cycles_per_sec: rate })).collect();
+    let ports: Vec<(u8, CycleLimit)> =
+        shares.iter().map(|&(rate, _)| (8, CycleLimit::Strict { cycles_per_sec: rate })).collect();
     let mut s = sched_with(RefillMode::Lazy, HbsConfig::default(), &ports);
     // Per port: its tokens and the time when its last batch ended.
     let mut after_report: Vec<Option<(f64, u64)>> = vec![None; ports.len()];
@@ -461,7 +508,8 @@ fn ports_hovering_at_zero_tokens_mostly_keep_their_turn_instead_of_being_parked(
     // is not parked in the waiting queue (which the paper's queues would do after every one).
     let n = 28u64;
     let batch = 17_600u64;
-    let ports: Vec<(u8, CycleLimit)> = (0..n).map(|_| (8, CycleLimit::MinMax { cycles_per_sec: HZ / n, weight: 1 })).collect();
+    let ports: Vec<(u8, CycleLimit)> =
+        (0..n).map(|_| (8, CycleLimit::MinMax { cycles_per_sec: HZ / n, weight: 1 })).collect();
     let c2tb = C2tbConfig { bucket_depth_cycles: 2 * batch, ..config(RefillMode::Lazy) };
     let mut s = PortScheduler::new(c2tb, HbsConfig::default(), 0);
     for (i, &(prio, limit)) in ports.iter().enumerate() {
@@ -555,7 +603,8 @@ fn an_overbooked_class_parks_each_owing_port_after_one_turn_round_the_queue() {
 fn a_resting_port_comes_back_in_the_class_set_while_it_rested() {
     // Port 0 (class 2) finds nothing and rests; its class is set to 6 meanwhile. When port 1
     // (class 4) has run a batch with packets, port 0 must come back behind it, in class 6.
-    let ports = [(2, CycleLimit::Strict { cycles_per_sec: HZ / 4 }), (4, CycleLimit::Strict { cycles_per_sec: HZ / 4 })];
+    let ports =
+        [(2, CycleLimit::Strict { cycles_per_sec: HZ / 4 }), (4, CycleLimit::Strict { cycles_per_sec: HZ / 4 })];
     let mut s = sched_with(RefillMode::Lazy, HbsConfig::default(), &ports);
     let mut now = 0;
     assert_eq!(s.next_port(now), Some(0), "class 2 goes first");
@@ -580,7 +629,8 @@ fn skipped_refills_hold_a_strict_port_to_its_rate_plus_an_eighth_of_its_depth() 
     let rate = HZ / 10;
     let depth = HZ / 10_000;
     for batch in [700u64, 3_000, 20_000] {
-        let mut s = sched_with(RefillMode::Lazy, HbsConfig::default(), &[(8, CycleLimit::Strict { cycles_per_sec: rate })]);
+        let mut s =
+            sched_with(RefillMode::Lazy, HbsConfig::default(), &[(8, CycleLimit::Strict { cycles_per_sec: rate })]);
         let mut now = 0u64;
         while now < HZ / 20 {
             let port = s.next_port(now).expect("a sleeping port is polled");
@@ -601,7 +651,10 @@ fn skipped_refills_hold_a_strict_port_to_its_rate_plus_an_eighth_of_its_depth() 
             let allowed = rate as f64 * (now - woke) as f64 / HZ as f64;
             worst_excess = worst_excess.max(spent as f64 - allowed);
         }
-        assert!(worst_excess <= 1.125 * depth as f64 + batch as f64, "batch {batch}: spent {worst_excess:.0} cycles above its rate (depth {depth})");
+        assert!(
+            worst_excess <= 1.125 * depth as f64 + batch as f64,
+            "batch {batch}: spent {worst_excess:.0} cycles above its rate (depth {depth})"
+        );
         let allowed = rate as f64 * (now - woke) as f64 / HZ as f64;
         assert!(spent as f64 >= allowed - batch as f64, "batch {batch}: spent {spent} of {allowed:.0}");
     }
@@ -615,7 +668,11 @@ mod turns {
 
     #[test]
     fn cheap_full_batches_share_a_turn_until_it_has_taken_its_time_then_it_is_charged_whole() {
-        let mut s = sched_with(RefillMode::Lazy, HbsConfig::default(), &[(4, CycleLimit::Strict { cycles_per_sec: HZ / 2 }), (4, CycleLimit::Unlimited)]);
+        let mut s = sched_with(
+            RefillMode::Lazy,
+            HbsConfig::default(),
+            &[(4, CycleLimit::Strict { cycles_per_sec: HZ / 2 }), (4, CycleLimit::Unlimited)],
+        );
         let port = s.next_port(0).unwrap();
         assert_eq!(port, 0);
         let tokens = s.view(0).unwrap().tokens.unwrap();
@@ -625,19 +682,27 @@ mod turns {
             now += 2_000;
             let goes_on = s.end_batch(0, 2_000, 32, now, true);
             assert_eq!(goes_on, batch < 4, "batch {batch}");
-            assert_eq!(s.view(0).unwrap().place, if batch < 4 { PortPlace::InService } else { PortPlace::Ready { class: 4 } }, "batch {batch}");
+            assert_eq!(
+                s.view(0).unwrap().place,
+                if batch < 4 { PortPlace::InService } else { PortPlace::Ready { class: 4 } },
+                "batch {batch}"
+            );
         }
         // Charged the four batches at once (the refill waits: right after one, a positive
         // bucket is not refilled).
         assert_within(s.view(0).unwrap().tokens.unwrap(), tokens - 8_000.0, 1e-9, "tokens after the turn");
         assert_eq!(s.next_port(now), Some(1), "the other port's turn comes next");
-        assert!(TURN > 6_000 && TURN < 8_000);
+        const { assert!(TURN > 6_000 && TURN < 8_000) };
     }
 
     #[test]
     fn a_partial_batch_a_higher_class_a_bucket_that_does_not_cover_the_turn_or_the_pass_end_it() {
         // A partial batch: the port is not backlogged.
-        let mut s = sched_with(RefillMode::Lazy, HbsConfig::default(), &[(4, CycleLimit::Unlimited), (4, CycleLimit::Unlimited)]);
+        let mut s = sched_with(
+            RefillMode::Lazy,
+            HbsConfig::default(),
+            &[(4, CycleLimit::Unlimited), (4, CycleLimit::Unlimited)],
+        );
         assert_eq!(s.next_port(0), Some(0));
         assert!(!s.end_batch(0, 1_000, 31, 1_000, true));
         // The PMD's pass ends.
@@ -645,7 +710,11 @@ mod turns {
         assert!(!s.end_batch(1, 1_000, 32, 2_000, false));
 
         // A higher class is ready: port 1 (class 2) waits behind port 0 (class 4) only one batch.
-        let mut s = sched_with(RefillMode::Lazy, HbsConfig::default(), &[(4, CycleLimit::Unlimited), (2, CycleLimit::Unlimited)]);
+        let mut s = sched_with(
+            RefillMode::Lazy,
+            HbsConfig::default(),
+            &[(4, CycleLimit::Unlimited), (2, CycleLimit::Unlimited)],
+        );
         assert_eq!(s.next_port(0), Some(1));
         assert!(s.end_batch(1, 1_000, 32, 1_000, true), "nothing above class 2");
         assert!(!s.end_batch(1, 1_000, 32, 2_000, false));
@@ -700,7 +769,11 @@ mod turns {
 
     #[test]
     fn turns_off_is_one_batch_per_decision() {
-        let mut s = sched_with(RefillMode::Lazy, HbsConfig { turn_ns: 0, ..HbsConfig::default() }, &[(4, CycleLimit::Unlimited)]);
+        let mut s = sched_with(
+            RefillMode::Lazy,
+            HbsConfig { turn_ns: 0, ..HbsConfig::default() },
+            &[(4, CycleLimit::Unlimited)],
+        );
         assert_eq!(s.next_port(0), Some(0));
         assert!(!s.end_batch(0, 100, 32, 100, true));
     }

@@ -29,7 +29,12 @@ fn weights_1_to_5_share_the_link_in_proportion() {
     let total: u64 = run.bytes_by_queue.iter().sum();
     assert!(bps(total, 3 * SEC) >= 0.99 * LINK as f64, "link used {:.1}%", bps(total, 3 * SEC) / LINK as f64 * 100.0);
     for q in 0..5 {
-        assert_within(run.bytes_by_queue[q] as f64 / total as f64, (q + 1) as f64 / 15.0, 0.01, &format!("vif {q} share"));
+        assert_within(
+            run.bytes_by_queue[q] as f64 / total as f64,
+            (q + 1) as f64 / 15.0,
+            0.01,
+            &format!("vif {q} share"),
+        );
     }
 }
 
@@ -71,7 +76,9 @@ fn minimums_that_exceed_the_link_are_refused_without_change() {
     let err = a.set_policy(1, AncsPolicy { min_rate_bps: Some(500 * M), ..AncsPolicy::weighted(1) }, 256).unwrap_err();
     assert!(err.contains("1100000000") && err.contains("1000000000"), "{err}");
     assert!(a.view(1).is_none(), "refused vif must not exist");
-    let err = a.set_policy(0, AncsPolicy { min_rate_bps: Some(300 * M), max_rate_bps: Some(200 * M), weight: 1 }, 256).unwrap_err();
+    let err = a
+        .set_policy(0, AncsPolicy { min_rate_bps: Some(300 * M), max_rate_bps: Some(200 * M), weight: 1 }, 256)
+        .unwrap_err();
     assert!(err.contains("above the maximum"), "{err}");
     assert_eq!(a.view(0).unwrap().policy.min_rate_bps, Some(600 * M));
 }

@@ -43,7 +43,7 @@ fn vtrr_leaving_and_rejoining_buys_no_extra_quanta() {
     v.set_weight(1, 1);
     v.join(0);
     v.join(1);
-    let mut count = [0; 2];
+    let mut count = [0i32; 2];
     for _ in 0..1000 {
         let id = v.pick().unwrap();
         count[id] += 1;
@@ -52,7 +52,7 @@ fn vtrr_leaving_and_rejoining_buys_no_extra_quanta() {
             v.join(1);
         }
     }
-    assert!((count[0] as i32 - count[1] as i32).abs() <= 1, "{count:?}");
+    assert!((count[0] - count[1]).abs() <= 1, "{count:?}");
 }
 
 fn pievde(tenants: &[(usize, u32)], vms: &[(usize, usize, u32)]) -> PieVde<u64> {
@@ -77,7 +77,12 @@ fn tenants_share_by_weight_and_vms_share_equally_like_section_v() {
     assert_within(c2 as f64 / c1 as f64, 2.0, 0.01, "B2/B1");
     for q in 0..6 {
         let tenant_total = if q < 3 { c1 } else { c2 };
-        assert_within(run.bytes_by_queue[q] as f64, tenant_total as f64 / 3.0, 0.01, &format!("VM {q} within its tenant"));
+        assert_within(
+            run.bytes_by_queue[q] as f64,
+            tenant_total as f64 / 3.0,
+            0.01,
+            &format!("VM {q} within its tenant"),
+        );
     }
 }
 
@@ -97,7 +102,12 @@ fn idle_tenants_and_vms_are_skipped() {
     let sources = [Source::greedy(3, 1514), Source::greedy(2, 1514)];
     let run = run_link(&mut p, &sources, LINK, 0, SEC, SEC);
     assert!(run.busy_ns as f64 >= 0.99 * SEC as f64, "work-conserving");
-    assert_within(run.bytes_by_queue[2] as f64, 3.0 * run.bytes_by_queue[3] as f64, 0.01, "3:1 between the active tenants");
+    assert_within(
+        run.bytes_by_queue[2] as f64,
+        3.0 * run.bytes_by_queue[3] as f64,
+        0.01,
+        "3:1 between the active tenants",
+    );
 }
 
 #[test]

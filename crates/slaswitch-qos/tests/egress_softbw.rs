@@ -26,7 +26,7 @@ fn strict(mbps: u64) -> Guarantee {
 fn time_to_send_follows_equations_4_to_6() {
     let mut s = softbw(&[strict(100)]);
     let per_packet_ns = 1500 * 8 * 1_000 / 100; // 120 us at 100 Mbit/s
-    // Back-to-back departures faster than B drive dtau negative: tts = now + p/B (Eq. 5).
+                                                // Back-to-back departures faster than B drive dtau negative: tts = now + p/B (Eq. 5).
     s.enqueue(0, 1500, 1, 0).unwrap();
     s.enqueue(0, 1500, 2, 0).unwrap();
     s.enqueue(0, 1500, 3, 0).unwrap();

@@ -29,9 +29,13 @@ fn a_floor_and_capped_neighbours_leave_the_rest_to_the_uncapped_one() {
 
 #[test]
 fn floors_are_honoured_and_ceilings_respected() {
-    let s = weighted_fill(&[claim(1.0, 40.0, f64::INFINITY), claim(1.0, 0.0, f64::INFINITY), claim(8.0, 0.0, 30.0)], 100.0);
+    let s =
+        weighted_fill(&[claim(1.0, 40.0, f64::INFINITY), claim(1.0, 0.0, f64::INFINITY), claim(8.0, 0.0, 30.0)], 100.0);
     assert!(close(&s, &[40.0, 30.0, 30.0]), "{s:?}");
     // Floors beyond the total are scaled down; ceilings below it leave the rest unallocated.
-    assert!(close(&weighted_fill(&[claim(1.0, 80.0, f64::INFINITY), claim(1.0, 120.0, f64::INFINITY)], 100.0), &[40.0, 60.0]));
+    assert!(close(
+        &weighted_fill(&[claim(1.0, 80.0, f64::INFINITY), claim(1.0, 120.0, f64::INFINITY)], 100.0),
+        &[40.0, 60.0]
+    ));
     assert!(close(&weighted_fill(&[claim(1.0, 0.0, 10.0), claim(1.0, 0.0, 20.0)], 100.0), &[10.0, 20.0]));
 }

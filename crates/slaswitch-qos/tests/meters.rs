@@ -19,11 +19,17 @@ fn srtcm_colors_by_committed_then_excess_bucket() {
 
 #[test]
 fn trtcm_red_above_peak_yellow_above_committed() {
-    let mut m = Trtcm::new(TrtcmParams { cir_bytes_per_sec: 1000, cbs_bytes: 1000, pir_bytes_per_sec: 2000, pbs_bytes: 2000 }, 0).unwrap();
+    let mut m = Trtcm::new(
+        TrtcmParams { cir_bytes_per_sec: 1000, cbs_bytes: 1000, pir_bytes_per_sec: 2000, pbs_bytes: 2000 },
+        0,
+    )
+    .unwrap();
     assert_eq!(m.color(1000, 0), Color::Green);
     assert_eq!(m.color(1000, 0), Color::Yellow);
     assert_eq!(m.color(1, 0), Color::Red);
-    assert!(Trtcm::new(TrtcmParams { cir_bytes_per_sec: 2, cbs_bytes: 1, pir_bytes_per_sec: 1, pbs_bytes: 1 }, 0).is_err());
+    assert!(
+        Trtcm::new(TrtcmParams { cir_bytes_per_sec: 2, cbs_bytes: 1, pir_bytes_per_sec: 1, pbs_bytes: 1 }, 0).is_err()
+    );
 }
 
 proptest! {

@@ -118,7 +118,8 @@ pub fn undo_all() -> Vec<String> {
                 }
             }
             Item::Path(p) => {
-                let removed = if p.is_dir() { std::fs::remove_dir_all(&p).is_ok() } else { std::fs::remove_file(&p).is_ok() };
+                let removed =
+                    if p.is_dir() { std::fs::remove_dir_all(&p).is_ok() } else { std::fs::remove_file(&p).is_ok() };
                 if removed {
                     done.push(format!("removed {}", p.display()));
                 }

@@ -2,8 +2,8 @@
 //! go away. Every process and kernel object a driver creates is registered with
 //! [`crate::cleanup`] the moment it exists, so an interrupted run still removes it.
 
-use std::path::Path;
 use std::os::unix::process::CommandExt;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -104,7 +104,11 @@ pub fn wait_for_path(path: &Path, timeout: Duration, what: &str, log: &Path) -> 
         if t.elapsed() > timeout {
             let log_text = std::fs::read_to_string(log).unwrap_or_default();
             let tail: Vec<&str> = log_text.lines().rev().take(10).collect();
-            return Err(format!("{what} did not come up within {} s; last log lines:\n{}", timeout.as_secs(), tail.into_iter().rev().collect::<Vec<_>>().join("\n")));
+            return Err(format!(
+                "{what} did not come up within {} s; last log lines:\n{}",
+                timeout.as_secs(),
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            ));
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -123,7 +127,11 @@ pub fn version_of(program: &str, arg: &str) -> String {
 
 /// Polls `down` (which returns the VMs not yet connected) until it returns none, failing
 /// after `timeout` with their names.
-pub fn wait_until_connected(switch: &str, timeout: Duration, mut down: impl FnMut() -> Result<Vec<String>, String>) -> Result<(), String> {
+pub fn wait_until_connected(
+    switch: &str,
+    timeout: Duration,
+    mut down: impl FnMut() -> Result<Vec<String>, String>,
+) -> Result<(), String> {
     let t = Instant::now();
     loop {
         let missing = down()?;

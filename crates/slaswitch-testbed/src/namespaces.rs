@@ -51,7 +51,10 @@ pub fn add_namespace(p: &mut SwitchPlan, name: &str, ip: &str) -> String {
     p.cmd(&["ip", "-n", &ns, "addr", "add", &format!("{ip}/24"), "dev", &v]);
     p.cmd(&["ip", "-n", &ns, "link", "set", &v, "up"]);
     p.cmd(&["ip", "-n", &ns, "link", "set", "lo", "up"]);
-    p.cmd(&["ip", "netns", "exec", &ns, "ethtool", "-K", &v, "tx", "off", "rx", "off", "tso", "off", "gso", "off", "gro", "off"]);
+    p.cmd(&[
+        "ip", "netns", "exec", &ns, "ethtool", "-K", &v, "tx", "off", "rx", "off", "tso", "off", "gso", "off", "gro",
+        "off",
+    ]);
     p.cmd(&["ip", "link", "set", &b, "up"]);
     p.cmd(&["ethtool", "-K", &b, "tx", "off", "rx", "off", "tso", "off", "gso", "off", "gro", "off"]);
     b
@@ -65,7 +68,15 @@ pub fn fill(cmd: &str, scenario: &Scenario, step: &Step, name: &str) -> String {
 }
 
 fn sample(t: f64, vm: &str, metric: &str, value: f64) -> Sample {
-    Sample { switch: String::new(), step: String::new(), t_secs: t, source: "app".into(), subject: vm.into(), metric: metric.into(), value }
+    Sample {
+        switch: String::new(),
+        step: String::new(),
+        t_secs: t,
+        source: "app".into(),
+        subject: vm.into(),
+        metric: metric.into(),
+        value,
+    }
 }
 
 /// Number before `unit` in "... = 26.5 us" style text, scaled to the unit asked for.
@@ -92,7 +103,9 @@ pub fn parse_iperf3(text: &str, vm: &str) -> Vec<Sample> {
         .as_array()
         .into_iter()
         .flatten()
-        .filter_map(|i| Some(sample(i["sum"]["end"].as_f64()?, vm, "iperf3_mbps", i["sum"]["bits_per_second"].as_f64()? / 1e6)))
+        .filter_map(|i| {
+            Some(sample(i["sum"]["end"].as_f64()?, vm, "iperf3_mbps", i["sum"]["bits_per_second"].as_f64()? / 1e6))
+        })
         .collect();
     let end = &doc["end"];
     let total = end["sum_received"]["bits_per_second"].as_f64().or_else(|| end["sum"]["bits_per_second"].as_f64());
@@ -142,7 +155,13 @@ pub fn parse_qperf(text: &str, vm: &str, t: f64) -> Vec<Sample> {
     for line in text.lines() {
         let l = line.trim();
         if let Some(name) = l.strip_suffix(':') {
-            test = if name.contains("lat") { "lat" } else if name.contains("bw") { "bw" } else { "" };
+            test = if name.contains("lat") {
+                "lat"
+            } else if name.contains("bw") {
+                "bw"
+            } else {
+                ""
+            };
             continue;
         }
         let Some((key, value)) = l.split_once('=') else { continue };

@@ -96,7 +96,9 @@ pub fn lines(path: &Path, title: &str, x_label: &str, y_label: &str, panels: &[P
             .map_err(e)?;
         chart.configure_mesh().x_desc(x_label).y_desc(y_label).label_style(("sans-serif", 14)).draw().map_err(e)?;
         for &m in &panel.markers {
-            chart.draw_series(LineSeries::new(vec![(m, 0.0), (m, y_max)], BLACK.mix(0.3).stroke_width(1))).map_err(e)?;
+            chart
+                .draw_series(LineSeries::new(vec![(m, 0.0), (m, y_max)], BLACK.mix(0.3).stroke_width(1)))
+                .map_err(e)?;
         }
         for (i, s) in panel.series.iter().enumerate() {
             let color = COLORS[i % COLORS.len()];
@@ -122,7 +124,13 @@ pub fn lines(path: &Path, title: &str, x_label: &str, y_label: &str, panels: &[P
 }
 
 /// Grouped bars: for each group (e.g. a VM), one bar per member (e.g. a switch).
-pub fn bars(path: &Path, title: &str, y_label: &str, members: &[String], groups: &[(String, Vec<f64>)]) -> Result<(), String> {
+pub fn bars(
+    path: &Path,
+    title: &str,
+    y_label: &str,
+    members: &[String],
+    groups: &[(String, Vec<f64>)],
+) -> Result<(), String> {
     ensure_font()?;
     let root = BitMapBackend::new(path, (1200, 500)).into_drawing_area();
     root.fill(&WHITE).map_err(e)?;
@@ -159,7 +167,13 @@ pub fn bars(path: &Path, title: &str, y_label: &str, members: &[String], groups:
             .label(member)
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 15, y + 5)], color.filled()));
     }
-    chart.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).label_font(("sans-serif", 14)).draw().map_err(e)?;
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 14))
+        .draw()
+        .map_err(e)?;
     root.present().map_err(e)?;
     Ok(())
 }
@@ -173,7 +187,13 @@ pub struct LatencyBox {
 
 /// Latency boxes on a log scale: for each group (e.g. a sweep step), one box per member
 /// (e.g. a switch).
-pub fn latency_boxes(path: &Path, title: &str, x_label: &str, members: &[String], groups: &[(String, Vec<Option<LatencyBox>>)]) -> Result<(), String> {
+pub fn latency_boxes(
+    path: &Path,
+    title: &str,
+    x_label: &str,
+    members: &[String],
+    groups: &[(String, Vec<Option<LatencyBox>>)],
+) -> Result<(), String> {
     ensure_font()?;
     let root = BitMapBackend::new(path, (1200, 550)).into_drawing_area();
     root.fill(&WHITE).map_err(e)?;
@@ -212,7 +232,10 @@ pub fn latency_boxes(path: &Path, title: &str, x_label: &str, members: &[String]
             let (x1, xm) = (x0 + width * 0.9, x0 + width * 0.45);
             shapes.push(Rectangle::new([(x0, b.p50), (x1, b.p90)], color.mix(0.5).filled()).into_dyn());
             shapes.push(PathElement::new(vec![(xm, b.p90), (xm, b.p99)], color.stroke_width(2)).into_dyn());
-            shapes.push(PathElement::new(vec![(x0 + width * 0.25, b.p99), (x0 + width * 0.65, b.p99)], color.stroke_width(2)).into_dyn());
+            shapes.push(
+                PathElement::new(vec![(x0 + width * 0.25, b.p99), (x0 + width * 0.65, b.p99)], color.stroke_width(2))
+                    .into_dyn(),
+            );
             shapes.push(PathElement::new(vec![(x0, b.p50), (x1, b.p50)], BLACK.stroke_width(2)).into_dyn());
         }
         chart
@@ -221,7 +244,14 @@ pub fn latency_boxes(path: &Path, title: &str, x_label: &str, members: &[String]
             .label(member)
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 15, y + 5)], color.mix(0.5).filled()));
     }
-    chart.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).label_font(("sans-serif", 14)).position(SeriesLabelPosition::UpperLeft).draw().map_err(e)?;
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 14))
+        .position(SeriesLabelPosition::UpperLeft)
+        .draw()
+        .map_err(e)?;
     root.present().map_err(e)?;
     Ok(())
 }

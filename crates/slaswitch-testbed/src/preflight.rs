@@ -19,9 +19,16 @@ fn needs(switch: SwitchKind, scenario: &Scenario) -> Vec<(&'static str, &'static
         SwitchKind::Vde2 => v.push(("/usr/bin/vde_switch", "vde2")),
     }
     // The programs of the namespace VMs and of a namespace uplink (servers such as nginx).
-    let namespace_commands = scenario.vms.iter().filter(|vm| vm.kind == VmKind::Namespace).flat_map(|vm| &vm.commands).chain(&scenario.uplink.commands);
+    let namespace_commands = scenario
+        .vms
+        .iter()
+        .filter(|vm| vm.kind == VmKind::Namespace)
+        .flat_map(|vm| &vm.commands)
+        .chain(&scenario.uplink.commands);
     for cmd in namespace_commands {
-        for (program, package) in [("iperf3", "iperf3"), ("qperf", "qperf"), ("sockperf", "sockperf"), ("nginx", "nginx"), ("wrk", "wrk")] {
+        for (program, package) in
+            [("iperf3", "iperf3"), ("qperf", "qperf"), ("sockperf", "sockperf"), ("nginx", "nginx"), ("wrk", "wrk")]
+        {
             if cmd.split_whitespace().next() == Some(program) {
                 v.push((program, package));
             }
@@ -46,13 +53,28 @@ fn apt_install(packages: &[&str]) -> Result<(), String> {
         let _ = std::fs::write(policy, "#!/bin/sh\nexit 101\n");
         let _ = Command::new("chmod").args(["+x", "/usr/sbin/policy-rc.d"]).status();
     }
-    let run = |args: &[&str]| Command::new("apt-get").args(args).env("DEBIAN_FRONTEND", "noninteractive").status().is_ok_and(|s| s.success());
-    let ok = run(&["install", "-y", "-q", "--no-install-recommends"].iter().copied().chain(packages.iter().copied()).collect::<Vec<_>>())
-        || (run(&["update", "-q"]) && run(&["install", "-y", "-q", "--no-install-recommends"].iter().copied().chain(packages.iter().copied()).collect::<Vec<_>>()));
+    let run = |args: &[&str]| {
+        Command::new("apt-get").args(args).env("DEBIAN_FRONTEND", "noninteractive").status().is_ok_and(|s| s.success())
+    };
+    let ok = run(&["install", "-y", "-q", "--no-install-recommends"]
+        .iter()
+        .copied()
+        .chain(packages.iter().copied())
+        .collect::<Vec<_>>())
+        || (run(&["update", "-q"])
+            && run(&["install", "-y", "-q", "--no-install-recommends"]
+                .iter()
+                .copied()
+                .chain(packages.iter().copied())
+                .collect::<Vec<_>>()));
     if !had_policy {
         let _ = std::fs::remove_file(policy);
     }
-    if ok { Ok(()) } else { Err(format!("apt-get could not install {}", packages.join(" "))) }
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("apt-get could not install {}", packages.join(" ")))
+    }
 }
 
 /// Checks (and where it can, fixes) what `switches` need for `scenario`.

@@ -66,7 +66,10 @@ fn base_label(label: &str) -> &str {
 /// largest value over its rounds, and how many rounds gave a value.
 type OverRounds = Vec<(String, Vec<(String, Option<f64>, Option<f64>, Option<f64>, usize)>)>;
 
-fn over_rounds(heads: &[(String, Vec<(String, Option<f64>, String)>)]) -> OverRounds {
+/// Per headline: (label, per switch: (switch, value, explanation)).
+pub type Headlines = Vec<(String, Vec<(String, Option<f64>, String)>)>;
+
+fn over_rounds(heads: &Headlines) -> OverRounds {
     heads
         .iter()
         .map(|(label, values)| {
@@ -79,11 +82,13 @@ fn over_rounds(heads: &[(String, Vec<(String, Option<f64>, String)>)]) -> OverRo
             let per_base = bases
                 .iter()
                 .map(|&b| {
-                    let mut got: Vec<f64> = values.iter().filter(|(sw, _, _)| base_label(sw) == b).filter_map(|(_, v, _)| *v).collect();
+                    let mut got: Vec<f64> =
+                        values.iter().filter(|(sw, _, _)| base_label(sw) == b).filter_map(|(_, v, _)| *v).collect();
                     got.sort_by(f64::total_cmp);
                     // An even count takes the middle two's mean: with two rounds, their midpoint.
                     let n = got.len();
-                    let mid = (n > 0).then(|| if n % 2 == 1 { got[n / 2] } else { (got[n / 2 - 1] + got[n / 2]) / 2.0 });
+                    let mid =
+                        (n > 0).then(|| if n % 2 == 1 { got[n / 2] } else { (got[n / 2 - 1] + got[n / 2]) / 2.0 });
                     (b.to_string(), mid, got.first().copied(), got.last().copied(), n)
                 })
                 .collect();
@@ -117,14 +122,22 @@ fn vm_names(step: &Step) -> Vec<String> {
 /// configuration of the file states for it.
 fn purchased_mbps(s: &Scenario, vm: &str, run_label: &str) -> Option<f64> {
     let variant = base_label(run_label).split_once('/').map(|(_, v)| v);
-    let group = s.vms.iter().find(|v| v.name == vm || (vm.starts_with(&v.name) && vm[v.name.len()..].parse::<usize>().is_ok()))?;
-    let own = variant.and_then(|name| s.variants.iter().find(|x| x.name == name)).and_then(|v| v.qos.get(&group.name)).unwrap_or(&group.qos);
-    let stated = std::iter::once(own).chain(std::iter::once(&group.qos)).chain(s.variants.iter().filter_map(|v| v.qos.get(&group.name)));
+    let group = s
+        .vms
+        .iter()
+        .find(|v| v.name == vm || (vm.starts_with(&v.name) && vm[v.name.len()..].parse::<usize>().is_ok()))?;
+    let own = variant
+        .and_then(|name| s.variants.iter().find(|x| x.name == name))
+        .and_then(|v| v.qos.get(&group.name))
+        .unwrap_or(&group.qos);
+    let stated = std::iter::once(own)
+        .chain(std::iter::once(&group.qos))
+        .chain(s.variants.iter().filter_map(|v| v.qos.get(&group.name)));
     stated.filter_map(|q| q.bandwidth_bps).next().map(|b| b as f64 / 1e6)
 }
 
 /// One headline figure per switch: (switch, value, explanation).
-pub fn headline_values(s: &Scenario, samples: &[Sample], switches: &[String]) -> Vec<(String, Vec<(String, Option<f64>, String)>)> {
+pub fn headline_values(s: &Scenario, samples: &[Sample], switches: &[String]) -> Headlines {
     let steps = s.steps();
     s.headlines
         .iter()
@@ -156,15 +169,26 @@ pub fn headline_values(s: &Scenario, samples: &[Sample], switches: &[String]) ->
                                 if let (Some(g), Some(p)) = (got, purchased.filter(|p| *p > 0.0)) {
                                     n += 1;
                                     let dev = 100.0 * (g - p) / p;
-                                    let at = if steps.len() > 1 { format!(" at {}", step.label) } else { String::new() };
+                                    let at =
+                                        if steps.len() > 1 { format!(" at {}", step.label) } else { String::new() };
                                     if worst.as_ref().is_none_or(|(d, _)| dev.abs() > d.abs()) {
-                                        worst = Some((dev, format!("{}{at} got {} Mbps, purchased {}", vm.name, fmt(Some(g)), fmt(Some(p)))));
+                                        worst = Some((
+                                            dev,
+                                            format!(
+                                                "{}{at} got {} Mbps, purchased {}",
+                                                vm.name,
+                                                fmt(Some(g)),
+                                                fmt(Some(p))
+                                            ),
+                                        ));
                                     }
                                 }
                             }
                         }
                         match worst {
-                            Some((d, why)) => (sw.clone(), Some(d), if n > 1 { format!("farthest of {n}: {why}") } else { why }),
+                            Some((d, why)) => {
+                                (sw.clone(), Some(d), if n > 1 { format!("farthest of {n}: {why}") } else { why })
+                            }
                             None => (sw.clone(), None, format!("{}: nothing received or nothing purchased", h.vm)),
                         }
                     }
@@ -178,13 +202,30 @@ pub fn headline_values(s: &Scenario, samples: &[Sample], switches: &[String]) ->
                     HeadlineType::LatencyGrowth => {
                         let (vm, percentile) = (&h.vm, h.percentile.as_deref().unwrap_or("p50"));
                         let metric = format!("lat_{percentile}_us");
-                        let at = |step: &Step| median(series(samples, sw, &step.label, "sink", vm, &metric).into_iter().map(|p| p.1).collect());
+                        let at = |step: &Step| {
+                            median(
+                                series(samples, sw, &step.label, "sink", vm, &metric)
+                                    .into_iter()
+                                    .map(|p| p.1)
+                                    .collect(),
+                            )
+                        };
                         let (first, last) = (at(&steps[0]), at(steps.last().expect("a step")));
                         let growth = match (first, last) {
                             (Some(f), Some(l)) if f > 0.0 => Some(l / f),
                             _ => None,
                         };
-                        (sw.clone(), growth, format!("{vm} {percentile}: {} us at {}, {} us at {}", fmt(first), steps[0].label, fmt(last), steps.last().expect("a step").label))
+                        (
+                            sw.clone(),
+                            growth,
+                            format!(
+                                "{vm} {percentile}: {} us at {}, {} us at {}",
+                                fmt(first),
+                                steps[0].label,
+                                fmt(last),
+                                steps.last().expect("a step").label
+                            ),
+                        )
                     }
                 })
                 .collect();
@@ -215,7 +256,12 @@ fn overlap(samples: &[Sample], sw: &str, step: &Step) -> (Vec<(String, f64)>, f6
     (per_vm, if intervals == 0 { 0.0 } else { 100.0 * both as f64 / intervals as f64 })
 }
 
-fn write_plots(dir: &Path, s: &Scenario, samples: &[Sample], switches: &[String]) -> Result<Vec<(String, String)>, String> {
+fn write_plots(
+    dir: &Path,
+    s: &Scenario,
+    samples: &[Sample],
+    switches: &[String],
+) -> Result<Vec<(String, String)>, String> {
     let steps = s.steps();
     let markers = phase_boundaries(s);
     let mut made = Vec::new();
@@ -231,7 +277,10 @@ fn write_plots(dir: &Path, s: &Scenario, samples: &[Sample], switches: &[String]
             .map(|sw| {
                 let mut series_list: Vec<Series> = shown
                     .iter()
-                    .map(|vm| Series { label: vm.to_string(), points: series(samples, sw, &step.label, source, vm, metric) })
+                    .map(|vm| Series {
+                        label: vm.to_string(),
+                        points: series(samples, sw, &step.label, source, vm, metric),
+                    })
                     .filter(|x| !x.points.is_empty())
                     .collect();
                 if let Some((subject, m)) = extra {
@@ -244,23 +293,50 @@ fn write_plots(dir: &Path, s: &Scenario, samples: &[Sample], switches: &[String]
             })
             .collect()
     };
-    plot::lines(&dir.join("bandwidth.png"), &format!("{}: bandwidth received at the uplink per VM", s.name), "time (s)", "Mbit/s", &panels(recv_source, &recv_metric, None))?;
-    made.push(("bandwidth.png".into(), "Per-VM bandwidth received at the uplink over time; vertical lines mark phase changes.".into()));
+    plot::lines(
+        &dir.join("bandwidth.png"),
+        &format!("{}: bandwidth received at the uplink per VM", s.name),
+        "time (s)",
+        "Mbit/s",
+        &panels(recv_source, &recv_metric, None),
+    )?;
+    made.push((
+        "bandwidth.png".into(),
+        "Per-VM bandwidth received at the uplink over time; vertical lines mark phase changes.".into(),
+    ));
     let share = panels("switch", "pmd_share_pct", Some(("pmd0", "busy_pct")));
     if share.iter().any(|p| !p.series.is_empty()) {
-        plot::lines(&dir.join("pmd_share.png"), "Share of the PMD core per VM, and the PMD's busy share", "time (s)", "% of the PMD's cycles", &share)?;
+        plot::lines(
+            &dir.join("pmd_share.png"),
+            "Share of the PMD core per VM, and the PMD's busy share",
+            "time (s)",
+            "% of the PMD's cycles",
+            &share,
+        )?;
         made.push(("pmd_share.png".into(), "Per-VM share of the PMD's cycles (the switch's own accounting; OVS gives only the PMD's busy share per second).".into()));
     }
-    if s.sweep.is_some() {
-        let sweep = s.sweep.as_ref().expect("checked");
+    if let Some(sweep) = &s.sweep {
         let probe = steps[0].vms.first().map(|v| v.name.clone()).unwrap_or_default();
-        let at = |sw: &str, st: &Step, pct: &str| median(series(samples, sw, &st.label, "sink", &probe, &format!("lat_{pct}_us")).into_iter().map(|p| p.1).collect());
+        let at = |sw: &str, st: &Step, pct: &str| {
+            median(
+                series(samples, sw, &st.label, "sink", &probe, &format!("lat_{pct}_us"))
+                    .into_iter()
+                    .map(|p| p.1)
+                    .collect(),
+            )
+        };
         let groups: Vec<(String, Vec<Option<plot::LatencyBox>>)> = steps
             .iter()
             .map(|st| {
                 let boxes = switches
                     .iter()
-                    .map(|sw| Some(plot::LatencyBox { p50: at(sw, st, "p50")?, p90: at(sw, st, "p90")?, p99: at(sw, st, "p99")? }))
+                    .map(|sw| {
+                        Some(plot::LatencyBox {
+                            p50: at(sw, st, "p50")?,
+                            p90: at(sw, st, "p90")?,
+                            p99: at(sw, st, "p99")?,
+                        })
+                    })
                     .collect();
                 (format!("{} VMs", st.vms.len()), boxes)
             })
@@ -277,15 +353,37 @@ fn write_plots(dir: &Path, s: &Scenario, samples: &[Sample], switches: &[String]
             made.push(("latency.png".into(), format!("Latency of {probe} by number of VMs on the PMD: box from p50 to p90, whisker to p99 (medians of the per-second percentiles), log scale.")));
         }
     } else if samples.iter().any(|x| x.source == "sink" && x.metric == "lat_p99_us") {
-        plot::lines(&dir.join("latency.png"), "One-way latency p99 per VM", "time (s)", "microseconds", &panels("sink", "lat_p99_us", None))?;
+        plot::lines(
+            &dir.join("latency.png"),
+            "One-way latency p99 per VM",
+            "time (s)",
+            "microseconds",
+            &panels("sink", "lat_p99_us", None),
+        )?;
         made.push(("latency.png".into(), "Per-VM one-way latency (99th percentile per second).".into()));
     }
     let last = *windows(s).last().expect("a window");
     let groups: Vec<(String, Vec<f64>)> = shown
         .iter()
-        .map(|vm| (vm.to_string(), switches.iter().map(|sw| mean_in(&received(s, samples, sw, &step.label, vm, "mbps"), last.0, last.1).unwrap_or(0.0)).collect()))
+        .map(|vm| {
+            (
+                vm.to_string(),
+                switches
+                    .iter()
+                    .map(|sw| {
+                        mean_in(&received(s, samples, sw, &step.label, vm, "mbps"), last.0, last.1).unwrap_or(0.0)
+                    })
+                    .collect(),
+            )
+        })
         .collect();
-    plot::bars(&dir.join("comparison.png"), &format!("Mean received bandwidth per VM, {}-{} s, by switch", last.0, last.1), "Mbit/s", switches, &groups)?;
+    plot::bars(
+        &dir.join("comparison.png"),
+        &format!("Mean received bandwidth per VM, {}-{} s, by switch", last.0, last.1),
+        "Mbit/s",
+        switches,
+        &groups,
+    )?;
     made.push(("comparison.png".into(), "Mean per-VM bandwidth in the last phase, switches side by side.".into()));
     Ok(made)
 }
@@ -293,16 +391,21 @@ fn write_plots(dir: &Path, s: &Scenario, samples: &[Sample], switches: &[String]
 /// Writes `report.md` and the plots into `dir`.
 pub fn generate(dir: &Path) -> Result<(), String> {
     let scenario_path = dir.join("scenario.toml");
-    let text = std::fs::read_to_string(&scenario_path).map_err(|e| format!("{}: {e} (is this a run folder?)", scenario_path.display()))?;
+    let text = std::fs::read_to_string(&scenario_path)
+        .map_err(|e| format!("{}: {e} (is this a run folder?)", scenario_path.display()))?;
     let mut s = crate::scenario::parse(&scenario_path.display().to_string(), &text).map_err(|e| e.to_string())?;
-    let run: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).map_err(|e| format!("{}: {e}", dir.join("run.json").display()))?)
-        .map_err(|e| format!("run.json: {e}"))?;
+    let run: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("run.json"))
+            .map_err(|e| format!("{}: {e}", dir.join("run.json").display()))?,
+    )
+    .map_err(|e| format!("run.json: {e}"))?;
     // The copy in the run folder is called scenario.toml; the run knows the scenario's name.
     if let Some(name) = run["scenario"].as_str() {
         s.name = name.to_string();
     }
     let samples = samples::load(&dir.join("samples.csv"))?;
-    let switches: Vec<String> = run["switches"].as_array().into_iter().flatten().filter_map(|v| v.as_str().map(str::to_string)).collect();
+    let switches: Vec<String> =
+        run["switches"].as_array().into_iter().flatten().filter_map(|v| v.as_str().map(str::to_string)).collect();
     let plots = write_plots(dir, &s, &samples, &switches)?;
     let steps = s.steps();
     let mut md = String::new();
@@ -332,23 +435,41 @@ pub fn generate(dir: &Path) -> Result<(), String> {
     }
     let heads = headline_values(&s, &samples, &switches);
     if !heads.is_empty() {
-        let _ = writeln!(md, "## Headline\n\n| figure | {} |\n|---|{}", switches.join(" | "), "---|".repeat(switches.len()));
+        let _ = writeln!(
+            md,
+            "## Headline\n\n| figure | {} |\n|---|{}",
+            switches.join(" | "),
+            "---|".repeat(switches.len())
+        );
         for (label, values) in &heads {
-            let _ = writeln!(md, "| {label} | {} |", values.iter().map(|(_, v, why)| format!("**{}** ({why})", fmt(*v))).collect::<Vec<_>>().join(" | "));
+            let _ = writeln!(
+                md,
+                "| {label} | {} |",
+                values.iter().map(|(_, v, why)| format!("**{}** ({why})", fmt(*v))).collect::<Vec<_>>().join(" | ")
+            );
         }
         md.push('\n');
         let rounds = run["rounds"].as_u64().unwrap_or(1);
         if rounds > 1 {
             let summary = over_rounds(&heads);
-            let bases: Vec<String> = summary.first().map(|(_, v)| v.iter().map(|(b, ..)| b.clone()).collect()).unwrap_or_default();
-            let _ = writeln!(md, "### Over {rounds} rounds
+            let bases: Vec<String> =
+                summary.first().map(|(_, v)| v.iter().map(|(b, ..)| b.clone()).collect()).unwrap_or_default();
+            let _ = writeln!(
+                md,
+                "### Over {rounds} rounds
 
 Every configuration ran {rounds} times, round after round; median (smallest .. largest) of each headline.
 
 | figure | {} |
-|---|{}", bases.join(" | "), "---|".repeat(bases.len()));
+|---|{}",
+                bases.join(" | "),
+                "---|".repeat(bases.len())
+            );
             for (label, per_base) in &summary {
-                let cells: Vec<String> = per_base.iter().map(|(_, m, lo, hi, n)| format!("**{}** ({} .. {}, {n} rounds)", fmt(*m), fmt(*lo), fmt(*hi))).collect();
+                let cells: Vec<String> = per_base
+                    .iter()
+                    .map(|(_, m, lo, hi, n)| format!("**{}** ({} .. {}, {n} rounds)", fmt(*m), fmt(*lo), fmt(*hi)))
+                    .collect();
                 let _ = writeln!(md, "| {label} | {} |", cells.join(" | "));
             }
             md.push('\n');
@@ -356,7 +477,9 @@ Every configuration ran {rounds} times, round after round; median (smallest .. l
     }
     let win = windows(&s);
     let measured = match s.uplink.kind {
-        crate::scenario::UplinkKind::Null => "of what the switch forwarded to the uplink (a null port; the switch's own per-VM counters after policing)",
+        crate::scenario::UplinkKind::Null => {
+            "of what the switch forwarded to the uplink (a null port; the switch's own per-VM counters after policing)"
+        }
         _ => "of what the uplink's sink VM received",
     };
     let _ = writeln!(md, "## Per VM, per phase\n\nMean over each phase (its first second left out) {measured}; latency is the median of the per-second percentiles at the sink; PMD busy is the switch's own figure.\n");
@@ -383,13 +506,21 @@ Every configuration ran {rounds} times, round after round; median (smallest .. l
                         fmt(mean_in(&received(&s, &samples, sw, &step.label, vm, "kpps"), w.0, w.1))
                     );
                 }
-                let lat = |m: &str| median(series(&samples, sw, &step.label, "sink", vm, m).into_iter().map(|p| p.1).collect());
+                let lat = |m: &str| {
+                    median(series(&samples, sw, &step.label, "sink", vm, m).into_iter().map(|p| p.1).collect())
+                };
                 let _ = writeln!(md, "{row} {} | {} |", fmt(lat("lat_p50_us")), fmt(lat("lat_p99_us")));
             }
-            let busy: Vec<String> = win.iter().map(|w| fmt(mean_in(&series(&samples, sw, &step.label, "switch", "pmd0", "busy_pct"), w.0, w.1))).collect();
-            let steal = |core: &str, w: &(f64, f64)| mean_in(&series(&samples, sw, &step.label, "host", core, "steal_pct"), w.0, w.1);
+            let busy: Vec<String> = win
+                .iter()
+                .map(|w| fmt(mean_in(&series(&samples, sw, &step.label, "switch", "pmd0", "busy_pct"), w.0, w.1)))
+                .collect();
+            let steal = |core: &str, w: &(f64, f64)| {
+                mean_in(&series(&samples, sw, &step.label, "host", core, "steal_pct"), w.0, w.1)
+            };
             if win.iter().any(|w| steal("cpu0", w).is_some()) {
-                let cells: Vec<String> = win.iter().map(|w| format!("{} / {}", fmt(steal("cpu0", w)), fmt(steal("cpu1", w)))).collect();
+                let cells: Vec<String> =
+                    win.iter().map(|w| format!("{} / {}", fmt(steal("cpu0", w)), fmt(steal("cpu1", w)))).collect();
                 let _ = writeln!(md, "| {sw} | *host steal % (core 0 / 1)* | {} | | |", cells.join(" | | "));
                 for w in &win {
                     let worst = steal("cpu0", w).unwrap_or(0.0).max(steal("cpu1", w).unwrap_or(0.0));
@@ -423,11 +554,13 @@ Every configuration ran {rounds} times, round after round; median (smallest .. l
             noisy.iter().map(|n| format!("- {n}")).collect::<Vec<_>>().join("\n")
         );
     }
-    let apps: Vec<&Sample> = samples.iter().filter(|x| x.source == "app" && !x.metric.starts_with("iperf3_mbps")).collect();
+    let apps: Vec<&Sample> =
+        samples.iter().filter(|x| x.source == "app" && !x.metric.starts_with("iperf3_mbps")).collect();
     if !apps.is_empty() {
         let _ = writeln!(md, "## Programs in the namespace VMs\n\nFrom each program's own machine-readable output (iperf3 -J, wrk --latency, qperf, sockperf).\n\n| switch | step | VM | figure | value |\n|---|---|---|---|---|");
         for a in apps {
-            let _ = writeln!(md, "| {} | {} | {} | {} | {} |", a.switch, a.step, a.subject, a.metric, fmt(Some(a.value)));
+            let _ =
+                writeln!(md, "| {} | {} | {} | {} | {} |", a.switch, a.step, a.subject, a.metric, fmt(Some(a.value)));
         }
         md.push('\n');
     }
@@ -439,8 +572,14 @@ Every configuration ran {rounds} times, round after round; median (smallest .. l
     let mut seen = std::collections::BTreeSet::new();
     for r in run["runs"].as_array().into_iter().flatten() {
         let sw = r["switch"].as_str().unwrap_or("?");
-        let _ = writeln!(md, "### {sw}, {} ({})\n", r["step"].as_str().unwrap_or("?"), r["version"].as_str().unwrap_or("?"));
-        let unsupported: Vec<&str> = r["unsupported"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+        let _ = writeln!(
+            md,
+            "### {sw}, {} ({})\n",
+            r["step"].as_str().unwrap_or("?"),
+            r["version"].as_str().unwrap_or("?")
+        );
+        let unsupported: Vec<&str> =
+            r["unsupported"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
         if !unsupported.is_empty() {
             let _ = writeln!(md, "No equivalent on this switch (not applied):\n");
             for u in unsupported {
@@ -453,9 +592,18 @@ Every configuration ran {rounds} times, round after round; median (smallest .. l
             let _ = writeln!(md, "- {n}");
         }
         if seen.insert(sw.to_string()) {
-            let _ = writeln!(md, "\nCommands:\n\n```\n{}\n```\n", r["commands"].as_array().into_iter().flatten().filter_map(Value::as_str).collect::<Vec<_>>().join("\n"));
+            let _ = writeln!(
+                md,
+                "\nCommands:\n\n```\n{}\n```\n",
+                r["commands"].as_array().into_iter().flatten().filter_map(Value::as_str).collect::<Vec<_>>().join("\n")
+            );
             for f in r["files"].as_array().into_iter().flatten() {
-                let _ = writeln!(md, "{}:\n\n```\n{}\n```\n", f["file"].as_str().unwrap_or("file"), f["text"].as_str().unwrap_or("").trim());
+                let _ = writeln!(
+                    md,
+                    "{}:\n\n```\n{}\n```\n",
+                    f["file"].as_str().unwrap_or("file"),
+                    f["text"].as_str().unwrap_or("").trim()
+                );
             }
             let _ = writeln!(md, "Emulated VMs:\n\n```\n{}\n```\n", r["tenant_command"].as_str().unwrap_or(""));
         }
@@ -478,7 +626,14 @@ mod tests {
         let v = |sw: &str, x: Option<f64>| (sw.to_string(), x, String::new());
         let heads = vec![(
             "loss".to_string(),
-            vec![v("a/x #1", Some(3.0)), v("b/y #1", Some(10.0)), v("a/x #2", Some(-1.0)), v("b/y #2", None), v("a/x #3", Some(1.0)), v("b/y #3", Some(20.0))],
+            vec![
+                v("a/x #1", Some(3.0)),
+                v("b/y #1", Some(10.0)),
+                v("a/x #2", Some(-1.0)),
+                v("b/y #2", None),
+                v("a/x #3", Some(1.0)),
+                v("b/y #3", Some(20.0)),
+            ],
         )];
         let s = over_rounds(&heads);
         let (label, per) = &s[0];

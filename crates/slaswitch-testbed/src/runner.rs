@@ -46,7 +46,14 @@ fn progress(label: &str, done: f64, total: f64, quiet: bool) {
     let _ = std::io::stderr().flush();
 }
 
-fn driver_for(switch: SwitchKind, dir: &Path, tools: &Path, scenario: &Scenario, step: &Step, prefix: &str) -> Box<dyn Driver> {
+fn driver_for(
+    switch: SwitchKind,
+    dir: &Path,
+    tools: &Path,
+    scenario: &Scenario,
+    step: &Step,
+    prefix: &str,
+) -> Box<dyn Driver> {
     match switch {
         SwitchKind::Slaswitch => Box::new(crate::switch_slaswitch::Slaswitch::new(dir, tools, scenario, prefix)),
         SwitchKind::OvsDpdk => Box::new(crate::switch_ovs::Ovs::new(dir, scenario, step, prefix)),
@@ -56,7 +63,14 @@ fn driver_for(switch: SwitchKind, dir: &Path, tools: &Path, scenario: &Scenario,
 }
 
 /// The tenant's command line: every emulated VM sends, the uplink receives.
-pub fn tenant_command(scenario: &Scenario, step: &Step, p: &SwitchPlan, tools: &Path, out: &Path, prefix: &str) -> Vec<String> {
+pub fn tenant_command(
+    scenario: &Scenario,
+    step: &Step,
+    p: &SwitchPlan,
+    tools: &Path,
+    out: &Path,
+    prefix: &str,
+) -> Vec<String> {
     let mut cmd: Vec<String> = vec![
         tools.join("slaswitch-tenant").display().to_string(),
         "--core".into(),
@@ -139,7 +153,15 @@ struct StepResult {
 
 /// One step of one configuration; `run_label` names it in the samples (`slaswitch`, or
 /// `slaswitch/c2tb` for a variant).
-fn run_step(scenario: &Scenario, step: &Step, switch: SwitchKind, run_label: &str, work: &Path, opts: &RunOptions, label: &str) -> Result<StepResult, String> {
+fn run_step(
+    scenario: &Scenario,
+    step: &Step,
+    switch: SwitchKind,
+    run_label: &str,
+    work: &Path,
+    opts: &RunOptions,
+    label: &str,
+) -> Result<StepResult, String> {
     std::fs::create_dir_all(work).map_err(|e| format!("{}: {e}", work.display()))?;
     let prefix = format!("tb{}{}", std::process::id(), switch.name().chars().next().unwrap_or('x'));
     let mut driver = driver_for(switch, work, &opts.tools, scenario, step, &format!("{prefix}sw"));
@@ -148,7 +170,9 @@ fn run_step(scenario: &Scenario, step: &Step, switch: SwitchKind, run_label: &st
     members.extend(step.vms.iter().map(|v| v.name.as_str()));
     for name in members.into_iter().filter(|n| namespaces::is_namespace(scenario, step, n)) {
         if !p.namespaces.iter().any(|(n, _)| n == name) {
-            return Err(format!("{switch} cannot attach the namespace VM {name} (the runner plugs only emulated VMs into it)"));
+            return Err(format!(
+                "{switch} cannot attach the namespace VM {name} (the runner plugs only emulated VMs into it)"
+            ));
         }
     }
     let result = (|| {
@@ -162,7 +186,13 @@ fn run_step(scenario: &Scenario, step: &Step, switch: SwitchKind, run_label: &st
         let mut apps: Vec<App> = Vec::new();
         if let Some((_, ns)) = p.namespaces.iter().find(|(n, _)| *n == scenario.uplink.name) {
             for (i, c) in scenario.uplink.commands.iter().enumerate() {
-                apps.push(App::start(ns, &namespaces::fill(c, scenario, step, &scenario.uplink.name), &scenario.uplink.name, &work.join(format!("app-{}-{i}.out", scenario.uplink.name)), scenario.host.vm_core)?);
+                apps.push(App::start(
+                    ns,
+                    &namespaces::fill(c, scenario, step, &scenario.uplink.name),
+                    &scenario.uplink.name,
+                    &work.join(format!("app-{}-{i}.out", scenario.uplink.name)),
+                    scenario.host.vm_core,
+                )?);
             }
             std::thread::sleep(Duration::from_secs(1));
         }
@@ -170,7 +200,13 @@ fn run_step(scenario: &Scenario, step: &Step, switch: SwitchKind, run_label: &st
         for vm in step.vms.iter().filter(|v| v.kind == VmKind::Namespace) {
             let ns = namespaces::ns_name(&vm.name);
             for (i, c) in vm.commands.iter().enumerate() {
-                apps.push(App::start(&ns, &namespaces::fill(c, scenario, step, &vm.name), &vm.name, &work.join(format!("app-{}-{i}.out", vm.name)), scenario.host.vm_core)?);
+                apps.push(App::start(
+                    &ns,
+                    &namespaces::fill(c, scenario, step, &vm.name),
+                    &vm.name,
+                    &work.join(format!("app-{}-{i}.out", vm.name)),
+                    scenario.host.vm_core,
+                )?);
             }
         }
         let mut child = if names.is_empty() {
@@ -207,7 +243,9 @@ fn run_step(scenario: &Scenario, step: &Step, switch: SwitchKind, run_label: &st
                     // No emulated VM: the run lasts as long as the VMs' programs (at most
                     // the duration plus 20 s).
                     let elapsed = unix_now() - connected_at;
-                    if (elapsed >= scenario.duration_secs && apps[servers..].iter_mut().all(|a| a.finished())) || elapsed > scenario.duration_secs + 20.0 {
+                    if (elapsed >= scenario.duration_secs && apps[servers..].iter_mut().all(|a| a.finished()))
+                        || elapsed > scenario.duration_secs + 20.0
+                    {
                         break None;
                     }
                 }
@@ -230,8 +268,10 @@ fn run_step(scenario: &Scenario, step: &Step, switch: SwitchKind, run_label: &st
             return Err(format!("slaswitch-tenant failed ({status}): {}", tail.trim()));
         }
         let doc: Value = if child.is_some() {
-            serde_json::from_str(&std::fs::read_to_string(&tenant_out).map_err(|e| format!("{}: {e}", tenant_out.display()))?)
-                .map_err(|e| format!("{}: {e}", tenant_out.display()))?
+            serde_json::from_str(
+                &std::fs::read_to_string(&tenant_out).map_err(|e| format!("{}: {e}", tenant_out.display()))?,
+            )
+            .map_err(|e| format!("{}: {e}", tenant_out.display()))?
         } else {
             json!({"start_unix_secs": connected_at})
         };
@@ -277,13 +317,21 @@ fn run_step(scenario: &Scenario, step: &Step, switch: SwitchKind, run_label: &st
 }
 
 fn command_output(program: &str, args: &[&str]) -> String {
-    Command::new(program).args(args).output().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default()
+    Command::new(program)
+        .args(args)
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
 }
 
 /// The machine, for the report.
 pub fn machine() -> Value {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let model = cpuinfo.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split_once(':')).map_or("unknown".into(), |(_, m)| m.trim().to_string());
+    let model = cpuinfo
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split_once(':'))
+        .map_or("unknown".into(), |(_, m)| m.trim().to_string());
     json!({
         "cpu": model,
         "cores": std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -295,8 +343,10 @@ pub fn machine() -> Value {
 
 /// Runs the scenario; returns the folder with the samples and the report.
 pub fn run(opts: &RunOptions) -> Result<PathBuf, String> {
-    let text = std::fs::read_to_string(&opts.scenario_path).map_err(|e| format!("{}: {e}", opts.scenario_path.display()))?;
-    let scenario = crate::scenario::parse(&opts.scenario_path.display().to_string(), &text).map_err(|e| e.to_string())?;
+    let text =
+        std::fs::read_to_string(&opts.scenario_path).map_err(|e| format!("{}: {e}", opts.scenario_path.display()))?;
+    let scenario =
+        crate::scenario::parse(&opts.scenario_path.display().to_string(), &text).map_err(|e| e.to_string())?;
     let switches = if opts.switches.is_empty() { scenario.switches.clone() } else { opts.switches.clone() };
     preflight::check(&scenario, &switches, &opts.tools)?;
     let out_dir = opts.out_dir.clone().unwrap_or_else(|| {
@@ -310,7 +360,11 @@ pub fn run(opts: &RunOptions) -> Result<PathBuf, String> {
     let steps = scenario.steps();
     let configs = scenario.run_configs(&switches);
     if configs.is_empty() {
-        return Err(format!("no variant of {} runs on {}", scenario.name, switches.iter().map(|s| s.name()).collect::<Vec<_>>().join(", ")));
+        return Err(format!(
+            "no variant of {} runs on {}",
+            scenario.name,
+            switches.iter().map(|s| s.name()).collect::<Vec<_>>().join(", ")
+        ));
     }
     let mut all: Vec<Sample> = Vec::new();
     let mut metas = Vec::new();
@@ -327,7 +381,15 @@ pub fn run(opts: &RunOptions) -> Result<PathBuf, String> {
         }
         for (ti, step) in cfg.scenario.steps().iter().enumerate() {
             let of_rounds = if rounds > 1 { format!(" round {round}/{rounds}") } else { String::new() };
-            let label = format!("{} ({}/{}){of_rounds} {} ({}/{})", cfg.label, si + 1, configs.len(), step.label, ti + 1, steps.len());
+            let label = format!(
+                "{} ({}/{}){of_rounds} {} ({}/{})",
+                cfg.label,
+                si + 1,
+                configs.len(),
+                step.label,
+                ti + 1,
+                steps.len()
+            );
             let work = base.join(format!("{}-{round}-{si}-{ti}", cfg.switch.name()));
             match run_step(&cfg.scenario, step, cfg.switch, &run_label, &work, opts, &label) {
                 Ok(r) => {
@@ -351,7 +413,10 @@ pub fn run(opts: &RunOptions) -> Result<PathBuf, String> {
             for file in std::fs::read_dir(entry.path()).into_iter().flatten().flatten() {
                 let name = file.file_name().to_string_lossy().into_owned();
                 if name.ends_with(".log") || name.ends_with(".stdout") {
-                    let _ = std::fs::copy(file.path(), kept.join(format!("{}-{name}", entry.file_name().to_string_lossy())));
+                    let _ = std::fs::copy(
+                        file.path(),
+                        kept.join(format!("{}-{name}", entry.file_name().to_string_lossy())),
+                    );
                 }
             }
         }
@@ -372,7 +437,8 @@ pub fn run(opts: &RunOptions) -> Result<PathBuf, String> {
         "runs": metas,
         "command": format!("slaswitch experiment run {} --switch {} --rounds {rounds} --out {}", opts.scenario_path.display(), switches.iter().map(|s| s.name()).collect::<Vec<_>>().join(","), out_dir.display()),
     });
-    std::fs::write(out_dir.join("run.json"), serde_json::to_string_pretty(&run).expect("JSON")).map_err(|e| e.to_string())?;
+    std::fs::write(out_dir.join("run.json"), serde_json::to_string_pretty(&run).expect("JSON"))
+        .map_err(|e| e.to_string())?;
     report::generate(&out_dir)?;
     Ok(out_dir)
 }

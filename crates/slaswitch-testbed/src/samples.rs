@@ -28,7 +28,11 @@ pub fn to_csv(samples: &[Sample]) -> String {
     let mut out = String::from(HEADER);
     out.push('\n');
     for s in samples {
-        let _ = writeln!(out, "{},{},{:.3},{},{},{},{}", s.switch, s.step, s.t_secs, s.source, s.subject, s.metric, s.value);
+        let _ = writeln!(
+            out,
+            "{},{},{:.3},{},{},{},{}",
+            s.switch, s.step, s.t_secs, s.source, s.subject, s.metric, s.value
+        );
     }
     out
 }
@@ -47,7 +51,15 @@ pub fn from_csv(text: &str) -> Result<Vec<Sample>, String> {
             if f.len() != 7 {
                 return Err(format!("samples.csv:{}: expected 7 fields, found {}", i + 2, f.len()));
             }
-            Ok(Sample { switch: f[0].into(), step: f[1].into(), t_secs: num(f[2])?, source: f[3].into(), subject: f[4].into(), metric: f[5].into(), value: num(f[6])? })
+            Ok(Sample {
+                switch: f[0].into(),
+                step: f[1].into(),
+                t_secs: num(f[2])?,
+                source: f[3].into(),
+                subject: f[4].into(),
+                metric: f[5].into(),
+                value: num(f[6])?,
+            })
         })
         .collect()
 }
@@ -97,15 +109,31 @@ pub fn from_readings(times: &[f64], readings: &[Vec<Reading>], switch: &str, ste
         if dt <= 0.0 || times[i] <= 0.0 {
             continue;
         }
-        let prev: BTreeMap<(&str, &str), f64> = readings[i - 1].iter().filter(|r| r.counter).map(|r| ((r.subject.as_str(), r.metric.as_str()), r.value)).collect();
+        let prev: BTreeMap<(&str, &str), f64> = readings[i - 1]
+            .iter()
+            .filter(|r| r.counter)
+            .map(|r| ((r.subject.as_str(), r.metric.as_str()), r.value))
+            .collect();
         let delta = |subject: &str, metric: &str| -> Option<f64> {
             let now = readings[i].iter().find(|r| r.counter && r.subject == subject && r.metric == metric)?.value;
             Some((now - prev.get(&(subject, metric)).copied()?).max(0.0))
         };
         let mut push = |subject: &str, metric: &str, value: f64| {
-            out.push(Sample { switch: switch.into(), step: step.into(), t_secs: times[i], source: "switch".into(), subject: subject.into(), metric: metric.into(), value })
+            out.push(Sample {
+                switch: switch.into(),
+                step: step.into(),
+                t_secs: times[i],
+                source: "switch".into(),
+                subject: subject.into(),
+                metric: metric.into(),
+                value,
+            })
         };
-        let pmds: Vec<&str> = readings[i].iter().filter(|r| r.metric == "idle_cycles" && r.subject.starts_with("pmd")).map(|r| r.subject.as_str()).collect();
+        let pmds: Vec<&str> = readings[i]
+            .iter()
+            .filter(|r| r.metric == "idle_cycles" && r.subject.starts_with("pmd"))
+            .map(|r| r.subject.as_str())
+            .collect();
         let mut pmd_cycles = 0.0;
         for pmd in &pmds {
             if let (Some(b), Some(idle)) = (delta(pmd, "busy_cycles"), delta(pmd, "idle_cycles")) {
@@ -125,7 +153,8 @@ pub fn from_readings(times: &[f64], readings: &[Vec<Reading>], switch: &str, ste
             }
         }
         let ports: Vec<&str> = {
-            let mut v: Vec<&str> = readings[i].iter().filter(|r| r.metric == "rx_packets").map(|r| r.subject.as_str()).collect();
+            let mut v: Vec<&str> =
+                readings[i].iter().filter(|r| r.metric == "rx_packets").map(|r| r.subject.as_str()).collect();
             v.dedup();
             v
         };
@@ -163,9 +192,19 @@ pub fn from_readings(times: &[f64], readings: &[Vec<Reading>], switch: &str, ste
         }
         // The hypervisor's steal from each core (host_steal::readings).
         for r in readings[i].iter().filter(|r| r.counter && r.metric == crate::host_steal::STEAL_TICKS) {
-            if let (Some(steal), Some(ticks)) = (delta(&r.subject, crate::host_steal::STEAL_TICKS), delta(&r.subject, crate::host_steal::TICKS)) {
+            if let (Some(steal), Some(ticks)) =
+                (delta(&r.subject, crate::host_steal::STEAL_TICKS), delta(&r.subject, crate::host_steal::TICKS))
+            {
                 if ticks > 0.0 {
-                    out.push(Sample { switch: switch.into(), step: step.into(), t_secs: times[i], source: "host".into(), subject: r.subject.clone(), metric: "steal_pct".into(), value: 100.0 * steal / ticks });
+                    out.push(Sample {
+                        switch: switch.into(),
+                        step: step.into(),
+                        t_secs: times[i],
+                        source: "host".into(),
+                        subject: r.subject.clone(),
+                        metric: "steal_pct".into(),
+                        value: 100.0 * steal / ticks,
+                    });
                 }
             }
         }
@@ -174,10 +213,19 @@ pub fn from_readings(times: &[f64], readings: &[Vec<Reading>], switch: &str, ste
 }
 
 /// Values of one series, ordered by time.
-pub fn series<'a>(samples: &'a [Sample], switch: &str, step: &str, source: &str, subject: &str, metric: &str) -> Vec<(f64, f64)> {
+pub fn series(
+    samples: &[Sample],
+    switch: &str,
+    step: &str,
+    source: &str,
+    subject: &str,
+    metric: &str,
+) -> Vec<(f64, f64)> {
     let mut v: Vec<(f64, f64)> = samples
         .iter()
-        .filter(|s| s.switch == switch && s.step == step && s.source == source && s.subject == subject && s.metric == metric)
+        .filter(|s| {
+            s.switch == switch && s.step == step && s.source == source && s.subject == subject && s.metric == metric
+        })
         .map(|s| (s.t_secs, s.value))
         .collect();
     v.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -196,7 +244,12 @@ mod tests {
 
     #[test]
     fn host_steal_counters_become_a_share_per_interval() {
-        let at = |steal: f64, ticks: f64| vec![Reading::counter("cpu0", crate::host_steal::STEAL_TICKS, steal), Reading::counter("cpu0", crate::host_steal::TICKS, ticks)];
+        let at = |steal: f64, ticks: f64| {
+            vec![
+                Reading::counter("cpu0", crate::host_steal::STEAL_TICKS, steal),
+                Reading::counter("cpu0", crate::host_steal::TICKS, ticks),
+            ]
+        };
         let readings = vec![at(10.0, 1000.0), at(10.0, 1100.0), at(40.0, 1200.0)];
         let got: Vec<(f64, f64)> = from_readings(&[0.0, 1.0, 2.0], &readings, "sw", "run")
             .into_iter()
@@ -209,7 +262,11 @@ mod tests {
     #[test]
     fn exact_match_cache_counters_become_a_miss_share_per_port() {
         let at = |hits: f64, misses: f64| {
-            vec![Reading::counter("v1", "rx_packets", hits + misses), Reading::counter("v1", "emc_hits", hits), Reading::counter("v1", "emc_misses", misses)]
+            vec![
+                Reading::counter("v1", "rx_packets", hits + misses),
+                Reading::counter("v1", "emc_hits", hits),
+                Reading::counter("v1", "emc_misses", misses),
+            ]
         };
         // The second interval forwarded nothing: no share rather than 0 or NaN.
         let readings = vec![at(0.0, 0.0), at(300.0, 100.0), at(300.0, 100.0)];

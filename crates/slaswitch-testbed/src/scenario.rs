@@ -33,7 +33,8 @@ pub enum SwitchKind {
 }
 
 impl SwitchKind {
-    pub const ALL: [SwitchKind; 4] = [SwitchKind::Slaswitch, SwitchKind::OvsDpdk, SwitchKind::LinuxTc, SwitchKind::Vde2];
+    pub const ALL: [SwitchKind; 4] =
+        [SwitchKind::Slaswitch, SwitchKind::OvsDpdk, SwitchKind::LinuxTc, SwitchKind::Vde2];
 
     pub fn name(&self) -> &'static str {
         match self {
@@ -209,7 +210,13 @@ fn default_uplink_kind() -> UplinkKind {
 
 impl Default for Uplink {
     fn default() -> Self {
-        Uplink { name: default_uplink_name(), kind: UplinkKind::Sink, line_rate: None, commands: Vec::new(), nic_fallback: None }
+        Uplink {
+            name: default_uplink_name(),
+            kind: UplinkKind::Sink,
+            line_rate: None,
+            commands: Vec::new(),
+            nic_fallback: None,
+        }
     }
 }
 
@@ -448,7 +455,12 @@ struct Checker<'a> {
 
 impl Checker<'_> {
     fn err(&self, path: &[Seg], message: impl Into<String>) -> ScenarioError {
-        ScenarioError { file: self.file.to_string(), line: locate(self.text, path), field: field_text(path), message: message.into() }
+        ScenarioError {
+            file: self.file.to_string(),
+            line: locate(self.text, path),
+            field: field_text(path),
+            message: message.into(),
+        }
     }
 }
 
@@ -479,10 +491,16 @@ fn valid_vm_name(name: &str) -> bool {
 fn validate(s: &Scenario, c: &Checker) -> Result<(), ScenarioError> {
     use Seg::*;
     if !(s.duration_secs > 0.0 && s.duration_secs <= 3600.0) {
-        return Err(c.err(&[Key("duration_secs")], format!("{} must be more than 0 and at most 3600 seconds", s.duration_secs)));
+        return Err(c.err(
+            &[Key("duration_secs")],
+            format!("{} must be more than 0 and at most 3600 seconds", s.duration_secs),
+        ));
     }
     if !(s.sample_interval_secs >= 0.1 && s.sample_interval_secs <= s.duration_secs) {
-        return Err(c.err(&[Key("sample_interval_secs")], format!("{} must be from 0.1 s to the duration", s.sample_interval_secs)));
+        return Err(c.err(
+            &[Key("sample_interval_secs")],
+            format!("{} must be from 0.1 s to the duration", s.sample_interval_secs),
+        ));
     }
     if s.switches.is_empty() {
         return Err(c.err(&[Key("switches")], "name at least one switch"));
@@ -493,11 +511,17 @@ fn validate(s: &Scenario, c: &Checker) -> Result<(), ScenarioError> {
     }
     for (i, &core) in s.host.pmd_cores.iter().enumerate() {
         if core >= cores.max(2) {
-            return Err(c.err(&[Key("host"), Key("pmd_cores"), Index(i)], format!("core {core} does not exist (this machine has {cores})")));
+            return Err(c.err(
+                &[Key("host"), Key("pmd_cores"), Index(i)],
+                format!("core {core} does not exist (this machine has {cores})"),
+            ));
         }
     }
     if s.host.vm_core >= cores.max(2) {
-        return Err(c.err(&[Key("host"), Key("vm_core")], format!("core {} does not exist (this machine has {cores})", s.host.vm_core)));
+        return Err(c.err(
+            &[Key("host"), Key("vm_core")],
+            format!("core {} does not exist (this machine has {cores})", s.host.vm_core),
+        ));
     }
     if let Some(Err(e)) = s.host.c2tb_bucket_us.map(C2tbConfig::check_bucket_depth_us) {
         return Err(c.err(&[Key("host"), Key("c2tb_bucket_us")], e));
@@ -515,13 +539,17 @@ fn validate(s: &Scenario, c: &Checker) -> Result<(), ScenarioError> {
         return Err(c.err(&[Key("classification"), Key("security_group_masks")], "at most 99 masks"));
     }
     if !valid_vm_name(&s.uplink.name) {
-        return Err(c.err(&[Key("uplink"), Key("name")], format!("'{}': 1 to 12 letters, digits, '-' or '_'", s.uplink.name)));
+        return Err(
+            c.err(&[Key("uplink"), Key("name")], format!("'{}': 1 to 12 letters, digits, '-' or '_'", s.uplink.name))
+        );
     }
     if let Some(rate) = &s.uplink.line_rate {
         parse_rate_bps(rate).map_err(|e| c.err(&[Key("uplink"), Key("line_rate")], e))?;
     }
     if s.uplink.kind != UplinkKind::Namespace && !s.uplink.commands.is_empty() {
-        return Err(c.err(&[Key("uplink"), Key("commands")], "only a namespace uplink runs programs (kind = \"namespace\")"));
+        return Err(
+            c.err(&[Key("uplink"), Key("commands")], "only a namespace uplink runs programs (kind = \"namespace\")")
+        );
     }
     if s.vms.is_empty() {
         return Err(c.err(&[], "no [[vm]]: a scenario needs at least one VM"));
@@ -545,15 +573,24 @@ fn validate(s: &Scenario, c: &Checker) -> Result<(), ScenarioError> {
                     return Err(c.err(&at("phases"), "an emulated VM needs at least one phase"));
                 }
                 if !vm.commands.is_empty() {
-                    return Err(c.err(&at("commands"), "an emulated VM runs phases, not commands (use kind = \"namespace\")"));
+                    return Err(
+                        c.err(&at("commands"), "an emulated VM runs phases, not commands (use kind = \"namespace\")")
+                    );
                 }
                 for (j, text) in vm.phases.iter().enumerate() {
-                    let p: Phase = text.parse().map_err(|e: String| c.err(&[Key("vm"), Index(i), Key("phases"), Index(j)], e))?;
+                    let p: Phase =
+                        text.parse().map_err(|e: String| c.err(&[Key("vm"), Index(i), Key("phases"), Index(j)], e))?;
                     if p.vm.is_some() {
-                        return Err(c.err(&[Key("vm"), Index(i), Key("phases"), Index(j)], "vm= has no place here: the phase belongs to this [[vm]]"));
+                        return Err(c.err(
+                            &[Key("vm"), Index(i), Key("phases"), Index(j)],
+                            "vm= has no place here: the phase belongs to this [[vm]]",
+                        ));
                     }
                     if p.start_secs >= s.duration_secs {
-                        return Err(c.err(&[Key("vm"), Index(i), Key("phases"), Index(j)], format!("starts at {} s, after the run ends ({} s)", p.start_secs, s.duration_secs)));
+                        return Err(c.err(
+                            &[Key("vm"), Index(i), Key("phases"), Index(j)],
+                            format!("starts at {} s, after the run ends ({} s)", p.start_secs, s.duration_secs),
+                        ));
                     }
                 }
             }
@@ -562,10 +599,15 @@ fn validate(s: &Scenario, c: &Checker) -> Result<(), ScenarioError> {
                     return Err(c.err(&at("commands"), "a namespace VM needs at least one command"));
                 }
                 if !vm.phases.is_empty() {
-                    return Err(c.err(&at("phases"), "a namespace VM runs commands, not phases (use kind = \"emulated\")"));
+                    return Err(
+                        c.err(&at("phases"), "a namespace VM runs commands, not phases (use kind = \"emulated\")")
+                    );
                 }
                 if s.uplink.kind != UplinkKind::Namespace {
-                    return Err(c.err(&at("kind"), "namespace VMs talk to a namespace uplink: set [uplink] kind = \"namespace\""));
+                    return Err(c.err(
+                        &at("kind"),
+                        "namespace VMs talk to a namespace uplink: set [uplink] kind = \"namespace\"",
+                    ));
                 }
             }
         }
@@ -579,7 +621,9 @@ fn validate(s: &Scenario, c: &Checker) -> Result<(), ScenarioError> {
     let mut variant_names: Vec<&str> = Vec::new();
     for (i, v) in s.variants.iter().enumerate() {
         let at = |field: &'static str| vec![Key("variant"), Index(i), Key(field)];
-        if v.name.is_empty() || !v.name.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '-' || ch == '_' || ch == '+') {
+        if v.name.is_empty()
+            || !v.name.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '-' || ch == '_' || ch == '+')
+        {
             return Err(c.err(&at("name"), format!("'{}': letters, digits, '-', '_' or '+'", v.name)));
         }
         if variant_names.contains(&v.name.as_str()) {
@@ -618,28 +662,40 @@ fn validate(s: &Scenario, c: &Checker) -> Result<(), ScenarioError> {
             HeadlineType::Loss => {
                 let metric = h.metric.as_deref().unwrap_or("");
                 if metric != "mbps" && metric != "kpps" {
-                    return Err(c.err(&at("metric"), format!("'{metric}': a loss headline needs metric = \"mbps\" or \"kpps\"")));
+                    return Err(c.err(
+                        &at("metric"),
+                        format!("'{metric}': a loss headline needs metric = \"mbps\" or \"kpps\""),
+                    ));
                 }
                 for (field, w) in [("before", h.before), ("after", h.after)] {
-                    let Some(w) = w else { return Err(c.err(&at(field), "a loss headline needs the window [from, to] in seconds")) };
+                    let Some(w) = w else {
+                        return Err(c.err(&at(field), "a loss headline needs the window [from, to] in seconds"));
+                    };
                     if !(w[0] < w[1] && w[0] >= 0.0 && w[1] <= s.duration_secs) {
                         return Err(c.err(&at(field), format!("[{}, {}] is not a window within the run", w[0], w[1])));
                     }
                 }
             }
             HeadlineType::Deviation | HeadlineType::Latency => {
-                let Some(w) = h.window else { return Err(c.err(&at("window"), "this headline needs the window [from, to] in seconds")) };
+                let Some(w) = h.window else {
+                    return Err(c.err(&at("window"), "this headline needs the window [from, to] in seconds"));
+                };
                 if !(w[0] < w[1] && w[0] >= 0.0 && w[1] <= s.duration_secs) {
                     return Err(c.err(&at("window"), format!("[{}, {}] is not a window within the run", w[0], w[1])));
                 }
-                if h.kind == HeadlineType::Latency && !["p50", "p90", "p99", "max"].contains(&h.percentile.as_deref().unwrap_or("")) {
+                if h.kind == HeadlineType::Latency
+                    && !["p50", "p90", "p99", "max"].contains(&h.percentile.as_deref().unwrap_or(""))
+                {
                     return Err(c.err(&at("percentile"), "a latency headline needs percentile = p50, p90, p99 or max"));
                 }
             }
             HeadlineType::LatencyGrowth => {
                 let p = h.percentile.as_deref().unwrap_or("");
                 if !["p50", "p90", "p99", "max"].contains(&p) {
-                    return Err(c.err(&at("percentile"), format!("'{p}': a latency-growth headline needs percentile = p50, p90, p99 or max")));
+                    return Err(c.err(
+                        &at("percentile"),
+                        format!("'{p}': a latency-growth headline needs percentile = p50, p90, p99 or max"),
+                    ));
                 }
                 if s.sweep.is_none() {
                     return Err(c.err(&at("kind"), "latency-growth compares sweep steps: add a [sweep]"));
@@ -647,7 +703,11 @@ fn validate(s: &Scenario, c: &Checker) -> Result<(), ScenarioError> {
             }
         }
         let vm = &h.vm;
-        if !s.vms.iter().any(|v| &v.name == vm || (vm.starts_with(&v.name) && vm[v.name.len()..].parse::<usize>().is_ok())) {
+        if !s
+            .vms
+            .iter()
+            .any(|v| &v.name == vm || (vm.starts_with(&v.name) && vm[v.name.len()..].parse::<usize>().is_ok()))
+        {
             return Err(c.err(&at("vm"), format!("no VM named '{vm}'")));
         }
     }
@@ -678,7 +738,10 @@ fn validate_qos(q: &Qos, c: &Checker, at: &[Seg]) -> Result<(), ScenarioError> {
             return Err(c.err(&field("min_rate_kbps"), format!("{min} is above max_rate_kbps {max}")));
         }
     }
-    for (f, value) in [("ingress_policing_rate_kbps", q.ingress_policing_rate_kbps), ("ingress_policing_kpps", q.ingress_policing_kpps)] {
+    for (f, value) in [
+        ("ingress_policing_rate_kbps", q.ingress_policing_rate_kbps),
+        ("ingress_policing_kpps", q.ingress_policing_kpps),
+    ] {
         if value == Some(0) {
             return Err(c.err(&field(f), "0 means no policing: leave the field out"));
         }
@@ -727,7 +790,10 @@ impl Scenario {
     /// The configurations to run: each variant (on the switches asked for), or each switch.
     pub fn run_configs(&self, switches: &[SwitchKind]) -> Vec<RunConfig> {
         if self.variants.is_empty() {
-            return switches.iter().map(|&sw| RunConfig { label: sw.name().to_string(), switch: sw, scenario: self.clone() }).collect();
+            return switches
+                .iter()
+                .map(|&sw| RunConfig { label: sw.name().to_string(), switch: sw, scenario: self.clone() })
+                .collect();
         }
         self.variants
             .iter()

@@ -12,8 +12,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::cleanup;
-use crate::namespaces::{self, veth_names};
 use crate::driver::{run_args, version_of, Driver, Reading};
+use crate::namespaces::{self, veth_names};
 use crate::plan::{mac_of, Attach, SwitchPlan};
 use crate::scenario::{parse_rate_bps, Scenario, Step, UplinkKind};
 
@@ -44,15 +44,48 @@ pub fn plan(scenario: &Scenario, step: &Step) -> SwitchPlan {
         p.attach.push((name.clone(), Attach::AfPacket(v)));
     }
     let (up_b, _) = veth_names(&scenario.uplink.name);
-    let line_kbit = scenario.uplink.line_rate.as_deref().and_then(|r| parse_rate_bps(r).ok()).map_or(10_000_000, |b| b / 1000);
+    let line_kbit =
+        scenario.uplink.line_rate.as_deref().and_then(|r| parse_rate_bps(r).ok()).map_or(10_000_000, |b| b / 1000);
     let shaped = step.vms.iter().any(|v| {
         let q = &v.qos;
-        q.min_rate_kbps.is_some() || q.max_rate_kbps.is_some() || q.weight.is_some() || q.priority.is_some() || q.ingress_policing_rate_kbps.is_some()
+        q.min_rate_kbps.is_some()
+            || q.max_rate_kbps.is_some()
+            || q.weight.is_some()
+            || q.priority.is_some()
+            || q.ingress_policing_rate_kbps.is_some()
     });
     if shaped || scenario.uplink.line_rate.is_some() {
         p.cmd(&["tc", "qdisc", "add", "dev", &up_b, "root", "handle", "1:", "htb", "default", "ffff"]);
-        p.cmd(&["tc", "class", "add", "dev", &up_b, "parent", "1:", "classid", "1:1", "htb", "rate", &format!("{line_kbit}kbit")]);
-        p.cmd(&["tc", "class", "add", "dev", &up_b, "parent", "1:1", "classid", "1:ffff", "htb", "rate", "8kbit", "ceil", &format!("{line_kbit}kbit")]);
+        p.cmd(&[
+            "tc",
+            "class",
+            "add",
+            "dev",
+            &up_b,
+            "parent",
+            "1:",
+            "classid",
+            "1:1",
+            "htb",
+            "rate",
+            &format!("{line_kbit}kbit"),
+        ]);
+        p.cmd(&[
+            "tc",
+            "class",
+            "add",
+            "dev",
+            &up_b,
+            "parent",
+            "1:1",
+            "classid",
+            "1:ffff",
+            "htb",
+            "rate",
+            "8kbit",
+            "ceil",
+            &format!("{line_kbit}kbit"),
+        ]);
     }
     for (i, vm) in step.vms.iter().enumerate() {
         let q = &vm.qos;
@@ -60,7 +93,8 @@ pub fn plan(scenario: &Scenario, step: &Step) -> SwitchPlan {
             p.unsupported.push(format!("{}: qos.ingress_policing_kpps (htb shapes bytes, not packets)", vm.name));
         }
         if q.cycles_per_sec.is_some() {
-            p.unsupported.push(format!("{}: qos.cycles_per_sec (the kernel has no per-port cycle allocation)", vm.name));
+            p.unsupported
+                .push(format!("{}: qos.cycles_per_sec (the kernel has no per-port cycle allocation)", vm.name));
         }
         if !shaped {
             continue;
@@ -71,10 +105,16 @@ pub fn plan(scenario: &Scenario, step: &Step) -> SwitchPlan {
             (m, r) => m.or(r).unwrap_or(line_kbit),
         };
         if let Some(r) = q.ingress_policing_rate_kbps {
-            p.notes.push(format!("{}: ingress_policing_rate_kbps {r} -> htb ceil on the uplink (shaped, not policed)", vm.name));
+            p.notes.push(format!(
+                "{}: ingress_policing_rate_kbps {r} -> htb ceil on the uplink (shaped, not policed)",
+                vm.name
+            ));
         }
         let rate = q.min_rate_kbps.unwrap_or(8).min(ceil);
-        let mut c: Vec<String> = ["tc", "class", "add", "dev", &up_b, "parent", "1:1", "classid", &class, "htb"].iter().map(|s| s.to_string()).collect();
+        let mut c: Vec<String> = ["tc", "class", "add", "dev", &up_b, "parent", "1:1", "classid", &class, "htb"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
         c.extend(["rate".into(), format!("{rate}kbit"), "ceil".into(), format!("{ceil}kbit")]);
         if let Some(w) = q.weight {
             c.extend(["quantum".into(), format!("{}", u64::from(w) * 1514)]);
@@ -83,15 +123,39 @@ pub fn plan(scenario: &Scenario, step: &Step) -> SwitchPlan {
             c.extend(["prio".into(), format!("{}", pr - 1)]);
         }
         p.commands.push(c);
-        p.cmd(&["tc", "filter", "add", "dev", &up_b, "parent", "1:", "protocol", "all", "prio", "1", "u32", "match", "ether", "src", &mac_of(&vm.name), "classid", &class]);
+        p.cmd(&[
+            "tc",
+            "filter",
+            "add",
+            "dev",
+            &up_b,
+            "parent",
+            "1:",
+            "protocol",
+            "all",
+            "prio",
+            "1",
+            "u32",
+            "match",
+            "ether",
+            "src",
+            &mac_of(&vm.name),
+            "classid",
+            &class,
+        ]);
     }
     if scenario.classification.security_group_masks > 0 {
-        p.unsupported.push(format!("classification.security_group_masks = {} (a Linux bridge forwards by MAC only)", scenario.classification.security_group_masks));
+        p.unsupported.push(format!(
+            "classification.security_group_masks = {} (a Linux bridge forwards by MAC only)",
+            scenario.classification.security_group_masks
+        ));
     }
     if scenario.host.c2tb_bucket_us.is_some() {
         p.unsupported.push("host.c2tb_bucket_us (a Linux bridge has no cycle buckets)".into());
     }
-    p.notes.push("the kernel forwards in softirq context on whatever core the sender runs on: there is no PMD core".into());
+    p.notes.push(
+        "the kernel forwards in softirq context on whatever core the sender runs on: there is no PMD core".into(),
+    );
     p
 }
 
@@ -108,7 +172,10 @@ impl LinuxTc {
 
 /// A counter from /sys/class/net/IFACE/statistics.
 fn sys_counter(iface: &str, name: &str) -> f64 {
-    std::fs::read_to_string(format!("/sys/class/net/{iface}/statistics/{name}")).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0.0)
+    std::fs::read_to_string(format!("/sys/class/net/{iface}/statistics/{name}"))
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0.0)
 }
 
 impl Driver for LinuxTc {

@@ -17,8 +17,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::cleanup;
-use crate::namespaces;
 use crate::driver::{run, run_args, version_of, wait_for_path, wait_until_connected, Driver, Reading};
+use crate::namespaces;
 use crate::plan::{port_numbers, Attach, SwitchPlan};
 use crate::scenario::{Scenario, Step, UplinkKind};
 
@@ -44,7 +44,8 @@ pub fn plan(scenario: &Scenario, step: &Step, dir: &Path) -> SwitchPlan {
     for (name, number) in &numbers {
         let null_uplink = *name == scenario.uplink.name && scenario.uplink.kind == UplinkKind::Null;
         let namespace = namespaces::is_namespace(scenario, step, name);
-        let iface = namespace.then(|| namespaces::add_namespace(&mut p, name, &namespaces::ip_of(scenario, step, name)));
+        let iface =
+            namespace.then(|| namespaces::add_namespace(&mut p, name, &namespaces::ip_of(scenario, step, name)));
         let mut cmd = vsctl(dir);
         cmd.extend(["add-port", "br0", name, "--", "set", "Interface", name].iter().map(|s| s.to_string()));
         if null_uplink {
@@ -52,7 +53,10 @@ pub fn plan(scenario: &Scenario, step: &Step, dir: &Path) -> SwitchPlan {
             cmd.extend(["type=dpdk".to_string(), format!("options:dpdk-devargs={NULL_VDEV}")]);
         } else if let Some(iface) = &iface {
             // The same af_packet device slaswitch uses, hot-plugged by its devargs.
-            cmd.extend(["type=dpdk".to_string(), format!("options:dpdk-devargs=net_af_packet{number},iface={iface},qpairs=1")]);
+            cmd.extend([
+                "type=dpdk".to_string(),
+                format!("options:dpdk-devargs=net_af_packet{number},iface={iface},qpairs=1"),
+            ]);
             p.namespaces.push((name.clone(), namespaces::ns_name(name)));
         } else {
             cmd.push("type=dpdkvhostuser".into());
@@ -88,11 +92,14 @@ pub fn plan(scenario: &Scenario, step: &Step, dir: &Path) -> SwitchPlan {
                 band = Some(format!("meter={meter},kbps,band=type=drop,rate={max}"));
                 p.notes.push(format!("{}: max_rate_kbps {max} -> OpenFlow meter {meter} (kbps)", vm.name));
             } else {
-                p.unsupported.push(format!("{}: max_rate_kbps together with ingress_policing_kpps (one meter per VM)", vm.name));
+                p.unsupported
+                    .push(format!("{}: max_rate_kbps together with ingress_policing_kpps (one meter per VM)", vm.name));
             }
         }
         for (field, _) in q.settings() {
-            if ["min_rate_kbps", "weight", "priority", "cycles_per_sec", "bandwidth_bps", "profile_packet_bytes"].contains(&field) {
+            if ["min_rate_kbps", "weight", "priority", "cycles_per_sec", "bandwidth_bps", "profile_packet_bytes"]
+                .contains(&field)
+            {
                 p.unsupported.push(format!("{}: qos.{field} (OVS-DPDK has no minimum guarantee, share weight, priority class, cycle allocation or bandwidth-CPU model)", vm.name));
             }
         }
@@ -103,7 +110,11 @@ pub fn plan(scenario: &Scenario, step: &Step, dir: &Path) -> SwitchPlan {
     }
     let number_of = |name: &str| numbers.iter().find(|(n, _)| n == name).map_or(0, |(_, k)| *k).to_string();
     let meter_of = |name: &str| {
-        if metered.iter().any(|m| m == name) { format!("meter:{},", number_of(name)) } else { String::new() }
+        if metered.iter().any(|m| m == name) {
+            format!("meter:{},", number_of(name))
+        } else {
+            String::new()
+        }
     };
     let flows = crate::switch_slaswitch::flow_table(scenario, step, &number_of, &meter_of);
     if scenario.uplink.line_rate.is_some() {
@@ -144,11 +155,20 @@ pub struct Ovs {
 
 impl Ovs {
     pub fn new(dir: &Path, scenario: &Scenario, step: &Step, file_prefix: &str) -> Ovs {
-        Ovs { dir: dir.to_path_buf(), pmd_cores: scenario.host.pmd_cores.clone(), lcore: scenario.host.vm_core, file_prefix: file_prefix.into(), ports: port_numbers(scenario, step), null_uplink: scenario.uplink.kind == UplinkKind::Null, started: false }
+        Ovs {
+            dir: dir.to_path_buf(),
+            pmd_cores: scenario.host.pmd_cores.clone(),
+            lcore: scenario.host.vm_core,
+            file_prefix: file_prefix.into(),
+            ports: port_numbers(scenario, step),
+            null_uplink: scenario.uplink.kind == UplinkKind::Null,
+            started: false,
+        }
     }
 
     fn appctl(&self, args: &[&str]) -> Result<String, String> {
-        let mut cmd = vec!["ovs-appctl".to_string(), "-t".into(), self.dir.join("ovs-vswitchd.ctl").display().to_string()];
+        let mut cmd =
+            vec!["ovs-appctl".to_string(), "-t".into(), self.dir.join("ovs-vswitchd.ctl").display().to_string()];
         cmd.extend(args.iter().map(|s| s.to_string()));
         run(&cmd)
     }
@@ -269,24 +289,21 @@ impl Driver for Ovs {
         init.extend(["--no-wait", "init"].iter().map(|s| s.to_string()));
         run(&init)?;
         let mut cfg = vsctl(d);
-        cfg.extend(
-            [
-                "--no-wait".to_string(),
-                "set".into(),
-                "Open_vSwitch".into(),
-                ".".into(),
-                "other_config:dpdk-init=true".into(),
-                format!("other_config:pmd-cpu-mask={}", mask(&self.pmd_cores)),
-                format!("other_config:dpdk-lcore-mask={}", mask(&[self.lcore])),
-                "other_config:dpdk-socket-mem=1024".into(),
-                format!(
-                    "other_config:dpdk-extra=--no-pci --file-prefix {} --single-file-segments{}",
-                    self.file_prefix,
-                    if self.null_uplink { format!(" --vdev {NULL_VDEV},no-rx=1") } else { String::new() }
-                ),
-            ]
-            .into_iter(),
-        );
+        cfg.extend([
+            "--no-wait".to_string(),
+            "set".into(),
+            "Open_vSwitch".into(),
+            ".".into(),
+            "other_config:dpdk-init=true".into(),
+            format!("other_config:pmd-cpu-mask={}", mask(&self.pmd_cores)),
+            format!("other_config:dpdk-lcore-mask={}", mask(&[self.lcore])),
+            "other_config:dpdk-socket-mem=1024".into(),
+            format!(
+                "other_config:dpdk-extra=--no-pci --file-prefix {} --single-file-segments{}",
+                self.file_prefix,
+                if self.null_uplink { format!(" --vdev {NULL_VDEV},no-rx=1") } else { String::new() }
+            ),
+        ]);
         run(&cfg)?;
         // Its handler and revalidator threads stay off the PMD cores (as isolcpus would keep
         // them); the PMD threads set their own affinity from pmd-cpu-mask.
@@ -304,9 +321,16 @@ impl Driver for Ovs {
             "ovs-vswitchd",
         )?;
         self.started = true;
-        wait_for_path(&d.join("ovs-vswitchd.ctl"), Duration::from_secs(60), "ovs-vswitchd", &d.join("ovs-vswitchd.log"))?;
+        wait_for_path(
+            &d.join("ovs-vswitchd.ctl"),
+            Duration::from_secs(60),
+            "ovs-vswitchd",
+            &d.join("ovs-vswitchd.log"),
+        )?;
         let mut br = vsctl(d);
-        br.extend(["add-br", "br0", "--", "set", "bridge", "br0", "datapath_type=netdev"].iter().map(|s| s.to_string()));
+        br.extend(
+            ["add-br", "br0", "--", "set", "bridge", "br0", "datapath_type=netdev"].iter().map(|s| s.to_string()),
+        );
         run(&br)?;
         Ok(())
     }
@@ -340,7 +364,9 @@ impl Driver for Ovs {
             for (port, packets, bytes) in parse_port_flows(&text) {
                 let entry = self.ports.iter().find(|(name, n)| n.to_string() == port || *name == port);
                 let name = entry.map_or(port.clone(), |(name, _)| name.clone());
-                let (drop_packets, drop_bytes) = entry.and_then(|(_, n)| dropped.iter().find(|d| d.0 == u32::from(*n))).map_or((0.0, 0.0), |d| (d.1, d.2));
+                let (drop_packets, drop_bytes) = entry
+                    .and_then(|(_, n)| dropped.iter().find(|d| d.0 == u32::from(*n)))
+                    .map_or((0.0, 0.0), |d| (d.1, d.2));
                 out.push(Reading::counter(&name, "rx_packets", packets - drop_packets));
                 out.push(Reading::counter(&name, "rx_bytes", bytes - drop_bytes));
                 out.push(Reading::counter(&name, "policer_drops", drop_packets));
@@ -367,7 +393,9 @@ impl Driver for Ovs {
         }
         for pidfile in ["ovs-vswitchd.pid", "ovsdb-server.pid"] {
             // Both run in the foreground as our children, each leading its own process group.
-            if let Some(pid) = std::fs::read_to_string(self.dir.join(pidfile)).ok().and_then(|s| s.trim().parse::<i32>().ok()) {
+            if let Some(pid) =
+                std::fs::read_to_string(self.dir.join(pidfile)).ok().and_then(|s| s.trim().parse::<i32>().ok())
+            {
                 cleanup::stop_group(pid, Duration::from_secs(20));
             }
         }

@@ -1,17 +1,17 @@
 //! slaswitch under test: slaswitchd with its PMD on the scenario's cores, vhost-user ports with
 //! pinned numbers, the scenario's rules, and per-port ingress policing.
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::os::unix::process::CommandExt;
 use std::time::Duration;
 
 use serde_json::Value;
 use slaswitch_classifier::security_group::security_group_rules;
 
 use crate::cleanup;
-use crate::namespaces;
 use crate::driver::{run, version_of, wait_for_path, wait_until_connected, Driver, Reading};
+use crate::namespaces;
 use crate::plan::{port_numbers, Attach, SwitchPlan};
 use crate::scenario::{Scenario, Step, UplinkKind};
 
@@ -19,7 +19,12 @@ use crate::scenario::{Scenario, Step, UplinkKind};
 /// the switch counts each VM's forwarded traffic the same way), then either the
 /// security-group rule set (whose default is `normal`) or a default `normal`. `port` names a
 /// port in the switch's own syntax; `extra_actions` puts e.g. a meter before the output.
-pub fn flow_table(scenario: &Scenario, step: &Step, port: &dyn Fn(&str) -> String, extra_actions: &dyn Fn(&str) -> String) -> Vec<String> {
+pub fn flow_table(
+    scenario: &Scenario,
+    step: &Step,
+    port: &dyn Fn(&str) -> String,
+    extra_actions: &dyn Fn(&str) -> String,
+) -> Vec<String> {
     let sg = scenario.classification.security_group_masks;
     // VMs send to the uplink by rule, not by MAC learning: a null uplink never sends, so its
     // address is never learned and `normal` would flood every frame to every VM. Behind the
@@ -29,7 +34,11 @@ pub fn flow_table(scenario: &Scenario, step: &Step, port: &dyn Fn(&str) -> Strin
         .vms
         .iter()
         .map(|vm| {
-            let to = if scenario.classification.drop_from.contains(&vm.group) { "drop".to_string() } else { format!("{}{out}", extra_actions(&vm.name)) };
+            let to = if scenario.classification.drop_from.contains(&vm.group) {
+                "drop".to_string()
+            } else {
+                format!("{}{out}", extra_actions(&vm.name))
+            };
             format!("priority={},in_port={},actions={to}", if sg > 0 { 1 } else { 10 }, port(&vm.name))
         })
         .collect();
@@ -48,8 +57,22 @@ pub fn plan(scenario: &Scenario, step: &Step, dir: &Path, tools: &Path) -> Switc
     for (name, number) in port_numbers(scenario, step) {
         let null_uplink = name == scenario.uplink.name && scenario.uplink.kind == UplinkKind::Null;
         let namespace = namespaces::is_namespace(scenario, step, &name);
-        let kind = if null_uplink { "null" } else if namespace { "af-packet" } else { "vhost-user" };
-        let mut cmd = vec![cli.clone(), "--socket".into(), socket.clone(), "add-port".into(), name.clone(), kind.into(), format!("ofport_request={number}")];
+        let kind = if null_uplink {
+            "null"
+        } else if namespace {
+            "af-packet"
+        } else {
+            "vhost-user"
+        };
+        let mut cmd = vec![
+            cli.clone(),
+            "--socket".into(),
+            socket.clone(),
+            "add-port".into(),
+            name.clone(),
+            kind.into(),
+            format!("ofport_request={number}"),
+        ];
         if namespace {
             let iface = namespaces::add_namespace(&mut p, &name, &namespaces::ip_of(scenario, step, &name));
             cmd.push(format!("iface={iface}"));
@@ -68,7 +91,11 @@ pub fn plan(scenario: &Scenario, step: &Step, dir: &Path, tools: &Path) -> Switc
                 }
             }
             // C2QoS: the PMD's cycle scheduler (seed 000 Sec. IV).
-            for (key, value) in [("cycles_per_sec", q.cycles_per_sec), ("priority", q.priority.map(u64::from)), ("weight", q.weight.map(u64::from))] {
+            for (key, value) in [
+                ("cycles_per_sec", q.cycles_per_sec),
+                ("priority", q.priority.map(u64::from)),
+                ("weight", q.weight.map(u64::from)),
+            ] {
                 if let Some(v) = value {
                     cmd.push(format!("{key}={v}"));
                 }
@@ -91,7 +118,10 @@ pub fn plan(scenario: &Scenario, step: &Step, dir: &Path, tools: &Path) -> Switc
             }
             for field in ["min_rate_kbps", "max_rate_kbps"] {
                 if q.settings().iter().any(|(f, _)| *f == field) {
-                    p.unsupported.push(format!("{}: qos.{field} (slaswitch's egress schedulers are not in the data plane yet)", vm.name));
+                    p.unsupported.push(format!(
+                        "{}: qos.{field} (slaswitch's egress schedulers are not in the data plane yet)",
+                        vm.name
+                    ));
                 }
             }
         }
@@ -112,7 +142,10 @@ pub fn plan(scenario: &Scenario, step: &Step, dir: &Path, tools: &Path) -> Switc
         }
     }
     let flows_file = dir.join("flows.txt");
-    p.files.push((flows_file.clone(), flow_table(scenario, step, &|n| n.to_string(), &|_| String::new()).join("\n") + "\n"));
+    p.files.push((
+        flows_file.clone(),
+        flow_table(scenario, step, &|n| n.to_string(), &|_| String::new()).join("\n") + "\n",
+    ));
     p.commands.push(vec![cli, "--socket".into(), socket, "add-flows".into(), flows_file.display().to_string()]);
     p
 }
@@ -142,7 +175,11 @@ impl Slaswitch {
     }
 
     fn cli(&self, args: &[&str]) -> Result<String, String> {
-        let mut cmd = vec![self.tools.join("slaswitch").display().to_string(), "--socket".into(), self.dir.join("slaswitchd.ctl").display().to_string()];
+        let mut cmd = vec![
+            self.tools.join("slaswitch").display().to_string(),
+            "--socket".into(),
+            self.dir.join("slaswitchd.ctl").display().to_string(),
+        ];
         cmd.extend(args.iter().map(|s| s.to_string()));
         run(&cmd)
     }
@@ -194,10 +231,22 @@ impl Driver for Slaswitch {
             }
             for p in pmd["ports"].as_array().into_iter().flatten() {
                 let name = p["name"].as_str().unwrap_or("?");
-                for key in ["rx_packets", "rx_bytes", "policer_drops", "ingress_cycles", "classify_cycles", "egress_cycles", "emc_hits", "emc_misses"] {
+                for key in [
+                    "rx_packets",
+                    "rx_bytes",
+                    "policer_drops",
+                    "ingress_cycles",
+                    "classify_cycles",
+                    "egress_cycles",
+                    "emc_hits",
+                    "emc_misses",
+                ] {
                     out.push(Reading::counter(name, key, p[key].as_f64().unwrap_or(0.0)));
                 }
-                let busy: f64 = ["ingress_cycles", "classify_cycles", "egress_cycles"].iter().map(|k| p[*k].as_f64().unwrap_or(0.0)).sum();
+                let busy: f64 = ["ingress_cycles", "classify_cycles", "egress_cycles"]
+                    .iter()
+                    .map(|k| p[*k].as_f64().unwrap_or(0.0))
+                    .sum();
                 out.push(Reading::counter(name, "busy_cycles", busy));
             }
         }
@@ -222,6 +271,10 @@ impl Driver for Slaswitch {
 
     fn version(&self) -> String {
         let v = version_of(&self.tools.join("slaswitch").display().to_string(), "--version");
-        if v == "unknown" || v.starts_with("usage") { format!("slaswitch {}", env!("CARGO_PKG_VERSION")) } else { v }
+        if v == "unknown" || v.starts_with("usage") {
+            format!("slaswitch {}", env!("CARGO_PKG_VERSION"))
+        } else {
+            v
+        }
     }
 }

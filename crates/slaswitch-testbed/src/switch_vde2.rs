@@ -3,9 +3,9 @@
 //! af_packet. VDE2 has no QoS settings and no classifier: every QoS field and the security
 //! groups are listed as having no equivalent.
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::os::unix::process::CommandExt;
 use std::time::Duration;
 
 use crate::cleanup;
@@ -106,7 +106,12 @@ impl Driver for Vde2 {
         for e in entries.flatten() {
             let iface = e.file_name().to_string_lossy().into_owned();
             let Some(name) = iface.strip_prefix('v') else { continue };
-            let read = |c: &str| std::fs::read_to_string(format!("/sys/class/net/{iface}/statistics/{c}")).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0.0);
+            let read = |c: &str| {
+                std::fs::read_to_string(format!("/sys/class/net/{iface}/statistics/{c}"))
+                    .ok()
+                    .and_then(|s| s.trim().parse().ok())
+                    .unwrap_or(0.0)
+            };
             if !Path::new(&format!("/sys/class/net/{iface}/tun_flags")).exists() {
                 continue;
             }

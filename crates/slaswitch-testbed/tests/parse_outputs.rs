@@ -57,7 +57,9 @@ fn counters_become_rates_and_shares() {
     };
     let readings = vec![at(0.0, 0.0, 0.0, 0.0), at(750.0, 250.0, 100_000.0, 500.0)];
     let samples = from_readings(&[0.5, 1.5], &readings, "slaswitch", "run");
-    let get = |subject: &str, metric: &str| samples.iter().find(|s| s.subject == subject && s.metric == metric).map(|s| s.value);
+    let get = |subject: &str, metric: &str| {
+        samples.iter().find(|s| s.subject == subject && s.metric == metric).map(|s| s.value)
+    };
     assert_eq!(get("pmd0", "busy_pct"), Some(75.0));
     assert_eq!(get("vm1", "rx_kpps"), Some(100.0));
     assert_eq!(get("vm1", "rx_mbps"), Some(51.2));
@@ -89,7 +91,10 @@ fn iperf3_json_per_interval_and_total() {
                    "end": {"sum_sent": {"bits_per_second": 1.8e9, "end": 2.0}, "sum_received": {"end": 2.0, "bits_per_second": 1.75e9}}}"#;
     let s = parse_iperf3(text, "vm1");
     let v: Vec<(f64, &str, f64)> = s.iter().map(|x| (x.t_secs, x.metric.as_str(), x.value)).collect();
-    assert_eq!(v, vec![(1.0001, "iperf3_mbps", 2000.0), (2.0, "iperf3_mbps", 1500.0), (2.0, "iperf3_received_mbps", 1750.0)]);
+    assert_eq!(
+        v,
+        vec![(1.0001, "iperf3_mbps", 2000.0), (2.0, "iperf3_mbps", 1500.0), (2.0, "iperf3_received_mbps", 1750.0)]
+    );
     assert!(s.iter().all(|x| x.source == "app" && x.subject == "vm1"));
     assert!(parse_iperf3("iperf3: error - unable to connect", "vm1").is_empty());
 }
@@ -120,12 +125,18 @@ Transfer/sec:      8.00MB";
 #[test]
 fn qperf_and_sockperf_results() {
     let q = parse_qperf("tcp_lat:\n    latency  =  26.5 us\ntcp_bw:\n    bw  =  1.25 GB/sec\n", "vm1", 5.0);
-    assert_eq!(q.iter().map(|x| (x.metric.as_str(), x.value)).collect::<Vec<_>>(), vec![("qperf_tcp_lat_us", 26.5), ("qperf_tcp_bw_mbps", 10000.0)]);
+    assert_eq!(
+        q.iter().map(|x| (x.metric.as_str(), x.value)).collect::<Vec<_>>(),
+        vec![("qperf_tcp_lat_us", 26.5), ("qperf_tcp_bw_mbps", 10000.0)]
+    );
     let text = "sockperf: Summary: Latency is 12.345 usec
 sockperf: ---> <MAX> observation =   40.000
 sockperf: ---> percentile 99.000 =   20.500
 sockperf: ---> percentile 50.000 =   11.000";
     let s = parse_sockperf(text, "vm1", 5.0);
-    assert_eq!(s.iter().map(|x| (x.metric.as_str(), x.value)).collect::<Vec<_>>(), vec![("sockperf_avg_lat_us", 12.345), ("sockperf_lat_p99_us", 20.5), ("sockperf_lat_p50_us", 11.0)]);
+    assert_eq!(
+        s.iter().map(|x| (x.metric.as_str(), x.value)).collect::<Vec<_>>(),
+        vec![("sockperf_avg_lat_us", 12.345), ("sockperf_lat_p99_us", 20.5), ("sockperf_lat_p50_us", 11.0)]
+    );
     assert!(parse_output("nginx -g 'daemon off;'", "whatever", "up", 1.0).is_empty());
 }

@@ -28,7 +28,15 @@ after = [11, 20]
 "#;
 
 fn sample(switch: &str, t: f64, source: &str, subject: &str, metric: &str, value: f64) -> Sample {
-    Sample { switch: switch.into(), step: "run".into(), t_secs: t, source: source.into(), subject: subject.into(), metric: metric.into(), value }
+    Sample {
+        switch: switch.into(),
+        step: "run".into(),
+        t_secs: t,
+        source: source.into(),
+        subject: subject.into(),
+        metric: metric.into(),
+        value,
+    }
 }
 
 #[test]

@@ -128,7 +128,10 @@ fn a_phase_after_the_end_and_a_missing_vm_are_refused() {
 
 #[test]
 fn namespace_vms_need_commands_and_a_namespace_uplink() {
-    let text = GOOD.replace("count = 3\nphases = [\"size=64,rate=max\"]", "kind = \"namespace\"\ncommands = [\"iperf3 -c {uplink_ip}\"]");
+    let text = GOOD.replace(
+        "count = 3\nphases = [\"size=64,rate=max\"]",
+        "kind = \"namespace\"\ncommands = [\"iperf3 -c {uplink_ip}\"]",
+    );
     let (_, field, message) = error(&text);
     assert_eq!(field, "vm[1].kind");
     assert!(message.contains("namespace uplink"), "{message}");
@@ -143,7 +146,9 @@ fn a_syntax_error_names_its_line() {
 
 #[test]
 fn vms_name_known_tenants() {
-    let text = GOOD.replace("[[headline]]", "[[tenant]]\nname = \"t1\"\nweight = 5\n\n[[headline]]").replace("count = 3", "count = 3\ntenant = \"t1\"");
+    let text = GOOD
+        .replace("[[headline]]", "[[tenant]]\nname = \"t1\"\nweight = 5\n\n[[headline]]")
+        .replace("count = 3", "count = 3\ntenant = \"t1\"");
     let s = parse("t.toml", &text).expect("parses");
     assert_eq!(s.tenants[0].weight, 5);
     assert!(s.steps()[0].vms.iter().filter(|v| v.tenant.as_deref() == Some("t1")).count() == 3);

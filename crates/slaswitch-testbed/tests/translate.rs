@@ -39,7 +39,12 @@ fn commands(kind: SwitchKind) -> (Vec<String>, slaswitch_testbed::plan::SwitchPl
 fn slaswitch_gets_its_policers_and_lists_what_it_lacks() {
     let (cmds, p) = commands(SwitchKind::Slaswitch);
     assert!(cmds[0].contains("add-port uplink vhost-user ofport_request=1"), "{cmds:?}");
-    assert!(cmds[1].contains("add-port vm1 vhost-user ofport_request=2 ingress_policing_rate=2000000 ingress_policing_burst=2000"), "{cmds:?}");
+    assert!(
+        cmds[1].contains(
+            "add-port vm1 vhost-user ofport_request=2 ingress_policing_rate=2000000 ingress_policing_burst=2000"
+        ),
+        "{cmds:?}"
+    );
     assert!(cmds[2].contains("ingress_policing_kpkts_rate=600"), "{cmds:?}");
     assert!(cmds.last().unwrap().contains("add-flows /run/x/flows.txt"));
     let flows = &p.files[0].1;
@@ -56,12 +61,25 @@ fn slaswitch_gets_its_policers_and_lists_what_it_lacks() {
 #[test]
 fn ovs_polices_bytes_on_the_interface_and_packets_with_a_meter() {
     let (cmds, p) = commands(SwitchKind::OvsDpdk);
-    assert!(cmds.iter().any(|c| c.contains("add-port br0 vm1") && c.contains("type=dpdkvhostuser") && c.contains("ingress_policing_rate=2000000 ingress_policing_burst=2000")), "{cmds:?}");
-    assert!(cmds.iter().any(|c| c.contains("add-meter") && c.ends_with("meter=3,pktps,burst,band=type=drop,rate=600000,burst_size=16000")), "{cmds:?}");
+    assert!(
+        cmds.iter().any(|c| c.contains("add-port br0 vm1")
+            && c.contains("type=dpdkvhostuser")
+            && c.contains("ingress_policing_rate=2000000 ingress_policing_burst=2000")),
+        "{cmds:?}"
+    );
+    assert!(
+        cmds.iter().any(|c| c.contains("add-meter")
+            && c.ends_with("meter=3,pktps,burst,band=type=drop,rate=600000,burst_size=16000")),
+        "{cmds:?}"
+    );
     let flows = &p.files[0].1;
     assert!(flows.contains("priority=1,in_port=3,actions=meter:3,output:1"), "{flows}");
     assert!(flows.contains("priority=1,in_port=2,actions=output:1"), "{flows}");
-    assert!(p.unsupported.iter().any(|u| u.contains("max_rate_kbps together with ingress_policing_kpps")), "{:?}", p.unsupported);
+    assert!(
+        p.unsupported.iter().any(|u| u.contains("max_rate_kbps together with ingress_policing_kpps")),
+        "{:?}",
+        p.unsupported
+    );
     for field in ["min_rate_kbps", "weight", "priority"] {
         assert!(p.unsupported.iter().any(|u| u.contains(&format!("qos.{field}"))), "{field}: {:?}", p.unsupported);
     }
@@ -69,7 +87,9 @@ fn ovs_polices_bytes_on_the_interface_and_packets_with_a_meter() {
     assert_eq!(p.attach[0].1, Attach::VhostUser("/run/x/uplink".into()));
     assert!(!p.unsupported.iter().any(|u| u.contains("c2tb_bucket_us")), "{:?}", p.unsupported);
     // A C2TB bucket depth is slaswitch's alone: the other switches list it.
-    let s = parse("t.toml", &SCENARIO.replace("duration_secs = 10", "duration_secs = 10\n[host]\nc2tb_bucket_us = 1000")).expect("parses");
+    let s =
+        parse("t.toml", &SCENARIO.replace("duration_secs = 10", "duration_secs = 10\n[host]\nc2tb_bucket_us = 1000"))
+            .expect("parses");
     let st = s.steps().remove(0);
     for kind in [SwitchKind::OvsDpdk, SwitchKind::LinuxTc, SwitchKind::Vde2] {
         let p = plan(kind, &s, &st, Path::new("/run/x"), Path::new("/opt/bin"));
@@ -83,10 +103,18 @@ fn linux_tc_polices_on_the_bridge_port_and_shapes_with_htb() {
     assert!(cmds.contains(&"ip link add svm1b type veth peer name svm1v".to_string()), "{cmds:?}");
     assert!(cmds.iter().all(|c| !c.contains("police")), "{cmds:?}");
     // vm1's byte policer becomes its class's ceiling; vm2's packet policer has no equivalent.
-    assert!(cmds.iter().any(|c| c.contains("dev suplinkb parent 1:1 classid 1:a htb rate 8kbit ceil 2000000kbit")), "{cmds:?}");
+    assert!(
+        cmds.iter().any(|c| c.contains("dev suplinkb parent 1:1 classid 1:a htb rate 8kbit ceil 2000000kbit")),
+        "{cmds:?}"
+    );
     assert!(p.notes.iter().any(|n| n.contains("shaped, not policed")));
     assert!(p.unsupported.iter().any(|u| u.contains("vm2: qos.ingress_policing_kpps")));
-    assert!(cmds.iter().any(|c| c.contains("dev suplinkb parent 1:1 classid 1:b htb rate 1000kbit ceil 5000kbit quantum 4542 prio 1")), "{cmds:?}");
+    assert!(
+        cmds.iter()
+            .any(|c| c
+                .contains("dev suplinkb parent 1:1 classid 1:b htb rate 1000kbit ceil 5000kbit quantum 4542 prio 1")),
+        "{cmds:?}"
+    );
     assert!(cmds.iter().any(|c| c.contains("u32 match ether src") && c.contains("classid 1:b")), "{cmds:?}");
     assert!(p.unsupported.iter().any(|u| u.contains("security_group_masks")));
     assert!(p.undo.iter().any(|u| u.join(" ") == "ip link del svm1b"));
@@ -141,9 +169,15 @@ commands = ["iperf3 -c {uplink_ip} -t {duration} -J"]
     assert!(ns_at < port_at, "the interface must exist before the port");
     assert!(sw.attach.is_empty(), "no emulated VM: {:?}", sw.attach);
     assert!(sw.undo.iter().any(|u| u.join(" ") == "ip netns del ss-vm1"));
-    assert_eq!(slaswitch_testbed::namespaces::fill(&s.vms[0].commands[0], &s, &st, "vm1"), "iperf3 -c 10.77.0.1 -t 10 -J");
+    assert_eq!(
+        slaswitch_testbed::namespaces::fill(&s.vms[0].commands[0], &s, &st, "vm1"),
+        "iperf3 -c 10.77.0.1 -t 10 -J"
+    );
     let ovs = plan(SwitchKind::OvsDpdk, &s, &st, Path::new("/run/x"), Path::new("/opt/bin"));
-    assert!(ovs.commands.iter().any(|c| c.join(" ").contains("options:dpdk-devargs=net_af_packet2,iface=svm1b,qpairs=1")));
+    assert!(ovs
+        .commands
+        .iter()
+        .any(|c| c.join(" ").contains("options:dpdk-devargs=net_af_packet2,iface=svm1b,qpairs=1")));
     let vde = plan(SwitchKind::Vde2, &s, &st, Path::new("/run/x"), Path::new("/opt/bin"));
     assert!(vde.namespaces.is_empty() && vde.unsupported.iter().any(|u| u.contains("namespace VMs")));
 }

@@ -59,7 +59,11 @@ impl Phase {
 }
 
 pub fn parse_mac(s: &str) -> Result<[u8; 6], String> {
-    let parts: Vec<u8> = s.split(':').map(|p| u8::from_str_radix(p, 16)).collect::<Result<_, _>>().map_err(|_| format!("'{s}' is not a MAC address"))?;
+    let parts: Vec<u8> = s
+        .split(':')
+        .map(|p| u8::from_str_radix(p, 16))
+        .collect::<Result<_, _>>()
+        .map_err(|_| format!("'{s}' is not a MAC address"))?;
     parts.try_into().map_err(|_| format!("'{s}' is not a MAC address"))
 }
 
@@ -69,8 +73,14 @@ fn parse_rate(s: &str) -> Result<Rate, String> {
     }
     let lower = s.to_ascii_lowercase();
     let units: [(&str, f64, bool); 8] = [
-        ("mpps", 1e6, true), ("kpps", 1e3, true), ("pps", 1.0, true),
-        ("gbps", 1e9, false), ("mbps", 1e6, false), ("kbps", 1e3, false), ("bps", 1.0, false), ("", 1.0, true),
+        ("mpps", 1e6, true),
+        ("kpps", 1e3, true),
+        ("pps", 1.0, true),
+        ("gbps", 1e9, false),
+        ("mbps", 1e6, false),
+        ("kbps", 1e3, false),
+        ("bps", 1.0, false),
+        ("", 1.0, true),
     ];
     for (suffix, scale, pps) in units {
         if let Some(num) = lower.strip_suffix(suffix) {
@@ -125,7 +135,11 @@ impl std::str::FromStr for Phase {
                     p.dst_ip = ip.octets();
                 }
                 "vm" => p.vm = Some(v.to_string()),
-                other => return Err(format!("unknown phase key '{other}' (start, dur, size, rate, flows, dst-mac, dst-ip, vm)")),
+                other => {
+                    return Err(format!(
+                        "unknown phase key '{other}' (start, dur, size, rate, flows, dst-mac, dst-ip, vm)"
+                    ))
+                }
             }
         }
         if p.start_secs < 0.0 || p.duration_secs <= 0.0 {

@@ -100,7 +100,15 @@ struct Side {
 impl Side {
     fn from_json(v: &Value) -> Side {
         let n = |k: &str| v[k].as_f64().unwrap_or_else(|| panic!("compare side without {k}: {v}"));
-        Side { slices: n("slices"), elapsed: n("elapsed_cycles"), busy: n("busy_cycles"), packets: n("packets"), batches: n("batches"), empty_polls: n("empty_polls"), qos: n("qos_cycles") }
+        Side {
+            slices: n("slices"),
+            elapsed: n("elapsed_cycles"),
+            busy: n("busy_cycles"),
+            packets: n("packets"),
+            batches: n("batches"),
+            empty_polls: n("empty_polls"),
+            qos: n("qos_cycles"),
+        }
     }
 
     /// `self + sign * o`, field by field.
@@ -247,12 +255,18 @@ const FULL_BATCH_PACKETS: f64 = 31.0;
 const MAX_EMPTY_POLLS_PER_BATCH: f64 = 0.1;
 
 fn pmd_limited(s: &Side) -> bool {
-    s.busy_percent() >= SATURATED_BUSY_PERCENT && s.packets_per_batch() >= FULL_BATCH_PACKETS && s.empty_polls_per_batch() <= MAX_EMPTY_POLLS_PER_BATCH
+    s.busy_percent() >= SATURATED_BUSY_PERCENT
+        && s.packets_per_batch() >= FULL_BATCH_PACKETS
+        && s.empty_polls_per_batch() <= MAX_EMPTY_POLLS_PER_BATCH
 }
 
 /// Gives every VM port its C2QoS settings, in one `set-port` request.
 fn set_c2qos(socket: &Path, tsc_hz: u64) {
-    let options = match std::env::var("C2QOS_OVERHEAD_OPTIONS") { Ok(v) => serde_json::from_str(&v).unwrap_or_else(|e| panic!("C2QOS_OVERHEAD_OPTIONS is not a JSON object of port options: {e}")), Err(_) => json!({"cycles_per_sec": (tsc_hz / PORTS as u64).to_string(), "mode": "min-max"}) };
+    let options = match std::env::var("C2QOS_OVERHEAD_OPTIONS") {
+        Ok(v) => serde_json::from_str(&v)
+            .unwrap_or_else(|e| panic!("C2QOS_OVERHEAD_OPTIONS is not a JSON object of port options: {e}")),
+        Err(_) => json!({"cycles_per_sec": (tsc_hz / PORTS as u64).to_string(), "mode": "min-max"}),
+    };
     let ports: Vec<Value> = (1..=PORTS).map(|i| json!({"name": format!("vm{i}"), "options": options})).collect();
     cli(socket, json!({"cmd": "set-port", "ports": ports}));
 }
@@ -306,7 +320,18 @@ fn one_run(run: usize, security_group_masks: usize, flows_per_vm: u32) -> RunRes
     let prefix = format!("ssbench{}", std::process::id());
     let daemon = Proc(
         Command::new(env!("CARGO_BIN_EXE_slaswitchd"))
-            .args(["--pmd-cores", "0", "--main-core", "1", "--no-metrics", "--file-prefix", &prefix, "--compare-slice-us", &slice_us().to_string(), "--run-dir"])
+            .args([
+                "--pmd-cores",
+                "0",
+                "--main-core",
+                "1",
+                "--no-metrics",
+                "--file-prefix",
+                &prefix,
+                "--compare-slice-us",
+                &slice_us().to_string(),
+                "--run-dir",
+            ])
             .arg(&dir)
             .arg("--db")
             .arg(dir.join("conf.json"))
@@ -328,12 +353,28 @@ fn one_run(run: usize, security_group_masks: usize, flows_per_vm: u32) -> RunRes
         cli(&socket, json!({"cmd": "add-port", "name": format!("vm{i}"), "type": "vhost-user"}));
         flows.push(format!("priority=1,in_port=vm{i},actions=output:up"));
     }
-    flows.extend(slaswitch_classifier::security_group::security_group_rules(security_group_masks).iter().map(|r| r.to_string()).filter(|_| security_group_masks > 0));
+    flows.extend(
+        slaswitch_classifier::security_group::security_group_rules(security_group_masks)
+            .iter()
+            .map(|r| r.to_string())
+            .filter(|_| security_group_masks > 0),
+    );
     cli(&socket, json!({"cmd": "add-flow", "flows": flows}));
     let tsc_hz = cli(&socket, json!({"cmd": "pmd-stats"}))["tsc_hz"].as_u64().unwrap();
     set_c2qos(&socket, tsc_hz);
     let mut tenant = Command::new(env!("CARGO_BIN_EXE_slaswitch-tenant"));
-    tenant.args(["--core", "1", "--ring", "1024", "--duration", "600", "--out", "/dev/null", "--file-prefix", &format!("{prefix}vm")]);
+    tenant.args([
+        "--core",
+        "1",
+        "--ring",
+        "1024",
+        "--duration",
+        "600",
+        "--out",
+        "/dev/null",
+        "--file-prefix",
+        &format!("{prefix}vm"),
+    ]);
     for i in 1..=PORTS {
         tenant.arg("--vm").arg(format!("vm{i}={}", dir.join(format!("vm{i}.sock")).display()));
     }
@@ -386,7 +427,9 @@ fn one_run(run: usize, security_group_masks: usize, flows_per_vm: u32) -> RunRes
 
 /// Each run's pooled ratios side by side, and their median and range.
 fn across_runs(name: &str, results: &[RunResult]) {
-    let change = |(rr, c2): &(Side, Side)| ((c2.packets / c2.elapsed.max(1.0)) / (rr.packets / rr.elapsed.max(1.0)) - 1.0) * 100.0;
+    let change = |(rr, c2): &(Side, Side)| {
+        ((c2.packets / c2.elapsed.max(1.0)) / (rr.packets / rr.elapsed.max(1.0)) - 1.0) * 100.0
+    };
     let cost = |(rr, c2): &(Side, Side)| (c2.busy_cycles_per_packet() / rr.busy_cycles_per_packet() - 1.0) * 100.0;
     let line = |label: &str, v: Vec<f64>, unit: &str| {
         if v.is_empty() {
@@ -394,7 +437,8 @@ fn across_runs(name: &str, results: &[RunResult]) {
             return;
         }
         let (_, mid, _) = quartiles(v.clone());
-        let (lo, hi) = (v.iter().copied().fold(f64::INFINITY, f64::min), v.iter().copied().fold(f64::NEG_INFINITY, f64::max));
+        let (lo, hi) =
+            (v.iter().copied().fold(f64::INFINITY, f64::min), v.iter().copied().fold(f64::NEG_INFINITY, f64::max));
         let each: Vec<String> = v.iter().map(|x| format!("{x:+.2}")).collect();
         println!("    {label}: median {mid:+.2}{unit}, from {lo:+.2} to {hi:+.2} (runs: {})", each.join(", "));
     };
@@ -404,10 +448,22 @@ fn across_runs(name: &str, results: &[RunResult]) {
     let limited: Vec<&RunResult> = results.iter().filter(|r| r.limited.is_some()).collect();
     let counts: Vec<String> = results.iter().map(|r| r.limited_rounds.to_string()).collect();
     println!("    PMD-limited rounds per run: {}", counts.join(", "));
-    line("forwarding rate, PMD-limited rounds, %", limited.iter().map(|r| change(r.limited.as_ref().expect("filtered"))).collect(), "%");
-    line("PMD cycles per packet, PMD-limited rounds, %", limited.iter().map(|r| cost(r.limited.as_ref().expect("filtered"))).collect(), "%");
+    line(
+        "forwarding rate, PMD-limited rounds, %",
+        limited.iter().map(|r| change(r.limited.as_ref().expect("filtered"))).collect(),
+        "%",
+    );
+    line(
+        "PMD cycles per packet, PMD-limited rounds, %",
+        limited.iter().map(|r| cost(r.limited.as_ref().expect("filtered"))).collect(),
+        "%",
+    );
     line("C2QoS's own code, % of busy cycles, all rounds", results.iter().map(|r| r.own_percent_all).collect(), "");
-    line("C2QoS's own code, % of busy cycles, PMD-limited rounds", limited.iter().filter_map(|r| r.own_percent_limited).collect(), "");
+    line(
+        "C2QoS's own code, % of busy cycles, PMD-limited rounds",
+        limited.iter().filter_map(|r| r.own_percent_limited).collect(),
+        "",
+    );
     println!();
 }
 
@@ -416,7 +472,9 @@ fn across_runs(name: &str, results: &[RunResult]) {
 fn summarize(all: &[(bool, Round)], rounds: usize, tsc_hz: u64) -> RunResult {
     let pct = |ratios: Vec<f64>| {
         let (lo, mid, hi) = quartiles(ratios.clone());
-        let ci = median_ci95(ratios).map_or(String::new(), |(a, b)| format!("95% CI of the median {:+.2}%..{:+.2}%, ", (a - 1.0) * 100.0, (b - 1.0) * 100.0));
+        let ci = median_ci95(ratios).map_or(String::new(), |(a, b)| {
+            format!("95% CI of the median {:+.2}%..{:+.2}%, ", (a - 1.0) * 100.0, (b - 1.0) * 100.0)
+        });
         format!("{:+.2}% ({ci}quartiles {:+.2}%, {:+.2}%)", (mid - 1.0) * 100.0, (lo - 1.0) * 100.0, (hi - 1.0) * 100.0)
     };
     let report = |label: &str, rs: Vec<&Round>| {
@@ -427,8 +485,14 @@ fn summarize(all: &[(bool, Round)], rounds: usize, tsc_hz: u64) -> RunResult {
         let (rr, c2) = pooled(&rs);
         println!("    {label} ({} rounds; {:.0} slices of each side):", rs.len(), rr.slices.min(c2.slices));
         if rs.len() >= 2 {
-            println!("      forwarding rate          {}", pct(rs.iter().map(|r| r.c2.packets_per_sec(tsc_hz) / r.rr.packets_per_sec(tsc_hz)).collect()));
-            println!("      PMD cycles per packet    {}", pct(rs.iter().map(|r| r.c2.busy_cycles_per_packet() / r.rr.busy_cycles_per_packet()).collect()));
+            println!(
+                "      forwarding rate          {}",
+                pct(rs.iter().map(|r| r.c2.packets_per_sec(tsc_hz) / r.rr.packets_per_sec(tsc_hz)).collect())
+            );
+            println!(
+                "      PMD cycles per packet    {}",
+                pct(rs.iter().map(|r| r.c2.busy_cycles_per_packet() / r.rr.busy_cycles_per_packet()).collect())
+            );
         }
         println!(
             "      pooled over the rounds: forwarding rate {:+.2}% ({:.3} against {:.3} Mpps), PMD cycles per packet {:+.2}% ({:.1} against {:.1})",
@@ -441,7 +505,8 @@ fn summarize(all: &[(bool, Round)], rounds: usize, tsc_hz: u64) -> RunResult {
         );
         let median = |f: fn(&Round) -> f64| quartiles(rs.iter().map(|r| f(r)).collect()).1;
         let shares: Vec<f64> = rs.iter().map(|r| r.own_percent_of_busy).collect();
-        let (least, most) = (shares.iter().copied().fold(f64::INFINITY, f64::min), shares.iter().copied().fold(0.0, f64::max));
+        let (least, most) =
+            (shares.iter().copied().fold(f64::INFINITY, f64::min), shares.iter().copied().fold(0.0, f64::max));
         println!(
             "      C2QoS's own code, measured on the PMD: {:.3}% of its busy cycles (median; from {least:.3}% to {most:.3}%; pooled {:.3}%), {:.0} cycles per decision ({:.0} picking, {:.0} charging; {:.0} after an empty poll, {:.0} after a batch), {:.3} owed and {:.3} parked per decision; empty polls per batch {:.2} round robin, {:.2} C2QoS (medians)",
             median(|r| r.own_percent_of_busy),

@@ -66,6 +66,10 @@ impl Args {
 pub fn key_values(words: &[String]) -> Result<BTreeMap<String, String>, String> {
     words
         .iter()
-        .map(|w| w.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())).ok_or_else(|| format!("'{w}' is not key=value")))
+        .map(|w| {
+            w.split_once('=')
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .ok_or_else(|| format!("'{w}' is not key=value"))
+        })
         .collect()
 }

@@ -103,7 +103,12 @@ fn read_counts(sw: &PrivateSwitch, vms: &[String]) -> Result<Vec<Counts>, String
     let stats = sw.cmd(serde_json::json!({"cmd": "port-stats"}))?;
     vms.iter()
         .map(|name| {
-            let p = stats["ports"].as_array().into_iter().flatten().find(|p| p["name"] == name.as_str()).ok_or_else(|| format!("port {name} vanished"))?;
+            let p = stats["ports"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|p| p["name"] == name.as_str())
+                .ok_or_else(|| format!("port {name} vanished"))?;
             let f = |k: &str| p["rx"][k].as_f64().unwrap_or(0.0);
             Ok(Counts {
                 packets: f("rx_packets"),
@@ -120,17 +125,34 @@ fn read_counts(sw: &PrivateSwitch, vms: &[String]) -> Result<Vec<Counts>, String
 /// Runs `vm_count` VMs sending `size`-byte frames over `flows` flows as fast as they can and
 /// returns the per-stage cycles per packet over all of them, the total kpps and the share of
 /// exact-match-cache misses.
-fn measure(sw: &PrivateSwitch, opts: &CalibrateOptions, vm_count: usize, size: u32, flows: u32) -> Result<RowMeasure, String> {
+fn measure(
+    sw: &PrivateSwitch,
+    opts: &CalibrateOptions,
+    vm_count: usize,
+    size: u32,
+    flows: u32,
+) -> Result<RowMeasure, String> {
     let vms: Vec<String> = (1..=vm_count).map(|i| format!("vm{i}")).collect();
     let warmup = 1.5;
     let mut cmd = Command::new(opts.tools.join("slaswitch-tenant"));
-    cmd.args(["--core", &opts.vm_core.to_string(), "--ring", "4096", "--duration", &format!("{}", opts.seconds + warmup + 1.0)]);
+    cmd.args([
+        "--core",
+        &opts.vm_core.to_string(),
+        "--ring",
+        "4096",
+        "--duration",
+        &format!("{}", opts.seconds + warmup + 1.0),
+    ]);
     cmd.args(["--file-prefix", &format!("{}-vm", sw.prefix), "--out", "/dev/null", "--link-timeout", "20"]);
     for vm in &vms {
         cmd.arg("--vm").arg(format!("{vm}={}", sw.dir.join(format!("{vm}.sock")).display()));
     }
     cmd.args(["gen", "--phase", &format!("size={size},rate=max,flows={flows},dst-mac={}", mac("uplink"))]);
-    let mut tenant = cmd.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().map_err(|e| format!("cannot start slaswitch-tenant: {e}"))?;
+    let mut tenant = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start slaswitch-tenant: {e}"))?;
     let result = (|| {
         // Wait for every VM to connect and traffic to flow, then measure a clean window.
         let t = Instant::now();
@@ -165,7 +187,11 @@ fn measure(sw: &PrivateSwitch, opts: &CalibrateOptions, vm_count: usize, size: u
             return Err(format!("only {} packets forwarded in {secs:.1} s: the VMs are not sending", d.packets));
         }
         Ok(RowMeasure {
-            cycles: StageCycles { ingress: d.ingress / d.packets, classification: d.classify / d.packets, egress: d.egress / d.packets },
+            cycles: StageCycles {
+                ingress: d.ingress / d.packets,
+                classification: d.classify / d.packets,
+                egress: d.egress / d.packets,
+            },
             kpps: d.packets / secs / 1e3,
             emc_miss_share: d.emc_misses / (d.emc_hits + d.emc_misses).max(1.0),
         })
@@ -182,10 +208,19 @@ fn measure(sw: &PrivateSwitch, opts: &CalibrateOptions, vm_count: usize, size: u
 
 fn machine_description(tsc_hz: u64) -> String {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let model = cpuinfo.lines().find_map(|l| l.strip_prefix("model name")).map(|l| l.trim_start_matches([' ', '\t', ':']).to_string()).unwrap_or_else(|| "unknown CPU".into());
+    let model = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name"))
+        .map(|l| l.trim_start_matches([' ', '\t', ':']).to_string())
+        .unwrap_or_else(|| "unknown CPU".into());
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    let dpdk = Command::new("pkg-config").args(["--modversion", "libdpdk"]).output().ok().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default();
+    let dpdk = Command::new("pkg-config")
+        .args(["--modversion", "libdpdk"])
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
     format!("{model}, {cores} cores, TSC {:.3} GHz, Linux {}, DPDK {dpdk}", tsc_hz as f64 / 1e9, kernel.trim())
 }
 
@@ -203,7 +238,13 @@ fn progress(opts: &CalibrateOptions, done: usize, total: usize, what: &str) {
 
 /// [`measure`] `opts.repeats` times; the run with the median total cost. The host's speed
 /// drifts between seconds, and a single window can land on a slow one.
-fn measure_median(sw: &PrivateSwitch, opts: &CalibrateOptions, vm_count: usize, size: u32, flows: u32) -> Result<RowMeasure, String> {
+fn measure_median(
+    sw: &PrivateSwitch,
+    opts: &CalibrateOptions,
+    vm_count: usize,
+    size: u32,
+    flows: u32,
+) -> Result<RowMeasure, String> {
     let mut runs = Vec::new();
     for _ in 0..opts.repeats.max(1) {
         runs.push(measure(sw, opts, vm_count, size, flows)?);
@@ -245,7 +286,10 @@ pub fn calibrate(opts: &CalibrateOptions) -> Result<BandwidthModel, String> {
     let t = Instant::now();
     while !sw.socket().exists() {
         if let Some(Ok(Some(status))) = sw.child.as_mut().map(|c| c.try_wait()) {
-            return Err(format!("slaswitchd exited ({status}): {}", std::fs::read_to_string(dir.join("slaswitchd.log")).unwrap_or_default()));
+            return Err(format!(
+                "slaswitchd exited ({status}): {}",
+                std::fs::read_to_string(dir.join("slaswitchd.log")).unwrap_or_default()
+            ));
         }
         if t.elapsed() > Duration::from_secs(30) {
             return Err("slaswitchd did not come up within 30 s".into());
@@ -253,18 +297,27 @@ pub fn calibrate(opts: &CalibrateOptions) -> Result<BandwidthModel, String> {
         std::thread::sleep(Duration::from_millis(50));
     }
     let max_vms = opts.vm_counts.iter().copied().max().unwrap_or(1).max(1) as usize;
-    sw.cmd(serde_json::json!({"cmd": "add-port", "name": "uplink", "type": "null", "options": {"ofport_request": "1"}}))?;
+    sw.cmd(
+        serde_json::json!({"cmd": "add-port", "name": "uplink", "type": "null", "options": {"ofport_request": "1"}}),
+    )?;
     let mut flows: Vec<String> = Vec::new();
     for i in 1..=max_vms {
         let name = format!("vm{i}");
-        sw.cmd(serde_json::json!({"cmd": "add-port", "name": name, "type": "vhost-user", "options": {"rx_ring": "4096"}}))?;
+        sw.cmd(
+            serde_json::json!({"cmd": "add-port", "name": name, "type": "vhost-user", "options": {"rx_ring": "4096"}}),
+        )?;
         flows.push(format!("priority=1,in_port={name},actions=output:uplink"));
     }
-    flows.extend(slaswitch_classifier::security_group::security_group_rules(opts.security_group_masks).iter().map(|r| r.to_string()));
+    flows.extend(
+        slaswitch_classifier::security_group::security_group_rules(opts.security_group_masks)
+            .iter()
+            .map(|r| r.to_string()),
+    );
     sw.cmd(serde_json::json!({"cmd": "add-flow", "flows": flows}))?;
     let tsc_hz = sw.cmd(serde_json::json!({"cmd": "pmd-stats"}))?["tsc_hz"].as_u64().unwrap_or(0);
 
-    let points: Vec<(u32, FlowCount)> = PROFILE_PACKET_SIZES.iter().flat_map(|&s| [(s, FlowCount::Single), (s, FlowCount::Many)]).collect();
+    let points: Vec<(u32, FlowCount)> =
+        PROFILE_PACKET_SIZES.iter().flat_map(|&s| [(s, FlowCount::Single), (s, FlowCount::Many)]).collect();
     let total_steps = points.len() + opts.vm_counts.len();
     // (Each step is `opts.repeats` runs.)
     let mut entries = Vec::new();
@@ -272,7 +325,14 @@ pub fn calibrate(opts: &CalibrateOptions) -> Result<BandwidthModel, String> {
         progress(opts, i, total_steps, &format!("{size}-byte frames, {} flow(s)", flows.name()));
         let n_flows = if flows == FlowCount::Single { 1 } else { opts.many_flows };
         let m = measure_median(&sw, opts, 1, size, n_flows)?;
-        entries.push(ModelEntry { packet_bytes: size, flows, cycles_per_packet: m.cycles, measured_kpps: m.kpps, emc_miss_share: Some(m.emc_miss_share), measured_cycles_per_packet: None });
+        entries.push(ModelEntry {
+            packet_bytes: size,
+            flows,
+            cycles_per_packet: m.cycles,
+            measured_kpps: m.kpps,
+            emc_miss_share: Some(m.emc_miss_share),
+            measured_cycles_per_packet: None,
+        });
     }
     slaswitch_qos::cpu::model::raise_to_size_envelope(&mut entries);
     let mut per_count = Vec::new();
@@ -282,7 +342,11 @@ pub fn calibrate(opts: &CalibrateOptions) -> Result<BandwidthModel, String> {
         per_count.push((n, m.cycles.total()));
     }
     progress(opts, total_steps, total_steps, "done");
-    let base = per_count.iter().find(|(n, _)| *n == 1).map(|(_, c)| *c).ok_or("--vm-counts must include 1 (the single-VM baseline)")?;
+    let base = per_count
+        .iter()
+        .find(|(n, _)| *n == 1)
+        .map(|(_, c)| *c)
+        .ok_or("--vm-counts must include 1 (the single-VM baseline)")?;
     // The paper's curves rise and then flatten (Fig. 6b); a point below the one before is the
     // host's noise, and taking it would shrink allocations as VMs arrive. So the factor is the
     // running maximum of the measured ratios, never below 1.
@@ -319,7 +383,8 @@ pub fn calibrate(opts: &CalibrateOptions) -> Result<BandwidthModel, String> {
         std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
     }
     let tmp = opts.out.with_extension("tmp");
-    std::fs::write(&tmp, serde_json::to_string_pretty(&model).expect("model serialises")).map_err(|e| format!("{}: {e}", tmp.display()))?;
+    std::fs::write(&tmp, serde_json::to_string_pretty(&model).expect("model serialises"))
+        .map_err(|e| format!("{}: {e}", tmp.display()))?;
     std::fs::rename(&tmp, &opts.out).map_err(|e| format!("{}: {e}", opts.out.display()))?;
     Ok(model)
 }
@@ -327,7 +392,10 @@ pub fn calibrate(opts: &CalibrateOptions) -> Result<BandwidthModel, String> {
 /// The model as a table for people.
 pub fn render(model: &BandwidthModel) -> String {
     let mut out = format!("bandwidth-CPU model: {}\n{}\n\n", model.machine, model.method);
-    out += &format!("{:>6} {:>7} {:>9} {:>9} {:>9} {:>9} {:>10} {:>9} {:>11}\n", "bytes", "flows", "ingress", "classify", "egress", "total", "meas.kpps", "emc.miss", "raised from");
+    out += &format!(
+        "{:>6} {:>7} {:>9} {:>9} {:>9} {:>9} {:>10} {:>9} {:>11}\n",
+        "bytes", "flows", "ingress", "classify", "egress", "total", "meas.kpps", "emc.miss", "raised from"
+    );
     let mut rows = model.entries.clone();
     rows.sort_by_key(|e| (e.flows, e.packet_bytes));
     for e in rows {
@@ -345,7 +413,9 @@ pub fn render(model: &BandwidthModel) -> String {
             e.measured_cycles_per_packet.map_or("-".to_string(), |m| format!("{:.0}", m.total()))
         );
     }
-    for (name, t) in [("vm_count", &model.vm_count), ("pmd_count", &model.pmd_count), ("numa_remote", &model.numa_remote)] {
+    for (name, t) in
+        [("vm_count", &model.vm_count), ("pmd_count", &model.pmd_count), ("numa_remote", &model.numa_remote)]
+    {
         let pts: Vec<String> = t.points.iter().map(|(n, f)| format!("{n}: {f:.3}")).collect();
         out += &format!("R {name} ({}): {}\n", t.source, pts.join(", "));
     }

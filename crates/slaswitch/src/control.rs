@@ -29,8 +29,12 @@ pub fn err(message: impl Into<String>) -> Value {
 
 /// Sends one request and returns the result, or the daemon's error.
 pub fn request(socket: &Path, req: &Value) -> Result<Value, String> {
-    let mut stream = UnixStream::connect(socket)
-        .map_err(|e| format!("cannot reach slaswitchd at {} ({e}); is it running? (start it with slaswitchd, or set SLASWITCH_SOCKET)", socket.display()))?;
+    let mut stream = UnixStream::connect(socket).map_err(|e| {
+        format!(
+            "cannot reach slaswitchd at {} ({e}); is it running? (start it with slaswitchd, or set SLASWITCH_SOCKET)",
+            socket.display()
+        )
+    })?;
     stream.set_read_timeout(Some(Duration::from_secs(60))).ok();
     let mut line = serde_json::to_string(req).expect("JSON");
     line.push('\n');

@@ -12,7 +12,13 @@ use common::*;
 use serde_json::Value;
 
 fn qos_port(q: &Value, name: &str) -> Value {
-    q["ports"].as_array().unwrap().iter().find(|p| p["name"] == name).unwrap_or_else(|| panic!("no {name} in {q}")).clone()
+    q["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == name)
+        .unwrap_or_else(|| panic!("no {name} in {q}"))
+        .clone()
 }
 
 #[test]
@@ -42,7 +48,10 @@ fn calibrate_then_purchases_become_cycles_and_admission_guards_the_uplink() {
     }
     // Many flows through the security-group table cost more to classify than one flow.
     let classify = |bytes: u64, flows: &str| {
-        model["entries"].as_array().unwrap().iter().find(|e| e["packet_bytes"] == bytes && e["flows"] == flows).unwrap()["cycles_per_packet"]["classification"].as_f64().unwrap()
+        model["entries"].as_array().unwrap().iter().find(|e| e["packet_bytes"] == bytes && e["flows"] == flows).unwrap()
+            ["cycles_per_packet"]["classification"]
+            .as_f64()
+            .unwrap()
     };
     assert!(classify(64, "many") > classify(64, "single"), "{model}");
     assert!(stdout.contains("R vm_count (measured)"), "{stdout}");
@@ -50,14 +59,36 @@ fn calibrate_then_purchases_become_cycles_and_admission_guards_the_uplink() {
     let sw = Switch::start("model", &["--model", &dir.join("daemon-model.json").display().to_string()]);
     sw.ok(&["add-port", "up", "null", "uplink=true", "link_rate_bps=1G"]);
     // Without a model a purchase cannot become cycles: refused, and the port does not exist.
-    let (ok, _, err) = sw.cli(&["add-port", "vm1", "vhost-user", "bandwidth_bps=300M", "profile_packet_bytes=1024", "profile_flows=single"]);
+    let (ok, _, err) = sw.cli(&[
+        "add-port",
+        "vm1",
+        "vhost-user",
+        "bandwidth_bps=300M",
+        "profile_packet_bytes=1024",
+        "profile_flows=single",
+    ]);
     assert!(!ok && err.contains("slaswitch calibrate"), "{err}");
     assert_eq!(sw.json(&["list-ports"]).as_array().unwrap().len(), 1);
     sw.ok(&["load-model", &model_file.display().to_string()]);
-    sw.ok(&["add-port", "vm1", "vhost-user", "bandwidth_bps=300M", "profile_packet_bytes=1024", "profile_flows=single"]);
+    sw.ok(&[
+        "add-port",
+        "vm1",
+        "vhost-user",
+        "bandwidth_bps=300M",
+        "profile_packet_bytes=1024",
+        "profile_flows=single",
+    ]);
     // 1200-byte frames: a cheap purchase whatever this host's calibration measured (a 0.5 s
     // calibration on a slow CI host priced 100-byte frames at over 4000 cycles each).
-    sw.ok(&["add-port", "vm2", "vhost-user", "bandwidth_bps=500M", "profile_packet_bytes=1200", "mode=min-max", "weight=2"]);
+    sw.ok(&[
+        "add-port",
+        "vm2",
+        "vhost-user",
+        "bandwidth_bps=500M",
+        "profile_packet_bytes=1200",
+        "mode=min-max",
+        "weight=2",
+    ]);
 
     // qos-show explains: the row(s), each coefficient, C_single and C_alloc = prod(R) x C_single.
     let q = sw.json(&["qos-show"]);
@@ -165,20 +196,31 @@ fn a_paced_uplink_runs_at_its_line_rate_and_the_fallback_holds_a_liar_to_its_pur
         let q = sw.json(&["qos-show"]);
         gen.kill();
         let dropped = b["tx_dropped"].as_f64().unwrap() - a["tx_dropped"].as_f64().unwrap();
-        let liar_limited = liar_b["rx"]["fallback_drops"].as_f64().unwrap() - liar_a["rx"]["fallback_drops"].as_f64().unwrap();
-        let honest_limited = honest_b["rx"]["fallback_drops"].as_f64().unwrap() - honest_a["rx"]["fallback_drops"].as_f64().unwrap();
+        let liar_limited =
+            liar_b["rx"]["fallback_drops"].as_f64().unwrap() - liar_a["rx"]["fallback_drops"].as_f64().unwrap();
+        let honest_limited =
+            honest_b["rx"]["fallback_drops"].as_f64().unwrap() - honest_a["rx"]["fallback_drops"].as_f64().unwrap();
         if fallback {
             // The liar is held to 90M at ingress: the link carries about 80M + 90M, below its
             // rate, so nothing waits long enough to be dropped at the link.
             assert_eq!(q["fallback"]["engaged"], true, "{}", q["fallback"]);
             assert!(liar_limited > 1000.0, "the fallback did not limit the liar: {liar_limited}");
-            let honest_packets = honest_b["rx"]["rx_packets"].as_f64().unwrap() - honest_a["rx"]["rx_packets"].as_f64().unwrap();
-            assert!(honest_limited < 0.01 * honest_packets, "the honest VM was limited: {honest_limited} of {honest_packets}");
+            let honest_packets =
+                honest_b["rx"]["rx_packets"].as_f64().unwrap() - honest_a["rx"]["rx_packets"].as_f64().unwrap();
+            assert!(
+                honest_limited < 0.01 * honest_packets,
+                "the honest VM was limited: {honest_limited} of {honest_packets}"
+            );
             assert!(wire < 200e6 * 1.02, "the link ran above its rate: {wire}");
             assert!(dropped < 100.0, "{dropped} frames dropped at the link with the fallback on");
         } else {
             // The link is the bottleneck: it runs at its line rate and drops what does not fit.
-            assert!((wire - 200e6).abs() < 200e6 * 0.03 || !rate_judgeable(steal, "the link's line rate"), "a 200M link sent {:.1} Mbit/s of wire bits (host steal {:.1}%)", wire / 1e6, steal * 100.0);
+            assert!(
+                (wire - 200e6).abs() < 200e6 * 0.03 || !rate_judgeable(steal, "the link's line rate"),
+                "a 200M link sent {:.1} Mbit/s of wire bits (host steal {:.1}%)",
+                wire / 1e6,
+                steal * 100.0
+            );
             assert!(dropped > 1000.0, "nothing dropped at a link offered 5x its rate");
             assert_eq!(q["fallback"]["enabled"], false);
             assert_eq!(liar_limited, 0.0);
@@ -223,7 +265,13 @@ fn drift_compensation_holds_a_purchase_the_model_underprices() {
     if !can_run() {
         return;
     }
-    let sw = Switch::start("drift", &["--model", &std::env::temp_dir().join(format!("slaswitch-it-drift-{}.json", std::process::id())).display().to_string()]);
+    let sw = Switch::start(
+        "drift",
+        &[
+            "--model",
+            &std::env::temp_dir().join(format!("slaswitch-it-drift-{}.json", std::process::id())).display().to_string(),
+        ],
+    );
     sw.ok(&["add-port", "up", "null"]);
     sw.ok(&["add-port", "vm1", "vhost-user"]);
     sw.ok(&["add-flow", "in_port=vm1,actions=output:up"]);
@@ -238,7 +286,14 @@ fn drift_compensation_holds_a_purchase_the_model_underprices() {
     // What a backlogged 512-byte frame really costs here, then a model that says 60% of it
     // (the compensator then needs about 1.7x, leaving room below its 3x cap for a host that
     // slows down between the two steps: one run here slowed by 46%).
-    let mut gen = Tenant::start(&sw.dir, "measure", &[("vm1", &sw.port_sock("vm1"))], 1024, 8.0, &["gen", "--phase", "size=512,rate=max,flows=1"]);
+    let mut gen = Tenant::start(
+        &sw.dir,
+        "measure",
+        &[("vm1", &sw.port_sock("vm1"))],
+        1024,
+        8.0,
+        &["gen", "--phase", "size=512,rate=max,flows=1"],
+    );
     let (_, cost) = sample(2.0, 2.0);
     gen.kill();
     let model_file = sw.dir.join("cheap-model.json");
@@ -248,8 +303,22 @@ fn drift_compensation_holds_a_purchase_the_model_underprices() {
     // A purchase that really needs 5% of the core; the VM offers 1.5x it.
     let purchase_pps = 0.05 * tsc_hz as f64 / cost;
     let bandwidth = format!("bandwidth_bps={}", (purchase_pps * 512.0 * 8.0).round() as u64);
-    sw.ok(&["set-port", "vm1", &bandwidth, "profile_packet_bytes=512", "profile_flows=single", "drift_compensation=false"]);
-    gen = Tenant::start(&sw.dir, "offer", &[("vm1", &sw.port_sock("vm1"))], 1024, 90.0, &["gen", "--phase", &format!("size=512,rate={:.0}pps,flows=1", purchase_pps * 1.5)]);
+    sw.ok(&[
+        "set-port",
+        "vm1",
+        &bandwidth,
+        "profile_packet_bytes=512",
+        "profile_flows=single",
+        "drift_compensation=false",
+    ]);
+    gen = Tenant::start(
+        &sw.dir,
+        "offer",
+        &[("vm1", &sw.port_sock("vm1"))],
+        1024,
+        90.0,
+        &["gen", "--phase", &format!("size=512,rate={:.0}pps,flows=1", purchase_pps * 1.5)],
+    );
     let (fixed_pps, _) = sample(2.0, 3.0);
     sw.ok(&["set-port", "vm1", "drift_compensation=true"]);
     std::thread::sleep(Duration::from_secs(3));
@@ -274,7 +343,10 @@ fn drift_compensation_holds_a_purchase_the_model_underprices() {
     let q = qos_port(&sw.json(&["qos-show"]), "vm1");
     gen.kill();
     // Fixed, as the paper allocates: the model's cheap rows buy about 60% of the purchase.
-    assert!(fixed_pps < 0.85 * purchase_pps, "fixed allocation gave {fixed_pps:.0} pps of {purchase_pps:.0} purchased (cost {cost:.0} cycles)");
+    assert!(
+        fixed_pps < 0.85 * purchase_pps,
+        "fixed allocation gave {fixed_pps:.0} pps of {purchase_pps:.0} purchased (cost {cost:.0} cycles)"
+    );
     // Compensated: the port's measured cost restores the purchase. The premise is that the
     // model underprices by 1/0.6 = 1.67x; if the host's speed moved between measuring and now
     // so that the factor needed leaves the compensator's range (at most 3x) or nearly vanishes,

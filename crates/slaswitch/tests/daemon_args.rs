@@ -7,7 +7,8 @@ use std::process::Command;
 /// option; `--help` lists it.
 fn refused_before_the_switch_starts(option: &str, bad: &[&str]) {
     for value in bad {
-        let out = Command::new(env!("CARGO_BIN_EXE_slaswitchd")).args([&format!("--{option}"), *value]).output().unwrap();
+        let out =
+            Command::new(env!("CARGO_BIN_EXE_slaswitchd")).args([&format!("--{option}"), *value]).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{option} {value}: {err}");
         assert!(err.contains(option), "{option} {value}: {err}");

@@ -46,17 +46,28 @@ fn a_short_run_reports_what_the_sink_counted() {
     let scenario = dir.join("ci-two-vms.toml");
     std::fs::write(&scenario, SCENARIO).unwrap();
     let out = dir.join("out");
-    let run = Command::new(CLI).args(["experiment", "run"]).arg(&scenario).args(["--switch", "slaswitch", "--quiet", "--out"]).arg(&out).output().unwrap();
+    let run = Command::new(CLI)
+        .args(["experiment", "run"])
+        .arg(&scenario)
+        .args(["--switch", "slaswitch", "--quiet", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
     assert!(run.status.success(), "experiment run failed: {}", String::from_utf8_lossy(&run.stderr));
 
     let meta: Value = serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap();
     let totals = &meta["runs"][0]["tenant_summary"]["sink_totals"];
-    let counted = |vm: &str| totals.as_array().unwrap().iter().find(|t| t["source"] == vm).map_or(0.0, |t| t["packets"].as_f64().unwrap());
+    let counted = |vm: &str| {
+        totals.as_array().unwrap().iter().find(|t| t["source"] == vm).map_or(0.0, |t| t["packets"].as_f64().unwrap())
+    };
     let samples = std::fs::read_to_string(out.join("samples.csv")).unwrap();
     for vm in ["vm1", "vm2"] {
         let (sink, sampled) = (counted(vm), sum_packets(&samples, vm));
         assert!(sink > 0.0, "the sink counted nothing from {vm}");
-        assert!((sampled - sink).abs() <= sink * 0.01, "{vm}: per-second samples add up to {sampled}, the sink counted {sink}");
+        assert!(
+            (sampled - sink).abs() <= sink * 0.01,
+            "{vm}: per-second samples add up to {sampled}, the sink counted {sink}"
+        );
     }
     // The policer held vm2 to 50 kpps (plus its 5000-packet burst) while vm1 passed whole.
     let (vm1, vm2) = (counted("vm1"), counted("vm2"));

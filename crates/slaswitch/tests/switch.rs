@@ -23,7 +23,14 @@ fn vms_forward_through_the_switch_with_counters_and_cycle_accounting() {
     }
     sw.ok(&["add-flow", "in_port=vm1,actions=output:sink"]);
     sw.ok(&["add-flow", "in_port=vm2,actions=output:sink"]);
-    let sink = Tenant::start(&sw.dir, "sink", &[("sink", &sw.port_sock("sink"))], 8192, 6.0, &["sink", "--source", "vm1", "--source", "vm2"]);
+    let sink = Tenant::start(
+        &sw.dir,
+        "sink",
+        &[("sink", &sw.port_sock("sink"))],
+        8192,
+        6.0,
+        &["sink", "--source", "vm1", "--source", "vm2"],
+    );
     sleep(1.0);
     let steal_from = slaswitch_testbed::host_steal::snapshot(&[0, 1]);
     let gen = Tenant::start(
@@ -58,7 +65,10 @@ fn vms_forward_through_the_switch_with_counters_and_cycle_accounting() {
         assert!(got1 as f64 >= 0.9 * sent1 as f64, "vm1: sent {sent1}, sink got {got1}");
         assert!(got2 as f64 >= 0.9 * sent2 as f64, "vm2: sent {sent2}, sink got {got2}");
     } else {
-        eprintln!("host steal {:.1}%: the sink's share is not judged (vm1 {got1} of {sent1}, vm2 {got2} of {sent2})", steal * 100.0);
+        eprintln!(
+            "host steal {:.1}%: the sink's share is not judged (vm1 {got1} of {sent1}, vm2 {got2} of {sent2})",
+            steal * 100.0
+        );
     }
     assert!(sink_port["tx_packets"].as_u64().unwrap() >= got1 + got2);
     let flows = sw.json(&["dump-flows"]);
@@ -73,7 +83,8 @@ fn vms_forward_through_the_switch_with_counters_and_cycle_accounting() {
     for stage in ["ingress_cycles", "classify_cycles", "egress_cycles"] {
         assert!(vm1[stage].as_u64().unwrap() > 0, "vm1 {stage} is zero: {vm1}");
     }
-    let share: f64 = pmd["ports"].as_array().unwrap().iter().filter_map(|p| p["interval"]["pmd_share_pct"].as_f64()).sum();
+    let share: f64 =
+        pmd["ports"].as_array().unwrap().iter().filter_map(|p| p["interval"]["pmd_share_pct"].as_f64()).sum();
     assert!(share <= 100.5, "shares add up to {share}%");
 }
 
@@ -89,11 +100,20 @@ fn mac_learning_switch_delivers_unicast_only_to_the_destination() {
     }
     // No rules: a MAC-learning L2 switch. The sink announces itself, so vm1's frames to its MAC
     // are unicast to the sink port and never reach vm2.
-    let sink = Tenant::start(&sw.dir, "sink", &[("sink", &sw.port_sock("sink"))], 8192, 5.0, &["sink", "--source", "vm1"]);
-    let idle_vm2 = Tenant::start(&sw.dir, "vm2", &[("vm2", &sw.port_sock("vm2"))], 1024, 5.0, &["gen", "--phase", "start=100,rate=1pps"]);
+    let sink =
+        Tenant::start(&sw.dir, "sink", &[("sink", &sw.port_sock("sink"))], 8192, 5.0, &["sink", "--source", "vm1"]);
+    let idle_vm2 = Tenant::start(
+        &sw.dir,
+        "vm2",
+        &[("vm2", &sw.port_sock("vm2"))],
+        1024,
+        5.0,
+        &["gen", "--phase", "start=100,rate=1pps"],
+    );
     sleep(1.5);
     let dst = format!("rate=100kpps,size=128,dst-mac={}", mac("sink"));
-    let gen = Tenant::start(&sw.dir, "gen", &[("vm1", &sw.port_sock("vm1"))], 4096, 2.0, &["gen", "--phase", &dst]).finish();
+    let gen =
+        Tenant::start(&sw.dir, "gen", &[("vm1", &sw.port_sock("vm1"))], 4096, 2.0, &["gen", "--phase", &dst]).finish();
     let sink = sink.finish();
     idle_vm2.kill();
     let sent = sent_by(&gen, "vm1");
@@ -113,7 +133,8 @@ fn many_flows_cost_more_classification_cycles_than_one_flow() {
     sw.ok(&["add-port", "vm1", "vhost-user"]);
     sw.ok(&["add-port", "uplink", "null"]);
     // A security-group-like rule set with 100 distinct masks (seed 000, Fig. 5c).
-    let rules: Vec<String> = slaswitch_classifier::security_group::security_group_rules(99).iter().map(|r| r.to_string()).collect();
+    let rules: Vec<String> =
+        slaswitch_classifier::security_group::security_group_rules(99).iter().map(|r| r.to_string()).collect();
     let file = sw.dir.join("sg.flows");
     std::fs::write(&file, rules.join("\n")).unwrap();
     sw.ok(&["add-flows", file.to_str().unwrap()]);
@@ -121,7 +142,15 @@ fn many_flows_cost_more_classification_cycles_than_one_flow() {
     let measure = |flows: u32| {
         let before = sw.port("vm1")["rx"].clone();
         let phase = format!("rate=1mpps,size=64,flows={flows},dst-ip=192.168.1.1");
-        Tenant::start(&sw.dir, &format!("gen{flows}"), &[("vm1", &sw.port_sock("vm1"))], 4096, 2.0, &["gen", "--phase", &phase]).finish();
+        Tenant::start(
+            &sw.dir,
+            &format!("gen{flows}"),
+            &[("vm1", &sw.port_sock("vm1"))],
+            4096,
+            2.0,
+            &["gen", "--phase", &phase],
+        )
+        .finish();
         sleep(0.5);
         let after = sw.port("vm1")["rx"].clone();
         let d = |k: &str| after[k].as_f64().unwrap() - before[k].as_f64().unwrap();
@@ -131,11 +160,19 @@ fn many_flows_cost_more_classification_cycles_than_one_flow() {
     // the PMD's vCPU, which inflates a stage's cycles now and then on this shared machine.
     let best = |flows: u32| {
         let (a, b) = (measure(flows), measure(flows));
-        if a.0 <= b.0 { a } else { b }
+        if a.0 <= b.0 {
+            a
+        } else {
+            b
+        }
     };
     let (single, single_hits) = best(1);
     let (many, many_hits) = best(20_000);
-    eprintln!("classification cycles/packet: 1 flow {single:.0} (EMC hits {:.1}%), 20000 flows {many:.0} (EMC hits {:.1}%)", single_hits * 100.0, many_hits * 100.0);
+    eprintln!(
+        "classification cycles/packet: 1 flow {single:.0} (EMC hits {:.1}%), 20000 flows {many:.0} (EMC hits {:.1}%)",
+        single_hits * 100.0,
+        many_hits * 100.0
+    );
     assert!(single_hits > 0.99, "one flow should hit the exact-match cache");
     assert!(many_hits < 0.6, "20000 flows should overflow the 8192-entry cache");
     assert!(many > 1.2 * single, "many flows {many:.0} vs one flow {single:.0} cycles/packet");
@@ -154,9 +191,23 @@ fn ports_come_and_go_and_a_vm_reconnects_while_another_keeps_forwarding() {
     // vm1 sends for longer than the changes below take on a slow host (the first version gave
     // it 7 s; once, starting the two vm2 processes took so long that vm1 had stopped sending
     // before the last change, and its flat counter read as a stall).
-    let sink = Tenant::start(&sw.dir, "sink", &[("sink", &sw.port_sock("sink"))], 8192, 17.0, &["sink", "--source", "vm1", "--source", "vm2"]);
+    let sink = Tenant::start(
+        &sw.dir,
+        "sink",
+        &[("sink", &sw.port_sock("sink"))],
+        8192,
+        17.0,
+        &["sink", "--source", "vm1", "--source", "vm2"],
+    );
     sleep(1.0);
-    let steady = Tenant::start(&sw.dir, "vm1", &[("vm1", &sw.port_sock("vm1"))], 4096, 15.0, &["gen", "--phase", "rate=100kpps,size=64"]);
+    let steady = Tenant::start(
+        &sw.dir,
+        "vm1",
+        &[("vm1", &sw.port_sock("vm1"))],
+        4096,
+        15.0,
+        &["gen", "--phase", "rate=100kpps,size=64"],
+    );
     sleep(1.0);
     // Hot add a VM port and a flow, attach a VM, drop it, reattach, then remove everything. After
     // each step vm1's packets must still be arriving at the switch (its counter keeps growing).
@@ -170,11 +221,26 @@ fn ports_come_and_go_and_a_vm_reconnects_while_another_keeps_forwarding() {
     step(&sw);
     sw.ok(&["add-flow", "in_port=vm2,actions=output:sink"]);
     step(&sw);
-    let first = Tenant::start(&sw.dir, "vm2a", &[("vm2", &sw.port_sock("vm2"))], 1024, 10.0, &["gen", "--phase", "rate=50kpps,size=64"]);
+    let first = Tenant::start(
+        &sw.dir,
+        "vm2a",
+        &[("vm2", &sw.port_sock("vm2"))],
+        1024,
+        10.0,
+        &["gen", "--phase", "rate=50kpps,size=64"],
+    );
     sleep(1.0);
     first.kill();
     step(&sw);
-    let second = Tenant::start(&sw.dir, "vm2b", &[("vm2", &sw.port_sock("vm2"))], 1024, 1.5, &["gen", "--phase", "rate=50kpps,size=64"]).finish();
+    let second = Tenant::start(
+        &sw.dir,
+        "vm2b",
+        &[("vm2", &sw.port_sock("vm2"))],
+        1024,
+        1.5,
+        &["gen", "--phase", "rate=50kpps,size=64"],
+    )
+    .finish();
     step(&sw);
     sw.ok(&["add-port", "extra", "null"]);
     step(&sw);
@@ -210,7 +276,14 @@ fn a_vm_behind_a_vhost_user_client_port_survives_a_switch_restart() {
     sw.ok(&["add-port", "vmc", "vhost-user-client", &format!("path={sock}")]);
     sw.ok(&["add-port", "up", "null"]);
     sw.ok(&["add-flow", "in_port=vmc,actions=output:up"]);
-    let vm = Tenant::start(&sw.dir, "vmc", &[("vmc", &format!("{sock},server"))], 1024, 10.0, &["gen", "--phase", "rate=50kpps,size=64"]);
+    let vm = Tenant::start(
+        &sw.dir,
+        "vmc",
+        &[("vmc", &format!("{sock},server"))],
+        1024,
+        10.0,
+        &["gen", "--phase", "rate=50kpps,size=64"],
+    );
     let rx = |sw: &Switch| sw.port("vmc")["rx"]["rx_packets"].as_u64().unwrap();
     let t = std::time::Instant::now();
     while rx(&sw) == 0 && t.elapsed() < Duration::from_secs(8) {
@@ -242,7 +315,9 @@ fn restart_keeps_ports_numbers_and_flows() {
     let before = (sw.json(&["list-ports"]), sw.ok(&["dump-flows"]));
     sw.restart();
     let after = (sw.json(&["list-ports"]), sw.ok(&["dump-flows"]));
-    let names = |v: &serde_json::Value| v.as_array().unwrap().iter().map(|p| (p["name"].to_string(), p["number"].to_string())).collect::<Vec<_>>();
+    let names = |v: &serde_json::Value| {
+        v.as_array().unwrap().iter().map(|p| (p["name"].to_string(), p["number"].to_string())).collect::<Vec<_>>()
+    };
     assert_eq!(names(&before.0), names(&after.0));
     let flows = |s: &str| s.lines().map(|l| l.split(", ").last().unwrap().to_string()).collect::<Vec<_>>();
     assert_eq!(flows(&before.1), flows(&after.1));
@@ -337,7 +412,11 @@ fn iperf3_tcp_between_namespaces_attached_by_tap_and_af_packet() {
     assert!(ok, "ethtool: {out}");
     let (ok, out) = sh(&format!("ip netns exec {a} ping -c 3 -i 0.2 -W 2 10.77.0.2"));
     assert!(ok, "ping through the switch failed: {out}");
-    let server = std::process::Command::new("ip").args(["netns", "exec", &b, "iperf3", "-s", "-1", "-p", "5299"]).stdout(std::process::Stdio::null()).spawn().unwrap();
+    let server = std::process::Command::new("ip")
+        .args(["netns", "exec", &b, "iperf3", "-s", "-1", "-p", "5299"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
     sleep(0.5);
     let (ok, out) = sh(&format!("timeout 20 ip netns exec {a} iperf3 -c 10.77.0.2 -p 5299 -t 3 -J"));
     let mut server = server;
@@ -345,7 +424,9 @@ fn iperf3_tcp_between_namespaces_attached_by_tap_and_af_packet() {
     let _ = server.wait();
     assert!(ok, "iperf3 failed: {out}");
     let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
-    let bps = doc["end"]["sum_received"]["bits_per_second"].as_f64().unwrap_or_else(|| panic!("iperf3 gave no result: {out}"));
+    let bps = doc["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("iperf3 gave no result: {out}"));
     eprintln!("iperf3 through slaswitch (tap and af-packet ports, PMD core 0): {:.0} Mbit/s", bps / 1e6);
     assert!(bps > 50e6, "TCP throughput {bps} bit/s");
     assert!(sw.port("tapb")["tx_packets"].as_u64().unwrap() > 1000);

@@ -50,9 +50,7 @@ impl CycleLimit {
     pub fn alloc_cycles_per_sec(&self) -> u64 {
         match *self {
             CycleLimit::Unlimited => 0,
-            CycleLimit::Strict { cycles_per_sec } | CycleLimit::MinMax { cycles_per_sec, .. } => {
-                cycles_per_sec
-            }
+            CycleLimit::Strict { cycles_per_sec } | CycleLimit::MinMax { cycles_per_sec, .. } => cycles_per_sec,
         }
     }
     /// MIN-MAX weight, 0 for strict and unlimited ports.
@@ -332,7 +330,8 @@ impl CyclePool {
     /// (`C_alloc`, `C_alloc + C_idle,i`). Redistributed overflow comes on top of the second.
     pub fn rates_cycles_per_sec(&self, b: &Bucket) -> Option<(u64, f64)> {
         let scale = f64::from(1u32 << TOKEN_FRACTION_BITS) * (1u64 << RATE_FRACTION_BITS) as f64;
-        b.is_limited().then(|| (b.limit.alloc_cycles_per_sec(), b.tokens_per_tick as f64 / scale * self.config.tsc_hz as f64))
+        b.is_limited()
+            .then(|| (b.limit.alloc_cycles_per_sec(), b.tokens_per_tick as f64 / scale * self.config.tsc_hz as f64))
     }
 
     /// Sets (or adds) a port's limit. Every bucket is first brought up to `now_tsc` so the
@@ -377,7 +376,8 @@ impl CyclePool {
         if weight != 0 {
             let per_weight = self.overflow_per_weight.wrapping_sub(b.overflow_seen_per_weight);
             b.overflow_seen_per_weight = self.overflow_per_weight;
-            let redistributed = (u128::from(per_weight) * u128::from(weight)).min((MAX_CYCLES as u128) << TOKEN_FRACTION_BITS);
+            let redistributed =
+                (u128::from(per_weight) * u128::from(weight)).min((MAX_CYCLES as u128) << TOKEN_FRACTION_BITS);
             tokens = tokens.saturating_add(redistributed as i64);
         }
         let cap = self.depth_tokens + b.stall_credit;
@@ -447,7 +447,7 @@ impl CyclePool {
         let mut loop_unused: i64 = 0;
         set.each_bucket(|b| {
             let generated = earned_tokens(invl_ticks, b.tokens_per_tick);
-            let unused = if total_weight > 0 { (unused_pool * u128::from(b.weight()) / total_weight) as i64 } else { 0 };
+            let unused = (unused_pool * u128::from(b.weight())).checked_div(total_weight).unwrap_or(0) as i64;
             b.tokens = b.tokens.saturating_add(generated).saturating_add(unused);
             if b.tokens > depth {
                 if !b.backlogged {
@@ -485,12 +485,17 @@ impl CyclePool {
         set.each_bucket(|b| {
             // C_alloc + C_idle * w / W as one fraction, so the idle share is not truncated.
             let denominator = u128::from(total_weight.max(1));
-            let numerator = u128::from(b.limit.alloc_cycles_per_sec()) * denominator + u128::from(idle) * u128::from(b.weight());
+            let numerator =
+                u128::from(b.limit.alloc_cycles_per_sec()) * denominator + u128::from(idle) * u128::from(b.weight());
             let per_tick = (numerator << (TOKEN_FRACTION_BITS + RATE_FRACTION_BITS)) / (tsc_hz * denominator);
             b.tokens_per_tick = per_tick.min(u128::from(u64::MAX)) as u64;
             // Ticks per token, with the same fraction bits: 2^(2*RATE) / tokens_per_tick,
             // rounded up so a port is never due before its rate has paid its debt.
-            b.ticks_per_token = if per_tick > 0 { (1u128 << (2 * RATE_FRACTION_BITS)).div_ceil(per_tick).min(u128::from(u64::MAX)) as u64 } else { 0 };
+            b.ticks_per_token = if per_tick > 0 {
+                (1u128 << (2 * RATE_FRACTION_BITS)).div_ceil(per_tick).min(u128::from(u64::MAX)) as u64
+            } else {
+                0
+            };
             // Periodic refill never skips (only the manager's updates add tokens there).
             let skip = (u128::from(depth_eighth) * u128::from(b.ticks_per_token)) >> RATE_FRACTION_BITS;
             b.refill_skip_ticks = if lazy { skip.min(u128::from(u32::MAX)) as u32 } else { 0 };

@@ -148,7 +148,14 @@ mod tests {
     use super::*;
 
     fn full(packets: u64, cycles_per_packet: f64) -> PortWindow {
-        PortWindow { packets, bytes: packets * 512, batches: packets / 32, cycles: (packets as f64 * cycles_per_packet) as u64, miss_share: 0.0, token_limited: false }
+        PortWindow {
+            packets,
+            bytes: packets * 512,
+            batches: packets / 32,
+            cycles: (packets as f64 * cycles_per_packet) as u64,
+            miss_share: 0.0,
+            token_limited: false,
+        }
     }
 
     #[test]
@@ -161,7 +168,14 @@ mod tests {
         }
         assert!((d.factor() - 1.3).abs() < 0.001, "{}", d.factor());
         // A light port (2-packet batches, costly per packet) does not move it.
-        let light = PortWindow { packets: 10_000, bytes: 5_120_000, batches: 5_000, cycles: 50_000_000, miss_share: 0.0, token_limited: false };
+        let light = PortWindow {
+            packets: 10_000,
+            bytes: 5_120_000,
+            batches: 5_000,
+            cycles: 50_000_000,
+            miss_share: 0.0,
+            token_limited: false,
+        };
         for _ in 0..20 {
             d.observe(&[full(100_000, 1300.0), light], predict);
         }
@@ -192,7 +206,14 @@ mod tests {
         // One-packet batches at twice the row's cost: ignored while the port gets all it
         // sends, measured once it waits for tokens.
         let mut d = DriftCompensator::new(port_config(true));
-        let light = |token_limited| PortWindow { packets: 1_700, bytes: 1_700 * 358, batches: 1_700, cycles: 1_700 * 2_000, miss_share: 0.0, token_limited };
+        let light = |token_limited| PortWindow {
+            packets: 1_700,
+            bytes: 1_700 * 358,
+            batches: 1_700,
+            cycles: 1_700 * 2_000,
+            miss_share: 0.0,
+            token_limited,
+        };
         for _ in 0..10 {
             d.observe(&[light(false)], |_, _| Some(1000.0));
         }
@@ -211,7 +232,14 @@ mod tests {
         }
         assert!(d.factor() > 1.45);
         // The port now gets all it sends: small batches only.
-        let light = PortWindow { packets: 50_000, bytes: 25_600_000, batches: 10_000, cycles: 100_000_000, miss_share: 0.0, token_limited: false };
+        let light = PortWindow {
+            packets: 50_000,
+            bytes: 25_600_000,
+            batches: 10_000,
+            cycles: 100_000_000,
+            miss_share: 0.0,
+            token_limited: false,
+        };
         for _ in 0..100 {
             d.observe(&[light], |_, _| Some(1000.0));
         }

@@ -37,7 +37,15 @@ pub struct FallbackDetector {
 
 impl FallbackDetector {
     pub fn new(cfg: FallbackConfig, now_ns: u64) -> Self {
-        FallbackDetector { cfg, window_start_ns: now_ns, busy_ns: 0, engaged: false, last_drop_ns: now_ns, drops_seen: 0, last_utilisation: 0.0 }
+        FallbackDetector {
+            cfg,
+            window_start_ns: now_ns,
+            busy_ns: 0,
+            engaged: false,
+            last_drop_ns: now_ns,
+            drops_seen: 0,
+            last_utilisation: 0.0,
+        }
     }
 
     pub fn engaged(&self) -> bool {

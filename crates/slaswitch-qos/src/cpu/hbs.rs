@@ -66,8 +66,8 @@
 use std::num::NonZeroU8;
 
 use super::c2tb::{Bucket, BucketSet, C2tbConfig, CycleLimit, CyclePool};
-pub use super::ready::PRIORITY_CLASSES;
 use super::ready::ReadyQueues;
+pub use super::ready::PRIORITY_CLASSES;
 use super::PortIndex;
 use crate::timer_wheel::{IntrusiveWheel, Link, WheelLinks};
 
@@ -111,7 +111,9 @@ pub const DEFAULT_TURN_NS: u32 = 3_000;
 /// Where a port is now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PortPlace {
-    Ready { class: u8 },
+    Ready {
+        class: u8,
+    },
     /// Its last poll found nothing: it waits for another port's batch with packets.
     Resting,
     Waiting,
@@ -157,8 +159,13 @@ struct PortSlot {
     wheel: Link,
 }
 
-const EMPTY_SLOT: PortSlot =
-    PortSlot { bucket: Bucket::UNLIMITED, state: None, place: PortPlace::InService, last_served_tsc: 0, wheel: Link::UNPARKED };
+const EMPTY_SLOT: PortSlot = PortSlot {
+    bucket: Bucket::UNLIMITED,
+    state: None,
+    place: PortPlace::InService,
+    last_served_tsc: 0,
+    wheel: Link::UNPARKED,
+};
 
 /// The slots are where the wheel keeps its links and C2TB its buckets.
 #[derive(Clone, Debug, Default)]
@@ -299,13 +306,7 @@ impl PortScheduler {
     }
 
     /// Adds a port, ready at once. Errors leave the scheduler unchanged.
-    pub fn add_port(
-        &mut self,
-        port: PortIndex,
-        priority: u8,
-        limit: CycleLimit,
-        now_tsc: u64,
-    ) -> Result<(), String> {
+    pub fn add_port(&mut self, port: PortIndex, priority: u8, limit: CycleLimit, now_tsc: u64) -> Result<(), String> {
         check_priority(priority)?;
         if self.contains(port) {
             return Err(format!("port {port} is already scheduled on this PMD"));
@@ -319,7 +320,12 @@ impl PortScheduler {
         }
         self.pool.set_limit(&mut self.slots, port, limit, now_tsc);
         let slot = &mut self.slots.0[port];
-        slot.state = Some(PortState { configured_priority: NonZeroU8::new(priority).expect("checked"), current_priority: priority, empty_poll_streak: 0, waits: 0 });
+        slot.state = Some(PortState {
+            configured_priority: NonZeroU8::new(priority).expect("checked"),
+            current_priority: priority,
+            empty_poll_streak: 0,
+            waits: 0,
+        });
         slot.place = PortPlace::InService;
         slot.last_served_tsc = now_tsc;
         self.requeue(port, now_tsc);
@@ -344,7 +350,8 @@ impl PortScheduler {
     /// configured class.
     fn recount_demoted(&mut self) {
         self.demoted = self.states().filter(|s| s.current_priority > s.configured_priority.get()).count();
-        self.top_configured_class = self.states().map(|s| s.configured_priority.get()).min().unwrap_or(DEFAULT_PRIORITY);
+        self.top_configured_class =
+            self.states().map(|s| s.configured_priority.get()).min().unwrap_or(DEFAULT_PRIORITY);
     }
 
     fn states(&self) -> impl Iterator<Item = &PortState> {
@@ -485,7 +492,8 @@ impl PortScheduler {
             if self.due_tsc[port] > now_tsc {
                 continue;
             }
-            let due = class > s.configured_priority.get() && now_tsc.saturating_sub(slot.last_served_tsc) >= self.probe_ticks;
+            let due =
+                class > s.configured_priority.get() && now_tsc.saturating_sub(slot.last_served_tsc) >= self.probe_ticks;
             if due && stalest.is_none_or(|(t, _)| slot.last_served_tsc < t) {
                 stalest = Some((slot.last_served_tsc, port));
             }
@@ -519,7 +527,11 @@ impl PortScheduler {
     #[inline]
     pub fn end_batch(&mut self, port: PortIndex, cycles: u64, packets: u32, now_tsc: u64, may_continue: bool) -> bool {
         let turn_cycles = self.turn_cycles + cycles;
-        if may_continue && packets >= self.config.full_batch_packets && turn_cycles < self.turn_ticks && self.turn_may_go_on(port, turn_cycles, now_tsc) {
+        if may_continue
+            && packets >= self.config.full_batch_packets
+            && turn_cycles < self.turn_ticks
+            && self.turn_may_go_on(port, turn_cycles, now_tsc)
+        {
             self.turn_cycles = turn_cycles;
             return true;
         }
@@ -535,7 +547,10 @@ impl PortScheduler {
         let Some(slot) = self.slots.0.get(port) else { return false };
         let Some(s) = slot.state.as_ref() else { return false };
         let probe_due = self.demoted > 0 && self.probe_ticks > 0 && now_tsc >= self.probe_due_tsc;
-        s.current_priority == self.top_configured_class && slot.place == PortPlace::InService && !probe_due && slot.bucket.covers(turn_cycles)
+        s.current_priority == self.top_configured_class
+            && slot.place == PortPlace::InService
+            && !probe_due
+            && slot.bucket.covers(turn_cycles)
     }
 
     /// Reports the batch just run for `port`: charges its cycles to the bucket, updates the

@@ -206,7 +206,12 @@ impl BandwidthModel {
         rows.sort_by_key(|e| e.packet_bytes);
         let (first, last) = match (rows.first(), rows.last()) {
             (Some(f), Some(l)) => (*f, *l),
-            _ => return Err(format!("the bandwidth model has no rows for {} flows: run slaswitch calibrate", profile.flows.name())),
+            _ => {
+                return Err(format!(
+                    "the bandwidth model has no rows for {} flows: run slaswitch calibrate",
+                    profile.flows.name()
+                ))
+            }
         };
         if profile.packet_bytes < first.packet_bytes || profile.packet_bytes > last.packet_bytes {
             return Err(format!(
@@ -225,7 +230,8 @@ impl BandwidthModel {
 
     /// The exact-match-cache miss share the `flows` rows were measured at (their mean).
     pub fn calibrated_miss_share(&self, flows: FlowCount) -> f64 {
-        let shares: Vec<f64> = self.entries.iter().filter(|e| e.flows == flows).filter_map(|e| e.emc_miss_share).collect();
+        let shares: Vec<f64> =
+            self.entries.iter().filter(|e| e.flows == flows).filter_map(|e| e.emc_miss_share).collect();
         if shares.is_empty() {
             return if flows == FlowCount::Single { 0.0 } else { 1.0 };
         }
@@ -248,10 +254,15 @@ impl BandwidthModel {
             self.cycles_per_packet(&TrafficProfile { packet_bytes: bytes, flows }).ok().map(|(c, _)| c.total())
         };
         let (single, many) = (at(FlowCount::Single)?, at(FlowCount::Many)?);
-        let (miss_single, miss_many) = (self.calibrated_miss_share(FlowCount::Single), self.calibrated_miss_share(FlowCount::Many));
+        let (miss_single, miss_many) =
+            (self.calibrated_miss_share(FlowCount::Single), self.calibrated_miss_share(FlowCount::Many));
         let miss = miss_share.clamp(0.0, 1.0);
         // Rows measured at nearly the same miss share say nothing about a miss's cost.
-        let along = if miss_many - miss_single < 0.05 { miss } else { ((miss - miss_single) / (miss_many - miss_single)).max(0.0) };
+        let along = if miss_many - miss_single < 0.05 {
+            miss
+        } else {
+            ((miss - miss_single) / (miss_many - miss_single)).max(0.0)
+        };
         Some(single + (many - single) * along)
     }
 
@@ -274,7 +285,12 @@ impl BandwidthModel {
     }
 
     /// C_alloc = prod(R_i) * C_single for a purchased bandwidth (seed 000 Sec. III-D).
-    pub fn allocate(&self, bandwidth_bps: u64, profile: TrafficProfile, deployment: Deployment) -> Result<Allocation, String> {
+    pub fn allocate(
+        &self,
+        bandwidth_bps: u64,
+        profile: TrafficProfile,
+        deployment: Deployment,
+    ) -> Result<Allocation, String> {
         if profile.packet_bytes == 0 {
             return Err("profile_packet_bytes must be above 0".into());
         }
@@ -287,7 +303,10 @@ impl BandwidthModel {
             value: table.lookup(input),
             source: table.source.clone(),
         };
-        let mut factors = vec![factor("vm_count", &self.vm_count, deployment.vm_count), factor("pmd_count", &self.pmd_count, deployment.pmd_count)];
+        let mut factors = vec![
+            factor("vm_count", &self.vm_count, deployment.vm_count),
+            factor("pmd_count", &self.pmd_count, deployment.pmd_count),
+        ];
         if deployment.numa_remote {
             factors.push(factor("numa_remote", &self.numa_remote, 1));
         }
@@ -323,7 +342,13 @@ mod tests {
             tsc_hz: 2_000_000_000,
             measured_unix_secs: 0,
             method: "test".into(),
-            entries: vec![row(64, FlowCount::Single, 200.0), row(128, FlowCount::Single, 240.0), row(1500, FlowCount::Single, 800.0), row(64, FlowCount::Many, 400.0), row(1500, FlowCount::Many, 1000.0)],
+            entries: vec![
+                row(64, FlowCount::Single, 200.0),
+                row(128, FlowCount::Single, 240.0),
+                row(1500, FlowCount::Single, 800.0),
+                row(64, FlowCount::Many, 400.0),
+                row(1500, FlowCount::Many, 1000.0),
+            ],
             vm_count: FactorTable { points: vec![(1, 1.0), (4, 1.14), (8, 1.2)], source: "measured".into() },
             numa_remote: FactorTable { points: vec![(1, 1.4)], source: "given".into() },
             pmd_count: FactorTable { points: vec![(1, 1.0), (2, 1.47)], source: "given".into() },
@@ -332,7 +357,13 @@ mod tests {
 
     #[test]
     fn exact_row_times_packet_rate() {
-        let a = model().allocate(1_000_000_000, TrafficProfile { packet_bytes: 1500, flows: FlowCount::Single }, Deployment { vm_count: 1, numa_remote: false, pmd_count: 1 }).unwrap();
+        let a = model()
+            .allocate(
+                1_000_000_000,
+                TrafficProfile { packet_bytes: 1500, flows: FlowCount::Single },
+                Deployment { vm_count: 1, numa_remote: false, pmd_count: 1 },
+            )
+            .unwrap();
         let pps = 1e9 / 8.0 / 1500.0;
         assert!((a.packets_per_sec - pps).abs() < 1e-6);
         assert_eq!(a.cycles_per_sec, (pps * 800.0).ceil() as u64);
@@ -341,7 +372,8 @@ mod tests {
 
     #[test]
     fn sizes_between_rows_interpolate() {
-        let (c, rows) = model().cycles_per_packet(&TrafficProfile { packet_bytes: 96, flows: FlowCount::Single }).unwrap();
+        let (c, rows) =
+            model().cycles_per_packet(&TrafficProfile { packet_bytes: 96, flows: FlowCount::Single }).unwrap();
         assert_eq!(rows.len(), 2);
         assert!((c.total() - 220.0).abs() < 1e-9);
     }
@@ -360,7 +392,8 @@ mod tests {
 
     #[test]
     fn outside_the_table_is_refused() {
-        let e = model().cycles_per_packet(&TrafficProfile { packet_bytes: 9000, flows: FlowCount::Single }).unwrap_err();
+        let e =
+            model().cycles_per_packet(&TrafficProfile { packet_bytes: 9000, flows: FlowCount::Single }).unwrap_err();
         assert!(e.contains("64 to 1500"), "{e}");
     }
 
@@ -414,10 +447,13 @@ mod tests {
             row(512, FlowCount::Many, 235.0, 370.0),
         ];
         raise_to_size_envelope(&mut entries);
-        let priced = |bytes, flows| entries.iter().find(|e| e.packet_bytes == bytes && e.flows == flows).unwrap().clone();
+        let priced = |bytes, flows| *entries.iter().find(|e| e.packet_bytes == bytes && e.flows == flows).unwrap();
         let big = priced(1500, FlowCount::Single);
         assert_eq!(big.cycles_per_packet, StageCycles { ingress: 332.0, classification: 57.0, egress: 13.0 });
-        assert_eq!(big.measured_cycles_per_packet, Some(StageCycles { ingress: 116.0, classification: 57.0, egress: 13.0 }));
+        assert_eq!(
+            big.measured_cycles_per_packet,
+            Some(StageCycles { ingress: 116.0, classification: 57.0, egress: 13.0 })
+        );
         // 1024 bytes: its classification (56) is raised to the 64-byte row's (56): unchanged.
         assert_eq!(priced(1024, FlowCount::Single).measured_cycles_per_packet, None);
         // The flow counts are separate envelopes: many-flow rows are not raised by one-flow ones.

@@ -36,7 +36,13 @@ pub(crate) struct ReadyQueues {
 
 impl Default for ReadyQueues {
     fn default() -> Self {
-        ReadyQueues { ring: vec![Entry::default(); 8 * PRIORITY_CLASSES], capacity: 8, head: [0; PRIORITY_CLASSES], len: [0; PRIORITY_CLASSES], mask: 0 }
+        ReadyQueues {
+            ring: vec![Entry::default(); 8 * PRIORITY_CLASSES],
+            capacity: 8,
+            head: [0; PRIORITY_CLASSES],
+            len: [0; PRIORITY_CLASSES],
+            mask: 0,
+        }
     }
 }
 
@@ -137,7 +143,7 @@ mod tests {
         for step in 0..5_000usize {
             let class = step * 7 % PRIORITY_CLASSES;
             match step % 5 {
-                0 | 1 | 2 if !free.is_empty() => {
+                0..=2 if !free.is_empty() => {
                     let port = free.swap_remove(step % free.len());
                     q.push_back(class, port, step as u64);
                     model[class].push_back((port, step as u64));
@@ -161,8 +167,8 @@ mod tests {
             let first = model.iter().position(|m| !m.is_empty());
             assert_eq!(q.highest(), first);
         }
-        for class in 0..PRIORITY_CLASSES {
-            while let Some((port, due)) = model[class].pop_front() {
+        for (class, expected) in model.iter_mut().enumerate() {
+            while let Some((port, due)) = expected.pop_front() {
                 let head = q.pop_front(class);
                 assert_eq!((PortIndex::from(head.port), head.due_tsc), (port, due));
             }

@@ -152,9 +152,7 @@ impl<T> Ancs<T> {
                     vif.remain_credit = vif.remain_credit.min(max);
                 }
             }
-            slot => {
-                *slot = Some(Vif { policy, remain_credit: 0.0, credit_fair: 0.0, credit_peak: 0.0, listed: false })
-            }
+            slot => *slot = Some(Vif { policy, remain_credit: 0.0, credit_fair: 0.0, credit_peak: 0.0, listed: false }),
         }
         self.queues.add(queue, limit_packets);
         self.recompute_fair();
@@ -207,7 +205,11 @@ impl<T> Ancs<T> {
                 let p = self.vifs[i].as_ref().expect("listed vif").policy;
                 Claim {
                     weight: f64::from(p.weight),
-                    floor: if with_floor { p.min_rate_bps.map_or(0.0, |r| self.config.bytes_per_period(r)) } else { 0.0 },
+                    floor: if with_floor {
+                        p.min_rate_bps.map_or(0.0, |r| self.config.bytes_per_period(r))
+                    } else {
+                        0.0
+                    },
                     ceiling: p.max_rate_bps.map_or(f64::INFINITY, |r| self.config.bytes_per_period(r)),
                 }
             })

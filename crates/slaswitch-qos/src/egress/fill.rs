@@ -25,7 +25,8 @@ pub fn weighted_fill(claims: &[Claim], total: f64) -> Vec<f64> {
         let scale = if floors > 0.0 { total / floors } else { 0.0 };
         return claims.iter().map(|c| c.floor.min(bounded(c)) * scale).collect();
     }
-    let share_at = |lambda: f64| -> Vec<f64> { claims.iter().map(|c| (lambda * c.weight).clamp(c.floor, bounded(c))).collect() };
+    let share_at =
+        |lambda: f64| -> Vec<f64> { claims.iter().map(|c| (lambda * c.weight).clamp(c.floor, bounded(c))).collect() };
     let sum_at = |lambda: f64| share_at(lambda).iter().sum::<f64>();
     if claims.iter().map(bounded).sum::<f64>() <= total {
         return claims.iter().map(bounded).collect();

@@ -63,7 +63,13 @@ impl<T> PieVde<T> {
     }
 
     /// Adds a VM queue to a tenant, or changes its weight or tenant.
-    pub fn set_vm(&mut self, queue: QueueIndex, tenant: usize, weight: u32, limit_packets: usize) -> Result<(), String> {
+    pub fn set_vm(
+        &mut self,
+        queue: QueueIndex,
+        tenant: usize,
+        weight: u32,
+        limit_packets: usize,
+    ) -> Result<(), String> {
         if weight == 0 {
             return Err(format!("VM queue {queue}: weight must be at least 1"));
         }

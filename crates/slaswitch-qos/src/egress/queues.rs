@@ -36,9 +36,7 @@ impl<T> PacketQueues<T> {
         }
         match &mut self.queues[queue] {
             Some(fifo) => fifo.limit_packets = limit_packets,
-            slot => {
-                *slot = Some(Fifo { packets: VecDeque::new(), backlog_bytes: 0, limit_packets })
-            }
+            slot => *slot = Some(Fifo { packets: VecDeque::new(), backlog_bytes: 0, limit_packets }),
         }
     }
 
@@ -89,10 +87,7 @@ impl<T> PacketQueues<T> {
 
     /// (packets, bytes) queued in one queue.
     pub fn backlog(&self, queue: QueueIndex) -> (usize, u64) {
-        self.queues
-            .get(queue)
-            .and_then(|q| q.as_ref())
-            .map_or((0, 0), |f| (f.packets.len(), f.backlog_bytes))
+        self.queues.get(queue).and_then(|q| q.as_ref()).map_or((0, 0), |f| (f.packets.len(), f.backlog_bytes))
     }
 
     pub fn backlog_packets(&self) -> usize {

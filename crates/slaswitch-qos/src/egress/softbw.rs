@@ -133,10 +133,20 @@ impl<T> SoftBw<T> {
     }
 
     /// Adds a queue or changes its guarantee (a new dynamic guarantee starts counting now).
-    pub fn set_guarantee(&mut self, queue: QueueIndex, guarantee: Guarantee, limit_packets: usize, now_ns: u64) -> Result<(), String> {
+    pub fn set_guarantee(
+        &mut self,
+        queue: QueueIndex,
+        guarantee: Guarantee,
+        limit_packets: usize,
+        now_ns: u64,
+    ) -> Result<(), String> {
         match guarantee {
-            Guarantee::Strict { rate_bps: 0 } => return Err(format!("queue {queue}: a strict guarantee needs a positive rate")),
-            Guarantee::Dynamic { duration_ns: 0, .. } => return Err(format!("queue {queue}: a dynamic guarantee needs T > 0")),
+            Guarantee::Strict { rate_bps: 0 } => {
+                return Err(format!("queue {queue}: a strict guarantee needs a positive rate"))
+            }
+            Guarantee::Dynamic { duration_ns: 0, .. } => {
+                return Err(format!("queue {queue}: a dynamic guarantee needs T > 0"))
+            }
             _ => {}
         }
         if queue >= self.state.len() {

@@ -58,8 +58,14 @@ impl Vtrr {
             self.leave(id);
         }
         let weight = u64::from(weight);
-        self.members[id] =
-            Some(Member { weight, inv_weight: 1.0 / weight as f64, counter: weight, vft: 0.0, cycle: u64::MAX, runnable: false });
+        self.members[id] = Some(Member {
+            weight,
+            inv_weight: 1.0 / weight as f64,
+            counter: weight,
+            vft: 0.0,
+            cycle: u64::MAX,
+            runnable: false,
+        });
         if runnable {
             self.join(id);
         }

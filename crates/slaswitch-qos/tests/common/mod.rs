@@ -29,8 +29,15 @@ pub struct PmdRun {
 
 /// Runs the PMD loop for `duration_tsc` ticks from `start_tsc`; returns per-port totals and the
 /// service order (first `keep_order` decisions).
-pub fn run_pmd(sched: &mut PortScheduler, loads: &[PortLoad], start_tsc: u64, duration_tsc: u64, keep_order: usize) -> PmdRun {
-    let mut run = PmdRun { cycles_by_port: vec![0; loads.len()], batches_by_port: vec![0; loads.len()], ..Default::default() };
+pub fn run_pmd(
+    sched: &mut PortScheduler,
+    loads: &[PortLoad],
+    start_tsc: u64,
+    duration_tsc: u64,
+    keep_order: usize,
+) -> PmdRun {
+    let mut run =
+        PmdRun { cycles_by_port: vec![0; loads.len()], batches_by_port: vec![0; loads.len()], ..Default::default() };
     let mut now = start_tsc;
     let end = start_tsc + duration_tsc;
     while now < end {
@@ -149,5 +156,10 @@ pub fn bps(bytes: u64, ns: u64) -> f64 {
 
 pub fn assert_within(actual: f64, expected: f64, rel: f64, what: &str) {
     let err = (actual - expected).abs() / expected.abs().max(1e-12);
-    assert!(err <= rel, "{what}: got {actual:.4}, expected {expected:.4} (off by {:.3}%, allowed {:.3}%)", err * 100.0, rel * 100.0);
+    assert!(
+        err <= rel,
+        "{what}: got {actual:.4}, expected {expected:.4} (off by {:.3}%, allowed {:.3}%)",
+        err * 100.0,
+        rel * 100.0
+    );
 }

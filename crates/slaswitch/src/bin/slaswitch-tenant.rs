@@ -51,11 +51,34 @@ fn parse_vm(s: &str) -> Result<Vm, String> {
 fn run() -> Result<(), String> {
     let a = Args::parse(
         std::env::args().skip(1),
-        &["vm", "core", "ring", "duration", "interval", "out", "format", "file-prefix", "phase", "script", "source", "sink", "link-timeout"],
+        &[
+            "vm",
+            "core",
+            "ring",
+            "duration",
+            "interval",
+            "out",
+            "format",
+            "file-prefix",
+            "phase",
+            "script",
+            "source",
+            "sink",
+            "link-timeout",
+        ],
         &["help", "keep-refused"],
     )?;
     if a.flag("help") || a.positional.is_empty() {
-        println!("{}", include_str!("slaswitch-tenant.rs").lines().take_while(|l| l.starts_with("//!")).skip(2).map(|l| l.trim_start_matches("//!")).collect::<Vec<_>>().join("\n"));
+        println!(
+            "{}",
+            include_str!("slaswitch-tenant.rs")
+                .lines()
+                .take_while(|l| l.starts_with("//!"))
+                .skip(2)
+                .map(|l| l.trim_start_matches("//!"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
         return if a.flag("help") { Ok(()) } else { Err("say gen or sink".into()) };
     }
     let mode = a.positional[0].as_str();
@@ -79,7 +102,9 @@ fn run() -> Result<(), String> {
     let mut phases: Vec<Phase> = a.all("phase").iter().map(|p| p.parse()).collect::<Result<_, _>>()?;
     if let Some(script) = a.get("script") {
         let text = std::fs::read_to_string(script).map_err(|e| format!("--script {script}: {e}"))?;
-        for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty() && !l.trim_start().starts_with('#')) {
+        for (i, line) in
+            text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
+        {
             phases.push(line.parse().map_err(|e| format!("{script}:{}: {e}", i + 1))?);
         }
     }
@@ -110,22 +135,43 @@ fn run() -> Result<(), String> {
     let prefix = a.get("file-prefix").map(str::to_string).unwrap_or_else(|| format!("tenant{}", std::process::id()));
     // --in-memory: hugepages backed by memfd, shared with the switch over vhost-user, and nothing
     // left in /dev/hugepages however the process ends.
-    let eal_args: Vec<String> = ["slaswitch-tenant", "-l", &core.to_string(), "--file-prefix", &prefix, "--no-pci", "--in-memory", "--single-file-segments", "--log-level", "*:warning"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let eal_args: Vec<String> = [
+        "slaswitch-tenant",
+        "-l",
+        &core.to_string(),
+        "--file-prefix",
+        &prefix,
+        "--no-pci",
+        "--in-memory",
+        "--single-file-segments",
+        "--log-level",
+        "*:warning",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     let eal = Eal::init(&eal_args).map_err(|e| e.to_string())?;
     let mbufs = (vms.len() as u32 * (2 * u32::from(ring) + 1024)).next_power_of_two() - 1;
-    let pool = Mempool::new(&eal, "tenant_pool", mbufs, 256, 2048 + 128).map_err(|e| format!("{e} (asked for {mbufs} mbufs for {} VMs with {ring}-descriptor rings)", vms.len()))?;
+    let pool = Mempool::new(&eal, "tenant_pool", mbufs, 256, 2048 + 128)
+        .map_err(|e| format!("{e} (asked for {mbufs} mbufs for {} VMs with {ring}-descriptor rings)", vms.len()))?;
     let mut ports = Vec::new();
     for (i, vm) in vms.iter().enumerate() {
         let (dev, args) = match vm.socket.strip_prefix("af_packet:") {
             // The kernel interface has its own MAC; frames carry the VM's MAC anyway, and the
             // interface is put in promiscuous mode by the driver.
-            Some(iface) => (format!("net_af_packet{i}"), format!("iface={iface},qpairs=1,blocksz=4096,framesz=2048,framecnt={ring}")),
+            Some(iface) => (
+                format!("net_af_packet{i}"),
+                format!("iface={iface},qpairs=1,blocksz=4096,framesz=2048,framecnt={ring}"),
+            ),
             None => (
                 format!("net_virtio_user{i}"),
-                format!("path={},queues=1,queue_size={ring},mac={}{}{}", vm.socket, mac_text(mac_for(&vm.name)), if vm.server { ",server=1" } else { "" }, std::env::var("SLASWITCH_TENANT_VDEV_EXTRA").unwrap_or_default()),
+                format!(
+                    "path={},queues=1,queue_size={ring},mac={}{}{}",
+                    vm.socket,
+                    mac_text(mac_for(&vm.name)),
+                    if vm.server { ",server=1" } else { "" },
+                    std::env::var("SLASWITCH_TENANT_VDEV_EXTRA").unwrap_or_default()
+                ),
             ),
         };
         let port = EthPort::create_vdev(&eal, &dev, &args).map_err(|e| format!("VM {}: {e}", vm.name))?;
@@ -139,7 +185,10 @@ fn run() -> Result<(), String> {
     }
     for ((_, p), vm) in ports.iter().zip(&vms) {
         if !p.link_up() {
-            eprintln!("slaswitch-tenant: VM {}: link still down after {timeout} s (is the switch port there?)", vm.name);
+            eprintln!(
+                "slaswitch-tenant: VM {}: link still down after {timeout} s (is the switch port there?)",
+                vm.name
+            );
         }
     }
 
@@ -156,14 +205,22 @@ fn run() -> Result<(), String> {
                 let _ = writeln!(out, "{}", obj.keys().cloned().collect::<Vec<_>>().join(","));
                 csv_header = true;
             }
-            let row: Vec<String> = obj.values().map(|v| match v { serde_json::Value::Null => String::new(), serde_json::Value::String(s) => s.clone(), v => v.to_string() }).collect();
+            let row: Vec<String> = obj
+                .values()
+                .map(|v| match v {
+                    serde_json::Value::Null => String::new(),
+                    serde_json::Value::String(s) => s.clone(),
+                    v => v.to_string(),
+                })
+                .collect();
             let _ = writeln!(out, "{}", row.join(","));
         } else {
             records.push(rec);
         }
     };
     let tsc_hz = eal.tsc_hz();
-    let start_unix_secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
+    let start_unix_secs =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
     let mut sink_records: Vec<serde_json::Value> = Vec::new();
     let summary = if mode == "gen" {
         let is_sink = |name: &str| sink_names.iter().any(|s| s == name);
@@ -172,24 +229,38 @@ fn run() -> Result<(), String> {
             .zip(&ports)
             .filter(|(vm, _)| !is_sink(&vm.name))
             .map(|(vm, (_, port))| {
-                let mut g = GenVm::new(&vm.name, *port, phases.iter().filter(|p| p.vm.as_deref().is_none_or(|n| n == vm.name)).cloned().collect());
+                let mut g = GenVm::new(
+                    &vm.name,
+                    *port,
+                    phases.iter().filter(|p| p.vm.as_deref().is_none_or(|n| n == vm.name)).cloned().collect(),
+                );
                 g.keep_refused = a.flag("keep-refused");
                 g
             })
             .collect();
-        let sinks: Vec<SinkVm> = vms.iter().zip(&ports).filter(|(vm, _)| is_sink(&vm.name)).map(|(vm, (_, port))| SinkVm { name: vm.name.clone(), port: *port }).collect();
+        let sinks: Vec<SinkVm> = vms
+            .iter()
+            .zip(&ports)
+            .filter(|(vm, _)| is_sink(&vm.name))
+            .map(|(vm, (_, port))| SinkVm { name: vm.name.clone(), port: *port })
+            .collect();
         let sources: Vec<String> = gens.iter().map(|g| g.name.clone()).chain(a.all("source").iter().cloned()).collect();
         let mut sink = (!sinks.is_empty()).then(|| sink::Sink::new(&sinks, &sources, &pool, tsc_hz));
         let mut on_sink_record = |r: &sink::SinkRecord| sink_records.push(serde_json::to_value(r).expect("record"));
         let sink_arg = sink.as_mut().map(|s| (s, &mut on_sink_record as &mut dyn FnMut(&sink::SinkRecord)));
-        generator::run(&mut gens, sink_arg, &pool, tsc_hz, duration, interval, |r| emit(serde_json::to_value(r).expect("record")));
+        generator::run(&mut gens, sink_arg, &pool, tsc_hz, duration, interval, |r| {
+            emit(serde_json::to_value(r).expect("record"))
+        });
         let totals = sink.map(|s| s.totals());
         json!({"mode": "gen", "core": core, "start_unix_secs": start_unix_secs,
                "vms": gens.iter().map(|g| json!({"vm": g.name, "mac": mac_text(mac_for(&g.name)), "sent_packets": g.sent_packets, "sent_bytes": g.sent_bytes, "tx_ring_full": g.tx_full})).collect::<Vec<_>>(),
                "sink_totals": totals})
     } else {
-        let sinks: Vec<SinkVm> = vms.iter().zip(&ports).map(|(vm, (_, port))| SinkVm { name: vm.name.clone(), port: *port }).collect();
-        let totals = sink::run(&sinks, a.all("source"), &pool, tsc_hz, duration, interval, |r| emit(serde_json::to_value(r).expect("record")));
+        let sinks: Vec<SinkVm> =
+            vms.iter().zip(&ports).map(|(vm, (_, port))| SinkVm { name: vm.name.clone(), port: *port }).collect();
+        let totals = sink::run(&sinks, a.all("source"), &pool, tsc_hz, duration, interval, |r| {
+            emit(serde_json::to_value(r).expect("record"))
+        });
         json!({"mode": "sink", "core": core, "start_unix_secs": start_unix_secs, "totals": totals})
     };
     if format == "json" && a.get("out").is_some() {

@@ -51,7 +51,9 @@ fn set_port_request(words: &[String]) -> Result<Value, String> {
     let mut ports = Vec::new();
     for command in words.split(|w| w == "--") {
         match command.first().map(String::as_str) {
-            Some("set-port") => ports.push(json!({"name": need(command, 1, "port name")?, "options": key_values(&command[2..])?})),
+            Some("set-port") => {
+                ports.push(json!({"name": need(command, 1, "port name")?, "options": key_values(&command[2..])?}))
+            }
             Some(other) => return Err(format!("only set-port commands can be joined with -- (found '{other}')")),
             None => return Err("an empty command between --".into()),
         }
@@ -67,7 +69,7 @@ fn need<'a>(words: &'a [String], i: usize, what: &str) -> Result<&'a str, String
 }
 
 fn experiment(words: Vec<String>) -> Result<(), String> {
-    let a = Args::parse(words.into_iter(), &["switch", "out", "rounds"], &["quiet", "help"])?;
+    let a = Args::parse(words, &["switch", "out", "rounds"], &["quiet", "help"])?;
     let w = &a.positional;
     match w.first().map(String::as_str) {
         Some("run") => {
@@ -85,7 +87,11 @@ fn experiment(words: Vec<String>) -> Result<(), String> {
                     _ => return Err(format!("--rounds {r}: a whole number from 1 to {MAX_ROUNDS}")),
                 },
             };
-            let tools = std::env::current_exe().map_err(|e| e.to_string())?.parent().map(PathBuf::from).ok_or("no folder for this program")?;
+            let tools = std::env::current_exe()
+                .map_err(|e| e.to_string())?
+                .parent()
+                .map(PathBuf::from)
+                .ok_or("no folder for this program")?;
             let opts = slaswitch_testbed::runner::RunOptions {
                 scenario_path: PathBuf::from(scenario),
                 switches,
@@ -111,7 +117,18 @@ fn experiment(words: Vec<String>) -> Result<(), String> {
 fn calibrate(words: Vec<String>) -> Result<(), String> {
     let a = Args::parse(
         words,
-        &["out", "seconds", "repeats", "vm-counts", "security-group-masks", "pmd-core", "vm-core", "numa-remote", "pmd-factor", "many-flows"],
+        &[
+            "out",
+            "seconds",
+            "repeats",
+            "vm-counts",
+            "security-group-masks",
+            "pmd-core",
+            "vm-core",
+            "numa-remote",
+            "pmd-factor",
+            "many-flows",
+        ],
         &["quiet"],
     )?;
     if let Some(extra) = a.positional.first() {
@@ -121,15 +138,26 @@ fn calibrate(words: Vec<String>) -> Result<(), String> {
         .get("vm-counts")
         .unwrap_or("1,2,4,8,16")
         .split(',')
-        .map(|n| n.trim().parse::<u32>().ok().filter(|&n| (1..=64).contains(&n)).ok_or_else(|| format!("--vm-counts: '{n}' is not a count from 1 to 64")))
+        .map(|n| {
+            n.trim()
+                .parse::<u32>()
+                .ok()
+                .filter(|&n| (1..=64).contains(&n))
+                .ok_or_else(|| format!("--vm-counts: '{n}' is not a count from 1 to 64"))
+        })
         .collect::<Result<Vec<_>, _>>()?;
     let pmd_factors = a
         .all("pmd-factor")
         .iter()
         .map(|kv| {
-            let (n, r) = kv.split_once('=').ok_or_else(|| format!("--pmd-factor {kv}: use CORES=FACTOR, e.g. 2=1.47"))?;
+            let (n, r) =
+                kv.split_once('=').ok_or_else(|| format!("--pmd-factor {kv}: use CORES=FACTOR, e.g. 2=1.47"))?;
             let n: u32 = n.parse().map_err(|_| format!("--pmd-factor {kv}: '{n}' is not a core count"))?;
-            let r: f64 = r.parse().ok().filter(|r: &f64| *r >= 1.0 && r.is_finite()).ok_or_else(|| format!("--pmd-factor {kv}: the factor must be a number >= 1"))?;
+            let r: f64 = r
+                .parse()
+                .ok()
+                .filter(|r: &f64| *r >= 1.0 && r.is_finite())
+                .ok_or_else(|| format!("--pmd-factor {kv}: the factor must be a number >= 1"))?;
             Ok((n, r))
         })
         .collect::<Result<Vec<_>, String>>()?;
@@ -141,7 +169,11 @@ fn calibrate(words: Vec<String>) -> Result<(), String> {
     if !(0.5..=60.0).contains(&seconds) {
         return Err(format!("--seconds {seconds}: from 0.5 to 60"));
     }
-    let tools = std::env::current_exe().map_err(|e| e.to_string())?.parent().map(PathBuf::from).ok_or("no folder for this program")?;
+    let tools = std::env::current_exe()
+        .map_err(|e| e.to_string())?
+        .parent()
+        .map(PathBuf::from)
+        .ok_or("no folder for this program")?;
     let opts = slaswitch::calibrate::CalibrateOptions {
         out: PathBuf::from(a.get("out").unwrap_or(slaswitch::control::DEFAULT_MODEL_PATH)),
         tools,
@@ -181,14 +213,17 @@ fn run() -> Result<(), String> {
     let w = &a.positional;
     let verb = w[0].as_str();
     let req = match verb {
-        "add-port" => json!({"cmd": verb, "name": need(w, 1, "port name")?, "type": need(w, 2, "port type")?, "options": key_values(&w[3..])?}),
+        "add-port" => {
+            json!({"cmd": verb, "name": need(w, 1, "port name")?, "type": need(w, 2, "port type")?, "options": key_values(&w[3..])?})
+        }
         "del-port" => json!({"cmd": verb, "name": need(w, 1, "port name")?}),
         "set-port" => set_port_request(w)?,
         "add-flow" => json!({"cmd": verb, "flow": need(w, 1, "flow")?}),
         "add-flows" => {
             let path = need(w, 1, "file of flows")?;
             let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
-            let flows: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).collect();
+            let flows: Vec<&str> =
+                text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).collect();
             json!({"cmd": "add-flow", "flows": flows})
         }
         "del-flows" => json!({"cmd": verb, "match": w.get(1), "strict": a.flag("strict")}),
@@ -212,7 +247,9 @@ fn run() -> Result<(), String> {
 
 fn f(v: &Value) -> String {
     match v {
-        Value::Number(n) => n.as_f64().map_or(n.to_string(), |x| if x.fract() == 0.0 { format!("{x}") } else { format!("{x:.1}") }),
+        Value::Number(n) => {
+            n.as_f64().map_or(n.to_string(), |x| if x.fract() == 0.0 { format!("{x}") } else { format!("{x:.1}") })
+        }
         Value::Null => "-".into(),
         Value::String(s) => s.clone(),
         other => other.to_string(),
@@ -222,13 +259,26 @@ fn f(v: &Value) -> String {
 fn render(verb: &str, r: &Value) -> String {
     let mut out = String::new();
     match verb {
-        "add-port" => out += &format!("port {} is number {}{}\n", f(&r["name"]), f(&r["number"]), r["socket"].as_str().map_or(String::new(), |s| format!(", socket {s}"))),
+        "add-port" => {
+            out += &format!(
+                "port {} is number {}{}\n",
+                f(&r["name"]),
+                f(&r["number"]),
+                r["socket"].as_str().map_or(String::new(), |s| format!(", socket {s}"))
+            )
+        }
         "list-ports" => {
-            out += &format!("{:<16} {:>4}  {:<18} {:>4}  {:<5} {}\n", "PORT", "NUM", "TYPE", "PMD", "LINK", "STATE / SOCKET");
+            out += &format!(
+                "{:<16} {:>4}  {:<18} {:>4}  {:<5} {}\n",
+                "PORT", "NUM", "TYPE", "PMD", "LINK", "STATE / SOCKET"
+            );
             for p in r.as_array().into_iter().flatten() {
                 out += &format!(
                     "{:<16} {:>4}  {:<18} {:>4}  {:<5} {}\n",
-                    f(&p["name"]), f(&p["number"]), f(&p["type"]), f(&p["pmd_core"]),
+                    f(&p["name"]),
+                    f(&p["number"]),
+                    f(&p["type"]),
+                    f(&p["pmd_core"]),
                     if p["link_up"].as_bool() == Some(true) { "up" } else { "down" },
                     if p["state"] == "up" { p["socket"].as_str().unwrap_or("").to_string() } else { f(&p["state"]) }
                 );
@@ -250,11 +300,13 @@ fn render(verb: &str, r: &Value) -> String {
         }
         "pmd-stats" => {
             for pmd in r["pmds"].as_array().into_iter().flatten() {
-                let (busy, idle) = (pmd["busy_cycles"].as_f64().unwrap_or(0.0), pmd["idle_cycles"].as_f64().unwrap_or(0.0));
+                let (busy, idle) =
+                    (pmd["busy_cycles"].as_f64().unwrap_or(0.0), pmd["idle_cycles"].as_f64().unwrap_or(0.0));
                 out += &format!("pmd thread core {}:\n  busy {:.1}% (last interval {}%), busy cycles {} = per-port stage cycles {}\n",
                     f(&pmd["core"]), if busy + idle > 0.0 { busy * 100.0 / (busy + idle) } else { 0.0 },
                     pmd["busy_pct_interval"].as_f64().map_or("-".into(), |x| format!("{x:.1}")), f(&pmd["busy_cycles"]), f(&pmd["stage_cycles_sum"]));
-                let (decisions, qos) = (pmd["qos_decisions"].as_f64().unwrap_or(0.0), pmd["qos_cycles"].as_f64().unwrap_or(0.0));
+                let (decisions, qos) =
+                    (pmd["qos_decisions"].as_f64().unwrap_or(0.0), pmd["qos_cycles"].as_f64().unwrap_or(0.0));
                 if decisions > 0.0 {
                     // Of all the thread's cycles: decisions before empty polls are idle time,
                     // so a share of busy cycles would overstate a lightly loaded PMD's cost.
@@ -264,12 +316,25 @@ fn render(verb: &str, r: &Value) -> String {
                 if let Some(c) = pmd["compare"].as_object() {
                     out += &render_compare(c, r["tsc_hz"].as_f64().unwrap_or(0.0));
                 }
-                out += &format!("  {:<14} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>7} {:>7}\n", "port", "Kpps", "Mbps", "ingress", "classify", "egress", "cyc/pkt", "share%", "emc%");
+                out += &format!(
+                    "  {:<14} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>7} {:>7}\n",
+                    "port", "Kpps", "Mbps", "ingress", "classify", "egress", "cyc/pkt", "share%", "emc%"
+                );
                 for p in pmd["ports"].as_array().into_iter().flatten() {
                     let i = &p["interval"];
                     let c = &i["cycles_per_packet"];
-                    out += &format!("  {:<14} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>7} {:>7}\n", f(&p["name"]), f(&i["rx_kpps"]), f(&i["rx_mbps"]),
-                        f(&c["ingress"]), f(&c["classification"]), f(&c["egress"]), f(&c["total"]), f(&i["pmd_share_pct"]), f(&i["emc_hit_pct"]));
+                    out += &format!(
+                        "  {:<14} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>7} {:>7}\n",
+                        f(&p["name"]),
+                        f(&i["rx_kpps"]),
+                        f(&i["rx_mbps"]),
+                        f(&c["ingress"]),
+                        f(&c["classification"]),
+                        f(&c["egress"]),
+                        f(&c["total"]),
+                        f(&i["pmd_share_pct"]),
+                        f(&i["emc_hit_pct"])
+                    );
                 }
             }
         }
@@ -290,7 +355,13 @@ fn render_compare(c: &serde_json::Map<String, Value>, tsc_hz: f64) -> String {
         let s = &c[name];
         let n = |k: &str| s[k].as_f64().unwrap_or(0.0);
         let secs = n("elapsed_cycles") / tsc_hz.max(1.0);
-        (n("slices"), if secs > 0.0 { n("packets") / secs } else { 0.0 }, n("busy_cycles") / n("packets").max(1.0), n("empty_polls") / n("batches").max(1.0), n("qos_cycles") * 100.0 / n("busy_cycles").max(1.0))
+        (
+            n("slices"),
+            if secs > 0.0 { n("packets") / secs } else { 0.0 },
+            n("busy_cycles") / n("packets").max(1.0),
+            n("empty_polls") / n("batches").max(1.0),
+            n("qos_cycles") * 100.0 / n("busy_cycles").max(1.0),
+        )
     };
     let (rr, c2) = (side("round_robin"), side("c2qos"));
     let mut out = format!("  comparison, slices of {} us (their first three quarters not counted):\n", c["slice_us"]);
@@ -298,7 +369,11 @@ fn render_compare(c: &serde_json::Map<String, Value>, tsc_hz: f64) -> String {
         out += &format!("    {name:<12} {:>6} slices  {:>9.3} Mpps  {:>6.1} busy cycles/packet  {:>5.2} empty polls/batch  own code {:.3}% of busy\n", s.0, s.1 / 1e6, s.2, s.3, s.4);
     }
     if rr.1 > 0.0 && rr.2 > 0.0 {
-        out += &format!("    C2QoS against round robin: forwarding rate {:+.2}%, busy cycles per packet {:+.2}%\n", (c2.1 / rr.1 - 1.0) * 100.0, (c2.2 / rr.2 - 1.0) * 100.0);
+        out += &format!(
+            "    C2QoS against round robin: forwarding rate {:+.2}%, busy cycles per packet {:+.2}%\n",
+            (c2.1 / rr.1 - 1.0) * 100.0,
+            (c2.2 / rr.2 - 1.0) * 100.0
+        );
     }
     out
 }
@@ -325,9 +400,20 @@ fn render_qos(r: &Value) -> String {
     for p in &ports {
         out += &format!(
             "{:<12} {:>4} {:>10} {:>13} {:>8} {:>4} {:>6} {:>6} {:>13} {:>14}\n",
-            f(&p["name"]), f(&p["pmd_core"]), bw(&p["bandwidth_bps"]), f(&p["cycles_per_sec"]), f(&p["mode"]), f(&p["priority"]),
-            f(&p["allocated_pct_of_core"]), f(&p["used_pct_of_core"]), p["tokens_cycles"].as_f64().map_or("-".into(), |t| format!("{t:.0}")),
-            if p["place"].as_str().unwrap_or("").is_empty() { "round-robin".to_string() } else { format!("{}/{}", f(&p["place"]), f(&p["current_class"])) }
+            f(&p["name"]),
+            f(&p["pmd_core"]),
+            bw(&p["bandwidth_bps"]),
+            f(&p["cycles_per_sec"]),
+            f(&p["mode"]),
+            f(&p["priority"]),
+            f(&p["allocated_pct_of_core"]),
+            f(&p["used_pct_of_core"]),
+            p["tokens_cycles"].as_f64().map_or("-".into(), |t| format!("{t:.0}")),
+            if p["place"].as_str().unwrap_or("").is_empty() {
+                "round-robin".to_string()
+            } else {
+                format!("{}/{}", f(&p["place"]), f(&p["current_class"]))
+            }
         );
     }
     if let Some(p) = ports.first() {
@@ -346,7 +432,13 @@ fn render_qos(r: &Value) -> String {
         }
         let c = &a["cycles_per_packet"];
         let total = stage_total(c);
-        out += &format!("\n{}: purchased {} bit/s, profile {}-byte frames, {} flows\n", f(&p["name"]), f(&a["bandwidth_bps"]), f(&a["profile"]["packet_bytes"]), f(&a["profile"]["flows"]));
+        out += &format!(
+            "\n{}: purchased {} bit/s, profile {}-byte frames, {} flows\n",
+            f(&p["name"]),
+            f(&a["bandwidth_bps"]),
+            f(&a["profile"]["packet_bytes"]),
+            f(&a["profile"]["flows"])
+        );
         let rows: Vec<String> = a["entries"]
             .as_array()
             .into_iter()
@@ -365,15 +457,33 @@ fn render_qos(r: &Value) -> String {
             "  model entry {}{}: {:.0} cycles/packet (ingress {:.0}, classification {:.0}, egress {:.0})\n",
             rows.join(" and "),
             if rows.len() > 1 { " (interpolated)" } else { "" },
-            total, c["ingress"].as_f64().unwrap_or(0.0), c["classification"].as_f64().unwrap_or(0.0), c["egress"].as_f64().unwrap_or(0.0)
+            total,
+            c["ingress"].as_f64().unwrap_or(0.0),
+            c["classification"].as_f64().unwrap_or(0.0),
+            c["egress"].as_f64().unwrap_or(0.0)
         );
-        out += &format!("  C_single = {:.0} packets/s x {:.0} cycles = {:.0} cycles/s\n", a["packets_per_sec"].as_f64().unwrap_or(0.0), total, a["c_single_cycles_per_sec"].as_f64().unwrap_or(0.0));
+        out += &format!(
+            "  C_single = {:.0} packets/s x {:.0} cycles = {:.0} cycles/s\n",
+            a["packets_per_sec"].as_f64().unwrap_or(0.0),
+            total,
+            a["c_single_cycles_per_sec"].as_f64().unwrap_or(0.0)
+        );
         for fa in a["factors"].as_array().into_iter().flatten() {
-            out += &format!("  R {} ({} = {}, {}) = {:.3}\n", f(&fa["name"]), f(&fa["name"]), f(&fa["input"]), f(&fa["source"]), fa["value"].as_f64().unwrap_or(1.0));
+            out += &format!(
+                "  R {} ({} = {}, {}) = {:.3}\n",
+                f(&fa["name"]),
+                f(&fa["name"]),
+                f(&fa["input"]),
+                f(&fa["source"]),
+                fa["value"].as_f64().unwrap_or(1.0)
+            );
         }
         out += &format!("  C_alloc = prod(R) x C_single = {} cycles/s\n", f(&a["cycles_per_sec"]));
         if let Some(d) = p["drift_factor"].as_f64() {
-            out += &format!("  x host speed factor {d:.3} (drift compensation) = {} cycles/s in force\n", f(&p["effective_cycles_per_sec"]));
+            out += &format!(
+                "  x host speed factor {d:.3} (drift compensation) = {} cycles/s in force\n",
+                f(&p["effective_cycles_per_sec"])
+            );
         }
     }
     let fb = &r["fallback"];
@@ -386,7 +496,8 @@ fn render_qos(r: &Value) -> String {
                 f(&fb["engagements"]), f(&fb["drops"])
             );
         }
-        None => out += "\nno uplink declared (uplink=true, link_rate_bps=...): purchased bandwidth is not checked against a NIC\n",
+        None => out +=
+            "\nno uplink declared (uplink=true, link_rate_bps=...): purchased bandwidth is not checked against a NIC\n",
     }
     match r["model"].as_object() {
         Some(m) => out += &format!("bandwidth-CPU model: {} ({})\n", f(&m["path"]), f(&m["machine"])),

@@ -47,7 +47,11 @@ fn check_compare_slice_us(us: u64) -> Result<u64, String> {
     if us == 0 || COMPARE_SLICE_US.contains(&us) {
         Ok(us)
     } else {
-        Err(format!("--compare-slice-us {us} is out of range: {} to {} microseconds, or 0 for off", COMPARE_SLICE_US.start(), COMPARE_SLICE_US.end()))
+        Err(format!(
+            "--compare-slice-us {us} is out of range: {} to {} microseconds, or 0 for off",
+            COMPARE_SLICE_US.start(),
+            COMPARE_SLICE_US.end()
+        ))
     }
 }
 
@@ -61,7 +65,19 @@ fn main() {
 fn run() -> Result<(), String> {
     let a = Args::parse(
         std::env::args().skip(1),
-        &["pmd-cores", "main-core", "run-dir", "db", "model", "file-prefix", "metrics", "mbufs", "mac-age", "c2tb-bucket-us", "compare-slice-us"],
+        &[
+            "pmd-cores",
+            "main-core",
+            "run-dir",
+            "db",
+            "model",
+            "file-prefix",
+            "metrics",
+            "mbufs",
+            "mac-age",
+            "c2tb-bucket-us",
+            "compare-slice-us",
+        ],
         &["no-huge", "pci", "no-metrics", "help"],
     )
     .map_err(|e| format!("{e}\n{}", usage()))?;
@@ -90,12 +106,15 @@ fn run() -> Result<(), String> {
         hugepages: !a.flag("no-huge"),
         pci: a.flag("pci"),
         mac_max_age_secs: a.parsed("mac-age", 300)?,
-        c2tb_bucket_us: C2tbConfig::check_bucket_depth_us(a.parsed("c2tb-bucket-us", C2tbConfig::DEFAULT_BUCKET_DEPTH_US)?)
-            .map_err(|e| format!("--c2tb-bucket-us {e}"))?,
+        c2tb_bucket_us: C2tbConfig::check_bucket_depth_us(
+            a.parsed("c2tb-bucket-us", C2tbConfig::DEFAULT_BUCKET_DEPTH_US)?,
+        )
+        .map_err(|e| format!("--c2tb-bucket-us {e}"))?,
         compare_slice_us: check_compare_slice_us(a.parsed("compare-slice-us", 0)?)?,
     };
     let store = ConfigStore::new(PathBuf::from(a.get("db").unwrap_or("/var/lib/slaswitch/conf.json")));
-    let metrics = if a.flag("no-metrics") { None } else { Some(a.get("metrics").unwrap_or("127.0.0.1:9477").to_string()) };
+    let metrics =
+        if a.flag("no-metrics") { None } else { Some(a.get("metrics").unwrap_or("127.0.0.1:9477").to_string()) };
     install_signal_handlers();
     let dp = Datapath::start(settings.clone())?;
     let model = PathBuf::from(a.get("model").unwrap_or(slaswitch::control::DEFAULT_MODEL_PATH));

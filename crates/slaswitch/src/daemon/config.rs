@@ -28,7 +28,8 @@ impl ConfigStore {
 
     pub fn load(&self) -> Result<SavedConfig, String> {
         match std::fs::read_to_string(&self.path) {
-            Ok(text) => serde_json::from_str(&text).map_err(|e| format!("{} is not a valid slaswitch configuration: {e}", self.path.display())),
+            Ok(text) => serde_json::from_str(&text)
+                .map_err(|e| format!("{} is not a valid slaswitch configuration: {e}", self.path.display())),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(SavedConfig::default()),
             Err(e) => Err(format!("cannot read {}: {e}", self.path.display())),
         }

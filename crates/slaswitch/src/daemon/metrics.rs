@@ -19,36 +19,106 @@ pub fn render(ports: &[PortStats], pmds: &[PmdStats], flows: &[FlowStats], tsc_h
             let _ = writeln!(out, "{name}{{{labels}}} {v}");
         }
     };
-    let per_port = |f: &dyn Fn(&PortStats) -> u64| ports.iter().map(|p| (format!("port=\"{}\"", escape(&p.name)), f(p))).collect::<Vec<_>>();
-    family("slaswitch_port_rx_packets_total", "counter", "Packets received on the port.", per_port(&|p| p.rx.rx_packets));
+    let per_port = |f: &dyn Fn(&PortStats) -> u64| {
+        ports.iter().map(|p| (format!("port=\"{}\"", escape(&p.name)), f(p))).collect::<Vec<_>>()
+    };
+    family(
+        "slaswitch_port_rx_packets_total",
+        "counter",
+        "Packets received on the port.",
+        per_port(&|p| p.rx.rx_packets),
+    );
     family("slaswitch_port_rx_bytes_total", "counter", "Bytes received on the port.", per_port(&|p| p.rx.rx_bytes));
-    family("slaswitch_port_tx_packets_total", "counter", "Packets transmitted on the port.", per_port(&|p| p.tx_packets));
+    family(
+        "slaswitch_port_tx_packets_total",
+        "counter",
+        "Packets transmitted on the port.",
+        per_port(&|p| p.tx_packets),
+    );
     family("slaswitch_port_tx_bytes_total", "counter", "Bytes transmitted on the port.", per_port(&|p| p.tx_bytes));
     family("slaswitch_port_tx_dropped_total", "counter", "Packets the port did not take.", per_port(&|p| p.tx_dropped));
-    family("slaswitch_port_rule_dropped_total", "counter", "Packets from the port dropped by a rule or a table miss.", per_port(&|p| p.rx.dropped_by_rules));
-    family("slaswitch_port_policer_dropped_total", "counter", "Packets the port's ingress policer dropped.", per_port(&|p| p.rx.policer_drops));
+    family(
+        "slaswitch_port_rule_dropped_total",
+        "counter",
+        "Packets from the port dropped by a rule or a table miss.",
+        per_port(&|p| p.rx.dropped_by_rules),
+    );
+    family(
+        "slaswitch_port_policer_dropped_total",
+        "counter",
+        "Packets the port's ingress policer dropped.",
+        per_port(&|p| p.rx.policer_drops),
+    );
     family("slaswitch_port_link_up", "gauge", "1 when the port's link is up.", per_port(&|p| u64::from(p.link_up)));
-    family("slaswitch_port_cpu_alloc_cycles_per_sec", "gauge", "C2QoS cycle allocation (0: unlimited), from cycles_per_sec or the bandwidth-CPU model.", per_port(&|p| p.cycles_per_sec));
-    family("slaswitch_port_purchased_bps", "gauge", "Purchased bandwidth (bandwidth_bps), 0 when none.", per_port(&|p| p.bandwidth_bps));
-    family("slaswitch_port_fallback_dropped_total", "counter", "Packets the NIC-bottleneck fallback's byte limit dropped.", per_port(&|p| p.rx.fallback_drops));
-    family("slaswitch_port_link_rate_bps", "gauge", "Line rate a paced port sends at (0: not paced).", per_port(&|p| p.link_rate_bps));
-    family("slaswitch_port_link_queued_frames", "gauge", "Frames waiting in a paced port's queue.", per_port(&|p| p.link_queued as u64));
+    family(
+        "slaswitch_port_cpu_alloc_cycles_per_sec",
+        "gauge",
+        "C2QoS cycle allocation (0: unlimited), from cycles_per_sec or the bandwidth-CPU model.",
+        per_port(&|p| p.cycles_per_sec),
+    );
+    family(
+        "slaswitch_port_purchased_bps",
+        "gauge",
+        "Purchased bandwidth (bandwidth_bps), 0 when none.",
+        per_port(&|p| p.bandwidth_bps),
+    );
+    family(
+        "slaswitch_port_fallback_dropped_total",
+        "counter",
+        "Packets the NIC-bottleneck fallback's byte limit dropped.",
+        per_port(&|p| p.rx.fallback_drops),
+    );
+    family(
+        "slaswitch_port_link_rate_bps",
+        "gauge",
+        "Line rate a paced port sends at (0: not paced).",
+        per_port(&|p| p.link_rate_bps),
+    );
+    family(
+        "slaswitch_port_link_queued_frames",
+        "gauge",
+        "Frames waiting in a paced port's queue.",
+        per_port(&|p| p.link_queued as u64),
+    );
     let mut stages = Vec::new();
     for p in ports {
-        for (stage, v) in [("ingress", p.rx.ingress_cycles), ("classification", p.rx.classify_cycles), ("egress", p.rx.egress_cycles), ("idle", p.rx.idle_cycles)] {
+        for (stage, v) in [
+            ("ingress", p.rx.ingress_cycles),
+            ("classification", p.rx.classify_cycles),
+            ("egress", p.rx.egress_cycles),
+            ("idle", p.rx.idle_cycles),
+        ] {
             stages.push((format!("port=\"{}\",stage=\"{stage}\"", escape(&p.name)), v));
         }
     }
-    family("slaswitch_port_cycles_total", "counter", "TSC cycles the PMD spent on the port, per stage (idle: empty polls).", stages);
+    family(
+        "slaswitch_port_cycles_total",
+        "counter",
+        "TSC cycles the PMD spent on the port, per stage (idle: empty polls).",
+        stages,
+    );
     let mut errors = Vec::new();
     for p in ports {
         for kind in ParseError::ALL {
-            errors.push((format!("port=\"{}\",kind=\"{}\"", escape(&p.name), kind.name()), p.rx.parse_errors[kind as usize]));
+            errors.push((
+                format!("port=\"{}\",kind=\"{}\"", escape(&p.name), kind.name()),
+                p.rx.parse_errors[kind as usize],
+            ));
         }
     }
     family("slaswitch_port_parse_errors_total", "counter", "Malformed frames dropped, by kind.", errors);
-    family("slaswitch_port_emc_hits_total", "counter", "Exact-match cache hits for the port's packets.", per_port(&|p| p.rx.emc_hits));
-    family("slaswitch_port_emc_misses_total", "counter", "Exact-match cache misses for the port's packets.", per_port(&|p| p.rx.emc_misses));
+    family(
+        "slaswitch_port_emc_hits_total",
+        "counter",
+        "Exact-match cache hits for the port's packets.",
+        per_port(&|p| p.rx.emc_hits),
+    );
+    family(
+        "slaswitch_port_emc_misses_total",
+        "counter",
+        "Exact-match cache misses for the port's packets.",
+        per_port(&|p| p.rx.emc_misses),
+    );
     let mut pmd_cycles = Vec::new();
     for p in pmds {
         pmd_cycles.push((format!("core=\"{}\",state=\"busy\"", p.core), p.totals.busy_cycles));
@@ -56,13 +126,33 @@ pub fn render(ports: &[PortStats], pmds: &[PmdStats], flows: &[FlowStats], tsc_h
         pmd_cycles.push((format!("core=\"{}\",state=\"stalled\"", p.core), p.totals.stalled_cycles));
     }
     family("slaswitch_pmd_cycles_total", "counter", "TSC cycles of each PMD thread: busy, idle, or stalled (a stage interrupted by the host for over 100 us, charged to no port).", pmd_cycles);
-    family("slaswitch_pmd_qos_decisions_total", "counter", "C2QoS scheduler decisions of each PMD thread.", pmds.iter().map(|p| (format!("core=\"{}\"", p.core), p.totals.qos_decisions)).collect());
+    family(
+        "slaswitch_pmd_qos_decisions_total",
+        "counter",
+        "C2QoS scheduler decisions of each PMD thread.",
+        pmds.iter().map(|p| (format!("core=\"{}\"", p.core), p.totals.qos_decisions)).collect(),
+    );
     family("slaswitch_pmd_qos_cycles_total", "counter", "Cycles C2QoS's own code took on each PMD thread (decisions sampled one in 64; part of busy, or of idle for decisions before empty polls).", pmds.iter().map(|p| (format!("core=\"{}\"", p.core), p.totals.qos_cycles)).collect());
-    family("slaswitch_pmd_qos_empty_decisions_total", "counter", "C2QoS decisions whose poll came back empty, on each PMD thread.", pmds.iter().map(|p| (format!("core=\"{}\"", p.core), p.totals.qos_empty_decisions)).collect());
+    family(
+        "slaswitch_pmd_qos_empty_decisions_total",
+        "counter",
+        "C2QoS decisions whose poll came back empty, on each PMD thread.",
+        pmds.iter().map(|p| (format!("core=\"{}\"", p.core), p.totals.qos_empty_decisions)).collect(),
+    );
     family("slaswitch_pmd_qos_empty_cycles_total", "counter", "Of slaswitch_pmd_qos_cycles_total, the picking and charging cycles of decisions whose poll came back empty (sampled one in 64; part of idle).", pmds.iter().map(|p| (format!("core=\"{}\"", p.core), p.totals.qos_empty_cycles)).collect());
     family("slaswitch_pmd_qos_sampling_cycles_total", "counter", "Cycles the fences of the timed (sampled) C2QoS decisions waited for earlier stores to drain, on each PMD thread: what measuring slaswitch_pmd_qos_cycles_total costs beyond it.", pmds.iter().map(|p| (format!("core=\"{}\"", p.core), p.totals.qos_sampling_cycles)).collect());
-    family("slaswitch_pmd_qos_owed_total", "counter", "Batches after which a C2QoS port owed cycle tokens, on each PMD thread.", pmds.iter().map(|p| (format!("core=\"{}\"", p.core), p.totals.qos_owed)).collect());
-    family("slaswitch_pmd_qos_parked_total", "counter", "Times a C2QoS port was parked in the waiting queue for cycle tokens, on each PMD thread.", pmds.iter().map(|p| (format!("core=\"{}\"", p.core), p.totals.qos_parked)).collect());
+    family(
+        "slaswitch_pmd_qos_owed_total",
+        "counter",
+        "Batches after which a C2QoS port owed cycle tokens, on each PMD thread.",
+        pmds.iter().map(|p| (format!("core=\"{}\"", p.core), p.totals.qos_owed)).collect(),
+    );
+    family(
+        "slaswitch_pmd_qos_parked_total",
+        "counter",
+        "Times a C2QoS port was parked in the waiting queue for cycle tokens, on each PMD thread.",
+        pmds.iter().map(|p| (format!("core=\"{}\"", p.core), p.totals.qos_parked)).collect(),
+    );
     // The comparison of C2QoS with round robin (slaswitchd --compare-slice-us), when on.
     let compare_family = |name: &str, help: &str, field: fn(&CompareSide) -> u64| {
         let mut samples = Vec::new();
@@ -75,21 +165,60 @@ pub fn render(ports: &[PortStats], pmds: &[PmdStats], flows: &[FlowStats], tsc_h
         (name.to_string(), help.to_string(), samples)
     };
     for (name, help, samples) in [
-        compare_family("slaswitch_pmd_compare_slices_total", "Counted slices of each side of the live comparison of C2QoS with round robin.", |s| s.slices),
-        compare_family("slaswitch_pmd_compare_cycles_total", "TSC cycles counted on each side of the comparison (busy, idle and stalled).", |s| s.elapsed_cycles),
-        compare_family("slaswitch_pmd_compare_busy_cycles_total", "Busy cycles counted on each side of the comparison.", |s| s.busy_cycles),
-        compare_family("slaswitch_pmd_compare_packets_total", "Packets received on each side of the comparison.", |s| s.packets),
-        compare_family("slaswitch_pmd_compare_empty_polls_total", "Polls that found nothing on each side of the comparison.", |s| s.empty_polls),
-        compare_family("slaswitch_pmd_compare_qos_cycles_total", "C2QoS's own cycles on each side of the comparison (none on round robin's).", |s| s.qos_cycles),
+        compare_family(
+            "slaswitch_pmd_compare_slices_total",
+            "Counted slices of each side of the live comparison of C2QoS with round robin.",
+            |s| s.slices,
+        ),
+        compare_family(
+            "slaswitch_pmd_compare_cycles_total",
+            "TSC cycles counted on each side of the comparison (busy, idle and stalled).",
+            |s| s.elapsed_cycles,
+        ),
+        compare_family(
+            "slaswitch_pmd_compare_busy_cycles_total",
+            "Busy cycles counted on each side of the comparison.",
+            |s| s.busy_cycles,
+        ),
+        compare_family(
+            "slaswitch_pmd_compare_packets_total",
+            "Packets received on each side of the comparison.",
+            |s| s.packets,
+        ),
+        compare_family(
+            "slaswitch_pmd_compare_empty_polls_total",
+            "Polls that found nothing on each side of the comparison.",
+            |s| s.empty_polls,
+        ),
+        compare_family(
+            "slaswitch_pmd_compare_qos_cycles_total",
+            "C2QoS's own cycles on each side of the comparison (none on round robin's).",
+            |s| s.qos_cycles,
+        ),
     ] {
         if !samples.is_empty() {
             family(&name, "counter", &help, samples);
         }
     }
-    family("slaswitch_pmd_drift_factor_ppm", "gauge", "Host-speed factor model allocations follow, in millionths (1000000: as calibrated).", pmds.iter().map(|p| (format!("core=\"{}\"", p.core), (p.drift_factor * 1e6) as u64)).collect());
+    family(
+        "slaswitch_pmd_drift_factor_ppm",
+        "gauge",
+        "Host-speed factor model allocations follow, in millionths (1000000: as calibrated).",
+        pmds.iter().map(|p| (format!("core=\"{}\"", p.core), (p.drift_factor * 1e6) as u64)).collect(),
+    );
     family("slaswitch_tsc_hz", "gauge", "TSC frequency, to turn cycles into seconds.", vec![(String::new(), tsc_hz)]);
     let flow = |f: &FlowStats| format!("flow=\"{}\"", escape(&f.flow));
-    family("slaswitch_flow_packets_total", "counter", "Packets that matched the flow.", flows.iter().map(|f| (flow(f), f.packets)).collect());
-    family("slaswitch_flow_bytes_total", "counter", "Bytes that matched the flow.", flows.iter().map(|f| (flow(f), f.bytes)).collect());
+    family(
+        "slaswitch_flow_packets_total",
+        "counter",
+        "Packets that matched the flow.",
+        flows.iter().map(|f| (flow(f), f.packets)).collect(),
+    );
+    family(
+        "slaswitch_flow_bytes_total",
+        "counter",
+        "Bytes that matched the flow.",
+        flows.iter().map(|f| (flow(f), f.bytes)).collect(),
+    );
     out.replace("{}", "")
 }

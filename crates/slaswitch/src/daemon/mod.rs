@@ -35,7 +35,9 @@ pub struct Daemon {
 /// Reads a bandwidth-CPU model file; `None` when there is none.
 pub fn load_model(path: &std::path::Path) -> Result<Option<slaswitch_qos::cpu::BandwidthModel>, String> {
     match std::fs::read_to_string(path) {
-        Ok(text) => serde_json::from_str(&text).map(Some).map_err(|e| format!("{} is not a bandwidth-CPU model: {e}", path.display())),
+        Ok(text) => serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|e| format!("{} is not a bandwidth-CPU model: {e}", path.display())),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(format!("cannot read {}: {e}", path.display())),
     }

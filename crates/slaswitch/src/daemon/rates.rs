@@ -44,7 +44,11 @@ pub struct Snapshot {
 }
 
 fn per_packet(cycles: u64, packets: u64) -> f64 {
-    if packets == 0 { 0.0 } else { cycles as f64 / packets as f64 }
+    if packets == 0 {
+        0.0
+    } else {
+        cycles as f64 / packets as f64
+    }
 }
 
 /// Rates between `old` and `new` (ports present in both).
@@ -55,9 +59,11 @@ pub fn rates(old: &Snapshot, new: &Snapshot) -> Vec<PmdRates> {
         .map(|pmd| {
             let old_pmd = old.pmds.iter().find(|p| p.core == pmd.core);
             let pmd_cycles = old_pmd.map_or(pmd.totals.busy_cycles + pmd.totals.idle_cycles, |o| {
-                (pmd.totals.busy_cycles + pmd.totals.idle_cycles).saturating_sub(o.totals.busy_cycles + o.totals.idle_cycles)
+                (pmd.totals.busy_cycles + pmd.totals.idle_cycles)
+                    .saturating_sub(o.totals.busy_cycles + o.totals.idle_cycles)
             });
-            let busy = old_pmd.map_or(pmd.totals.busy_cycles, |o| pmd.totals.busy_cycles.saturating_sub(o.totals.busy_cycles));
+            let busy =
+                old_pmd.map_or(pmd.totals.busy_cycles, |o| pmd.totals.busy_cycles.saturating_sub(o.totals.busy_cycles));
             let ports = new
                 .ports
                 .iter()
@@ -66,7 +72,8 @@ pub fn rates(old: &Snapshot, new: &Snapshot) -> Vec<PmdRates> {
                     let o = old.ports.iter().find(|x| x.name == p.name && x.number == p.number);
                     let d = |f: fn(&PortStats) -> u64| o.map_or(f(p), |o| f(p).saturating_sub(f(o)));
                     let mut packets = d(|s| s.rx.rx_packets);
-                    let (mut ing, mut cls, mut egr) = (d(|s| s.rx.ingress_cycles), d(|s| s.rx.classify_cycles), d(|s| s.rx.egress_cycles));
+                    let (mut ing, mut cls, mut egr) =
+                        (d(|s| s.rx.ingress_cycles), d(|s| s.rx.classify_cycles), d(|s| s.rx.egress_cycles));
                     if packets == 0 {
                         packets = p.rx.rx_packets;
                         (ing, cls, egr) = (p.rx.ingress_cycles, p.rx.classify_cycles, p.rx.egress_cycles);
@@ -84,12 +91,24 @@ pub fn rates(old: &Snapshot, new: &Snapshot) -> Vec<PmdRates> {
                             egress: per_packet(egr, packets),
                             total: per_packet(ing + cls + egr, packets),
                         },
-                        pmd_share_pct: if pmd_cycles == 0 { 0.0 } else { d(|s| s.rx.busy_cycles()) as f64 * 100.0 / pmd_cycles as f64 },
-                        emc_hit_pct: if hits + misses == 0 { 0.0 } else { hits as f64 * 100.0 / (hits + misses) as f64 },
+                        pmd_share_pct: if pmd_cycles == 0 {
+                            0.0
+                        } else {
+                            d(|s| s.rx.busy_cycles()) as f64 * 100.0 / pmd_cycles as f64
+                        },
+                        emc_hit_pct: if hits + misses == 0 {
+                            0.0
+                        } else {
+                            hits as f64 * 100.0 / (hits + misses) as f64
+                        },
                     }
                 })
                 .collect();
-            PmdRates { core: pmd.core, busy_pct: if pmd_cycles == 0 { 0.0 } else { busy as f64 * 100.0 / pmd_cycles as f64 }, ports }
+            PmdRates {
+                core: pmd.core,
+                busy_pct: if pmd_cycles == 0 { 0.0 } else { busy as f64 * 100.0 / pmd_cycles as f64 },
+                ports,
+            }
         })
         .collect()
 }

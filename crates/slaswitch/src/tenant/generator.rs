@@ -6,9 +6,9 @@
 use serde::Serialize;
 use slaswitch_dpdk::{free_bulk, rdtsc, EthPort, Mbuf, Mempool, MAX_BURST};
 
+use super::sink::{Sink, SinkRecord};
 use slaswitch_traffic::frames::{ip_for, mac_for, restamp_tsc, sender_id, stamp, write_frame};
 use slaswitch_traffic::phase::{Phase, Size, IMIX_PATTERN};
-use super::sink::{Sink, SinkRecord};
 
 pub struct GenVm {
     pub name: String,
@@ -215,13 +215,15 @@ impl GenVm {
     }
 }
 
+/// A sink the generator's loop also drains, and what it does with each record.
+pub type SharedSink<'a, 's> = Option<(&'a mut Sink<'s>, &'a mut dyn FnMut(&SinkRecord))>;
 
 /// Runs every VM's phases for `duration_secs`, reporting each `interval_secs`. With a `sink`,
 /// the same loop also receives on the sink VMs, so senders and receiver share one core
 /// without the kernel's time slices between them.
 pub fn run(
     vms: &mut [GenVm],
-    mut sink: Option<(&mut Sink, &mut dyn FnMut(&SinkRecord))>,
+    mut sink: SharedSink<'_, '_>,
     pool: &Mempool,
     tsc_hz: u64,
     duration_secs: f64,

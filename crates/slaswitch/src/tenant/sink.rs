@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use slaswitch_dpdk::{free_bulk, rdtsc, EthPort, Mbuf, Mempool, MAX_BURST};
 
-use slaswitch_traffic::frames::{ip_for, mac_for, mac_text, read_stamp, sender_id, write_frame};
 use super::latency::Histogram;
+use slaswitch_traffic::frames::{ip_for, mac_for, mac_text, read_stamp, sender_id, write_frame};
 
 pub struct SinkVm {
     pub name: String,
@@ -122,7 +122,10 @@ impl<'a> Sink<'a> {
                 let (source, latency) = match read_stamp(frame) {
                     Some((id, _seq, tsc)) => {
                         let names = &self.names;
-                        let label = self.labels.entry(id).or_insert_with(|| names.get(&id).cloned().unwrap_or_else(|| format!("id-{id:04x}")));
+                        let label = self
+                            .labels
+                            .entry(id)
+                            .or_insert_with(|| names.get(&id).cloned().unwrap_or_else(|| format!("id-{id:04x}")));
                         (label.clone(), (arrival >= tsc).then(|| ((arrival - tsc) as f64 * self.ns_per_tick) as u64))
                     }
                     None if frame.len() >= 12 => (mac_text(frame[6..12].try_into().expect("6 bytes")), None),
@@ -141,7 +144,13 @@ impl<'a> Sink<'a> {
     }
 
     /// Reports the interval that ends at `t_secs` and starts the next one.
-    pub fn end_interval(&mut self, t_secs: f64, interval_secs: f64, pool: &Mempool, mut report: impl FnMut(&SinkRecord)) {
+    pub fn end_interval(
+        &mut self,
+        t_secs: f64,
+        interval_secs: f64,
+        pool: &Mempool,
+        mut report: impl FnMut(&SinkRecord),
+    ) {
         for ((i, source), tally) in std::mem::take(&mut self.interval) {
             report(&SinkRecord {
                 t_secs,

@@ -48,7 +48,8 @@ impl Switch {
         let dir = std::env::temp_dir().join(format!("slaswitch-it-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        let mut s = Switch { dir, name: name.to_string(), child: None, extra: extra.iter().map(|s| s.to_string()).collect() };
+        let mut s =
+            Switch { dir, name: name.to_string(), child: None, extra: extra.iter().map(|s| s.to_string()).collect() };
         s.spawn();
         s
     }
@@ -61,7 +62,10 @@ impl Switch {
         let _ = std::fs::remove_file(self.socket());
         let log = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join("slaswitchd.log")).unwrap();
         let mut cmd = Command::new(DAEMON);
-        cmd.args(["--pmd-cores", "0", "--main-core", "1", "--run-dir"]).arg(&self.dir).arg("--db").arg(self.dir.join("conf.json"));
+        cmd.args(["--pmd-cores", "0", "--main-core", "1", "--run-dir"])
+            .arg(&self.dir)
+            .arg("--db")
+            .arg(self.dir.join("conf.json"));
         cmd.args(["--file-prefix", &format!("ssit-{}", self.name)]).args(&self.extra);
         if !self.extra.iter().any(|e| e.starts_with("--metrics")) {
             cmd.arg("--no-metrics");
@@ -103,8 +107,13 @@ impl Switch {
 
     /// Runs the CLI; returns (success, stdout, stderr).
     pub fn cli(&self, args: &[&str]) -> (bool, String, String) {
-        let out: Output = Command::new(CLI).arg("--socket").arg(self.socket()).args(args).output().expect("run slaswitch");
-        (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+        let out: Output =
+            Command::new(CLI).arg("--socket").arg(self.socket()).args(args).output().expect("run slaswitch");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
     }
 
     /// Runs the CLI and requires success.
@@ -149,24 +158,50 @@ pub struct Tenant {
 
 impl Tenant {
     /// `vms` are (name, socket); `mode_args` start with gen or sink. Writes JSON to `out`.
-    pub fn start(dir: &Path, tag: &str, vms: &[(&str, &str)], ring: u32, duration_secs: f64, mode_args: &[&str]) -> Tenant {
+    pub fn start(
+        dir: &Path,
+        tag: &str,
+        vms: &[(&str, &str)],
+        ring: u32,
+        duration_secs: f64,
+        mode_args: &[&str],
+    ) -> Tenant {
         let out = dir.join(format!("{tag}.json"));
         let stdout = dir.join(format!("{tag}.out"));
         let mut cmd = Command::new(TENANT);
-        cmd.args(["--core", "1", "--ring", &ring.to_string(), "--duration", &duration_secs.to_string(), "--interval", "0.5", "--file-prefix", &format!("ssit-{tag}-{}", std::process::id())]);
+        cmd.args([
+            "--core",
+            "1",
+            "--ring",
+            &ring.to_string(),
+            "--duration",
+            &duration_secs.to_string(),
+            "--interval",
+            "0.5",
+            "--file-prefix",
+            &format!("ssit-{tag}-{}", std::process::id()),
+        ]);
         cmd.arg("--out").arg(&out);
         for (name, sock) in vms {
             cmd.arg("--vm").arg(format!("{name}={sock}"));
         }
         cmd.args(mode_args);
-        let child = cmd.stdout(std::fs::File::create(&stdout).unwrap()).stderr(Stdio::inherit()).spawn().expect("start slaswitch-tenant");
+        let child = cmd
+            .stdout(std::fs::File::create(&stdout).unwrap())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start slaswitch-tenant");
         Tenant { child: Some(child), out, stdout }
     }
 
     /// Waits for the process to finish and returns its JSON output document.
     pub fn finish(mut self) -> Value {
         let status = self.child.take().unwrap().wait().unwrap();
-        assert!(status.success(), "slaswitch-tenant failed ({status}): {}", std::fs::read_to_string(&self.stdout).unwrap_or_default());
+        assert!(
+            status.success(),
+            "slaswitch-tenant failed ({status}): {}",
+            std::fs::read_to_string(&self.stdout).unwrap_or_default()
+        );
         serde_json::from_str(&std::fs::read_to_string(&self.out).expect("tenant output")).expect("tenant JSON")
     }
 
@@ -194,11 +229,23 @@ pub fn mac(name: &str) -> String {
 
 /// Packets a sink received from `source` in total.
 pub fn received_from(sink_doc: &Value, source: &str) -> u64 {
-    sink_doc["summary"]["totals"].as_array().unwrap().iter().filter(|t| t["source"] == source).map(|t| t["packets"].as_u64().unwrap()).sum()
+    sink_doc["summary"]["totals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["source"] == source)
+        .map(|t| t["packets"].as_u64().unwrap())
+        .sum()
 }
 
 pub fn sent_by(gen_doc: &Value, vm: &str) -> u64 {
-    gen_doc["summary"]["vms"].as_array().unwrap().iter().find(|v| v["vm"] == vm).map(|v| v["sent_packets"].as_u64().unwrap()).unwrap_or(0)
+    gen_doc["summary"]["vms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["vm"] == vm)
+        .map(|v| v["sent_packets"].as_u64().unwrap())
+        .unwrap_or(0)
 }
 
 /// Most of a core the host may steal during a window a test judges a rate from.
