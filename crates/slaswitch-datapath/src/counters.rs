@@ -2,15 +2,10 @@
 //! one writer (the PMD that polls it), which accumulates locally and publishes with plain atomic
 //! stores; tx-side counters may be written by several PMDs and use relaxed adds, once per burst.
 
-use std::sync::atomic::{
-    fence, AtomicU64,
-    Ordering::{Acquire, Relaxed, Release},
-};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use serde::Serialize;
 use slaswitch_classifier::parse::PARSE_ERROR_KINDS;
-
-use crate::compare::{CompareSide, CompareTotals};
 
 /// Rx-side figures of one port, as the owning PMD accumulates them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -162,30 +157,10 @@ pub struct PmdTotals {
     pub passes: u64,
     /// Time a stage ran beyond [`crate::pmd::STALL_NS`]: the host's, charged to no port.
     pub stalled_cycles: u64,
-    /// C2QoS scheduler decisions (HBS picks, C2TB charges).
-    pub qos_decisions: u64,
-    /// Cycles C2QoS's own code took: decisions and charging (one in 64 timed, scaled up),
-    /// publishing its state and drift windows. A decision's time is in `busy_cycles` (kept
-    /// out of the port's stages, by the decisions' measured average: see `pmd::run`), or in
-    /// `idle_cycles` when that poll came back empty: compare it with busy + idle, which is
-    /// what it takes from the thread.
-    pub qos_cycles: u64,
-    /// The parts of `qos_cycles` spent picking the port (HBS, promotions) and charging its
-    /// batch (C2TB, requeueing); the rest is publishing and drift windows.
-    pub qos_pick_cycles: u64,
-    pub qos_charge_cycles: u64,
-    /// Decisions whose poll came back empty, and their share of `qos_pick_cycles +
-    /// qos_charge_cycles`: an empty poll costs round robin only the poll, C2QoS the decision too.
-    pub qos_empty_decisions: u64,
-    pub qos_empty_cycles: u64,
     /// Batches after which a C2QoS port owed cycle tokens, and times a port was parked in the
     /// waiting queue for them (see `slaswitch_qos::cpu::WaitCounts`).
     pub qos_owed: u64,
     pub qos_parked: u64,
-    /// What timing the sampled decisions cost the thread beyond `qos_cycles`: the cycles
-    /// their fences waited for earlier stores (the batch's) to drain, which no timed
-    /// interval holds. Not scaled: it is spent on the sampled decisions only.
-    pub qos_sampling_cycles: u64,
 }
 
 #[derive(Debug, Default)]
@@ -194,81 +169,10 @@ pub struct PmdCounters {
     idle: AtomicU64,
     passes: AtomicU64,
     stalled: AtomicU64,
-    qos_decisions: AtomicU64,
-    qos_cycles: AtomicU64,
-    qos_pick_cycles: AtomicU64,
-    qos_charge_cycles: AtomicU64,
-    qos_empty_decisions: AtomicU64,
-    qos_empty_cycles: AtomicU64,
     qos_owed: AtomicU64,
     qos_parked: AtomicU64,
-    qos_sampling_cycles: AtomicU64,
     /// The drift-compensation factor (f64 bits; 0 before the first window).
     drift_factor_bits: AtomicU64,
-    /// The scheduler comparison's totals ([`crate::compare`]), published once per slice.
-    compare: CompareCell,
-}
-
-/// [`CompareTotals`] behind a sequence count: the PMD writes it once per slice, and a reader
-/// that raced a write reads again, so the two sides and each side's fields are from one
-/// moment (the bench divides one by the other).
-#[derive(Debug, Default)]
-struct CompareCell {
-    /// Odd while a write is under way.
-    sequence: AtomicU64,
-    words: [AtomicU64; COMPARE_WORDS],
-}
-
-const COMPARE_WORDS: usize = 1 + 2 * SIDE_WORDS;
-const SIDE_WORDS: usize = 8;
-
-fn side_words(s: &CompareSide) -> [u64; SIDE_WORDS] {
-    [s.slices, s.elapsed_cycles, s.busy_cycles, s.stalled_cycles, s.packets, s.batches, s.empty_polls, s.qos_cycles]
-}
-
-fn side_from(w: &[u64]) -> CompareSide {
-    CompareSide {
-        slices: w[0],
-        elapsed_cycles: w[1],
-        busy_cycles: w[2],
-        stalled_cycles: w[3],
-        packets: w[4],
-        batches: w[5],
-        empty_polls: w[6],
-        qos_cycles: w[7],
-    }
-}
-
-impl CompareCell {
-    fn store(&self, t: &CompareTotals) {
-        let mut words = [0u64; COMPARE_WORDS];
-        words[0] = t.slice_us;
-        words[1..1 + SIDE_WORDS].copy_from_slice(&side_words(&t.round_robin));
-        words[1 + SIDE_WORDS..].copy_from_slice(&side_words(&t.c2qos));
-        let sequence = self.sequence.load(Relaxed);
-        self.sequence.store(sequence + 1, Relaxed);
-        fence(Release);
-        for (cell, word) in self.words.iter().zip(words) {
-            cell.store(word, Relaxed);
-        }
-        self.sequence.store(sequence + 2, Release);
-    }
-
-    fn load(&self) -> CompareTotals {
-        loop {
-            let before = self.sequence.load(Acquire);
-            let words: Vec<u64> = self.words.iter().map(|w| w.load(Relaxed)).collect();
-            fence(Acquire);
-            if before.is_multiple_of(2) && self.sequence.load(Relaxed) == before {
-                return CompareTotals {
-                    slice_us: words[0],
-                    round_robin: side_from(&words[1..]),
-                    c2qos: side_from(&words[1 + SIDE_WORDS..]),
-                };
-            }
-            std::hint::spin_loop();
-        }
-    }
 }
 
 impl PmdCounters {
@@ -277,28 +181,12 @@ impl PmdCounters {
         self.idle.store(t.idle_cycles, Relaxed);
         self.passes.store(t.passes, Relaxed);
         self.stalled.store(t.stalled_cycles, Relaxed);
-        self.qos_decisions.store(t.qos_decisions, Relaxed);
-        self.qos_cycles.store(t.qos_cycles, Relaxed);
-        self.qos_pick_cycles.store(t.qos_pick_cycles, Relaxed);
-        self.qos_charge_cycles.store(t.qos_charge_cycles, Relaxed);
-        self.qos_empty_decisions.store(t.qos_empty_decisions, Relaxed);
-        self.qos_empty_cycles.store(t.qos_empty_cycles, Relaxed);
         self.qos_owed.store(t.qos_owed, Relaxed);
         self.qos_parked.store(t.qos_parked, Relaxed);
-        self.qos_sampling_cycles.store(t.qos_sampling_cycles, Relaxed);
     }
 
     pub fn publish_drift_factor(&self, factor: f64) {
         self.drift_factor_bits.store(factor.to_bits(), Relaxed);
-    }
-
-    pub fn publish_compare(&self, totals: &CompareTotals) {
-        self.compare.store(totals);
-    }
-
-    /// The scheduler comparison's totals; `None` when it is off (`--compare-slice-us`).
-    pub fn compare(&self) -> Option<CompareTotals> {
-        Some(self.compare.load()).filter(|c| c.slice_us > 0)
     }
 
     /// The host-speed factor model allocations follow (1.0 until measured).
@@ -315,15 +203,8 @@ impl PmdCounters {
             idle_cycles: self.idle.load(Relaxed),
             passes: self.passes.load(Relaxed),
             stalled_cycles: self.stalled.load(Relaxed),
-            qos_decisions: self.qos_decisions.load(Relaxed),
-            qos_cycles: self.qos_cycles.load(Relaxed),
-            qos_pick_cycles: self.qos_pick_cycles.load(Relaxed),
-            qos_charge_cycles: self.qos_charge_cycles.load(Relaxed),
-            qos_empty_decisions: self.qos_empty_decisions.load(Relaxed),
-            qos_empty_cycles: self.qos_empty_cycles.load(Relaxed),
             qos_owed: self.qos_owed.load(Relaxed),
             qos_parked: self.qos_parked.load(Relaxed),
-            qos_sampling_cycles: self.qos_sampling_cycles.load(Relaxed),
         }
     }
 }

@@ -22,12 +22,13 @@ use slaswitch_dpdk::{hugepage_status, probe_device, remove_device, remove_vdev, 
 use slaswitch_qos::cpu::{Allocation, BandwidthModel};
 
 use crate::allocation::{self, Candidate, PortPlan};
-use crate::compare::CompareTotals;
 use crate::counters::{PmdCounters, PmdTotals, PortCounters, RuleCounters, RxTotals};
 use crate::paced_tx::{Fallback, PacedLink};
-use crate::pmd::{self, ModelCycles, PmdConfig, PmdMessage, RxPort, TxPort, MAX_PORTS};
+use crate::pmd;
+use crate::pmd_config::{ModelCycles, PmdConfig, PmdMessage, RxPort, TxPort, MAX_PORTS};
 use crate::policing::PolicingSpec;
 use crate::port::{ring_option, DeviceRecipe, PortSpec, PortType};
+use crate::probe::{ProbeCounters, ProbeReport, ProbeSettings};
 
 #[derive(Clone, Debug)]
 pub struct DatapathSettings {
@@ -49,9 +50,9 @@ pub struct DatapathSettings {
     /// Depth of every C2TB cycle bucket (Algorithm 1's `bucket_depth`), in microseconds of a
     /// whole core: how much of its allocation a port may save up while it has nothing to send.
     pub c2tb_bucket_us: u64,
-    /// Microseconds per side of the live comparison of C2QoS with round robin
-    /// ([`crate::compare`]); 0, the default, runs C2QoS whenever a port has settings.
-    pub compare_slice_us: u64,
+    /// Measure C2QoS's own work on every PMD, and optionally compare it live with round robin
+    /// ([`crate::probe`]); `None`, the default, runs the PMDs without a probe.
+    pub probe: Option<ProbeSettings>,
 }
 
 impl DatapathSettings {
@@ -95,6 +96,7 @@ struct PmdHandle {
     core: usize,
     sender: Sender<PmdMessage>,
     counters: Arc<PmdCounters>,
+    probe: Option<Arc<ProbeCounters>>,
     join: Option<JoinHandle<()>>,
 }
 
@@ -142,7 +144,8 @@ pub struct PmdStats {
     pub drift_factor: f64,
     pub ports: Vec<String>,
     /// The comparison of C2QoS with round robin, when on.
-    pub compare: Option<CompareTotals>,
+    /// What the overhead probe measured, when it runs.
+    pub probe: Option<ProbeReport>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -227,20 +230,22 @@ impl Datapath {
             let counters = Arc::new(PmdCounters::default());
             let cfg = dp.pmd_config(dp.pmds.len());
             let thread_counters = counters.clone();
+            let probe = dp.settings.probe.map(|_| Arc::new(ProbeCounters::default()));
+            let thread_probe = dp.settings.probe.zip(probe.clone());
             let register = dp.eal.thread_registrar();
             let join = std::thread::Builder::new()
                 .name(format!("pmd-c{core:02}"))
                 .spawn(move || {
                     if let Err(e) = pmd::pin_to_core(core) {
-                        eprintln!("slaswitchd: {e}");
+                        tracing::warn!("{e}");
                     }
                     if let Err(e) = register() {
-                        eprintln!("slaswitchd: PMD on core {core} runs without an lcore id (no mempool cache): {e}");
+                        tracing::warn!("PMD on core {core} runs without an lcore id (no mempool cache): {e}");
                     }
-                    pmd::run(cfg, receiver, thread_counters);
+                    pmd::run(cfg, receiver, thread_counters, thread_probe);
                 })
                 .map_err(|e| format!("cannot start the PMD thread for core {core}: {e}"))?;
-            dp.pmds.push(PmdHandle { core, sender, counters, join: Some(join) });
+            dp.pmds.push(PmdHandle { core, sender, counters, probe, join: Some(join) });
         }
         Ok(dp)
     }
@@ -319,7 +324,6 @@ impl Datapath {
             pool: self.pool.clone(),
             mac_max_age_tsc: self.settings.mac_max_age_secs.saturating_mul(self.eal.tsc_hz()),
             c2tb_bucket_us: self.settings.c2tb_bucket_us,
-            compare_slice_us: self.settings.compare_slice_us,
             tsc_hz: self.eal.tsc_hz(),
             paced,
             fallback: self.fallback.clone(),
@@ -446,7 +450,7 @@ impl Datapath {
     /// Gives each port its new plan and makes its paced link match (a new link when its rate
     /// or role changed). Returns the previous plans and links, for [`Self::restore_plans`].
     fn apply_plans(&mut self, plans: BTreeMap<String, PortPlan>) -> Vec<(String, PortPlan, Option<Arc<PacedLink>>)> {
-        let now_ns = crate::pmd::tsc_to_ns(slaswitch_dpdk::rdtsc(), self.eal.tsc_hz());
+        let now_ns = crate::pmd_config::tsc_to_ns(slaswitch_dpdk::rdtsc(), self.eal.tsc_hz());
         let mut before = Vec::new();
         for (name, plan) in plans {
             let Some(entry) = self.ports.get_mut(&name) else { continue };
@@ -790,7 +794,7 @@ impl Datapath {
                 core: p.core,
                 totals: p.counters.read(),
                 drift_factor: p.counters.drift_factor(),
-                compare: p.counters.compare(),
+                probe: p.probe.as_ref().map(|c| c.read()),
                 ports: self.ports.values().filter(|e| e.pmd == i).map(|e| e.spec.name.clone()).collect(),
             })
             .collect()

@@ -3,15 +3,18 @@
 
 pub mod allocation;
 pub mod bandwidth;
-pub mod compare;
 pub mod counters;
 pub mod cpu_qos;
 pub mod datapath;
+mod drift;
 pub mod paced_tx;
 pub mod pmd;
-mod pmd_qos;
+pub mod pmd_config;
 pub mod policing;
+mod poll_order;
 pub mod port;
+pub mod probe;
+mod stages;
 
 pub use datapath::{Datapath, DatapathSettings, FlowStats, PmdStats, PortStats};
 pub use port::{PortSpec, PortType};

@@ -1,4 +1,4 @@
-//! Cost per decision (issue 3 goals: C2TB+HBS under 20 ns per batch decision, every egress
+//! Cost per decision (goals: C2TB+HBS under 20 ns per batch decision, every egress
 //! scheduler under 30 ns per packet at 256 queues, neither growing with the count).
 //!
 //! Run: `cargo bench -p slaswitch-qos --bench decisions`. Time is faked (advanced per decision
@@ -48,7 +48,7 @@ fn c2tb_hbs(c: &mut Criterion) {
 /// in the PMD's order. 28 MIN-MAX ports sharing the whole core, the overhead benchmark's worst
 /// case: every bucket hovers at zero. (A variant that prefetched the scheduler's lines during
 /// the batch's egress ran 27% faster here, but in the PMD it saved nothing on two hosts and
-/// cost 35-55 cycles per decision to plan and issue, so it was taken out: issue 5's notes.)
+/// cost 35-55 cycles per decision to plan and issue, so it was taken out: docs/results/c2qos-overhead.md.)
 fn c2tb_hbs_cold(c: &mut Criterion) {
     const PORTS: usize = 28;
     const EVICT_BYTES: usize = 4 << 20;

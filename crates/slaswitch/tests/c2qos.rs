@@ -43,13 +43,13 @@ fn a_cycle_allocation_bounds_a_ports_share_of_the_pmd() {
     if !can_run() {
         return;
     }
-    let sw = Switch::start("c2tb", &[]);
+    let sw = Switch::start("c2tb", &["--probe"]);
     // vm1 may use a tenth of the core; vm2 is unlimited.
     let hz = two_vms_one_held_to_a_tenth(&sw);
     // No VM attached yet: every decision ends in an empty poll, and is counted as one.
     std::thread::sleep(Duration::from_millis(300));
     let idle = sw.json(&["pmd-stats"]);
-    let field = |k: &str| idle["pmds"][0][k].as_f64().unwrap();
+    let field = |k: &str| idle["pmds"][0]["probe"][k].as_f64().unwrap();
     assert!(field("qos_decisions") > 0.0, "{idle}");
     assert!(field("qos_empty_decisions") >= 0.99 * field("qos_decisions"), "{idle}");
     let gen = Tenant::start(
@@ -135,7 +135,7 @@ fn a_port_without_settings_keeps_its_polls_beside_min_max_ports() {
         return;
     }
     // Buckets of 2 ms of the core instead of the default 100 us (`--c2tb-bucket-us`).
-    let sw = Switch::start("c2rr", &["--c2tb-bucket-us", "2000"]);
+    let sw = Switch::start("c2rr", &["--c2tb-bucket-us", "2000", "--probe"]);
     sw.ok(&["add-port", "up", "null"]);
     for p in ["vm1", "vm2"] {
         sw.ok(&["add-port", p, "vhost-user"]);
@@ -174,14 +174,14 @@ fn a_port_without_settings_keeps_its_polls_beside_min_max_ports() {
     // The PMD measures what C2QoS's own code costs it: some, and far less than the batches.
     let pmd = &b["pmds"][0];
     let (decisions, qos, busy) = (
-        pmd["qos_decisions"].as_f64().unwrap(),
-        pmd["qos_cycles"].as_f64().unwrap(),
+        pmd["probe"]["qos_decisions"].as_f64().unwrap(),
+        pmd["probe"]["qos_cycles"].as_f64().unwrap(),
         pmd["busy_cycles"].as_f64().unwrap(),
     );
     assert!(decisions > 0.0 && qos > 0.0, "{pmd}");
     assert!(qos < 0.5 * busy, "C2QoS code {qos} of {busy} busy cycles");
     // Timing one decision in 64 costs the fences' waits, counted apart and smaller still.
-    let sampling = pmd["qos_sampling_cycles"].as_f64().unwrap();
+    let sampling = pmd["probe"]["qos_sampling_cycles"].as_f64().unwrap();
     assert!(sampling > 0.0 && sampling < qos, "sampling's fences {sampling} against C2QoS's code {qos}: {pmd}");
     let q = sw.json(&["qos-show", "vm2"]);
     let vm2 = q["ports"].as_array().unwrap().iter().find(|p| p["name"] == "vm2").unwrap().clone();
@@ -272,7 +272,7 @@ fn the_live_comparison_alternates_c2qos_with_round_robin_and_counts_each_side() 
     std::thread::sleep(Duration::from_secs(2));
     let b = sw.json(&["pmd-stats"]);
     let side = |s: &Value, name: &str, k: &str| {
-        s["pmds"][0]["compare"][name][k].as_f64().unwrap_or_else(|| panic!("no compare.{name}.{k}: {s}"))
+        s["pmds"][0]["probe"]["compare"][name][k].as_f64().unwrap_or_else(|| panic!("no compare.{name}.{k}: {s}"))
     };
     for name in ["round_robin", "c2qos"] {
         // 5 s of 4 ms slices, alternating: about 600 of each side since the start.

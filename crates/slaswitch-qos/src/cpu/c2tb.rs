@@ -7,7 +7,7 @@
 //! much a batch will cost is not known before it runs.
 //!
 //! Tokens that overflow a full bucket are redistributed by weight to the MIN-MAX ports
-//! (Algorithm 1). Two refill modes give the same long-run shares (tested in `tests/c2tb.rs`):
+//! (Algorithm 1). Two refill modes give the same long-run shares (tested in `tests/c2tb_hbs.rs`):
 //! * [`RefillMode::Periodic`]: Algorithm 1 over every port once per interval (the paper's manager
 //!   thread, woken every 50 us). O(ports) per interval.
 //! * [`RefillMode::Lazy`]: a port is refilled from the TSC delta when it is considered, so no
@@ -145,14 +145,14 @@ fn earned_tokens(ticks: u64, tokens_per_tick: u64) -> i64 {
 
 /// One port's bucket. Its owner decides where it lives: [`CycleBuckets`] keeps them in a vector,
 /// the HBS scheduler in each port's own record, so that a decision touches one place per port
-/// (issue 5: in the data plane every batch evicts the scheduler from the core's caches, and
+/// (in the data plane every batch evicts the scheduler from the core's caches, and
 /// each separate array cost a miss). An `Unlimited` bucket is no bucket: never charged, always
 /// eligible.
 ///
 /// Fixed point, not floating point: refilling, charging and working out a wait are one long
 /// dependency chain on every decision, and integer adds, shifts and one 64x64-bit multiply
 /// are several times shorter than the float conversions, multiplies and compares they
-/// replace (issue 5's overhead budget; `perf annotate` of the decision bench put half of
+/// replace (the overhead budget; `perf annotate` of the decision bench put half of
 /// `requeue`'s samples on that chain).
 #[derive(Clone, Debug)]
 pub struct Bucket {
@@ -400,8 +400,7 @@ impl CyclePool {
     /// every time would have capped it at every step: a port may so spend up to an eighth of
     /// its depth more in a burst, never more over time than its rate. Overflow reaches the
     /// MIN-MAX ports (Algorithm 1) up to that window later, in one piece; the paper's manager
-    /// thread hands it out every 50 us. Most decisions of a busy PMD take this path (issue 5's
-    /// overhead benchmark).
+    /// thread hands it out every 50 us. Most decisions of a busy PMD take this path.
     #[inline]
     pub fn refill_after_batch(&mut self, b: &mut Bucket, now_tsc: u64) {
         if b.tokens > 0 && now_tsc.wrapping_sub(b.last_refill_tsc) < u64::from(b.refill_skip_ticks) {

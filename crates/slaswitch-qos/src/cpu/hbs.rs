@@ -23,7 +23,7 @@
 //!   waiting queue at once and back to the tail when its tokens turn positive. When every
 //!   port hovers around zero tokens, as when the allocations add up to the core, that meant
 //!   one park and one promotion on every decision, and each touched other ports' records,
-//!   which every batch evicts from the caches (issue 5's overhead benchmark). Going round once
+//!   which every batch evicts from the caches (the overhead benchmark, docs/results/c2qos-overhead.md). Going round once
 //!   more costs a ring's pop and push where parking costs a wheel insert, an expiry and a
 //!   requeue: ports whose batches cost more than the average reach the head a little short
 //!   every other turn (0.13-0.28 parks per decision in the benchmark, 0.003-0.016 since).
@@ -35,7 +35,7 @@
 //! * Layout: all a port's state (its HBS state, its C2TB bucket, its wheel link) sits in one
 //!   record of two cache lines; the ready queues are rings of indices in the scheduler
 //!   ([`super::ready`]). In the data plane every batch evicts the scheduler from the core's
-//!   caches, so each separate place a decision touches is a miss (issue 5's overhead
+//!   caches, so each separate place a decision touches is a miss (the overhead
 //!   measurement). Handing a port out only stores to its record, which does not wait for the
 //!   line; reporting its batch reads the record once.
 //! * A port whose poll found nothing *rests*: it goes back to its ready queue once another port
@@ -58,7 +58,7 @@
 //!   holds, and is charged once for the turn; lower classes keep a decision per batch.
 //!   The paper decides once per batch; a decision costs 40-45 cycles, 1.3% of a batch of
 //!   cheap frames, and sharing it among the batches of a turn takes that off where it
-//!   weighs most (issue 5's overhead benchmark).
+//!   weighs most (the overhead benchmark, docs/results/c2qos-overhead.md).
 //!
 //! With no settings on any port (all unlimited, all class 8) the ready queue is a single FIFO in
 //! which every served port goes to the back: the fixed-order round robin OVS's PMD loop does.
@@ -104,8 +104,8 @@ impl Default for HbsConfig {
 
 /// About one batch of cloud-like packets (64-byte frames through a security-group table cost
 /// 200-300 cycles each, 32 of them 2.5-3.7 us at 2.6 GHz): such batches keep one decision
-/// each, and cheap ones (one flow, 100 cycles a packet) share a decision by three (issue 5's
-/// overhead benchmark: a decision is 40-45 cycles, 1.3% of a 32-packet batch of cheap frames).
+/// each, and cheap ones (one flow, 100 cycles a packet) share a decision by three
+/// (`docs/deviations.md`, turns).
 pub const DEFAULT_TURN_NS: u32 = 3_000;
 
 /// Where a port is now.
@@ -523,7 +523,7 @@ impl PortScheduler {
     /// C2TB's bound holds (a turn runs only on tokens the port has, and
     /// may leave it owing one batch, as one batch may). Seed 000 Sec. IV-B decides once per
     /// batch; sharing the decision among the few cheap batches of one turn takes its cost
-    /// off the cheapest packets, where it weighs most (issue 5's overhead benchmark).
+    /// off the cheapest packets, where it weighs most (the overhead benchmark, docs/results/c2qos-overhead.md).
     #[inline]
     pub fn end_batch(&mut self, port: PortIndex, cycles: u64, packets: u32, now_tsc: u64, may_continue: bool) -> bool {
         let turn_cycles = self.turn_cycles + cycles;

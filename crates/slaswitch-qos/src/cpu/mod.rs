@@ -7,6 +7,7 @@ pub mod fallback;
 pub mod hbs;
 pub mod model;
 mod ready;
+pub mod water_fill;
 
 /// A port's index inside one PMD's scheduler: small and dense, chosen by the data plane.
 pub type PortIndex = usize;

@@ -98,7 +98,7 @@ pub struct ModelEntry {
 /// Why: a stage does per-packet work and per-byte work (the copies), so a larger frame never
 /// costs it fewer cycles. A row that came out cheaper was measured in a mode of the host where
 /// the frames stayed in the caches: on the AMD EPYC host two daemon instances measured the
-/// same 1500-byte one-flow point at 187 and 543 cycles (issue 5 notes, 2026-11-24), and one
+/// same 1500-byte one-flow point at 187 and 543 cycles (docs/results/c2qos-overhead.md), and one
 /// calibration stored 186 where 1024-byte frames cost 401. A row priced from the cheap mode
 /// under-allocates whenever the traffic meets the dear one, by more than drift compensation
 /// may make up (Fig. 11a: the 1500-byte VM 20% short). The VM-count factor is a running

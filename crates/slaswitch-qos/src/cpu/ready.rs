@@ -3,7 +3,7 @@
 //!
 //! The FIFOs are rings side by side in one buffer owned by the scheduler, not lists through the
 //! ports' records: taking the head then touches the ring's line and not the port's record, which
-//! every batch has evicted from the caches by the time the PMD decides again (issue 5's overhead
+//! every batch has evicted from the caches by the time the PMD decides again (the overhead
 //! measurement). An entry holds the port and the TSC before which it may not run (0: at once;
 //! see the deferred parking in [`super::hbs`]) and whether it already went round once early,
 //! so deciding whether the head may run reads the line the head came from and no other. Each

@@ -305,15 +305,28 @@ fn render(verb: &str, r: &Value) -> String {
                 out += &format!("pmd thread core {}:\n  busy {:.1}% (last interval {}%), busy cycles {} = per-port stage cycles {}\n",
                     f(&pmd["core"]), if busy + idle > 0.0 { busy * 100.0 / (busy + idle) } else { 0.0 },
                     pmd["busy_pct_interval"].as_f64().map_or("-".into(), |x| format!("{x:.1}")), f(&pmd["busy_cycles"]), f(&pmd["stage_cycles_sum"]));
+                let probe = &pmd["probe"];
                 let (decisions, qos) =
-                    (pmd["qos_decisions"].as_f64().unwrap_or(0.0), pmd["qos_cycles"].as_f64().unwrap_or(0.0));
+                    (probe["qos_decisions"].as_f64().unwrap_or(0.0), probe["qos_cycles"].as_f64().unwrap_or(0.0));
                 if decisions > 0.0 {
                     // Of all the thread's cycles: decisions before empty polls are idle time,
                     // so a share of busy cycles would overstate a lightly loaded PMD's cost.
-                    out += &format!("  C2QoS: {} decisions ({} before empty polls), {:.0} cycles each, {:.3}% of the PMD's cycles (decisions before empty polls, time the PMD would idle, included); {} batches left a port owing tokens, {} parked it
-", f(&pmd["qos_decisions"]), f(&pmd["qos_empty_decisions"]), qos / decisions, if busy + idle > 0.0 { qos * 100.0 / (busy + idle) } else { 0.0 }, f(&pmd["qos_owed"]), f(&pmd["qos_parked"]));
+                    let share = if busy + idle > 0.0 { qos * 100.0 / (busy + idle) } else { 0.0 };
+                    out += &format!(
+                        "  C2QoS (probe): {} decisions ({} before empty polls), {:.0} cycles each, {share:.3}% of the PMD's cycles\n",
+                        f(&probe["qos_decisions"]),
+                        f(&probe["qos_empty_decisions"]),
+                        qos / decisions
+                    );
                 }
-                if let Some(c) = pmd["compare"].as_object() {
+                if pmd["qos_owed"].as_f64().unwrap_or(0.0) + pmd["qos_parked"].as_f64().unwrap_or(0.0) > 0.0 {
+                    out += &format!(
+                        "  C2QoS: {} batches left a port owing tokens, {} parked it\n",
+                        f(&pmd["qos_owed"]),
+                        f(&pmd["qos_parked"])
+                    );
+                }
+                if let Some(c) = probe["compare"].as_object() {
                     out += &render_compare(c, r["tsc_hz"].as_f64().unwrap_or(0.0));
                 }
                 out += &format!(

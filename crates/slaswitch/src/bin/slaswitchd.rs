@@ -1,127 +1,123 @@
 //! slaswitchd: the switch daemon. Runs in the foreground until SIGINT or SIGTERM.
-//!
-//! slaswitchd [--pmd-cores 0[,1...]] [--main-core N] [--run-dir DIR] [--db FILE] [--model FILE]
-//!            [--file-prefix NAME] [--metrics ADDR | --no-metrics] [--mbufs N] [--mac-age SECS]
-//!            [--c2tb-bucket-us US] [--compare-slice-us US] [--no-huge] [--pci]
 
 use std::path::PathBuf;
 
-use slaswitch::args::Args;
-use slaswitch::control::{DEFAULT_RUN_DIR, SOCKET_NAME};
+use clap::Parser;
+
+use slaswitch::control::{DEFAULT_MODEL_PATH, DEFAULT_RUN_DIR, SOCKET_NAME};
 use slaswitch::daemon::{config::ConfigStore, install_signal_handlers, serve, Daemon};
+use slaswitch_datapath::probe::ProbeSettings;
 use slaswitch_datapath::{Datapath, DatapathSettings};
 use slaswitch_qos::cpu::C2tbConfig;
-
-const USAGE_HEAD: &str = "usage: slaswitchd [--pmd-cores LIST] [--main-core N] [--run-dir DIR] [--db FILE] [--model FILE] [--file-prefix NAME]
-                  [--metrics ADDR | --no-metrics] [--mbufs N] [--mac-age SECS] [--c2tb-bucket-us US]
-                  [--compare-slice-us US] [--no-huge] [--pci]
-  --pmd-cores   cores of the PMD threads, comma-separated (default 0)
-  --main-core   core of the control thread (default: the last core not used by a PMD)
-  --run-dir     control socket and default vhost-user sockets (default /var/run/slaswitch)
-  --db          persisted configuration (default /var/lib/slaswitch/conf.json)
-  --model       bandwidth-CPU model written by `slaswitch calibrate` (default /var/lib/slaswitch/bandwidth-model.json)
-  --file-prefix DPDK EAL file prefix, so instances and OVS can run side by side (default slaswitch)
-  --metrics     Prometheus endpoint (default 127.0.0.1:9477)
-  --c2tb-bucket-us
-                depth of every C2TB cycle bucket, in microseconds of a whole core: what a port
-                may save up while it has nothing to send
-  --compare-slice-us
-                measure what C2QoS costs, live: a PMD whose ports have C2QoS settings runs its
-                scheduler and plain round robin in turn, this long each, and counts each side's
-                packets and cycles apart in the last quarter of each slice (pmd-stats
-                `compare`; 1000 to 10000000; default off).
-                Meanwhile the ports get their C2QoS guarantees only half of the time";
-
-/// The usage text, with the bucket depth's default and range from where they are defined.
-fn usage() -> String {
-    let (lo, hi) = C2tbConfig::BUCKET_DEPTH_US.into_inner();
-    format!("{USAGE_HEAD} (default {}; {lo} to {hi})", C2tbConfig::DEFAULT_BUCKET_DEPTH_US)
-}
 
 /// Of a slice shorter than a millisecond, a quarter of a millisecond would be counted (the
 /// rest is the switch settling); longer than 10 s, the two sides would no longer see the
 /// same phase of the host.
 const COMPARE_SLICE_US: std::ops::RangeInclusive<u64> = 1_000..=10_000_000;
 
-fn check_compare_slice_us(us: u64) -> Result<u64, String> {
-    if us == 0 || COMPARE_SLICE_US.contains(&us) {
-        Ok(us)
-    } else {
-        Err(format!(
-            "--compare-slice-us {us} is out of range: {} to {} microseconds, or 0 for off",
-            COMPARE_SLICE_US.start(),
-            COMPARE_SLICE_US.end()
-        ))
-    }
+/// The slaswitch daemon: DPDK PMD threads and the control socket.
+#[derive(Parser, Debug)]
+#[command(name = "slaswitchd", version)]
+struct Cli {
+    /// Cores of the PMD threads, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "0")]
+    pmd_cores: Vec<usize>,
+    /// Core of the control thread (default: the last core not used by a PMD).
+    #[arg(long)]
+    main_core: Option<usize>,
+    /// Control socket and default vhost-user sockets.
+    #[arg(long, default_value = DEFAULT_RUN_DIR)]
+    run_dir: PathBuf,
+    /// Persisted configuration.
+    #[arg(long, default_value = "/var/lib/slaswitch/conf.json")]
+    db: PathBuf,
+    /// Bandwidth-CPU model written by `slaswitch calibrate`.
+    #[arg(long, default_value = DEFAULT_MODEL_PATH)]
+    model: PathBuf,
+    /// DPDK EAL file prefix, so instances and OVS can run side by side.
+    #[arg(long, default_value = "slaswitch")]
+    file_prefix: String,
+    /// Prometheus endpoint.
+    #[arg(long, default_value = "127.0.0.1:9477")]
+    metrics: String,
+    /// Serve no metrics.
+    #[arg(long, conflicts_with = "metrics")]
+    no_metrics: bool,
+    /// Mbufs in the packet pool.
+    #[arg(long, default_value_t = 65535)]
+    mbufs: u32,
+    /// Seconds before a learned MAC address is forgotten.
+    #[arg(long = "mac-age", default_value_t = 300)]
+    mac_age_secs: u64,
+    /// Depth of every C2TB cycle bucket, in microseconds of a whole core: what a port may save
+    /// up while it has nothing to send.
+    #[arg(long = "c2tb-bucket-us", default_value_t = C2tbConfig::DEFAULT_BUCKET_DEPTH_US,
+          value_parser = parse_bucket_depth_us)]
+    c2tb_bucket_us: u64,
+    /// Measure C2QoS's own work on every PMD (pmd-stats `probe`, metrics `slaswitch_pmd_qos_*`).
+    #[arg(long)]
+    probe: bool,
+    /// With the probe, also compare C2QoS with plain round robin live: a PMD whose ports have
+    /// C2QoS settings runs its scheduler and round robin in turn, this long each (1000 to
+    /// 10000000), counting each side apart. Meanwhile the ports get their C2QoS guarantees only
+    /// half of the time.
+    #[arg(long = "compare-slice-us", value_parser = clap::value_parser!(u64).range(1_000..=10_000_000))]
+    compare_slice_us: Option<u64>,
+    /// Run EAL without hugepages (slower; vhost-user VMs still need hugepages on their side).
+    #[arg(long)]
+    no_huge: bool,
+    /// Let EAL scan the PCI bus (for `dpdk` ports).
+    #[arg(long)]
+    pci: bool,
+}
+
+fn parse_bucket_depth_us(s: &str) -> Result<u64, String> {
+    let us: u64 = s.parse().map_err(|_| format!("'{s}' is not a whole number of microseconds"))?;
+    C2tbConfig::check_bucket_depth_us(us)
 }
 
 fn main() {
-    if let Err(e) = run() {
-        eprintln!("slaswitchd: {e}");
+    tracing_subscriber::fmt().with_writer(std::io::stderr).with_target(false).init();
+    // A bad option exits with 1, as every other refusal does (clap's own is 2).
+    let cli = Cli::try_parse().unwrap_or_else(|e| {
+        if !e.use_stderr() {
+            e.exit(); // --help, --version
+        }
+        let _ = e.print();
+        std::process::exit(1)
+    });
+    if let Err(e) = run(cli) {
+        tracing::error!("{e}");
         std::process::exit(1);
     }
 }
 
-fn run() -> Result<(), String> {
-    let a = Args::parse(
-        std::env::args().skip(1),
-        &[
-            "pmd-cores",
-            "main-core",
-            "run-dir",
-            "db",
-            "model",
-            "file-prefix",
-            "metrics",
-            "mbufs",
-            "mac-age",
-            "c2tb-bucket-us",
-            "compare-slice-us",
-        ],
-        &["no-huge", "pci", "no-metrics", "help"],
-    )
-    .map_err(|e| format!("{e}\n{}", usage()))?;
-    if a.flag("help") {
-        println!("{}", usage());
-        return Ok(());
-    }
-    if let Some(extra) = a.positional.first() {
-        return Err(format!("unexpected argument '{extra}'\n{}", usage()));
-    }
-    let pmd_cores: Vec<usize> = a
-        .get("pmd-cores")
-        .unwrap_or("0")
-        .split(',')
-        .map(|c| c.trim().parse().map_err(|_| format!("--pmd-cores: '{c}' is not a core number")))
-        .collect::<Result<_, _>>()?;
+fn run(cli: Cli) -> Result<(), String> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let default_main = (0..cores).rev().find(|c| !pmd_cores.contains(c)).unwrap_or(0);
-    let run_dir = PathBuf::from(a.get("run-dir").unwrap_or(DEFAULT_RUN_DIR));
+    let default_main = (0..cores).rev().find(|c| !cli.pmd_cores.contains(c)).unwrap_or(0);
+    debug_assert!(cli.compare_slice_us.is_none_or(|us| COMPARE_SLICE_US.contains(&us)));
+    let probe = (cli.probe || cli.compare_slice_us.is_some())
+        .then(|| ProbeSettings { compare_slice_us: cli.compare_slice_us.unwrap_or(0) });
     let settings = DatapathSettings {
-        pmd_cores,
-        main_core: a.parsed("main-core", default_main)?,
-        file_prefix: a.get("file-prefix").unwrap_or("slaswitch").to_string(),
-        run_dir: run_dir.clone(),
-        mbufs: a.parsed("mbufs", 65535)?,
-        hugepages: !a.flag("no-huge"),
-        pci: a.flag("pci"),
-        mac_max_age_secs: a.parsed("mac-age", 300)?,
-        c2tb_bucket_us: C2tbConfig::check_bucket_depth_us(
-            a.parsed("c2tb-bucket-us", C2tbConfig::DEFAULT_BUCKET_DEPTH_US)?,
-        )
-        .map_err(|e| format!("--c2tb-bucket-us {e}"))?,
-        compare_slice_us: check_compare_slice_us(a.parsed("compare-slice-us", 0)?)?,
+        pmd_cores: cli.pmd_cores,
+        main_core: cli.main_core.unwrap_or(default_main),
+        file_prefix: cli.file_prefix,
+        run_dir: cli.run_dir.clone(),
+        mbufs: cli.mbufs,
+        hugepages: !cli.no_huge,
+        pci: cli.pci,
+        mac_max_age_secs: cli.mac_age_secs,
+        c2tb_bucket_us: cli.c2tb_bucket_us,
+        probe,
     };
-    let store = ConfigStore::new(PathBuf::from(a.get("db").unwrap_or("/var/lib/slaswitch/conf.json")));
-    let metrics =
-        if a.flag("no-metrics") { None } else { Some(a.get("metrics").unwrap_or("127.0.0.1:9477").to_string()) };
+    let store = ConfigStore::new(cli.db);
+    let metrics = (!cli.no_metrics).then_some(cli.metrics);
     install_signal_handlers();
     let dp = Datapath::start(settings.clone())?;
-    let model = PathBuf::from(a.get("model").unwrap_or(slaswitch::control::DEFAULT_MODEL_PATH));
-    let daemon = Daemon::start(dp, store, model)?;
-    let socket = run_dir.join(SOCKET_NAME);
-    eprintln!(
-        "slaswitchd: ready; PMD cores {:?}, control core {}, control socket {}{}",
+    let daemon = Daemon::start(dp, store, cli.model)?;
+    let socket = cli.run_dir.join(SOCKET_NAME);
+    tracing::info!(
+        "ready; PMD cores {:?}, control core {}, control socket {}{}",
         settings.pmd_cores,
         settings.main_core,
         socket.display(),

@@ -4,8 +4,12 @@
 use std::fmt::Write as _;
 
 use slaswitch_classifier::parse::ParseError;
-use slaswitch_datapath::compare::CompareSide;
+use slaswitch_datapath::probe::compare::CompareSide;
+use slaswitch_datapath::probe::ProbeTotals;
 use slaswitch_datapath::{FlowStats, PmdStats, PortStats};
+
+/// A metric family of the overhead probe: name, help, and the field it reads.
+type ProbeFamily = (&'static str, &'static str, fn(&ProbeTotals) -> u64);
 
 fn escape(s: &str) -> String {
     s.replace('\\', "\\\\").replace('"', "\\\"")
@@ -126,21 +130,35 @@ pub fn render(ports: &[PortStats], pmds: &[PmdStats], flows: &[FlowStats], tsc_h
         pmd_cycles.push((format!("core=\"{}\",state=\"stalled\"", p.core), p.totals.stalled_cycles));
     }
     family("slaswitch_pmd_cycles_total", "counter", "TSC cycles of each PMD thread: busy, idle, or stalled (a stage interrupted by the host for over 100 us, charged to no port).", pmd_cycles);
-    family(
-        "slaswitch_pmd_qos_decisions_total",
-        "counter",
-        "C2QoS scheduler decisions of each PMD thread.",
-        pmds.iter().map(|p| (format!("core=\"{}\"", p.core), p.totals.qos_decisions)).collect(),
-    );
-    family("slaswitch_pmd_qos_cycles_total", "counter", "Cycles C2QoS's own code took on each PMD thread (decisions sampled one in 64; part of busy, or of idle for decisions before empty polls).", pmds.iter().map(|p| (format!("core=\"{}\"", p.core), p.totals.qos_cycles)).collect());
-    family(
-        "slaswitch_pmd_qos_empty_decisions_total",
-        "counter",
-        "C2QoS decisions whose poll came back empty, on each PMD thread.",
-        pmds.iter().map(|p| (format!("core=\"{}\"", p.core), p.totals.qos_empty_decisions)).collect(),
-    );
-    family("slaswitch_pmd_qos_empty_cycles_total", "counter", "Of slaswitch_pmd_qos_cycles_total, the picking and charging cycles of decisions whose poll came back empty (sampled one in 64; part of idle).", pmds.iter().map(|p| (format!("core=\"{}\"", p.core), p.totals.qos_empty_cycles)).collect());
-    family("slaswitch_pmd_qos_sampling_cycles_total", "counter", "Cycles the fences of the timed (sampled) C2QoS decisions waited for earlier stores to drain, on each PMD thread: what measuring slaswitch_pmd_qos_cycles_total costs beyond it.", pmds.iter().map(|p| (format!("core=\"{}\"", p.core), p.totals.qos_sampling_cycles)).collect());
+    // What the overhead probe (slaswitchd --probe) measures, when it runs.
+    let probe_fields: [ProbeFamily; 5] = [
+        ("slaswitch_pmd_qos_decisions_total", "C2QoS scheduler decisions of each PMD thread.", |t| t.qos_decisions),
+        (
+            "slaswitch_pmd_qos_cycles_total",
+            "Cycles C2QoS's own code took on each PMD thread (decisions sampled one in 64).",
+            |t| t.qos_cycles,
+        ),
+        ("slaswitch_pmd_qos_empty_decisions_total", "C2QoS decisions whose poll came back empty.", |t| {
+            t.qos_empty_decisions
+        }),
+        (
+            "slaswitch_pmd_qos_empty_cycles_total",
+            "Of slaswitch_pmd_qos_cycles_total, the decisions whose poll came back empty.",
+            |t| t.qos_empty_cycles,
+        ),
+        (
+            "slaswitch_pmd_qos_sampling_cycles_total",
+            "Cycles the timed decisions' fences waited for earlier stores: the timing's own cost.",
+            |t| t.qos_sampling_cycles,
+        ),
+    ];
+    for (name, help, field) in probe_fields {
+        let samples: Vec<(String, u64)> =
+            pmds.iter().filter_map(|p| Some((format!("core=\"{}\"", p.core), field(&p.probe?.totals)))).collect();
+        if !samples.is_empty() {
+            family(name, "counter", help, samples);
+        }
+    }
     family(
         "slaswitch_pmd_qos_owed_total",
         "counter",
@@ -157,7 +175,7 @@ pub fn render(ports: &[PortStats], pmds: &[PmdStats], flows: &[FlowStats], tsc_h
     let compare_family = |name: &str, help: &str, field: fn(&CompareSide) -> u64| {
         let mut samples = Vec::new();
         for p in pmds {
-            if let Some(c) = &p.compare {
+            if let Some(c) = p.probe.and_then(|r| r.compare) {
                 samples.push((format!("core=\"{}\",side=\"round_robin\"", p.core), field(&c.round_robin)));
                 samples.push((format!("core=\"{}\",side=\"c2qos\"", p.core), field(&c.c2qos)));
             }

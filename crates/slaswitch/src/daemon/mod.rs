@@ -66,18 +66,18 @@ impl Daemon {
             Ok(Some(model)) => dp.set_model(Some(model))?,
             Ok(None) => {}
             // A broken model must not keep the switch down: ports with purchases say why.
-            Err(e) => eprintln!("slaswitchd: {e}"),
+            Err(e) => tracing::warn!("{e}"),
         }
         let mut d = Daemon { dp, store, unrestored_ports: Vec::new(), previous: None, latest: None, model_path };
         for spec in saved.ports {
             if let Err(e) = d.dp.add_port(spec.clone()) {
-                eprintln!("slaswitchd: port {} not restored: {e}", spec.name);
+                tracing::warn!("port {} not restored: {e}", spec.name);
                 d.unrestored_ports.push((spec, e));
             }
         }
         for flow in saved.flows {
             if let Err(e) = d.dp.add_flows(std::slice::from_ref(&flow)) {
-                eprintln!("slaswitchd: flow not restored: {e}");
+                tracing::warn!("flow not restored: {e}");
             }
         }
         Ok(d)
@@ -219,18 +219,11 @@ impl Daemon {
                             "busy_cycles": pmd.totals.busy_cycles,
                             "idle_cycles": pmd.totals.idle_cycles,
                             "stalled_cycles": pmd.totals.stalled_cycles,
-                            "qos_decisions": pmd.totals.qos_decisions,
-                            "qos_cycles": pmd.totals.qos_cycles,
-                            "qos_pick_cycles": pmd.totals.qos_pick_cycles,
-                            "qos_charge_cycles": pmd.totals.qos_charge_cycles,
-                            "qos_empty_decisions": pmd.totals.qos_empty_decisions,
-                            "qos_empty_cycles": pmd.totals.qos_empty_cycles,
-                            "qos_sampling_cycles": pmd.totals.qos_sampling_cycles,
                             "qos_owed": pmd.totals.qos_owed,
                             "qos_parked": pmd.totals.qos_parked,
                             "busy_pct_interval": rate.map(|r| r.busy_pct),
                             "drift_factor": pmd.drift_factor,
-                            "compare": pmd.compare,
+                            "probe": pmd.probe,
                             "stage_cycles_sum": stage_sum,
                             "ports": ports.iter().map(|p| json!({
                                 "name": p.name,
@@ -447,7 +440,7 @@ pub fn serve(daemon: Daemon, socket: PathBuf, metrics_addr: Option<String>) -> R
     let _ = std::fs::remove_file(&socket);
     match Arc::try_unwrap(daemon) {
         Ok(m) => m.into_inner().expect("daemon lock").shutdown(),
-        Err(_) => eprintln!("slaswitchd: control state still in use at exit"),
+        Err(_) => tracing::warn!("control state still in use at exit"),
     }
     Ok(())
 }

@@ -189,7 +189,7 @@ impl GenVm {
     /// A full-speed VM whose ring refused frames offers them again, restamped, before it builds
     /// new ones, as a VM's driver holds what its device had no room for. Building a burst and
     /// freeing most of it whenever the ring was full was, with freeing the frames the switch
-    /// had taken, most of the emulated VMs' core (perf, issue 5's notes): in the host's slow
+    /// had taken, most of the emulated VMs' core (perf, docs/results/c2qos-overhead.md): in the host's slow
     /// phases the 28 VMs on one core then could not keep the switch's PMD busy. Opt-in (the
     /// overhead benchmark's): the experiments' reports were made with refused frames freed.
     fn send_pending(&mut self, tsc: u64) -> usize {

@@ -1,28 +1,22 @@
-//! Live A/B of the PMD's two ways of choosing ports: C2QoS (HBS picks, C2TB charges) against
-//! plain round robin over the same ports, on the same traffic (issue 5's overhead measurement).
+//! The live A/B of the PMD's two poll orders: C2QoS (HBS picks, C2TB charges) against plain
+//! round robin over the same ports, on the same traffic.
 //!
-//! With `slaswitchd --compare-slice-us N`, a PMD that has a C2QoS scheduler alternates every
-//! N microseconds between running it and bypassing it (round robin exactly as a PMD without
-//! C2QoS settings runs, the scheduler left untouched), and counts each side's packets and
-//! cycles apart. Why in the PMD: this host moves a batch's cost by +-5% over a fraction of a
-//! second (issue 5's notes), and switching the ports' settings through the control socket
-//! takes about 30 ms and the PMD's counters move every 85 ms, so windows compared that way
-//! were 0.3 s apart and differed by more than the overhead being measured. Slices of tens of
-//! milliseconds side by side see the same phase of the host.
+//! With `slaswitchd --compare-slice-us N`, a PMD that has a C2QoS scheduler alternates every N
+//! microseconds between running it and bypassing it (round robin exactly as a PMD without C2QoS
+//! settings runs, the scheduler left untouched), and counts each side's packets and cycles
+//! apart. Why in the PMD: this host moves a batch's cost by several percent within a second, so
+//! windows compared through the control socket, tenths of a second apart, differ by more than
+//! the overhead being measured; slices of tens of milliseconds side by side see the same phase
+//! of the host.
 //!
 //! The scheduler runs on its own clock, the TSC less the time round robin has run: to it the
 //! round-robin slices do not exist, so its buckets and queues are where a scheduler that ran
-//! all along would have them. (On the TSC its buckets would fill to their depth in every
-//! round-robin slice, and C2QoS would be measured with no port ever owing tokens: in the
-//! overhead benchmark's fully allocated core, 0.15-0.6 batches per decision leave their port
-//! owing.) The first three quarters of every slice are not counted: after a switch the
-//! traffic takes 5-20 ms to settle into the new order ports are served in (the rings' fill,
-//! where the frames wait), and in the overhead benchmark C2QoS's first milliseconds ran
-//! 3-5% cheaper than its steady state, so with a quarter left out 20 ms slices favoured
-//! C2QoS by 3% and 5 ms slices by 5%; with three quarters left out, 20 ms and 80 ms slices
-//! agree (issue 5's notes). While round robin runs, neither the
-//! scheduler's state is published nor drift windows are closed: those are C2QoS's work, and
-//! round robin does not pay for them.
+//! all along would have them (on the TSC its buckets would fill to their depth in every
+//! round-robin slice, and no port would ever owe tokens). Only the last quarter of every slice
+//! is counted: after a switch the traffic takes milliseconds to settle into the new order
+//! (the rings' fill), and counting earlier favoured whichever side had just started. While
+//! round robin runs, neither the scheduler's state is published nor drift windows are closed:
+//! those are C2QoS's work, and round robin does not pay for them.
 
 use crate::counters::{PmdTotals, RxTotals};
 
@@ -80,12 +74,12 @@ struct Snapshot {
 }
 
 impl Snapshot {
-    fn take(tsc: u64, pmd: &PmdTotals, ports: &[RxTotals]) -> Snapshot {
+    fn take(tsc: u64, pmd: &PmdTotals, qos_cycles: u64, ports: &[RxTotals]) -> Snapshot {
         let mut s = Snapshot {
             tsc,
             busy_cycles: pmd.busy_cycles,
             stalled_cycles: pmd.stalled_cycles,
-            qos_cycles: pmd.qos_cycles,
+            qos_cycles,
             ..Snapshot::default()
         };
         for p in ports {
@@ -155,8 +149,8 @@ impl SchedulerCompare {
 
     /// Starts counting, or ends the slice and switches sides. `scheduled`: the PMD has a
     /// scheduler now; without one there is nothing to compare and nothing is counted.
-    pub(crate) fn step(&mut self, now_tsc: u64, scheduled: bool, pmd: &PmdTotals, ports: &[RxTotals]) {
-        let now = Snapshot::take(now_tsc, pmd, ports);
+    pub(crate) fn step(&mut self, now_tsc: u64, scheduled: bool, pmd: &PmdTotals, qos_cycles: u64, ports: &[RxTotals]) {
+        let now = Snapshot::take(now_tsc, pmd, qos_cycles, ports);
         if !self.counting {
             self.from = now;
             self.counting = true;
@@ -205,16 +199,16 @@ mod tests {
         let pmd = PmdTotals::default();
         assert!(!c.round_robin());
         assert!(!c.due(749) && c.due(750));
-        c.step(750, true, &pmd, &ports(96));
+        c.step(750, true, &pmd, 0, &ports(96));
         assert!(!c.due(999) && c.due(1000));
-        c.step(1000, true, &pmd, &ports(400));
+        c.step(1000, true, &pmd, 0, &ports(400));
         assert!(c.round_robin(), "the second slice bypasses the scheduler");
         assert_eq!(
             c.totals().c2qos,
             CompareSide { slices: 1, elapsed_cycles: 250, packets: 304, batches: 12 - 3, ..CompareSide::default() }
         );
-        c.step(1750, true, &pmd, &ports(500));
-        c.step(2000, true, &pmd, &ports(1000));
+        c.step(1750, true, &pmd, 0, &ports(500));
+        c.step(2000, true, &pmd, 0, &ports(1000));
         assert!(!c.round_robin());
         assert_eq!(c.totals().round_robin.packets, 500);
         assert_eq!(c.totals().round_robin.elapsed_cycles, 250);
@@ -225,11 +219,11 @@ mod tests {
     fn a_slice_without_a_scheduler_or_cut_by_a_reconfiguration_is_not_counted() {
         let mut c = SchedulerCompare::new(1000, 1_000_000, 0);
         let pmd = PmdTotals::default();
-        c.step(750, true, &pmd, &ports(0));
+        c.step(750, true, &pmd, 0, &ports(0));
         c.restart(900);
         assert!(!c.due(1649) && c.due(1650));
-        c.step(1650, true, &pmd, &ports(50));
-        c.step(1900, false, &pmd, &ports(90));
+        c.step(1650, true, &pmd, 0, &ports(50));
+        c.step(1900, false, &pmd, 0, &ports(90));
         assert_eq!(c.totals().c2qos, CompareSide::default());
         assert!(c.round_robin(), "sides still alternate");
     }
@@ -239,13 +233,13 @@ mod tests {
         let mut c = SchedulerCompare::new(1000, 1_000_000, 0);
         let pmd = PmdTotals::default();
         assert_eq!(c.scheduler_clock(700), 700);
-        c.step(750, true, &pmd, &ports(0));
-        c.step(1000, true, &pmd, &ports(0));
+        c.step(750, true, &pmd, 0, &ports(0));
+        c.step(1000, true, &pmd, 0, &ports(0));
         // Round robin from 1000 to 2000: the scheduler sees 1000 throughout.
         assert_eq!(c.scheduler_clock(1000), 1000);
         assert_eq!(c.scheduler_clock(1900), 1000);
-        c.step(1750, true, &pmd, &ports(0));
-        c.step(2000, true, &pmd, &ports(0));
+        c.step(1750, true, &pmd, 0, &ports(0));
+        c.step(2000, true, &pmd, 0, &ports(0));
         assert!(!c.round_robin());
         assert_eq!(c.scheduler_clock(2000), 1000);
         assert_eq!(c.scheduler_clock(2600), 1600);

@@ -1,0 +1,265 @@
+//! Drift compensation of model-derived allocations on one PMD thread (an extension of seed 000
+//! Sec. III; the maths is [`slaswitch_qos::cpu::drift`] and [`slaswitch_qos::cpu::water_fill`]):
+//! every window, what each port's batches really cost against what the model predicts for the
+//! traffic they carried, and the allocations scaled to match within what the core can give.
+//! Runs between passes, never in the hot loop.
+
+use std::collections::BTreeMap;
+
+use slaswitch_qos::cpu::drift::port_config;
+use slaswitch_qos::cpu::water_fill::{factor_caps, CompensatedPort};
+use slaswitch_qos::cpu::{BandwidthModel, CycleLimit, DriftCompensator, DriftConfig, PortScheduler, PortWindow};
+
+use crate::counters::{PmdCounters, RxTotals};
+use crate::pmd_config::{ModelCycles, PmdConfig, RxPort};
+
+/// What a drift window reads of the PMD thread.
+pub(crate) struct DriftInputs<'a> {
+    pub(crate) cfg: &'a PmdConfig,
+    /// Per rx port, its running totals.
+    pub(crate) totals: &'a [RxTotals],
+    /// The PMD's stalled cycles so far.
+    pub(crate) stalled_cycles: u64,
+    pub(crate) counters: &'a PmdCounters,
+}
+
+/// Drift-compensation windows per second.
+const DRIFT_WINDOWS_PER_SEC: u64 = 10;
+/// Drift-scaled allocations of a PMD stay within this share of its core (admission control
+/// allows up to the whole core at the calibrated speed), less the share the host is measured
+/// to take by stalling the PMD. The rest is the PMD's own: idle polls, publishing, draining
+/// paced ports.
+const DRIFT_MAX_CORE_SHARE: f64 = 0.95;
+/// Weight of a new window in the smoothed share of time the host stalled the PMD.
+const STALL_SHARE_SMOOTHING: f64 = 0.2;
+/// Allocations follow the drift factor only when it moved by more than this.
+const DRIFT_STEP: f64 = 0.005;
+/// A port's traffic is beyond its profile when, by the model, it costs this much more per byte
+/// than the profile it bought (Fig. 10's floods: 64-byte frames on a 1024-byte purchase cost
+/// about 10x per byte).
+const BEYOND_PROFILE_COST_RATIO: f64 = 1.25;
+/// Packets a window needs before it says whether a port's traffic is beyond its profile.
+const BEYOND_PROFILE_MIN_PACKETS: u64 = 200;
+
+/// One model-derived port's compensation.
+struct PortDrift {
+    compensator: DriftCompensator,
+    /// The factor last applied to its allocation.
+    applied: f64,
+    /// Its traffic costs more per byte than its profile: when the core cannot give every port
+    /// its compensation, such a port's goes first.
+    beyond_profile: bool,
+}
+
+/// Drift compensation's state in one PMD ([`slaswitch_qos::cpu::drift`]).
+pub(crate) struct Drift {
+    pmd: DriftCompensator,
+    /// Per port number, for ports whose allocation comes from the model.
+    ports: BTreeMap<u16, PortDrift>,
+    window_start_tsc: u64,
+    /// Per rx port: its totals at the window's start.
+    last: Vec<RxTotals>,
+    /// Per port number: times it had waited for tokens at the window's start.
+    last_waits: BTreeMap<u16, u64>,
+    /// The PMD's stalled cycles at the window's start, and the smoothed share of time the host
+    /// stalled it (3-7% on this host: cycles no port can be given).
+    last_stalled_cycles: u64,
+    stall_share: f64,
+}
+
+impl Drift {
+    pub(crate) fn new(now: u64, cfg: &PmdConfig) -> Drift {
+        Drift {
+            pmd: DriftCompensator::new(DriftConfig::default()),
+            ports: Default::default(),
+            window_start_tsc: now,
+            last: cfg.rx_ports.iter().map(|p| p.counters.rx()).collect(),
+            last_waits: BTreeMap::new(),
+            last_stalled_cycles: 0,
+            stall_share: 0.0,
+        }
+    }
+
+    /// The factor in force for `number`: its own once measured, the PMD's until then. The
+    /// PMD's compares costs with the bare rows, so it is divided by the deployment factor the
+    /// port's allocation already holds.
+    fn factor_of(&self, number: u16, m: &ModelCycles) -> f64 {
+        match self.ports.get(&number) {
+            Some(p) if p.compensator.windows() > 0 => p.compensator.factor(),
+            _ => self.pmd.factor() / m.deployment_factor.max(f64::MIN_POSITIVE),
+        }
+    }
+
+    /// At the end of a window: feeds it and scales each model-derived allocation whose factor
+    /// moved (tokens are kept).
+    pub(crate) fn tick(&mut self, now: u64, pmd: DriftInputs, sched: Option<&mut PortScheduler>) {
+        if now.saturating_sub(self.window_start_tsc) < pmd.cfg.tsc_hz / DRIFT_WINDOWS_PER_SEC {
+            return;
+        }
+        let window_ticks = now - self.window_start_tsc;
+        self.window_start_tsc = now;
+        let stalled = pmd.stalled_cycles;
+        let window_stall_share =
+            (stalled.saturating_sub(self.last_stalled_cycles) as f64 / window_ticks.max(1) as f64).min(1.0);
+        self.last_stalled_cycles = stalled;
+        self.stall_share += STALL_SHARE_SMOOTHING * (window_stall_share - self.stall_share);
+        let (Some(model), Some(s)) = (pmd.cfg.model.as_ref(), sched) else {
+            self.last = pmd.totals.to_vec();
+            return;
+        };
+        if self.last.len() != pmd.totals.len() {
+            self.last = pmd.totals.to_vec();
+            return;
+        }
+        let windows: Vec<PortWindow> = pmd
+            .totals
+            .iter()
+            .zip(&self.last)
+            .zip(&pmd.cfg.rx_ports)
+            .map(|((t, l), p)| {
+                let (hits, misses) = (t.emc_hits - l.emc_hits, t.emc_misses - l.emc_misses);
+                let waits = s.view(usize::from(p.number)).map_or(0, |v| v.waits);
+                let waited = self.last_waits.insert(p.number, waits).is_some_and(|before| waits > before);
+                PortWindow {
+                    packets: t.rx_packets - l.rx_packets,
+                    bytes: t.rx_bytes - l.rx_bytes,
+                    batches: t.batches - l.batches,
+                    cycles: t.busy_cycles() - l.busy_cycles(),
+                    miss_share: if hits + misses == 0 { 0.0 } else { misses as f64 / (hits + misses) as f64 },
+                    token_limited: waited,
+                }
+            })
+            .collect();
+        self.last = pmd.totals.to_vec();
+        let predict = |bytes: f64, miss: f64| model.predict_cycles_per_packet(bytes, miss);
+        if let Some(f) = self.pmd.observe(&windows, predict) {
+            pmd.counters.publish_drift_factor(f);
+        }
+        for (p, w) in pmd.cfg.rx_ports.iter().zip(&windows) {
+            let Some(m) = p.model_cycles else { continue };
+            let entry = self.ports.entry(p.number).or_insert_with(|| PortDrift {
+                compensator: DriftCompensator::new(port_config(m.calibrated_kind)),
+                applied: 1.0,
+                beyond_profile: false,
+            });
+            entry
+                .compensator
+                .observe(std::slice::from_ref(w), |bytes, miss| predicted_port_cost(model, &m, bytes, miss));
+            if w.packets >= BEYOND_PROFILE_MIN_PACKETS {
+                let mean_bytes = w.bytes as f64 / w.packets as f64;
+                let profile_bytes = f64::from(m.profile.packet_bytes);
+                let per_byte = |cycles: Option<f64>, bytes: f64| cycles.map(|c| c / bytes.max(1.0));
+                let sent = per_byte(predict(mean_bytes, w.miss_share), mean_bytes);
+                let bought =
+                    per_byte(predict(profile_bytes, model.calibrated_miss_share(m.profile.flows)), profile_bytes);
+                if let (Some(sent), Some(bought)) = (sent, bought) {
+                    entry.beyond_profile = sent > BEYOND_PROFILE_COST_RATIO * bought;
+                }
+            }
+        }
+        let factors = self.scaled_factors(pmd.cfg);
+        for p in &pmd.cfg.rx_ports {
+            let (Some(m), Some(&factor)) = (p.model_cycles, factors.get(&p.number)) else { continue };
+            p.counters.publish_drift_factor(factor);
+            let entry = self.ports.get_mut(&p.number).expect("observed above");
+            if (factor - entry.applied).abs() >= DRIFT_STEP {
+                entry.applied = factor;
+                let _ = s.set_limit(usize::from(p.number), compensated_limit(p, m, factor), now);
+            }
+        }
+    }
+
+    /// Each model-derived port's factor, capped when the compensated allocations and the fixed
+    /// ones would add up to more than the core can give them ([`factor_caps`]).
+    fn scaled_factors(&self, cfg: &PmdConfig) -> BTreeMap<u16, f64> {
+        let ports: Vec<(u16, CompensatedPort)> = cfg
+            .rx_ports
+            .iter()
+            .filter_map(|p| {
+                let m = p.model_cycles?;
+                let base = m.cycles_per_sec as f64;
+                let beyond_profile = self.ports.get(&p.number).is_some_and(|d| d.beyond_profile);
+                Some((p.number, CompensatedPort { base, factor: self.factor_of(p.number, &m), beyond_profile }))
+            })
+            .collect();
+        let fixed: f64 = cfg
+            .rx_ports
+            .iter()
+            .filter(|p| p.model_cycles.is_none())
+            .map(|p| p.cpu_qos.limit.alloc_cycles_per_sec() as f64)
+            .sum();
+        let room = (cfg.tsc_hz as f64 * (DRIFT_MAX_CORE_SHARE - self.stall_share) - fixed).max(0.0);
+        let caps = factor_caps(&ports.iter().map(|&(_, c)| c).collect::<Vec<_>>(), room);
+        ports.into_iter().zip(caps).map(|((n, c), cap)| (n, c.factor.min(cap))).collect()
+    }
+
+    /// After a reconfiguration: ports start from their totals; allocations from the model take
+    /// their current factor at once; ports gone are forgotten.
+    /// `now`: the scheduler's clock (see `crate::probe`).
+    pub(crate) fn reset(&mut self, cfg: &PmdConfig, sched: Option<&mut PortScheduler>, now: u64) {
+        self.last = cfg.rx_ports.iter().map(|p| p.counters.rx()).collect();
+        self.ports.retain(|n, _| cfg.rx_ports.iter().any(|p| p.number == *n && p.model_cycles.is_some()));
+        let factors = self.scaled_factors(cfg);
+        if let Some(s) = sched {
+            for p in &cfg.rx_ports {
+                if let Some(m) = p.model_cycles {
+                    let factor = factors[&p.number];
+                    if let Some(e) = self.ports.get_mut(&p.number) {
+                        e.applied = factor;
+                    }
+                    let _ = s.set_limit(usize::from(p.number), compensated_limit(p, m, factor), now);
+                }
+            }
+        }
+    }
+}
+
+/// What the model says a port's packets of this size and miss share cost where it is
+/// deployed: the row times prod(R_i), which its allocation already pays. The compensator
+/// measures against this, so a coefficient that the traffic bears out is not paid twice
+/// (the AMD host's 16-VM coefficient of 1.30 gave every VM 30% over its purchase, Fig. 11b).
+fn predicted_port_cost(model: &BandwidthModel, m: &ModelCycles, frame_bytes: f64, miss_share: f64) -> Option<f64> {
+    model.predict_for_profile(m.profile.flows, frame_bytes, miss_share).map(|c| c * m.deployment_factor)
+}
+
+/// A model-derived port's cycle limit with its drift factor applied (its mode and weight kept).
+fn compensated_limit(p: &RxPort, m: ModelCycles, factor: f64) -> CycleLimit {
+    p.cpu_qos.with_cycles(((m.cycles_per_sec as f64) * factor).round().max(1.0) as u64).limit
+}
+
+#[cfg(test)]
+mod tests {
+    use super::predicted_port_cost;
+    use crate::allocation::tests::model;
+    use crate::pmd_config::ModelCycles;
+    use slaswitch_qos::cpu::drift::port_config;
+    use slaswitch_qos::cpu::{DriftCompensator, FlowCount, PortWindow, TrafficProfile};
+
+    #[test]
+    fn a_port_whose_packets_cost_what_its_deployment_factor_says_needs_no_compensation() {
+        // Two VMs: the allocation pays 1.1x the 200-cycle row, and the packets really cost that.
+        let model = model();
+        let profile = TrafficProfile { packet_bytes: 64, flows: FlowCount::Single };
+        let m = ModelCycles { cycles_per_sec: 1_000_000, profile, calibrated_kind: true, deployment_factor: 1.1 };
+        assert!((predicted_port_cost(&model, &m, 64.0, 0.0).unwrap() - 220.0).abs() < 1e-9);
+        let window = PortWindow {
+            packets: 100_000,
+            bytes: 6_400_000,
+            batches: 3_125,
+            cycles: 22_000_000,
+            miss_share: 0.0,
+            token_limited: true,
+        };
+        let mut compensator = DriftCompensator::new(port_config(true));
+        for _ in 0..20 {
+            compensator.observe(&[window], |bytes, miss| predicted_port_cost(&model, &m, bytes, miss));
+        }
+        assert!((compensator.factor() - 1.0).abs() < 0.01, "factor {}", compensator.factor());
+        // Packets that cost the bare row are cheaper than the allocation assumed.
+        let cheap = PortWindow { cycles: 20_000_000, ..window };
+        for _ in 0..40 {
+            compensator.observe(&[cheap], |bytes, miss| predicted_port_cost(&model, &m, bytes, miss));
+        }
+        assert!((compensator.factor() - 1.0 / 1.1).abs() < 0.01, "factor {}", compensator.factor());
+    }
+}

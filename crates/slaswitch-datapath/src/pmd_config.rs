@@ -1,0 +1,100 @@
+//! What a PMD thread runs on, handed over whole by the control plane: its rx ports with their
+//! settings, every tx port, the classifier and the shared resources. The thread swaps a new
+//! [`PmdConfig`] in between passes (`crate::pmd`), so the hot loop never takes a lock for it.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::mpsc::Sender;
+use std::sync::Arc;
+
+use slaswitch_classifier::Classifier;
+use slaswitch_dpdk::{EthPort, Mempool};
+use slaswitch_qos::cpu::{BandwidthModel, TrafficProfile};
+
+use crate::counters::{PortCounters, RuleCounters};
+use crate::cpu_qos::CpuQos;
+use crate::paced_tx::{Fallback, PacedLink};
+use crate::policing::PolicingSpec;
+
+/// Port numbers run from 1 to `MAX_PORTS - 1`.
+pub const MAX_PORTS: usize = 1024;
+
+#[derive(Clone)]
+pub struct RxPort {
+    pub number: u16,
+    pub eth: EthPort,
+    pub counters: Arc<PortCounters>,
+    pub policing: Option<PolicingSpec>,
+    pub cpu_qos: CpuQos,
+    /// The purchased bandwidth in bits/s, enforced while the NIC-bottleneck fallback is on.
+    pub fallback_limit_bps: Option<u64>,
+    /// The allocation the model gave, when it follows the host's speed (drift compensation).
+    pub model_cycles: Option<ModelCycles>,
+}
+
+/// A port's allocation from the bandwidth-CPU model, with the profile it was priced for.
+#[derive(Clone, Copy, Debug)]
+pub struct ModelCycles {
+    pub cycles_per_sec: u64,
+    pub profile: TrafficProfile,
+    /// The model's rows were measured on ports of this port's kind (vhost-user).
+    pub calibrated_kind: bool,
+    /// prod(R_i) of the allocation: `cycles_per_sec` already pays for that much dearer packets.
+    pub deployment_factor: f64,
+}
+
+#[derive(Clone)]
+pub struct TxPort {
+    pub number: u16,
+    pub eth: EthPort,
+    pub counters: Arc<PortCounters>,
+    pub lock: Arc<AtomicBool>,
+    /// Set when the port has a line rate (`link_rate_bps`).
+    pub paced: Option<Arc<PacedLink>>,
+}
+
+/// Everything a PMD needs, swapped as a whole.
+pub struct PmdConfig {
+    pub rx_ports: Vec<RxPort>,
+    /// Indexed by port number.
+    pub tx_ports: Vec<Option<TxPort>>,
+    /// Port numbers a flooded packet goes to (all ports).
+    pub flood: Vec<u16>,
+    pub classifier: Arc<Classifier>,
+    pub rule_counters: Arc<RuleCounters>,
+    /// Several PMDs may transmit on one port: take its tx lock.
+    pub shared_tx: bool,
+    pub pool: Arc<Mempool>,
+    /// TSC ticks after which a learned MAC is forgotten.
+    pub mac_max_age_tsc: u64,
+    /// Depth of every C2TB bucket, microseconds of the core (`DatapathSettings::c2tb_bucket_us`).
+    pub c2tb_bucket_us: u64,
+    pub tsc_hz: u64,
+    /// Numbers of the paced ports (every PMD drains them).
+    pub paced: Vec<u16>,
+    pub fallback: Arc<Fallback>,
+    /// The bandwidth-CPU model, for drift compensation.
+    pub model: Option<Arc<BandwidthModel>>,
+}
+
+pub enum PmdMessage {
+    /// Swap in a new configuration; reply once the old one is no longer used.
+    Config(Arc<PmdConfig>, Sender<()>),
+    Quit,
+}
+
+/// TSC ticks to nanoseconds at `tsc_hz`.
+#[inline]
+pub fn tsc_to_ns(tsc: u64, tsc_hz: u64) -> u64 {
+    (u128::from(tsc) * 1_000_000_000 / u128::from(tsc_hz.max(1))) as u64
+}
+
+impl PmdConfig {
+    /// Port number -> index in `rx_ports` (`u16::MAX` for ports this PMD does not poll).
+    pub fn rx_index_by_number(&self) -> Vec<u16> {
+        let mut v = vec![u16::MAX; MAX_PORTS];
+        for (i, p) in self.rx_ports.iter().enumerate() {
+            v[p.number as usize] = i as u16;
+        }
+        v
+    }
+}

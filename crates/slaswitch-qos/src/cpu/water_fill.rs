@@ -1,0 +1,119 @@
+//! Water-filling of drift-compensated allocations into the cycles a core can give (an
+//! extension of seed 000 Sec. III; see `docs/deviations.md`). When the host runs slower than at
+//! calibration, every model-derived allocation asks for more cycles than it bought; these
+//! functions decide how much of that each port may have when the core cannot give everyone all
+//! of it.
+
+/// A model-derived allocation being compensated: its base cycles, its factor, and whether its
+/// traffic is beyond the profile it bought.
+#[derive(Clone, Copy, Debug)]
+pub struct CompensatedPort {
+    pub base: f64,
+    pub factor: f64,
+    pub beyond_profile: bool,
+}
+
+/// Each port's factor cap when the compensated allocations must fit in `room` cycles/s.
+///
+/// Compensation is there so that a VM sending what it bought gets its purchase on a host
+/// slower than at calibration. When the core cannot give every port its compensation, the
+/// ports whose traffic is beyond their profile give theirs up first, down to their base
+/// allocation (what their purchase buys at the calibrated speed, as admission control
+/// priced it): the seed's guarantee binds for the profile bought (seed 000 Sec. III). Only
+/// then do the ports within their profile lose compensation, and below a factor of 1 everyone
+/// loses the same share: the host is too slow for what was admitted. Within a group the cap
+/// is one level (water-filling from the top, [`water_level`]): the ports whose measured cost
+/// exceeds the model the most give up first.
+pub fn factor_caps(ports: &[CompensatedPort], room: f64) -> Vec<f64> {
+    let need = |beyond: bool, cap: f64| -> f64 {
+        ports.iter().filter(|p| p.beyond_profile == beyond).map(|p| p.base * p.factor.min(cap)).sum()
+    };
+    let group = |beyond: bool, cap: f64| -> Vec<(f64, f64)> {
+        ports.iter().filter(|p| p.beyond_profile == beyond).map(|p| (p.base, p.factor.min(cap))).collect()
+    };
+    let (within_full, beyond_at_base) = (need(false, f64::INFINITY), need(true, 1.0));
+    let (within_cap, beyond_cap) = if within_full + beyond_at_base <= room {
+        // Everyone within profile keeps all of it; the others share what is left.
+        (f64::INFINITY, water_level(&group(true, f64::INFINITY), room - within_full))
+    } else if need(false, 1.0) + beyond_at_base <= room {
+        (water_level(&group(false, f64::INFINITY), room - beyond_at_base), 1.0)
+    } else {
+        let all: Vec<(f64, f64)> = group(false, f64::INFINITY).into_iter().chain(group(true, 1.0)).collect();
+        let level = water_level(&all, room);
+        (level, level.min(1.0))
+    };
+    ports.iter().map(|p| if p.beyond_profile { beyond_cap } else { within_cap }).collect()
+}
+
+/// The highest factor level `L` such that `sum(base * min(factor, L))` fits in `room`
+/// (`f64::INFINITY` when everything fits). When even a level of 1 does not fit, the level is
+/// the common share below 1 that does.
+pub fn water_level(ports: &[(f64, f64)], room: f64) -> f64 {
+    let need = |level: f64| -> f64 { ports.iter().map(|&(base, f)| base * f.min(level)).sum() };
+    if need(f64::INFINITY) <= room {
+        return f64::INFINITY;
+    }
+    let base_sum: f64 = ports.iter().map(|&(b, _)| b).sum();
+    let floor = ports.iter().map(|&(_, f)| f).fold(f64::INFINITY, f64::min);
+    if need(floor) >= room {
+        // Every factor is cut to the same level: room / sum(base), below the lowest factor.
+        return if base_sum > 0.0 { room / base_sum } else { 0.0 };
+    }
+    // need() is continuous and increasing in the level: bisect between the lowest factor
+    // (fits) and the highest (does not).
+    let (mut lo, mut hi) = (floor, ports.iter().map(|&(_, f)| f).fold(0.0, f64::max));
+    for _ in 0..50 {
+        let mid = 0.5 * (lo + hi);
+        if need(mid) <= room {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{factor_caps, water_level, CompensatedPort};
+
+    #[test]
+    fn ports_beyond_their_profile_give_up_compensation_before_the_others() {
+        // Fig. 10 on a slow host: every port needs 1.3x; VM1 sends its profile, the three
+        // others flood 64-byte frames; room for 1.2x all round.
+        let port = |base, beyond_profile| CompensatedPort { base, factor: 1.3, beyond_profile };
+        let ports = [port(833.0, false), port(833.0, true), port(208.0, true), port(208.0, true)];
+        let caps = factor_caps(&ports, 2500.0);
+        assert_eq!(caps[0], f64::INFINITY, "the VM within its profile keeps its compensation");
+        let given: f64 = ports.iter().zip(&caps).map(|(p, &c)| p.base * p.factor.min(c)).sum();
+        assert!((given - 2500.0).abs() < 0.01, "{given}");
+        assert!(caps[1] > 1.0 && caps[1] < 1.3, "{caps:?}");
+        // Less room: the floods are held to their base, VM1 takes what is left.
+        let caps = factor_caps(&ports, 1249.0 + 833.0 * 1.1);
+        assert_eq!(caps[1], 1.0);
+        assert!((caps[0] - 1.1).abs() < 1e-6, "{caps:?}");
+        // Not even the bases fit: everyone at the same share.
+        let caps = factor_caps(&ports, 1000.0);
+        assert!(caps.iter().all(|&c| (c - 1000.0 / 2082.0).abs() < 1e-9), "{caps:?}");
+        // With nobody beyond its profile this is plain water-filling.
+        let honest: Vec<CompensatedPort> =
+            ports.iter().map(|p| CompensatedPort { beyond_profile: false, ..*p }).collect();
+        let caps = factor_caps(&honest, 2500.0);
+        assert!(caps.iter().all(|&c| (c - 2500.0 / 2082.0).abs() < 1e-6), "{caps:?}");
+    }
+
+    #[test]
+    fn the_costliest_ports_give_up_their_compensation_first() {
+        // Fig. 10's shape: a well-behaved VM at 1.2, two floods at 2.0, room for about 1.2 each.
+        let ports = [(833.0, 1.2), (833.0, 2.0), (208.0, 1.3), (208.0, 2.0)];
+        let level = water_level(&ports, 2500.0);
+        assert!((1.19..1.21).contains(&level), "{level}");
+        let given: f64 = ports.iter().map(|&(b, f)| b * f.min(level)).sum();
+        assert!((given - 2500.0).abs() < 0.01, "{given}");
+        // Enough room: nobody is capped.
+        assert_eq!(water_level(&ports, 1e9), f64::INFINITY);
+        // Not even the lowest factor fits: everyone at the same share.
+        let level = water_level(&ports, 1000.0);
+        assert!((level - 1000.0 / 2082.0).abs() < 1e-9, "{level}");
+    }
+}
