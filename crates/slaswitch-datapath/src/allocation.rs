@@ -14,12 +14,17 @@ use slaswitch_qos::cpu::{Allocation, BandwidthModel, CycleLimit, Deployment};
 
 use crate::bandwidth::{BandwidthSla, LinkSpec};
 use crate::cpu_qos::CpuQos;
+use crate::policing::PolicingSpec;
 use crate::port::PortSpec;
+use crate::port_settings::PortSettings;
 
 /// What one port is to get.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PortPlan {
     pub cpu_qos: CpuQos,
+    pub policing: Option<PolicingSpec>,
+    /// Descriptors of its tx ring, which a paced link's queue matches.
+    pub tx_ring_descriptors: u16,
     pub sla: Option<BandwidthSla>,
     /// The model's working when the cycles come from it.
     pub allocation: Option<Allocation>,
@@ -40,18 +45,19 @@ pub fn plan(
     core_cycles_per_sec: u64,
     changed: &str,
 ) -> Result<BTreeMap<String, PortPlan>, String> {
+    let settings: Vec<PortSettings> =
+        candidates.iter().map(|c| PortSettings::parse(&c.spec.options)).collect::<Result<_, _>>()?;
     let mut slas = BTreeMap::new();
     let mut vms_per_pmd: BTreeMap<usize, u32> = BTreeMap::new();
-    for c in candidates {
-        if let Some(sla) = BandwidthSla::from_options(&c.spec.options)? {
+    for (c, settings) in candidates.iter().zip(&settings) {
+        if let Some(sla) = settings.sla {
             *vms_per_pmd.entry(c.pmd_core).or_default() += 1;
             slas.insert(c.spec.name.clone(), sla);
         }
     }
     let mut plans = BTreeMap::new();
-    for c in candidates {
-        let options = &c.spec.options;
-        let mut cpu_qos = CpuQos::from_options(options)?;
+    for (c, settings) in candidates.iter().zip(&settings) {
+        let mut cpu_qos = settings.cpu_qos;
         let sla = slas.get(&c.spec.name).copied();
         let mut allocation = None;
         if let (Some(sla), CycleLimit::Unlimited) = (sla, cpu_qos.limit) {
@@ -69,8 +75,15 @@ pub fn plan(
             cpu_qos = cpu_qos.with_cycles(a.cycles_per_sec.max(1));
             allocation = Some(a);
         }
-        plans
-            .insert(c.spec.name.clone(), PortPlan { cpu_qos, sla, allocation, link: LinkSpec::from_options(options)? });
+        let plan = PortPlan {
+            cpu_qos,
+            policing: settings.policing,
+            tx_ring_descriptors: settings.tx_ring_descriptors,
+            sla,
+            allocation,
+            link: settings.link,
+        };
+        plans.insert(c.spec.name.clone(), plan);
     }
     admit_cycles(candidates, &plans, core_cycles_per_sec, changed)?;
     admit_bandwidth(candidates, &plans, changed)?;

@@ -80,8 +80,8 @@ impl BandwidthSla {
             Some(v) => FlowCount::parse(v).map_err(|e| format!("profile_flows={e}"))?,
         };
         let numa_remote = two_way(options, "numa", ["local", "remote"], false)?;
-        // On unless turned off: on this host it holds purchases within about 2% where the
-        // paper's fixed allocation is off by 10-55% (docs/c2qos.md, section 5; Fig. 10, 11a-b).
+        // On unless turned off: on a shared host the paper's fixed allocation misses purchases
+        // by far more than compensation does (docs/deviations.md; docs/c2qos.md, section 5).
         let drift_compensation = two_way(options, "drift_compensation", ["false", "true"], true)?;
         let bandwidth_bps =
             options.get("bandwidth_bps").map(|v| parse_rate_bps("bandwidth_bps", v)).transpose()?.unwrap_or(0);

@@ -69,6 +69,11 @@ impl CpuQos {
         CpuQos { limit, ..self }
     }
 
+    /// The MIN-MAX share weight (1 unless set).
+    pub fn weight(&self) -> u32 {
+        self.weight
+    }
+
     /// True when the port needs the scheduler (a limit or a class other than the default).
     pub fn is_set(&self) -> bool {
         self.limit != CycleLimit::Unlimited || self.priority != DEFAULT_PRIORITY

@@ -27,7 +27,7 @@ use crate::paced_tx::{Fallback, PacedLink};
 use crate::pmd;
 use crate::pmd_config::{ModelCycles, PmdConfig, PmdMessage, RxPort, TxPort, MAX_PORTS};
 use crate::policing::PolicingSpec;
-use crate::port::{ring_option, DeviceRecipe, PortSpec, PortType};
+use crate::port::{DeviceRecipe, PortSpec, PortType};
 use crate::probe::{ProbeCounters, ProbeReport, ProbeSettings};
 
 #[derive(Clone, Debug)]
@@ -123,6 +123,12 @@ pub struct PortStats {
     /// `strict`, `min-max` or `unlimited`.
     pub cpu_mode: &'static str,
     pub priority: u8,
+    /// The MIN-MAX share weight.
+    pub weight: u32,
+    /// Its model allocation follows drift compensation (`drift_compensation`, on by default).
+    pub drift_compensation: bool,
+    /// Ingress policing, when set.
+    pub policing: Option<PolicingSpec>,
     /// What the port's VM purchased (bits/s of frames), 0 when nothing.
     pub bandwidth_bps: u64,
     /// The model's working when the cycles come from it (seed 000 Sec. III).
@@ -286,12 +292,11 @@ impl Datapath {
                 paced.push(p.spec.number);
             }
             if p.pmd == pmd_index {
-                let policing = PolicingSpec::from_options(&p.spec.options).expect("validated when the port was set");
                 rx_ports.push(RxPort {
                     number: p.spec.number,
                     eth: p.eth,
                     counters: p.counters.clone(),
-                    policing,
+                    policing: p.plan.policing,
                     cpu_qos: p.plan.cpu_qos,
                     fallback_limit_bps: p.plan.sla.map(|s| s.bandwidth_bps),
                     model_cycles: p
@@ -362,17 +367,12 @@ impl Datapath {
 
     /// Adds a port; on any failure nothing changes. `spec.number` 0 means "pick one".
     pub fn add_port(&mut self, mut spec: PortSpec) -> Result<PortSpec, String> {
-        spec.validate()?;
+        let settings = spec.validate()?;
         if self.ports.contains_key(&spec.name) {
             return Err(format!("a port named '{}' already exists", spec.name));
         }
         let used: Vec<u16> = self.ports.values().map(|p| p.spec.number).collect();
-        if let Some(req) = spec.options.get("ofport_request") {
-            let n: u16 = req
-                .parse()
-                .ok()
-                .filter(|&n| n >= 1 && (n as usize) < MAX_PORTS)
-                .ok_or_else(|| format!("ofport_request={req}: must be from 1 to {}", MAX_PORTS - 1))?;
+        if let Some(n) = settings.ofport_request {
             if used.contains(&n) {
                 return Err(format!("ofport_request={n}: port number {n} is taken by '{}'", self.port_name(n)));
             }
@@ -380,7 +380,7 @@ impl Datapath {
         } else if spec.number == 0 || used.contains(&spec.number) {
             spec.number = (1..MAX_PORTS as u16).find(|n| !used.contains(n)).ok_or("no port number left")?;
         }
-        let pmd = self.pick_pmd(&spec)?;
+        let pmd = self.pick_pmd(settings.pmd_core)?;
         let plans = self.plan_with(&[(&spec, pmd)], None, self.model.as_ref())?;
         if let Some(path) = spec.socket_path(&self.settings.run_dir) {
             if spec.port_type == PortType::VhostUser && std::path::Path::new(&path).exists() {
@@ -395,9 +395,7 @@ impl Datapath {
             probe_device(&self.eal, &recipe.device)
         }
         .map_err(|e| format!("cannot create {} port {}: {e}", spec.port_type.name(), spec.name))?;
-        let rx_ring = ring_option(&spec.options, "rx_ring")?;
-        let tx_ring = ring_option(&spec.options, "tx_ring")?;
-        if let Err(e) = eth.setup(rx_ring, tx_ring, &self.pool) {
+        if let Err(e) = eth.setup(settings.rx_ring_descriptors, settings.tx_ring_descriptors, &self.pool) {
             Self::destroy_device(eth, &recipe);
             return Err(format!("cannot start {} port {}: {e}", spec.port_type.name(), spec.name));
         }
@@ -462,7 +460,7 @@ impl Datapath {
             } else if keep {
                 entry.paced.clone()
             } else {
-                let queue = ring_option(&entry.spec.options, "tx_ring").unwrap_or(2048) as usize;
+                let queue = usize::from(plan.tx_ring_descriptors);
                 Some(Arc::new(PacedLink::new(link.link_rate_bps, queue, link.nic_fallback, now_ns)))
             };
             before.push((name, std::mem::replace(&mut entry.plan, plan), std::mem::replace(&mut entry.paced, paced)));
@@ -515,9 +513,8 @@ impl Datapath {
         }
     }
 
-    fn pick_pmd(&self, spec: &PortSpec) -> Result<usize, String> {
-        if let Some(core) = spec.options.get("pmd") {
-            let core: usize = core.parse().map_err(|_| format!("pmd={core}: not a core number"))?;
+    fn pick_pmd(&self, pmd_core: Option<usize>) -> Result<usize, String> {
+        if let Some(core) = pmd_core {
             return self.pmds.iter().position(|p| p.core == core).ok_or_else(|| {
                 format!("pmd={core}: no PMD thread runs on core {core} (PMD cores: {:?})", self.settings.pmd_cores)
             });
@@ -617,17 +614,15 @@ impl Datapath {
         for (k, v) in options {
             spec.options.insert(k.clone(), v.clone());
         }
-        spec.validate()?;
-        if let Some(req) = options.get("ofport_request") {
-            if req.parse::<u16>().ok() != Some(spec.number) {
-                return Err(format!(
-                    "ofport_request cannot change on a live port ({} is number {}); delete and add it",
-                    name, spec.number
-                ));
-            }
+        let settings = spec.validate()?;
+        if options.contains_key("ofport_request") && settings.ofport_request != Some(spec.number) {
+            return Err(format!(
+                "ofport_request cannot change on a live port ({} is number {}); delete and add it",
+                name, spec.number
+            ));
         }
         // A port stays on its PMD unless `pmd` names another.
-        let pmd = if spec.options.contains_key("pmd") { self.pick_pmd(&spec)? } else { entry.pmd };
+        let pmd = if settings.pmd_core.is_some() { self.pick_pmd(settings.pmd_core)? } else { entry.pmd };
         Ok((spec, pmd))
     }
 
@@ -772,6 +767,9 @@ impl Datapath {
                         slaswitch_qos::cpu::CycleLimit::MinMax { .. } => "min-max",
                     },
                     priority: p.plan.cpu_qos.priority,
+                    weight: p.plan.cpu_qos.weight(),
+                    drift_compensation: p.plan.sla.is_some_and(|s| s.drift_compensation),
+                    policing: p.plan.policing,
                     bandwidth_bps: p.plan.sla.map_or(0, |s| s.bandwidth_bps),
                     allocation: p.plan.allocation.clone(),
                     drift_factor: p.counters.drift_factor(),

@@ -62,7 +62,7 @@ pub(crate) struct Drift {
     /// Per port number: times it had waited for tokens at the window's start.
     last_waits: BTreeMap<u16, u64>,
     /// The PMD's stalled cycles at the window's start, and the smoothed share of time the host
-    /// stalled it (3-7% on this host: cycles no port can be given).
+    /// stalled it: cycles no port can be given.
     last_stalled_cycles: u64,
     stall_share: f64,
 }
@@ -217,7 +217,7 @@ impl Drift {
 /// What the model says a port's packets of this size and miss share cost where it is
 /// deployed: the row times prod(R_i), which its allocation already pays. The compensator
 /// measures against this, so a coefficient that the traffic bears out is not paid twice
-/// (the AMD host's 16-VM coefficient of 1.30 gave every VM 30% over its purchase, Fig. 11b).
+/// (every VM of Fig. 11b got its VM-count coefficient over its purchase that way).
 fn predicted_port_cost(model: &BandwidthModel, m: &ModelCycles, frame_bytes: f64, miss_share: f64) -> Option<f64> {
     model.predict_for_profile(m.profile.flows, frame_bytes, miss_share).map(|c| c * m.deployment_factor)
 }

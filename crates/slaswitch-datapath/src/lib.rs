@@ -13,6 +13,7 @@ pub mod pmd_config;
 pub mod policing;
 mod poll_order;
 pub mod port;
+pub mod port_settings;
 pub mod probe;
 mod stages;
 

@@ -25,7 +25,7 @@ const DEFAULT_BURST_KB: u64 = 8000;
 const DEFAULT_BURST_KPKTS: u64 = 16;
 const ETHERNET_HEADER_BYTES: u32 = 14;
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct PolicingSpec {
     pub rate_kbps: u64,
     pub burst_kb: u64,

@@ -21,6 +21,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::port_settings::PortSettings;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum PortType {
@@ -123,19 +125,10 @@ fn valid_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-pub fn ring_option(options: &BTreeMap<String, String>, key: &str) -> Result<u16, String> {
-    match options.get(key) {
-        None => Ok(2048),
-        Some(v) => match v.parse::<u16>() {
-            Ok(n) if (64..=32768).contains(&n) && n.is_power_of_two() => Ok(n),
-            _ => Err(format!("{key}={v}: must be a power of two from 64 to 32768")),
-        },
-    }
-}
-
 impl PortSpec {
-    /// Checks names and options; `number` is filled in by the caller.
-    pub fn validate(&self) -> Result<(), String> {
+    /// Checks the name and every option, and returns the typed settings; `number` is filled
+    /// in by the caller.
+    pub fn validate(&self) -> Result<PortSettings, String> {
         valid_name(&self.name)?;
         for key in self.options.keys() {
             if !common_options().any(|o| o == key) && !self.port_type.allowed_options().contains(&key.as_str()) {
@@ -149,12 +142,7 @@ impl PortSpec {
                 ));
             }
         }
-        ring_option(&self.options, "rx_ring")?;
-        ring_option(&self.options, "tx_ring")?;
-        crate::policing::PolicingSpec::from_options(&self.options)?;
-        crate::cpu_qos::CpuQos::from_options(&self.options)?;
-        crate::bandwidth::BandwidthSla::from_options(&self.options)?;
-        crate::bandwidth::LinkSpec::from_options(&self.options)?;
+        let settings = PortSettings::parse(&self.options)?;
         match self.port_type {
             PortType::VhostUserClient if !self.options.contains_key("path") => {
                 Err(format!("vhost-user-client port {} needs path=SOCKET (the VM's vhost-user socket)", self.name))
@@ -165,7 +153,7 @@ impl PortSpec {
             PortType::Dpdk if !self.options.contains_key("devargs") => {
                 Err(format!("dpdk port {} needs devargs=PCI_ADDRESS", self.name))
             }
-            _ => Ok(()),
+            _ => Ok(settings),
         }
     }
 

@@ -3,8 +3,7 @@
 //!
 //! Both decision points park things until a time: C2TB ports waiting for their bucket to turn
 //! positive (TSC ticks), SoftBW queues waiting for their time-to-send (ns). A binary heap made that
-//! O(log n) per batch and dominated the decision cost (measured: 37% of a C2TB+HBS decision in
-//! `BinaryHeap::pop` at 256 ports); a wheel of `Vec` slots then missed the cache on every insert.
+//! O(log n) per batch and dominated the decision cost (`BinaryHeap::pop` at hundreds of ports); a wheel of `Vec` slots then missed the cache on every insert.
 //! So the lists are intrusive: one `u32` head per slot and per-index links, a few kilobytes. An
 //! index's links sit in one [`Link`] record, and [`IntrusiveWheel`] leaves that record wherever its
 //! user keeps the rest of the index's state (the HBS scheduler: in each port's record): in the data

@@ -316,42 +316,7 @@ fn write_plots(
         made.push(("pmd_share.png".into(), "Per-VM share of the PMD's cycles (the switch's own accounting; OVS gives only the PMD's busy share per second).".into()));
     }
     if let Some(sweep) = &s.sweep {
-        let probe = steps[0].vms.first().map(|v| v.name.clone()).unwrap_or_default();
-        let at = |sw: &str, st: &Step, pct: &str| {
-            median(
-                series(samples, sw, &st.label, "sink", &probe, &format!("lat_{pct}_us"))
-                    .into_iter()
-                    .map(|p| p.1)
-                    .collect(),
-            )
-        };
-        let groups: Vec<(String, Vec<Option<plot::LatencyBox>>)> = steps
-            .iter()
-            .map(|st| {
-                let boxes = switches
-                    .iter()
-                    .map(|sw| {
-                        Some(plot::LatencyBox {
-                            p50: at(sw, st, "p50")?,
-                            p90: at(sw, st, "p90")?,
-                            p99: at(sw, st, "p99")?,
-                        })
-                    })
-                    .collect();
-                (format!("{} VMs", st.vms.len()), boxes)
-            })
-            .collect();
-        // A sweep without a sink (a null uplink) has no latency to draw.
-        if groups.iter().any(|(_, boxes)| boxes.iter().any(Option::is_some)) {
-            plot::latency_boxes(
-                &dir.join("latency.png"),
-                &format!("One-way latency of {probe} as '{}' VMs are added (box p50-p90, whisker p99)", sweep.vm),
-                "VMs on the PMD core",
-                switches,
-                &groups,
-            )?;
-            made.push(("latency.png".into(), format!("Latency of {probe} by number of VMs on the PMD: box from p50 to p90, whisker to p99 (medians of the per-second percentiles), log scale.")));
-        }
+        made.extend(sweep_latency_plot(dir, &steps, sweep, samples, switches)?);
     } else if samples.iter().any(|x| x.source == "sink" && x.metric == "lat_p99_us") {
         plot::lines(
             &dir.join("latency.png"),
@@ -389,6 +354,46 @@ fn write_plots(
 }
 
 /// Writes `report.md` and the plots into `dir`.
+/// For a sweep: the probe VM's latency by number of VMs on the PMD, one box per switch.
+fn sweep_latency_plot(
+    dir: &Path,
+    steps: &[Step],
+    sweep: &crate::scenario::Sweep,
+    samples: &[Sample],
+    switches: &[String],
+) -> Result<Option<(String, String)>, String> {
+    let probe = steps[0].vms.first().map(|v| v.name.clone()).unwrap_or_default();
+    let at = |sw: &str, st: &Step, pct: &str| {
+        median(
+            series(samples, sw, &st.label, "sink", &probe, &format!("lat_{pct}_us")).into_iter().map(|p| p.1).collect(),
+        )
+    };
+    let groups: Vec<(String, Vec<Option<plot::LatencyBox>>)> = steps
+        .iter()
+        .map(|st| {
+            let boxes = switches
+                .iter()
+                .map(|sw| {
+                    Some(plot::LatencyBox { p50: at(sw, st, "p50")?, p90: at(sw, st, "p90")?, p99: at(sw, st, "p99")? })
+                })
+                .collect();
+            (format!("{} VMs", st.vms.len()), boxes)
+        })
+        .collect();
+    // A sweep without a sink (a null uplink) has no latency to draw.
+    if !groups.iter().any(|(_, boxes)| boxes.iter().any(Option::is_some)) {
+        return Ok(None);
+    }
+    plot::latency_boxes(
+        &dir.join("latency.png"),
+        &format!("One-way latency of {probe} as '{}' VMs are added (box p50-p90, whisker p99)", sweep.vm),
+        "VMs on the PMD core",
+        switches,
+        &groups,
+    )?;
+    Ok(Some(("latency.png".into(), format!("Latency of {probe} by number of VMs on the PMD: box from p50 to p90, whisker to p99 (medians of the per-second percentiles), log scale."))))
+}
+
 pub fn generate(dir: &Path) -> Result<(), String> {
     let scenario_path = dir.join("scenario.toml");
     let text = std::fs::read_to_string(&scenario_path)
@@ -433,7 +438,21 @@ pub fn generate(dir: &Path) -> Result<(), String> {
         }
         md.push('\n');
     }
-    let heads = headline_values(&s, &samples, &switches);
+    write_headlines(&mut md, &s, &samples, &switches, &run);
+    write_per_vm(&mut md, &s, &samples, &switches, &steps);
+    let _ = writeln!(md, "## Plots\n");
+    for (file, caption) in &plots {
+        let _ = writeln!(md, "![{caption}]({file})\n\n{caption}\n");
+    }
+    write_configuration(&mut md, &run, &text);
+    let _ = writeln!(md, "## Rerun\n\n```\n{}\n```\n\nRaw samples: `samples.csv` (switch, step, t_secs, source, subject, metric, value); run metadata: `run.json`.", run["command"].as_str().unwrap_or(""));
+    std::fs::write(dir.join("report.md"), md).map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// The headline table: each headline per configuration, with medians over rounds.
+fn write_headlines(md: &mut String, s: &Scenario, samples: &[Sample], switches: &[String], run: &Value) {
+    let heads = headline_values(s, samples, switches);
     if !heads.is_empty() {
         let _ = writeln!(
             md,
@@ -475,7 +494,12 @@ Every configuration ran {rounds} times, round after round; median (smallest .. l
             md.push('\n');
         }
     }
-    let win = windows(&s);
+}
+
+/// Per step, per VM: rates, latency and the PMD's figures; the phases the host disturbed; the
+/// programs' own outputs.
+fn write_per_vm(md: &mut String, s: &Scenario, samples: &[Sample], switches: &[String], steps: &[Step]) {
+    let win = windows(s);
     let measured = match s.uplink.kind {
         crate::scenario::UplinkKind::Null => {
             "of what the switch forwarded to the uplink (a null port; the switch's own per-VM counters after policing)"
@@ -484,7 +508,7 @@ Every configuration ran {rounds} times, round after round; median (smallest .. l
     };
     let _ = writeln!(md, "## Per VM, per phase\n\nMean over each phase (its first second left out) {measured}; latency is the median of the per-second percentiles at the sink; PMD busy is the switch's own figure.\n");
     let mut noisy: Vec<String> = Vec::new();
-    for step in &steps {
+    for step in steps {
         let _ = writeln!(md, "### {}\n", if step.label == "run" { "Run".to_string() } else { step.label.clone() });
         let mut header = "| switch | VM |".to_string();
         let mut rule = "|---|---|".to_string();
@@ -495,28 +519,28 @@ Every configuration ran {rounds} times, round after round; median (smallest .. l
         header.push_str(" p50 us | p99 us |");
         rule.push_str("---|---|");
         let _ = writeln!(md, "{header}\n{rule}");
-        for sw in &switches {
+        for sw in switches {
             for vm in vm_names(step).iter().take(20) {
                 let mut row = format!("| {sw} | {vm} |");
                 for w in &win {
                     let _ = write!(
                         row,
                         " {} | {} |",
-                        fmt(mean_in(&received(&s, &samples, sw, &step.label, vm, "mbps"), w.0, w.1)),
-                        fmt(mean_in(&received(&s, &samples, sw, &step.label, vm, "kpps"), w.0, w.1))
+                        fmt(mean_in(&received(s, samples, sw, &step.label, vm, "mbps"), w.0, w.1)),
+                        fmt(mean_in(&received(s, samples, sw, &step.label, vm, "kpps"), w.0, w.1))
                     );
                 }
                 let lat = |m: &str| {
-                    median(series(&samples, sw, &step.label, "sink", vm, m).into_iter().map(|p| p.1).collect())
+                    median(series(samples, sw, &step.label, "sink", vm, m).into_iter().map(|p| p.1).collect())
                 };
                 let _ = writeln!(md, "{row} {} | {} |", fmt(lat("lat_p50_us")), fmt(lat("lat_p99_us")));
             }
             let busy: Vec<String> = win
                 .iter()
-                .map(|w| fmt(mean_in(&series(&samples, sw, &step.label, "switch", "pmd0", "busy_pct"), w.0, w.1)))
+                .map(|w| fmt(mean_in(&series(samples, sw, &step.label, "switch", "pmd0", "busy_pct"), w.0, w.1)))
                 .collect();
             let steal = |core: &str, w: &(f64, f64)| {
-                mean_in(&series(&samples, sw, &step.label, "host", core, "steal_pct"), w.0, w.1)
+                mean_in(&series(samples, sw, &step.label, "host", core, "steal_pct"), w.0, w.1)
             };
             if win.iter().any(|w| steal("cpu0", w).is_some()) {
                 let cells: Vec<String> =
@@ -529,7 +553,7 @@ Every configuration ran {rounds} times, round after round; median (smallest .. l
                     }
                 }
             }
-            let (per_vm, both) = overlap(&samples, sw, step);
+            let (per_vm, both) = overlap(samples, sw, step);
             let _ = writeln!(
                 md,
                 "| {sw} | *PMD busy %* | {} | | |",
@@ -564,10 +588,10 @@ Every configuration ran {rounds} times, round after round; median (smallest .. l
         }
         md.push('\n');
     }
-    let _ = writeln!(md, "## Plots\n");
-    for (file, caption) in &plots {
-        let _ = writeln!(md, "![{caption}]({file})\n\n{caption}\n");
-    }
+}
+
+/// The scenario file and, per switch, the exact commands and flow tables of the run.
+fn write_configuration(md: &mut String, run: &Value, text: &str) {
     let _ = writeln!(md, "## Configuration\n\nThe scenario file:\n\n```toml\n{}\n```\n", text.trim());
     let mut seen = std::collections::BTreeSet::new();
     for r in run["runs"].as_array().into_iter().flatten() {
@@ -608,9 +632,6 @@ Every configuration ran {rounds} times, round after round; median (smallest .. l
             let _ = writeln!(md, "Emulated VMs:\n\n```\n{}\n```\n", r["tenant_command"].as_str().unwrap_or(""));
         }
     }
-    let _ = writeln!(md, "## Rerun\n\n```\n{}\n```\n\nRaw samples: `samples.csv` (switch, step, t_secs, source, subject, metric, value); run metadata: `run.json`.", run["command"].as_str().unwrap_or(""));
-    std::fs::write(dir.join("report.md"), md).map_err(|e| e.to_string())?;
-    Ok(())
 }
 
 #[cfg(test)]

@@ -182,33 +182,7 @@ fn run_step(
         let cmd = tenant_command(scenario, step, &p, &opts.tools, &tenant_out, &format!("{prefix}vm"));
         let log = work.join("tenant.log");
         let names: Vec<String> = p.attach.iter().map(|(n, _)| n.clone()).collect();
-        // Namespace programs: the uplink's servers first, then the VMs' clients.
-        let mut apps: Vec<App> = Vec::new();
-        if let Some((_, ns)) = p.namespaces.iter().find(|(n, _)| *n == scenario.uplink.name) {
-            for (i, c) in scenario.uplink.commands.iter().enumerate() {
-                apps.push(App::start(
-                    ns,
-                    &namespaces::fill(c, scenario, step, &scenario.uplink.name),
-                    &scenario.uplink.name,
-                    &work.join(format!("app-{}-{i}.out", scenario.uplink.name)),
-                    scenario.host.vm_core,
-                )?);
-            }
-            std::thread::sleep(Duration::from_secs(1));
-        }
-        let servers = apps.len();
-        for vm in step.vms.iter().filter(|v| v.kind == VmKind::Namespace) {
-            let ns = namespaces::ns_name(&vm.name);
-            for (i, c) in vm.commands.iter().enumerate() {
-                apps.push(App::start(
-                    &ns,
-                    &namespaces::fill(c, scenario, step, &vm.name),
-                    &vm.name,
-                    &work.join(format!("app-{}-{i}.out", vm.name)),
-                    scenario.host.vm_core,
-                )?);
-            }
-        }
+        let (mut apps, servers) = start_apps(scenario, step, &p, work)?;
         let mut child = if names.is_empty() {
             None
         } else {
@@ -276,44 +250,97 @@ fn run_step(
             json!({"start_unix_secs": connected_at})
         };
         let start = doc["start_unix_secs"].as_f64().unwrap_or(connected_at);
-        let mut app_samples = Vec::new();
-        let mut app_outputs = Vec::new();
-        for app in apps.iter_mut().skip(servers) {
-            app.stop();
-            let text = std::fs::read_to_string(&app.output).unwrap_or_default();
-            let mut parsed = namespaces::parse_output(&app.command, &text, &app.vm, scenario.duration_secs);
-            for s in parsed.iter_mut() {
-                s.switch = run_label.into();
-                s.step = step.label.clone();
-            }
-            app_outputs.push(json!({"vm": app.vm, "command": app.command, "parsed_samples": parsed.len(), "output_tail": text.lines().rev().take(15).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")}));
-            app_samples.extend(parsed);
-        }
+        let (app_samples, app_outputs) = stop_apps(&mut apps[servers..], scenario, step, run_label);
         let rel: Vec<f64> = times.iter().map(|t| t - start).collect();
         let mut out = samples::from_tenant(&doc, run_label, &step.label);
         out.extend(app_samples);
         out.extend(samples::from_readings(&rel, &readings, run_label, &step.label));
         // Samples after the VMs stopped say nothing about the scenario.
         out.retain(|s| s.t_secs <= scenario.duration_secs + 0.5);
-        let meta = json!({
-            "switch": run_label,
-            "step": step.label,
-            "version": driver.version(),
-            "commands": p.commands.iter().map(|c| c.join(" ")).collect::<Vec<_>>(),
-            "daemons": p.daemons.iter().map(|c| c.join(" ")).collect::<Vec<_>>(),
-            "files": p.files.iter().map(|(f, t)| json!({"file": f.file_name().map(|n| n.to_string_lossy().into_owned()), "text": t})).collect::<Vec<_>>(),
-            "tenant_command": cmd.join(" "),
-            "unsupported": p.unsupported,
-            "notes": p.notes,
-            "tenant_summary": doc["summary"],
-            "apps": app_outputs,
-        });
+        let meta = step_meta(run_label, step, driver.version(), &p, &cmd, &doc, app_outputs);
         Ok(StepResult { samples: out, meta })
     })();
     // Newest first: the VMs stop before the switch they are attached to.
     cleanup::undo_all();
     driver.stop();
     result
+}
+
+/// What the run's metadata records of one step: versions, exact commands, files, notes.
+fn step_meta(
+    run_label: &str,
+    step: &Step,
+    version: String,
+    p: &SwitchPlan,
+    cmd: &[String],
+    doc: &Value,
+    app_outputs: Vec<Value>,
+) -> Value {
+    json!({
+        "switch": run_label,
+        "step": step.label,
+        "version": version,
+        "commands": p.commands.iter().map(|c| c.join(" ")).collect::<Vec<_>>(),
+        "daemons": p.daemons.iter().map(|c| c.join(" ")).collect::<Vec<_>>(),
+        "files": p.files.iter().map(|(f, t)| json!({"file": f.file_name().map(|n| n.to_string_lossy().into_owned()), "text": t})).collect::<Vec<_>>(),
+        "tenant_command": cmd.join(" "),
+        "unsupported": p.unsupported,
+        "notes": p.notes,
+        "tenant_summary": doc["summary"],
+        "apps": app_outputs,
+    })
+}
+
+/// Starts the namespace VMs' programs: the uplink's servers first, then the VMs' clients.
+/// Returns them and how many are servers.
+fn start_apps(scenario: &Scenario, step: &Step, p: &SwitchPlan, work: &Path) -> Result<(Vec<App>, usize), String> {
+    // Namespace programs: the uplink's servers first, then the VMs' clients.
+    let mut apps: Vec<App> = Vec::new();
+    if let Some((_, ns)) = p.namespaces.iter().find(|(n, _)| *n == scenario.uplink.name) {
+        for (i, c) in scenario.uplink.commands.iter().enumerate() {
+            apps.push(App::start(
+                ns,
+                &namespaces::fill(c, scenario, step, &scenario.uplink.name),
+                &scenario.uplink.name,
+                &work.join(format!("app-{}-{i}.out", scenario.uplink.name)),
+                scenario.host.vm_core,
+            )?);
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let servers = apps.len();
+    for vm in step.vms.iter().filter(|v| v.kind == VmKind::Namespace) {
+        let ns = namespaces::ns_name(&vm.name);
+        for (i, c) in vm.commands.iter().enumerate() {
+            apps.push(App::start(
+                &ns,
+                &namespaces::fill(c, scenario, step, &vm.name),
+                &vm.name,
+                &work.join(format!("app-{}-{i}.out", vm.name)),
+                scenario.host.vm_core,
+            )?);
+        }
+    }
+    Ok((apps, servers))
+}
+
+/// Stops the VMs' client programs and reads their outputs: the samples parsed from them, and
+/// what the run's metadata records of each.
+fn stop_apps(apps: &mut [App], scenario: &Scenario, step: &Step, run_label: &str) -> (Vec<Sample>, Vec<Value>) {
+    let mut app_samples = Vec::new();
+    let mut app_outputs = Vec::new();
+    for app in apps.iter_mut() {
+        app.stop();
+        let text = std::fs::read_to_string(&app.output).unwrap_or_default();
+        let mut parsed = namespaces::parse_output(&app.command, &text, &app.vm, scenario.duration_secs);
+        for s in parsed.iter_mut() {
+            s.switch = run_label.into();
+            s.step = step.label.clone();
+        }
+        app_outputs.push(json!({"vm": app.vm, "command": app.command, "parsed_samples": parsed.len(), "output_tail": text.lines().rev().take(15).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")}));
+        app_samples.extend(parsed);
+    }
+    (app_samples, app_outputs)
 }
 
 fn command_output(program: &str, args: &[&str]) -> String {

@@ -489,6 +489,13 @@ fn valid_vm_name(name: &str) -> bool {
 }
 
 fn validate(s: &Scenario, c: &Checker) -> Result<(), ScenarioError> {
+    validate_host(s, c)?;
+    validate_topology(s, c)?;
+    validate_runs(s, c)
+}
+
+/// Duration, sampling, switches and the host's cores and rings.
+fn validate_host(s: &Scenario, c: &Checker) -> Result<(), ScenarioError> {
     use Seg::*;
     if !(s.duration_secs > 0.0 && s.duration_secs <= 3600.0) {
         return Err(c.err(
@@ -530,6 +537,12 @@ fn validate(s: &Scenario, c: &Checker) -> Result<(), ScenarioError> {
     if !(64..=8192).contains(&s.host.ring) || !s.host.ring.is_power_of_two() {
         return Err(c.err(&[Key("host"), Key("ring")], format!("{}: a power of two from 64 to 8192", s.host.ring)));
     }
+    Ok(())
+}
+
+/// The rule set, the uplink and the VMs.
+fn validate_topology(s: &Scenario, c: &Checker) -> Result<(), ScenarioError> {
+    use Seg::*;
     for (i, g) in s.classification.drop_from.iter().enumerate() {
         if !s.vms.iter().any(|v| &v.name == g) {
             return Err(c.err(&[Key("classification"), Key("drop_from"), Index(i)], format!("no [[vm]] named '{g}'")));
@@ -618,6 +631,12 @@ fn validate(s: &Scenario, c: &Checker) -> Result<(), ScenarioError> {
         }
         validate_qos(&vm.qos, c, &[Key("vm"), Index(i), Key("qos")])?;
     }
+    Ok(())
+}
+
+/// Variants, tenants, the sweep and the headlines.
+fn validate_runs(s: &Scenario, c: &Checker) -> Result<(), ScenarioError> {
+    use Seg::*;
     let mut variant_names: Vec<&str> = Vec::new();
     for (i, v) in s.variants.iter().enumerate() {
         let at = |field: &'static str| vec![Key("variant"), Index(i), Key(field)];

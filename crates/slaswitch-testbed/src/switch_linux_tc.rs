@@ -55,37 +55,7 @@ pub fn plan(scenario: &Scenario, step: &Step) -> SwitchPlan {
             || q.ingress_policing_rate_kbps.is_some()
     });
     if shaped || scenario.uplink.line_rate.is_some() {
-        p.cmd(&["tc", "qdisc", "add", "dev", &up_b, "root", "handle", "1:", "htb", "default", "ffff"]);
-        p.cmd(&[
-            "tc",
-            "class",
-            "add",
-            "dev",
-            &up_b,
-            "parent",
-            "1:",
-            "classid",
-            "1:1",
-            "htb",
-            "rate",
-            &format!("{line_kbit}kbit"),
-        ]);
-        p.cmd(&[
-            "tc",
-            "class",
-            "add",
-            "dev",
-            &up_b,
-            "parent",
-            "1:1",
-            "classid",
-            "1:ffff",
-            "htb",
-            "rate",
-            "8kbit",
-            "ceil",
-            &format!("{line_kbit}kbit"),
-        ]);
+        htb_root(&mut p, &up_b, line_kbit);
     }
     for (i, vm) in step.vms.iter().enumerate() {
         let q = &vm.qos;
@@ -99,50 +69,7 @@ pub fn plan(scenario: &Scenario, step: &Step) -> SwitchPlan {
         if !shaped {
             continue;
         }
-        let class = format!("1:{:x}", 10 + i);
-        let ceil = match (q.max_rate_kbps, q.ingress_policing_rate_kbps) {
-            (Some(m), Some(r)) => m.min(r),
-            (m, r) => m.or(r).unwrap_or(line_kbit),
-        };
-        if let Some(r) = q.ingress_policing_rate_kbps {
-            p.notes.push(format!(
-                "{}: ingress_policing_rate_kbps {r} -> htb ceil on the uplink (shaped, not policed)",
-                vm.name
-            ));
-        }
-        let rate = q.min_rate_kbps.unwrap_or(8).min(ceil);
-        let mut c: Vec<String> = ["tc", "class", "add", "dev", &up_b, "parent", "1:1", "classid", &class, "htb"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        c.extend(["rate".into(), format!("{rate}kbit"), "ceil".into(), format!("{ceil}kbit")]);
-        if let Some(w) = q.weight {
-            c.extend(["quantum".into(), format!("{}", u64::from(w) * 1514)]);
-        }
-        if let Some(pr) = q.priority {
-            c.extend(["prio".into(), format!("{}", pr - 1)]);
-        }
-        p.commands.push(c);
-        p.cmd(&[
-            "tc",
-            "filter",
-            "add",
-            "dev",
-            &up_b,
-            "parent",
-            "1:",
-            "protocol",
-            "all",
-            "prio",
-            "1",
-            "u32",
-            "match",
-            "ether",
-            "src",
-            &mac_of(&vm.name),
-            "classid",
-            &class,
-        ]);
+        shape_vm(&mut p, i, vm, &up_b, line_kbit);
     }
     if scenario.classification.security_group_masks > 0 {
         p.unsupported.push(format!(
@@ -218,4 +145,89 @@ impl Driver for LinuxTc {
     fn version(&self) -> String {
         format!("Linux bridge + {}", version_of("tc", "-V"))
     }
+}
+
+/// The uplink's htb root: the line rate, and a default class for unshaped traffic.
+fn htb_root(p: &mut SwitchPlan, up_b: &str, line_kbit: u64) {
+    p.cmd(&["tc", "qdisc", "add", "dev", up_b, "root", "handle", "1:", "htb", "default", "ffff"]);
+    p.cmd(&[
+        "tc",
+        "class",
+        "add",
+        "dev",
+        up_b,
+        "parent",
+        "1:",
+        "classid",
+        "1:1",
+        "htb",
+        "rate",
+        &format!("{line_kbit}kbit"),
+    ]);
+    p.cmd(&[
+        "tc",
+        "class",
+        "add",
+        "dev",
+        up_b,
+        "parent",
+        "1:1",
+        "classid",
+        "1:ffff",
+        "htb",
+        "rate",
+        "8kbit",
+        "ceil",
+        &format!("{line_kbit}kbit"),
+    ]);
+}
+
+/// VM number `i`'s htb class on the uplink (its rate, ceiling, weight and priority) and the
+/// filter that sends its frames there.
+fn shape_vm(p: &mut SwitchPlan, i: usize, vm: &crate::scenario::Vm, up_b: &str, line_kbit: u64) {
+    let q = &vm.qos;
+    let class = format!("1:{:x}", 10 + i);
+    let ceil = match (q.max_rate_kbps, q.ingress_policing_rate_kbps) {
+        (Some(m), Some(r)) => m.min(r),
+        (m, r) => m.or(r).unwrap_or(line_kbit),
+    };
+    if let Some(r) = q.ingress_policing_rate_kbps {
+        p.notes.push(format!(
+            "{}: ingress_policing_rate_kbps {r} -> htb ceil on the uplink (shaped, not policed)",
+            vm.name
+        ));
+    }
+    let rate = q.min_rate_kbps.unwrap_or(8).min(ceil);
+    let mut c: Vec<String> = ["tc", "class", "add", "dev", up_b, "parent", "1:1", "classid", &class, "htb"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    c.extend(["rate".into(), format!("{rate}kbit"), "ceil".into(), format!("{ceil}kbit")]);
+    if let Some(w) = q.weight {
+        c.extend(["quantum".into(), format!("{}", u64::from(w) * 1514)]);
+    }
+    if let Some(pr) = q.priority {
+        c.extend(["prio".into(), format!("{}", pr - 1)]);
+    }
+    p.commands.push(c);
+    p.cmd(&[
+        "tc",
+        "filter",
+        "add",
+        "dev",
+        up_b,
+        "parent",
+        "1:",
+        "protocol",
+        "all",
+        "prio",
+        "1",
+        "u32",
+        "match",
+        "ether",
+        "src",
+        &mac_of(&vm.name),
+        "classid",
+        &class,
+    ]);
 }

@@ -43,7 +43,8 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use serde_json::Value;
+use slaswitch::protocol::{Options, PortChange, Request};
 
 const PORTS: usize = 28;
 /// Fresh switch instances per workload, and rounds per instance.
@@ -81,8 +82,8 @@ impl Drop for Proc {
     }
 }
 
-fn cli(socket: &Path, req: Value) -> Value {
-    slaswitch::control::request(socket, &req).unwrap_or_else(|e| panic!("{req}: {e}"))
+fn cli(socket: &Path, req: Request) -> Value {
+    slaswitch::control::request(socket, &req).unwrap_or_else(|e| panic!("{req:?}: {e}"))
 }
 
 /// One side's counted totals (`pmd-stats` `compare`).
@@ -175,7 +176,7 @@ struct Counters {
 }
 
 fn counters(socket: &Path) -> Counters {
-    let stats = cli(socket, json!({"cmd": "pmd-stats"}));
+    let stats = cli(socket, Request::PmdStats);
     let pmd = &stats["pmds"][0];
     let probe = &pmd["probe"];
     let compare = &probe["compare"];
@@ -263,13 +264,17 @@ fn pmd_limited(s: &Side) -> bool {
 
 /// Gives every VM port its C2QoS settings, in one `set-port` request.
 fn set_c2qos(socket: &Path, tsc_hz: u64) {
-    let options = match std::env::var("C2QOS_OVERHEAD_OPTIONS") {
+    let options: Options = match std::env::var("C2QOS_OVERHEAD_OPTIONS") {
         Ok(v) => serde_json::from_str(&v)
             .unwrap_or_else(|e| panic!("C2QOS_OVERHEAD_OPTIONS is not a JSON object of port options: {e}")),
-        Err(_) => json!({"cycles_per_sec": (tsc_hz / PORTS as u64).to_string(), "mode": "min-max"}),
+        Err(_) => [
+            ("cycles_per_sec".to_string(), (tsc_hz / PORTS as u64).to_string()),
+            ("mode".to_string(), "min-max".to_string()),
+        ]
+        .into(),
     };
-    let ports: Vec<Value> = (1..=PORTS).map(|i| json!({"name": format!("vm{i}"), "options": options})).collect();
-    cli(socket, json!({"cmd": "set-port", "ports": ports}));
+    let ports = (1..=PORTS).map(|i| PortChange { name: format!("vm{i}"), options: options.clone() }).collect();
+    cli(socket, Request::SetPort { ports });
 }
 
 /// (25th percentile, median, 75th percentile).
@@ -348,10 +353,13 @@ fn one_run(run: usize, security_group_masks: usize, flows_per_vm: u32) -> RunRes
         assert!(t.elapsed() < Duration::from_secs(30), "slaswitchd did not start");
         std::thread::sleep(Duration::from_millis(50));
     }
-    cli(&socket, json!({"cmd": "add-port", "name": "up", "type": "null"}));
+    cli(&socket, Request::AddPort { name: "up".into(), port_type: "null".into(), options: Options::new() });
     let mut flows = Vec::new();
     for i in 1..=PORTS {
-        cli(&socket, json!({"cmd": "add-port", "name": format!("vm{i}"), "type": "vhost-user"}));
+        cli(
+            &socket,
+            Request::AddPort { name: format!("vm{i}"), port_type: "vhost-user".into(), options: Options::new() },
+        );
         flows.push(format!("priority=1,in_port=vm{i},actions=output:up"));
     }
     flows.extend(
@@ -360,8 +368,8 @@ fn one_run(run: usize, security_group_masks: usize, flows_per_vm: u32) -> RunRes
             .map(|r| r.to_string())
             .filter(|_| security_group_masks > 0),
     );
-    cli(&socket, json!({"cmd": "add-flow", "flows": flows}));
-    let tsc_hz = cli(&socket, json!({"cmd": "pmd-stats"}))["tsc_hz"].as_u64().unwrap();
+    cli(&socket, Request::AddFlow { flows });
+    let tsc_hz = cli(&socket, Request::PmdStats)["tsc_hz"].as_u64().unwrap();
     set_c2qos(&socket, tsc_hz);
     let mut tenant = Command::new(env!("CARGO_BIN_EXE_slaswitch-tenant"));
     tenant.args([

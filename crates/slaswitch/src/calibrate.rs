@@ -23,6 +23,7 @@ use slaswitch_qos::cpu::model::{FactorTable, ModelEntry, StageCycles, PROFILE_PA
 use slaswitch_qos::cpu::{BandwidthModel, FlowCount};
 
 use crate::control::request;
+use crate::protocol::Request;
 
 pub struct CalibrateOptions {
     pub out: PathBuf,
@@ -53,7 +54,7 @@ impl PrivateSwitch {
         self.dir.join("slaswitchd.ctl")
     }
 
-    fn cmd(&self, req: Value) -> Result<Value, String> {
+    fn cmd(&self, req: Request) -> Result<Value, String> {
         request(&self.socket(), &req)
     }
 }
@@ -100,7 +101,7 @@ struct RowMeasure {
 }
 
 fn read_counts(sw: &PrivateSwitch, vms: &[String]) -> Result<Vec<Counts>, String> {
-    let stats = sw.cmd(serde_json::json!({"cmd": "port-stats"}))?;
+    let stats = sw.cmd(Request::PortStats { name: None })?;
     vms.iter()
         .map(|name| {
             let p = stats["ports"]
@@ -253,6 +254,44 @@ fn measure_median(
     Ok(runs[runs.len() / 2])
 }
 
+impl PrivateSwitch {
+    /// Starts a private slaswitchd on the calibration's cores, with no model and its own files.
+    fn start(opts: &CalibrateOptions) -> Result<PrivateSwitch, String> {
+        let prefix = format!("sscal{}", std::process::id());
+        let dir = std::env::temp_dir().join(&prefix);
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let log = std::fs::File::create(dir.join("slaswitchd.log")).map_err(|e| e.to_string())?;
+        let child = Command::new(opts.tools.join("slaswitchd"))
+            .args(["--pmd-cores", &opts.pmd_core.to_string(), "--main-core", &opts.vm_core.to_string(), "--run-dir"])
+            .arg(&dir)
+            .arg("--db")
+            .arg(dir.join("conf.json"))
+            .arg("--model")
+            .arg(dir.join("none.json"))
+            .args(["--file-prefix", &prefix, "--no-metrics"])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("cannot start slaswitchd: {e}"))?;
+        let mut sw = PrivateSwitch { dir: dir.clone(), child: Some(child), prefix };
+        let t = Instant::now();
+        while !sw.socket().exists() {
+            if let Some(Ok(Some(status))) = sw.child.as_mut().map(|c| c.try_wait()) {
+                return Err(format!(
+                    "slaswitchd exited ({status}): {}",
+                    std::fs::read_to_string(dir.join("slaswitchd.log")).unwrap_or_default()
+                ));
+            }
+            if t.elapsed() > Duration::from_secs(30) {
+                return Err("slaswitchd did not come up within 30 s".into());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(sw)
+    }
+}
+
 /// Measures the model and writes it to `opts.out`.
 pub fn calibrate(opts: &CalibrateOptions) -> Result<BandwidthModel, String> {
     if unsafe { libc::geteuid() } != 0 {
@@ -262,50 +301,24 @@ pub fn calibrate(opts: &CalibrateOptions) -> Result<BandwidthModel, String> {
     if total == 0 || free < 512 || !mounted {
         return Err(format!("calibrate needs free hugepages (total {total}, free {free}, mounted {mounted}): echo 1024 > /proc/sys/vm/nr_hugepages"));
     }
-    if request(Path::new(&crate::control::default_socket()), &serde_json::json!({"cmd": "list-ports"})).is_ok() {
+    if request(Path::new(&crate::control::default_socket()), &Request::ListPorts).is_ok() {
         return Err("slaswitchd is running: calibrating beside it would measure both. Stop it, calibrate, and start it again (it reads the model at start), or calibrate elsewhere and `slaswitch load-model FILE`".into());
     }
-    let prefix = format!("sscal{}", std::process::id());
-    let dir = std::env::temp_dir().join(&prefix);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let log = std::fs::File::create(dir.join("slaswitchd.log")).map_err(|e| e.to_string())?;
-    let child = Command::new(opts.tools.join("slaswitchd"))
-        .args(["--pmd-cores", &opts.pmd_core.to_string(), "--main-core", &opts.vm_core.to_string(), "--run-dir"])
-        .arg(&dir)
-        .arg("--db")
-        .arg(dir.join("conf.json"))
-        .arg("--model")
-        .arg(dir.join("none.json"))
-        .args(["--file-prefix", &prefix, "--no-metrics"])
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .map_err(|e| format!("cannot start slaswitchd: {e}"))?;
-    let mut sw = PrivateSwitch { dir: dir.clone(), child: Some(child), prefix };
-    let t = Instant::now();
-    while !sw.socket().exists() {
-        if let Some(Ok(Some(status))) = sw.child.as_mut().map(|c| c.try_wait()) {
-            return Err(format!(
-                "slaswitchd exited ({status}): {}",
-                std::fs::read_to_string(dir.join("slaswitchd.log")).unwrap_or_default()
-            ));
-        }
-        if t.elapsed() > Duration::from_secs(30) {
-            return Err("slaswitchd did not come up within 30 s".into());
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let sw = PrivateSwitch::start(opts)?;
     let max_vms = opts.vm_counts.iter().copied().max().unwrap_or(1).max(1) as usize;
-    sw.cmd(
-        serde_json::json!({"cmd": "add-port", "name": "uplink", "type": "null", "options": {"ofport_request": "1"}}),
-    )?;
+    sw.cmd(Request::AddPort {
+        name: "uplink".into(),
+        port_type: "null".into(),
+        options: [("ofport_request".to_string(), "1".to_string())].into(),
+    })?;
     let mut flows: Vec<String> = Vec::new();
     for i in 1..=max_vms {
         let name = format!("vm{i}");
-        sw.cmd(
-            serde_json::json!({"cmd": "add-port", "name": name, "type": "vhost-user", "options": {"rx_ring": "4096"}}),
-        )?;
+        sw.cmd(Request::AddPort {
+            name: name.clone(),
+            port_type: "vhost-user".into(),
+            options: [("rx_ring".to_string(), "4096".to_string())].into(),
+        })?;
         flows.push(format!("priority=1,in_port={name},actions=output:uplink"));
     }
     flows.extend(
@@ -313,8 +326,8 @@ pub fn calibrate(opts: &CalibrateOptions) -> Result<BandwidthModel, String> {
             .iter()
             .map(|r| r.to_string()),
     );
-    sw.cmd(serde_json::json!({"cmd": "add-flow", "flows": flows}))?;
-    let tsc_hz = sw.cmd(serde_json::json!({"cmd": "pmd-stats"}))?["tsc_hz"].as_u64().unwrap_or(0);
+    sw.cmd(Request::AddFlow { flows })?;
+    let tsc_hz = sw.cmd(Request::PmdStats)?["tsc_hz"].as_u64().unwrap_or(0);
 
     let points: Vec<(u32, FlowCount)> =
         PROFILE_PACKET_SIZES.iter().flat_map(|&s| [(s, FlowCount::Single), (s, FlowCount::Many)]).collect();

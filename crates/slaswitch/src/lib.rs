@@ -1,7 +1,7 @@
 //! slaswitch's programs: the daemon, its CLI and the emulated VM.
 
-pub mod args;
 pub mod calibrate;
 pub mod control;
 pub mod daemon;
+pub mod protocol;
 pub mod tenant;

@@ -418,8 +418,7 @@ impl CyclePool {
     /// The host stalled the PMD for `stall_ticks` (its vCPU preempted mid-batch): no port
     /// could be served, yet the buckets kept filling. Each bucket may hold what it earned in
     /// that time above its depth, so a backlogged port catches up afterwards instead of
-    /// losing the stall's share of its allocation (2-4% on this shared host, where stalls
-    /// take about 3% of the time: Fig. 11b). Lazy refill only; at most one second's worth.
+    /// losing the stall's share of its allocation (`docs/deviations.md`, host stalls). Lazy refill only; at most one second's worth.
     pub fn credit_stall(&self, set: &mut impl BucketSet, stall_ticks: u64) {
         let ticks = stall_ticks.min(self.config.tsc_hz);
         set.each_bucket(|b| b.stall_credit = b.stall_credit.saturating_add(earned_tokens(ticks, b.tokens_per_tick)));

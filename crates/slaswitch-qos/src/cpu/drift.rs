@@ -1,9 +1,9 @@
 //! Host-speed drift compensation for model-derived allocations (an extension of seed 000
 //! Sec. III). The bandwidth-CPU model is a table of cycles per packet measured once. On a
 //! shared host the work a TSC cycle does drifts (frequency, a busy sibling thread, memory
-//! contention): here by up to +-30% from one minute to the next, so a fixed allocation of
-//! cycles buys a VM 30% more or less than it purchased. The paper's +-2..4% assumes a quiet
-//! server.
+//! contention) from one minute to the next, so a fixed allocation of cycles buys a VM more or
+//! less than it purchased. The paper's accuracy assumes a quiet server (`docs/deviations.md`;
+//! the measurements in `docs/results/c2qos-experiments.md`).
 //!
 //! The PMD therefore compares, every window, the cycles its ports' batches really cost with what
 //! the model predicts for the traffic they really carried (observed frame size, observed share
@@ -11,15 +11,14 @@
 //! whose allocation bound count: batches nearly full (the model is measured backlogged), or
 //! the port waited for tokens in the window. The second takes in light ports whose small
 //! batches cost more per packet than the backlogged rows say (a web VM polled often sends
-//! one-packet batches at about twice its row's cost, and waits for tokens it should have had). The ratio, smoothed, scales the allocations that came from the
-//! model: one factor over all ports of the PMD (for ports not yet measured), and one per port,
+//! one-packet batches dearer than its row, and waits for tokens it should have had). The
+//! ratio, smoothed, scales the allocations that came from the model: one factor over all ports of the PMD (for ports not yet measured), and one per port,
 //! which also corrects the error of the row its traffic falls in (the rows are measured minutes
 //! apart, at different host speeds) and the cost its neighbours add (a one-flow VM's frames cost
-//! up to 2.5x its row next to many-flow VMs that thrash the CPU caches).
+//! more next to many-flow VMs that thrash the CPU caches).
 //!
-//! A port's factor is its own measured ratio, not held near the PMD's: an earlier version kept
-//! it within 1.25x of the PMD's factor, and that bound alone left one-flow VMs 18% short and
-//! many-flow VMs 10-22% over (Fig. 11a). What a VM could gain from it is bounded: the prediction
+//! A port's factor is its own measured ratio, not held near the PMD's: a bound around the PMD's
+//! factor left one-flow VMs short and many-flow VMs over (Fig. 11a). What a VM could gain from it is bounded: the prediction
 //! uses the traffic as sent, not the profile, so switching to small frames or many flows buys
 //! nothing (a VM that lies about its profile still gets cycles for its purchase, no more); the
 //! cost left unexplained, which a port is compensated for, comes from the host or from the
@@ -31,9 +30,8 @@
 pub const PORT_MAX_FACTOR: f64 = 3.0;
 /// The same for a port of a kind the model was not calibrated on (`slaswitch calibrate`
 /// drives vhost-user VMs): for it the whole difference in cost between kinds is unmodelled,
-/// not only the host's drift. An af_packet frame from a namespace's TCP costs about 8000
-/// cycles here against the vhost-user row's 1038 (Fig. 12's bulk VMs), which a cap of 3
-/// left 10-20% short of their purchase.
+/// not only the host's drift: an af_packet frame from a namespace's TCP costs several times
+/// the vhost-user row (Fig. 12's bulk VMs), more than [`PORT_MAX_FACTOR`] can give.
 pub const UNCALIBRATED_KIND_MAX_FACTOR: f64 = 12.0;
 
 /// The settings for a port's own compensator: a light port (a web server's 50 Mbit/s is
@@ -81,10 +79,9 @@ impl Default for DriftConfig {
 }
 
 /// Smooths the packets a predicted cycle really buys, not its inverse: a port held to `C`
-/// cycles/s forwards `C / cost` packets/s, so over windows whose cost jitters (here by +-15%
-/// from one 100 ms window to the next) what it gets is the mean of `1 / cost`, and a factor
-/// that smoothed the cost itself overshot the purchase by 1-3% (Jensen's inequality: the
-/// mean of the inverse exceeds the inverse of the mean). The factor is the inverse of the
+/// cycles/s forwards `C / cost` packets/s, so over windows whose cost jitters what it gets is
+/// the mean of `1 / cost`, and a factor that smoothed the cost itself overshoots the purchase
+/// (Jensen's inequality: the mean of the inverse exceeds the inverse of the mean). The factor is the inverse of the
 /// smoothed efficiency, a harmonic mean of the measured ratios.
 #[derive(Clone, Copy, Debug)]
 pub struct DriftCompensator {

@@ -2,66 +2,40 @@
 //!
 //! A PMD thread asks [`PortScheduler::next_port`] which port to serve, runs one batch for it
 //! through ingress, classification and egress, and reports the batch's cycles and packet count
-//! with [`PortScheduler::report_batch`]. Between those two calls the port is "in service" and in
+//! with [`PortScheduler::end_batch`]. Between those two calls the port is "in service" and in
 //! no queue.
 //!
-//! * 8 priority classes (1 highest), a FIFO ready queue per class: the head of the highest
-//!   non-empty class is always served first (Sec. IV-B-1). A bitmask of non-empty classes makes
-//!   the choice O(1).
-//! * One waiting queue for ports whose tokens are <= 0: a timer wheel keyed by the TSC at which
-//!   each port's own generation rate makes it positive again, so parking and promoting a port is
-//!   O(1) rather than a scan or a heap operation. A port is promoted at most one wheel slot
-//!   (8192 ticks, about 3.3 us at 2.5 GHz) after its bucket turns positive: the PMD decides
-//!   once per batch (about 10 us for 32 packets), so a finer slot would promote no port
-//!   sooner, and the coarse wheel's heads and occupancy fit 9 cache lines. Its bucket keeps
-//!   filling meanwhile, so the lateness costs the port nothing.
-//! * A port whose batch left it owing tokens goes to the back of its ready queue at once,
-//!   with the TSC at which its own rate pays the debt (`due_tsc`, kept in its ready-queue
-//!   entry, so the decision reads it from the line the head came from). If it reaches the
-//!   head of its queue before then, it goes round once more to the back; only if it reaches
-//!   the head early again is it parked in the waiting queue. The paper moves it to the
-//!   waiting queue at once and back to the tail when its tokens turn positive. When every
-//!   port hovers around zero tokens, as when the allocations add up to the core, that meant
-//!   one park and one promotion on every decision, and each touched other ports' records,
-//!   which every batch evicts from the caches (the overhead benchmark, docs/results/c2qos-overhead.md). Going round once
-//!   more costs a ring's pop and push where parking costs a wheel insert, an expiry and a
-//!   requeue: ports whose batches cost more than the average reach the head a little short
-//!   every other turn (0.13-0.28 parks per decision in the benchmark, 0.003-0.016 since).
-//!   A port never runs before it is due, so C2TB's bound holds, and it is never served
-//!   later than the paper's queue would serve it. It may be served sooner:
-//!   it keeps the place it had when its batch ended, instead of joining behind the ports that
-//!   were requeued while it waited. In periodic refill the due time is not known (tokens come
-//!   only with the manager's updates), so a port that owes tokens is parked at once there.
-//! * Layout: all a port's state (its HBS state, its C2TB bucket, its wheel link) sits in one
-//!   record of two cache lines; the ready queues are rings of indices in the scheduler
-//!   ([`super::ready`]). In the data plane every batch evicts the scheduler from the core's
-//!   caches, so each separate place a decision touches is a miss (the overhead
-//!   measurement). Handing a port out only stores to its record, which does not wait for the
-//!   line; reporting its batch reads the record once.
-//! * A port whose poll found nothing *rests*: it goes back to its ready queue once another port
-//!   has run a batch with packets (or when nothing else is ready). The paper's ready queues hold
-//!   the ports that may run; without this an idle class-1 port, charged nothing for its empty
-//!   polls, was polled again and again within a microsecond and demoted through every class
-//!   before its next packet came, so a light latency-sensitive VM (Fig. 11c: one frame every
-//!   29 us) sat behind the busy classes. Resting, an idle port costs one empty poll per busy
-//!   batch while it keeps its class.
-//! * Dynamic priority (Sec. IV-B-3): after `idle_polls_per_step` consecutive empty polls a port's
-//!   class drops by one, down to 8; the first packet restores its configured class at once.
-//!   The paper does not say how that first packet is seen while ports above the demoted one
-//!   stay ready: a class-1 web server that went quiet between requests sank to class 8 and
-//!   then waited behind two backlogged class-4 bulk VMs (MIN-MAX keeps them ready), 5 ms per
-//!   request where round robin took 1.9 (Fig. 12). So a demoted port is probed at least every
-//!   `demoted_probe_us` regardless of class; its next packet is then seen within that time.
-//!
-//! * Turns ([`PortScheduler::end_batch`]): a backlogged port of the top configured class may
-//!   run further full batches, up to [`HbsConfig::turn_ns`] in all, on tokens it already
-//!   holds, and is charged once for the turn; lower classes keep a decision per batch.
-//!   The paper decides once per batch; a decision costs 40-45 cycles, 1.3% of a batch of
-//!   cheap frames, and sharing it among the batches of a turn takes that off where it
-//!   weighs most (the overhead benchmark, docs/results/c2qos-overhead.md).
+//! # The paper's design
+//! * **Ready queues**: 8 priority classes (1 highest), a FIFO per class; the head of the highest
+//!   non-empty class is served first (Sec. IV-B-1). A bitmask of non-empty classes makes the
+//!   choice O(1) ([`super::ready`]).
+//! * **Waiting queue**: ports whose tokens are <= 0, keyed by the TSC at which their own
+//!   generation rate makes them positive again (Sec. IV-B-2). It is a timer wheel, so parking
+//!   and promoting are O(1); a port is promoted at most one wheel slot late, and its bucket
+//!   keeps filling meanwhile, so the lateness costs it nothing.
+//! * **Dynamic priority** (Sec. IV-B-3): after `idle_polls_per_step` consecutive empty polls a
+//!   port's class drops by one, down to 8; its first packet restores its configured class.
 //!
 //! With no settings on any port (all unlimited, all class 8) the ready queue is a single FIFO in
-//! which every served port goes to the back: the fixed-order round robin OVS's PMD loop does.
+//! which every served port goes to the back: the fixed-order round robin of OVS's PMD loop.
+//!
+//! # Ours (each in its own struct below; the reasons in `docs/deviations.md`)
+//! * [`DeferredParking`]: a port that owes tokens goes round its ready queue once more, due at
+//!   the TSC its rate pays the debt, and is parked only if it reaches the head early again. It
+//!   never runs before it is due, so C2TB's bound holds, and it is never served later than the
+//!   paper's queue would serve it. Periodic refill has no due times and parks at once.
+//! * [`Resting`]: a port whose poll found nothing goes back to its ready queue once another
+//!   port has run a batch with packets (or nothing else is ready), so an idle port keeps its
+//!   class at the cost of one empty poll per busy batch.
+//! * [`DemotedProbe`]: a demoted port is polled at least every `demoted_probe_us` whatever is
+//!   ready above it, so its next packet is seen within that time.
+//! * [`Turns`]: a backlogged port of the top configured class may run further full batches, up
+//!   to [`HbsConfig::turn_ns`], on tokens it already holds, charged once for the turn.
+//!
+//! Layout: all of a port's state (HBS, its C2TB bucket, its wheel link) sits in one record of
+//! two cache lines, and the ready queues are rings of indices: in the data plane every batch
+//! evicts the scheduler from the core's caches, so each separate place a decision touches is a
+//! miss. Handing a port out only stores to its record; reporting its batch reads it once.
 
 use std::num::NonZeroU8;
 
@@ -200,6 +174,55 @@ pub struct WaitCounts {
     pub parked: u64,
 }
 
+/// Ours, beyond seed 000 Sec. IV-B-3 (`docs/deviations.md`, demoted probe): a port whose class
+/// dynamic priority lowered is still polled every `demoted_probe_us`, so its next packet is
+/// seen even while higher classes stay ready.
+#[derive(Clone, Debug)]
+struct DemotedProbe {
+    /// [`HbsConfig::demoted_probe_us`] in TSC ticks (0: off).
+    ticks: u64,
+    /// When the next look for a stale demoted port is due.
+    due_tsc: u64,
+    /// Ports whose class is below their configured one (none: no scan at all).
+    demoted_ports: usize,
+}
+
+/// Ours, beyond seed 000's one decision per batch (`docs/deviations.md`, turns): a backlogged
+/// port of the top configured class runs further full batches of one turn on tokens it holds,
+/// and is charged once when the turn ends.
+#[derive(Clone, Debug)]
+struct Turns {
+    /// [`HbsConfig::turn_ns`] in TSC ticks.
+    ticks: u64,
+    /// The cycles of the turn under way (its batches before the last one).
+    cycles: u64,
+    /// The highest configured class of the scheduled ports (smallest number): only its ports
+    /// take turns.
+    top_class: u8,
+}
+
+/// Ours, beyond seed 000's ready queues (`docs/deviations.md`, resting): a port whose poll was
+/// empty waits for another port's batch with packets before it is ready again.
+#[derive(Clone, Debug, Default)]
+struct Resting {
+    /// In the order they rested, each with the class it goes back to: releasing them then only
+    /// writes their records.
+    ports: Vec<(PortIndex, u8)>,
+}
+
+/// Ours, instead of seed 000's parking at once (`docs/deviations.md`, deferred parking): a port
+/// that owes tokens goes to the back of its ready queue with the TSC it is due at, and is
+/// parked only if it reaches the head before then.
+#[derive(Clone, Debug, Default)]
+struct DeferredParking {
+    /// Per port: 0, or the TSC at which a port that sits in a ready queue owing tokens has paid
+    /// its debt. The decision reads the copy in the port's ready-queue entry and only stores
+    /// here; this copy serves lookups by port.
+    due_tsc: Vec<u64>,
+    /// Ports in a ready queue with a due time (counted as waiting).
+    count: usize,
+}
+
 /// C2TB + HBS for the ports of one PMD thread. Not shared between threads: each PMD owns one.
 #[derive(Clone, Debug)]
 pub struct PortScheduler {
@@ -208,30 +231,16 @@ pub struct PortScheduler {
     slots: Slots,
     ready: ReadyQueues,
     waiting: IntrusiveWheel,
-    /// [`HbsConfig::demoted_probe_us`] in TSC ticks, and when the next look for a stale demoted
-    /// port is due.
-    probe_ticks: u64,
-    probe_due_tsc: u64,
-    /// [`HbsConfig::turn_ns`] in TSC ticks, and the cycles of the turn under way (its batches
-    /// before the last one, charged when the turn ends).
-    turn_ticks: u64,
-    turn_cycles: u64,
-    /// Ports whose class is below their configured one (none: no probe scan at all).
-    demoted: usize,
-    /// The highest configured class of the scheduled ports (smallest number): only its
-    /// ports take turns of several batches.
-    top_configured_class: u8,
-    /// Ports whose last poll was empty, in the order they rested, each with the class it
-    /// goes back to: releasing them then only writes their records.
-    resting: Vec<(PortIndex, u8)>,
+    /// Ours: a demoted port is still probed ([`DemotedProbe`]).
+    demoted_probe: DemotedProbe,
+    /// Ours: a backlogged top-class port runs several batches on one decision ([`Turns`]).
+    turns: Turns,
+    /// Ours: a port whose poll was empty rests ([`Resting`]).
+    resting: Resting,
     /// Scratch for ports the wheel hands back.
     expired: Vec<PortIndex>,
-    /// Per port: 0, or the TSC at which a port that sits in a ready queue owing tokens has
-    /// paid its debt (see the module notes). The decision reads the copy in the port's
-    /// ready-queue entry and only stores here; this copy serves lookups by port.
-    due_tsc: Vec<u64>,
-    /// Ports in a ready queue with a due time (counted as waiting).
-    deferred: usize,
+    /// Ours: a port that owes tokens goes round its ready queue once more ([`DeferredParking`]).
+    deferred_parking: DeferredParking,
     counts: WaitCounts,
 }
 
@@ -251,17 +260,20 @@ impl PortScheduler {
             slots: Slots::default(),
             ready: ReadyQueues::default(),
             waiting: IntrusiveWheel::new(WAIT_SLOT_SHIFT, WAIT_SLOTS, now_tsc),
-            resting: Vec::new(),
+            resting: Resting::default(),
             expired: Vec::new(),
-            due_tsc: Vec::new(),
-            deferred: 0,
+            deferred_parking: DeferredParking::default(),
             counts: WaitCounts::default(),
-            probe_ticks: u64::from(hbs.demoted_probe_us) * c2tb.tsc_hz / 1_000_000,
-            turn_ticks: u64::from(hbs.turn_ns) * c2tb.tsc_hz / 1_000_000_000,
-            turn_cycles: 0,
-            probe_due_tsc: now_tsc,
-            demoted: 0,
-            top_configured_class: DEFAULT_PRIORITY,
+            demoted_probe: DemotedProbe {
+                ticks: u64::from(hbs.demoted_probe_us) * c2tb.tsc_hz / 1_000_000,
+                due_tsc: now_tsc,
+                demoted_ports: 0,
+            },
+            turns: Turns {
+                ticks: u64::from(hbs.turn_ns) * c2tb.tsc_hz / 1_000_000_000,
+                cycles: 0,
+                top_class: DEFAULT_PRIORITY,
+            },
         }
     }
 
@@ -281,16 +293,16 @@ impl PortScheduler {
 
     pub fn set_hbs_config(&mut self, config: HbsConfig) {
         self.config = config;
-        self.probe_ticks = u64::from(config.demoted_probe_us) * self.pool.config().tsc_hz / 1_000_000;
-        self.turn_ticks = u64::from(config.turn_ns) * self.pool.config().tsc_hz / 1_000_000_000;
+        self.demoted_probe.ticks = u64::from(config.demoted_probe_us) * self.pool.config().tsc_hz / 1_000_000;
+        self.turns.ticks = u64::from(config.turn_ns) * self.pool.config().tsc_hz / 1_000_000_000;
     }
 
     pub fn set_c2tb_config(&mut self, config: C2tbConfig, now_tsc: u64) {
         self.pool.set_config(&mut self.slots, config, now_tsc);
         // Due times were worked out at the old rates (and periodic refill has none): every
         // queued port that owes tokens is placed again.
-        for port in 0..self.due_tsc.len() {
-            if self.due_tsc[port] != 0 {
+        for port in 0..self.deferred_parking.due_tsc.len() {
+            if self.deferred_parking.due_tsc[port] != 0 {
                 self.take_out_of_queues(port);
                 self.requeue(port, now_tsc);
             }
@@ -315,8 +327,8 @@ impl PortScheduler {
             return Err(format!("port index {port} is too large: at most {}", ReadyQueues::MAX_PORT));
         }
         self.ready.reserve(port + 1);
-        if self.due_tsc.len() <= port {
-            self.due_tsc.resize(port + 1, 0);
+        if self.deferred_parking.due_tsc.len() <= port {
+            self.deferred_parking.due_tsc.resize(port + 1, 0);
         }
         self.pool.set_limit(&mut self.slots, port, limit, now_tsc);
         let slot = &mut self.slots.0[port];
@@ -349,9 +361,9 @@ impl PortScheduler {
     /// or its class set (report_batch keeps the count between those); and the highest
     /// configured class.
     fn recount_demoted(&mut self) {
-        self.demoted = self.states().filter(|s| s.current_priority > s.configured_priority.get()).count();
-        self.top_configured_class =
-            self.states().map(|s| s.configured_priority.get()).min().unwrap_or(DEFAULT_PRIORITY);
+        self.demoted_probe.demoted_ports =
+            self.states().filter(|s| s.current_priority > s.configured_priority.get()).count();
+        self.turns.top_class = self.states().map(|s| s.configured_priority.get()).min().unwrap_or(DEFAULT_PRIORITY);
     }
 
     fn states(&self) -> impl Iterator<Item = &PortState> {
@@ -369,7 +381,7 @@ impl PortScheduler {
             self.take_out_of_queues(port);
             self.requeue(port, now_tsc);
         }
-        for (_, class) in self.resting.iter_mut().filter(|(p, _)| *p == port) {
+        for (_, class) in self.resting.ports.iter_mut().filter(|(p, _)| *p == port) {
             *class = priority;
         }
         self.recount_demoted();
@@ -392,7 +404,7 @@ impl PortScheduler {
     pub fn view(&self, port: PortIndex) -> Option<PortView> {
         let slot = self.slots.0.get(port)?;
         let s = slot.state.as_ref()?;
-        let deferred = self.due_tsc.get(port).is_some_and(|&due| due != 0);
+        let deferred = self.deferred_parking.due_tsc.get(port).is_some_and(|&due| due != 0);
         Some(PortView {
             configured_priority: s.configured_priority.get(),
             current_priority: s.current_priority,
@@ -406,7 +418,7 @@ impl PortScheduler {
 
     /// Number of ports waiting for tokens (parked, or queued with a due time).
     pub fn waiting_len(&self) -> usize {
-        self.waiting.len() + self.deferred
+        self.waiting.len() + self.deferred_parking.count
     }
 
     pub fn wait_counts(&self) -> WaitCounts {
@@ -459,8 +471,8 @@ impl PortScheduler {
         if due == 0 {
             return true;
         }
-        self.due_tsc[port] = 0;
-        self.deferred -= 1;
+        self.deferred_parking.due_tsc[port] = 0;
+        self.deferred_parking.count -= 1;
         if due <= now_tsc {
             return true;
         }
@@ -475,7 +487,10 @@ impl PortScheduler {
     /// the ports at most every quarter probe interval while none is due.
     #[inline]
     fn stale_demoted_port(&mut self, now_tsc: u64) -> Option<PortIndex> {
-        if self.demoted == 0 || self.probe_ticks == 0 || now_tsc < self.probe_due_tsc {
+        if self.demoted_probe.demoted_ports == 0
+            || self.demoted_probe.ticks == 0
+            || now_tsc < self.demoted_probe.due_tsc
+        {
             return None;
         }
         self.find_stale_demoted_port(now_tsc)
@@ -489,17 +504,17 @@ impl PortScheduler {
         for (port, slot) in self.slots.0.iter().enumerate() {
             let Some(s) = &slot.state else { continue };
             let PortPlace::Ready { class } = slot.place else { continue };
-            if self.due_tsc[port] > now_tsc {
+            if self.deferred_parking.due_tsc[port] > now_tsc {
                 continue;
             }
-            let due =
-                class > s.configured_priority.get() && now_tsc.saturating_sub(slot.last_served_tsc) >= self.probe_ticks;
+            let due = class > s.configured_priority.get()
+                && now_tsc.saturating_sub(slot.last_served_tsc) >= self.demoted_probe.ticks;
             if due && stalest.is_none_or(|(t, _)| slot.last_served_tsc < t) {
                 stalest = Some((slot.last_served_tsc, port));
             }
         }
         if stalest.is_none() {
-            self.probe_due_tsc = now_tsc + self.probe_ticks / 4;
+            self.demoted_probe.due_tsc = now_tsc + self.demoted_probe.ticks / 4;
         }
         stalest.map(|(_, port)| port)
     }
@@ -526,16 +541,16 @@ impl PortScheduler {
     /// off the cheapest packets, where it weighs most (the overhead benchmark, docs/results/c2qos-overhead.md).
     #[inline]
     pub fn end_batch(&mut self, port: PortIndex, cycles: u64, packets: u32, now_tsc: u64, may_continue: bool) -> bool {
-        let turn_cycles = self.turn_cycles + cycles;
+        let turn_cycles = self.turns.cycles + cycles;
         if may_continue
             && packets >= self.config.full_batch_packets
-            && turn_cycles < self.turn_ticks
+            && turn_cycles < self.turns.ticks
             && self.turn_may_go_on(port, turn_cycles, now_tsc)
         {
-            self.turn_cycles = turn_cycles;
+            self.turns.cycles = turn_cycles;
             return true;
         }
-        self.turn_cycles = 0;
+        self.turns.cycles = 0;
         self.report_batch(port, turn_cycles, packets, now_tsc);
         false
     }
@@ -546,8 +561,10 @@ impl PortScheduler {
     fn turn_may_go_on(&self, port: PortIndex, turn_cycles: u64, now_tsc: u64) -> bool {
         let Some(slot) = self.slots.0.get(port) else { return false };
         let Some(s) = slot.state.as_ref() else { return false };
-        let probe_due = self.demoted > 0 && self.probe_ticks > 0 && now_tsc >= self.probe_due_tsc;
-        s.current_priority == self.top_configured_class
+        let probe_due = self.demoted_probe.demoted_ports > 0
+            && self.demoted_probe.ticks > 0
+            && now_tsc >= self.demoted_probe.due_tsc;
+        s.current_priority == self.turns.top_class
             && slot.place == PortPlace::InService
             && !probe_due
             && slot.bucket.covers(turn_cycles)
@@ -576,8 +593,8 @@ impl PortScheduler {
             }
         }
         match (was_demoted, s.current_priority > s.configured_priority.get()) {
-            (false, true) => self.demoted += 1,
-            (true, false) => self.demoted -= 1,
+            (false, true) => self.demoted_probe.demoted_ports += 1,
+            (true, false) => self.demoted_probe.demoted_ports -= 1,
             _ => {}
         }
         if packets == 0 {
@@ -590,7 +607,7 @@ impl PortScheduler {
             self.pool.refill_after_batch(&mut slot.bucket, now_tsc);
             if slot.bucket.wait_ticks() == 0 {
                 slot.place = PortPlace::Resting;
-                self.resting.push((port, s.current_priority));
+                self.resting.ports.push((port, s.current_priority));
             } else {
                 // It owes tokens (a probed port may run owing them): queued as after a batch.
                 // A bucket that is not positive was just refilled.
@@ -610,11 +627,11 @@ impl PortScheduler {
     /// are only written.
     #[inline]
     fn release_resting(&mut self) {
-        for &(port, class) in &self.resting {
+        for &(port, class) in &self.resting.ports {
             self.slots.0[port].place = PortPlace::Ready { class };
             self.ready.push_back(usize::from(class - 1), port, 0);
         }
-        self.resting.clear();
+        self.resting.ports.clear();
     }
 
     /// Requeues every port of a scratch list taken out of `self`; returns the list, emptied, to
@@ -662,8 +679,8 @@ impl PortScheduler {
             self.ready.push_back(usize::from(class - 1), port, due);
             if defer {
                 // Also kept by port, for the paths that look a port up (views, the probe).
-                self.due_tsc[port] = due;
-                self.deferred += 1;
+                self.deferred_parking.due_tsc[port] = due;
+                self.deferred_parking.count += 1;
             }
         } else {
             slot.place = PortPlace::Waiting;
@@ -677,11 +694,11 @@ impl PortScheduler {
         match place {
             PortPlace::Ready { class } => {
                 self.ready.remove(usize::from(class - 1), port);
-                if std::mem::take(&mut self.due_tsc[port]) != 0 {
-                    self.deferred -= 1;
+                if std::mem::take(&mut self.deferred_parking.due_tsc[port]) != 0 {
+                    self.deferred_parking.count -= 1;
                 }
             }
-            PortPlace::Resting => self.resting.retain(|&(p, _)| p != port),
+            PortPlace::Resting => self.resting.ports.retain(|&(p, _)| p != port),
             PortPlace::Waiting => {
                 self.waiting.remove(&mut self.slots, port);
             }

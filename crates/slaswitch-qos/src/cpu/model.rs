@@ -97,11 +97,10 @@ pub struct ModelEntry {
 ///
 /// Why: a stage does per-packet work and per-byte work (the copies), so a larger frame never
 /// costs it fewer cycles. A row that came out cheaper was measured in a mode of the host where
-/// the frames stayed in the caches: on the AMD EPYC host two daemon instances measured the
-/// same 1500-byte one-flow point at 187 and 543 cycles (docs/results/c2qos-overhead.md), and one
-/// calibration stored 186 where 1024-byte frames cost 401. A row priced from the cheap mode
-/// under-allocates whenever the traffic meets the dear one, by more than drift compensation
-/// may make up (Fig. 11a: the 1500-byte VM 20% short). The VM-count factor is a running
+/// the frames stayed in the caches (two daemon instances have measured the same point at
+/// costs a factor of three apart; `docs/results/bandwidth-model.md`). A row priced from the
+/// cheap mode under-allocates whenever the traffic meets the dear one, by more than drift
+/// compensation may make up (Fig. 11a). The VM-count factor is a running
 /// maximum for the same reason (seed 000 Sec. III-D; `slaswitch calibrate`).
 pub fn raise_to_size_envelope(entries: &mut [ModelEntry]) {
     for flows in [FlowCount::Single, FlowCount::Many] {
@@ -241,8 +240,8 @@ impl BandwidthModel {
     /// Cycles per packet the model expects for traffic as observed: `frame_bytes` on average,
     /// `miss_share` of packets missing the exact-match cache. Cost is linear in the miss share
     /// through the single-flow and many-flow rows at the miss shares they were measured at (a
-    /// many-flow row measured at 60% misses predicts that row at 60%, not at 100%: placing it
-    /// at 100% under-predicted many-flow traffic and over-allocated it by 10-20%, Fig. 11a);
+    /// many-flow row predicts that row at the miss share it was measured at, not at all misses,
+    /// which under-predicted many-flow traffic and over-allocated it, Fig. 11a);
     /// beyond the many-flow row's share the line is extended up to all misses. Sizes outside
     /// the table take its nearest row.
     pub fn predict_cycles_per_packet(&self, frame_bytes: f64, miss_share: f64) -> Option<f64> {
@@ -270,11 +269,9 @@ impl BandwidthModel {
     /// many-flow purchase is priced at the many-flow row, at the miss share that row was
     /// measured at, so its traffic is predicted there too: how many of its packets miss the
     /// cache moves with the cache's state (its neighbours' flows, the host), not with what it
-    /// bought, and shows in the port's drift factor like any other drift. Measured in Fig.
-    /// 11(b), VMs sending exactly their 512-byte many-flow profile: predicted at each window's
-    /// own miss share they got 2.7-3.4% less than their purchase, and predicted at that share
-    /// capped at the row's 8.7-9.3% more (a 100 ms window's share is noisy, so the cap cut
-    /// only the high windows). A single-flow purchase is predicted at its traffic's real
+    /// bought, and shows in the port's drift factor like any other drift (`docs/deviations.md`;
+    /// predicting at each window's own share left such VMs short in Fig. 11b, and capping that
+    /// noisy share at the row's put them over). A single-flow purchase is predicted at its traffic's real
     /// misses: switching to many flows buys it nothing.
     pub fn predict_for_profile(&self, profile_flows: FlowCount, frame_bytes: f64, miss_share: f64) -> Option<f64> {
         let miss = match profile_flows {

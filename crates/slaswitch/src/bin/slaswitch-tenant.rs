@@ -14,22 +14,97 @@
 //! Linux bridge or VDE2 switch).
 
 use std::io::Write;
+use std::path::PathBuf;
 
+use clap::{Args, Parser, Subcommand};
 use serde_json::json;
-use slaswitch::args::Args;
 use slaswitch::tenant::frames::{mac_for, mac_text};
 use slaswitch::tenant::generator::{self, GenVm};
 use slaswitch::tenant::phase::Phase;
 use slaswitch::tenant::sink::{self, SinkVm};
 use slaswitch_dpdk::{remove_vdev, Eal, EthPort, Mempool};
 
+/// One or many emulated VMs attached to a switch over vhost-user (or af_packet).
+#[derive(Parser, Debug)]
+#[command(name = "slaswitch-tenant", version)]
+struct Cli {
+    #[command(flatten)]
+    common: Common,
+    #[command(subcommand)]
+    mode: Mode,
+}
+
+#[derive(Args, Debug)]
+struct Common {
+    /// NAME=SOCKET[,server], or NAME=af_packet:IFACE; repeat for several VMs.
+    #[arg(long = "vm", global = true, value_parser = parse_vm)]
+    vms: Vec<Vm>,
+    /// The core the VMs run on.
+    #[arg(long, global = true, default_value_t = 1)]
+    core: usize,
+    /// Descriptors per virtio ring: a power of two from 64 to 32768.
+    #[arg(long = "ring", global = true, default_value_t = 1024, value_parser = ring_descriptors)]
+    ring_descriptors: u16,
+    #[arg(long = "duration", global = true, default_value_t = 10.0)]
+    duration_secs: f64,
+    #[arg(long = "interval", global = true, default_value_t = 1.0)]
+    interval_secs: f64,
+    #[arg(long, global = true)]
+    out: Option<PathBuf>,
+    #[arg(long, global = true, default_value = "json", value_parser = ["json", "csv"])]
+    format: String,
+    #[arg(long, global = true)]
+    file_prefix: Option<String>,
+    /// Seconds to wait for every VM's link.
+    #[arg(long = "link-timeout", global = true, default_value_t = 15.0)]
+    link_timeout_secs: f64,
+    /// Names of the senders a sink expects (besides this process's own generators).
+    #[arg(long = "source", global = true)]
+    sources: Vec<String>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Mode {
+    /// Send: phases of rate, size and flows per VM.
+    Gen {
+        #[arg(long = "phase")]
+        phases: Vec<Phase>,
+        /// A file of phases, one per line (# comments).
+        #[arg(long)]
+        script: Option<PathBuf>,
+        /// VMs of this process that receive instead (senders and sink in one loop).
+        #[arg(long = "sink")]
+        sinks: Vec<String>,
+        /// At full speed, keep the frames the ring refused and offer them again first.
+        #[arg(long)]
+        keep_refused: bool,
+    },
+    /// Receive on every VM and measure rate and one-way latency.
+    Sink,
+}
+
+fn ring_descriptors(s: &str) -> Result<u16, String> {
+    match s.parse::<u16>() {
+        Ok(n) if (64..=32768).contains(&n) && n.is_power_of_two() => Ok(n),
+        _ => Err(format!("'{s}' is not a power of two from 64 to 32768")),
+    }
+}
+
 fn main() {
-    if let Err(e) = run() {
+    let cli = Cli::try_parse().unwrap_or_else(|e| {
+        if !e.use_stderr() {
+            e.exit();
+        }
+        let _ = e.print();
+        std::process::exit(1)
+    });
+    if let Err(e) = run(cli) {
         eprintln!("slaswitch-tenant: {e}");
         std::process::exit(1);
     }
 }
 
+#[derive(Clone, Debug)]
 struct Vm {
     name: String,
     socket: String,
@@ -48,97 +123,96 @@ fn parse_vm(s: &str) -> Result<Vm, String> {
     Ok(Vm { name: name.to_string(), socket, server })
 }
 
-fn run() -> Result<(), String> {
-    let a = Args::parse(
-        std::env::args().skip(1),
-        &[
-            "vm",
-            "core",
-            "ring",
-            "duration",
-            "interval",
-            "out",
-            "format",
-            "file-prefix",
-            "phase",
-            "script",
-            "source",
-            "sink",
-            "link-timeout",
-        ],
-        &["help", "keep-refused"],
-    )?;
-    if a.flag("help") || a.positional.is_empty() {
-        println!(
-            "{}",
-            include_str!("slaswitch-tenant.rs")
-                .lines()
-                .take_while(|l| l.starts_with("//!"))
-                .skip(2)
-                .map(|l| l.trim_start_matches("//!"))
-                .collect::<Vec<_>>()
-                .join("\n")
-        );
-        return if a.flag("help") { Ok(()) } else { Err("say gen or sink".into()) };
-    }
-    let mode = a.positional[0].as_str();
-    if mode != "gen" && mode != "sink" {
-        return Err(format!("unknown mode '{mode}': gen or sink"));
-    }
-    let vms: Vec<Vm> = a.all("vm").iter().map(|s| parse_vm(s)).collect::<Result<_, _>>()?;
-    if vms.is_empty() {
+/// What `gen` runs: its phases, the sink VMs among this process's, whether refused frames stay.
+struct GenPlan {
+    phases: Vec<Phase>,
+    sinks: Vec<String>,
+    keep_refused: bool,
+}
+
+/// Checks the command line as a whole; `None` plan: sink mode.
+fn check(cli: Cli) -> Result<(Common, Option<GenPlan>), String> {
+    let c = cli.common;
+    if c.vms.is_empty() {
         return Err("at least one --vm NAME=SOCKET is needed".into());
     }
-    let ring: u16 = a.parsed("ring", 1024)?;
-    if !(64..=32768).contains(&ring) || !ring.is_power_of_two() {
-        return Err(format!("--ring {ring}: a power of two from 64 to 32768"));
-    }
-    let duration: f64 = a.parsed("duration", 10.0)?;
-    let interval: f64 = a.parsed("interval", 1.0)?;
-    let format = a.get("format").unwrap_or("json");
-    if format != "json" && format != "csv" {
-        return Err(format!("--format {format}: json or csv"));
-    }
-    let mut phases: Vec<Phase> = a.all("phase").iter().map(|p| p.parse()).collect::<Result<_, _>>()?;
-    if let Some(script) = a.get("script") {
-        let text = std::fs::read_to_string(script).map_err(|e| format!("--script {script}: {e}"))?;
+    let Mode::Gen { mut phases, script, sinks, keep_refused } = cli.mode else { return Ok((c, None)) };
+    if let Some(script) = script {
+        let text = std::fs::read_to_string(&script).map_err(|e| format!("--script {}: {e}", script.display()))?;
         for (i, line) in
             text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
         {
-            phases.push(line.parse().map_err(|e| format!("{script}:{}: {e}", i + 1))?);
+            phases.push(line.parse().map_err(|e| format!("{}:{}: {e}", script.display(), i + 1))?);
         }
     }
-    let sink_names = a.all("sink");
-    for name in sink_names {
-        if !vms.iter().any(|v| &v.name == name) {
-            return Err(format!("--sink {name} is not one of this process's --vm"));
-        }
+    if let Some(name) = sinks.iter().find(|n| !c.vms.iter().any(|v| &v.name == *n)) {
+        return Err(format!("--sink {name} is not one of this process's --vm"));
     }
-    if mode == "sink" && !sink_names.is_empty() {
-        return Err("--sink belongs to gen mode (in sink mode every VM receives)".into());
-    }
-    if !sink_names.is_empty() && format == "csv" {
+    if !sinks.is_empty() && c.format == "csv" {
         return Err("--sink with --format csv: sender and sink records differ, use --format json".into());
     }
-    if mode == "gen" && phases.is_empty() {
+    if phases.is_empty() {
         return Err("gen needs at least one --phase (or --script)".into());
     }
-    for p in &phases {
-        if let Some(vm) = &p.vm {
-            if !vms.iter().any(|v| &v.name == vm) {
-                return Err(format!("a phase names vm={vm}, which is not one of this process's --vm"));
-            }
-        }
+    if let Some(vm) = phases.iter().filter_map(|p| p.vm.as_ref()).find(|vm| !c.vms.iter().any(|v| &v.name == *vm)) {
+        return Err(format!("a phase names vm={vm}, which is not one of this process's --vm"));
     }
+    Ok((c, Some(GenPlan { phases, sinks, keep_refused })))
+}
 
-    let core: usize = a.parsed("core", 1)?;
-    let prefix = a.get("file-prefix").map(str::to_string).unwrap_or_else(|| format!("tenant{}", std::process::id()));
+fn run(cli: Cli) -> Result<(), String> {
+    let (c, gen) = check(cli)?;
+    let (eal, pool, ports) = attach(&c)?;
+    let mut records = Records::new(&c)?;
+    let tsc_hz = eal.tsc_hz();
+    let start_unix_secs =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
+    let summary = match &gen {
+        Some(gen) => run_gen(&c, gen, &ports, &pool, tsc_hz, &mut records),
+        None => {
+            let sinks: Vec<SinkVm> =
+                c.vms.iter().zip(&ports).map(|(vm, (_, port))| SinkVm { name: vm.name.clone(), port: *port }).collect();
+            let totals = sink::run(&sinks, &c.sources, &pool, tsc_hz, c.duration_secs, c.interval_secs, |r| {
+                records.emit(serde_json::to_value(r).expect("record"))
+            });
+            json!({"mode": "sink", "totals": totals})
+        }
+    };
+    let mut summary = summary;
+    summary["core"] = json!(c.core);
+    summary["start_unix_secs"] = json!(start_unix_secs);
+    records.finish(&c, start_unix_secs, &summary)?;
+    println!("{summary}");
+    if c.vms.iter().any(|v| v.server) {
+        // DPDK 22.11's virtio-user aborts when a server-mode device that has reconnected is
+        // closed ("Reconnect callback call failed"); with --in-memory there is nothing to clean.
+        let _ = std::io::stdout().flush();
+        // SAFETY: ends the process without running DPDK's teardown.
+        unsafe { libc::_exit(0) };
+    }
+    for (dev, port) in ports {
+        let _ = port.stop_close();
+        let _ = remove_vdev(&dev);
+    }
+    drop(pool);
+    drop(eal);
+    Ok(())
+}
+
+/// A VM's DPDK device: its vdev name and port.
+type Device = (String, EthPort);
+
+/// Starts EAL on the VMs' core and brings up one device per VM, waiting for their links.
+fn attach(c: &Common) -> Result<(Eal, Mempool, Vec<Device>), String> {
+    let ring = c.ring_descriptors;
+    let prefix = c.file_prefix.clone().unwrap_or_else(|| format!("tenant{}", std::process::id()));
     // --in-memory: hugepages backed by memfd, shared with the switch over vhost-user, and nothing
     // left in /dev/hugepages however the process ends.
+    let core = c.core.to_string();
     let eal_args: Vec<String> = [
         "slaswitch-tenant",
         "-l",
-        &core.to_string(),
+        &core,
         "--file-prefix",
         &prefix,
         "--no-pci",
@@ -151,136 +225,146 @@ fn run() -> Result<(), String> {
     .map(|s| s.to_string())
     .collect();
     let eal = Eal::init(&eal_args).map_err(|e| e.to_string())?;
-    let mbufs = (vms.len() as u32 * (2 * u32::from(ring) + 1024)).next_power_of_two() - 1;
+    let mbufs = (c.vms.len() as u32 * (2 * u32::from(ring) + 1024)).next_power_of_two() - 1;
     let pool = Mempool::new(&eal, "tenant_pool", mbufs, 256, 2048 + 128)
-        .map_err(|e| format!("{e} (asked for {mbufs} mbufs for {} VMs with {ring}-descriptor rings)", vms.len()))?;
+        .map_err(|e| format!("{e} (asked for {mbufs} mbufs for {} VMs with {ring}-descriptor rings)", c.vms.len()))?;
     let mut ports = Vec::new();
-    for (i, vm) in vms.iter().enumerate() {
-        let (dev, args) = match vm.socket.strip_prefix("af_packet:") {
-            // The kernel interface has its own MAC; frames carry the VM's MAC anyway, and the
-            // interface is put in promiscuous mode by the driver.
-            Some(iface) => (
-                format!("net_af_packet{i}"),
-                format!("iface={iface},qpairs=1,blocksz=4096,framesz=2048,framecnt={ring}"),
-            ),
-            None => (
-                format!("net_virtio_user{i}"),
-                format!(
-                    "path={},queues=1,queue_size={ring},mac={}{}{}",
-                    vm.socket,
-                    mac_text(mac_for(&vm.name)),
-                    if vm.server { ",server=1" } else { "" },
-                    std::env::var("SLASWITCH_TENANT_VDEV_EXTRA").unwrap_or_default()
-                ),
-            ),
-        };
+    for (i, vm) in c.vms.iter().enumerate() {
+        let (dev, args) = device(i, vm, ring);
         let port = EthPort::create_vdev(&eal, &dev, &args).map_err(|e| format!("VM {}: {e}", vm.name))?;
         port.setup(ring, ring, &pool).map_err(|e| format!("VM {}: {e}", vm.name))?;
         ports.push((dev, port));
     }
-    let timeout: f64 = a.parsed("link-timeout", 15.0)?;
     let waited = std::time::Instant::now();
-    while !ports.iter().all(|(_, p)| p.link_up()) && waited.elapsed().as_secs_f64() < timeout {
+    while !ports.iter().all(|(_, p)| p.link_up()) && waited.elapsed().as_secs_f64() < c.link_timeout_secs {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    for ((_, p), vm) in ports.iter().zip(&vms) {
+    for ((_, p), vm) in ports.iter().zip(&c.vms) {
         if !p.link_up() {
             eprintln!(
-                "slaswitch-tenant: VM {}: link still down after {timeout} s (is the switch port there?)",
-                vm.name
+                "slaswitch-tenant: VM {}: link still down after {} s (is the switch port there?)",
+                vm.name, c.link_timeout_secs
             );
         }
     }
+    Ok((eal, pool, ports))
+}
 
-    let mut out: Box<dyn Write> = match a.get("out") {
-        Some(path) => Box::new(std::fs::File::create(path).map_err(|e| format!("--out {path}: {e}"))?),
-        None => Box::new(std::io::sink()),
-    };
-    let mut records: Vec<serde_json::Value> = Vec::new();
-    let mut csv_header = false;
-    let mut emit = |rec: serde_json::Value| {
-        if format == "csv" {
-            let obj = rec.as_object().expect("records are objects");
-            if !csv_header {
-                let _ = writeln!(out, "{}", obj.keys().cloned().collect::<Vec<_>>().join(","));
-                csv_header = true;
-            }
-            let row: Vec<String> = obj
-                .values()
-                .map(|v| match v {
-                    serde_json::Value::Null => String::new(),
-                    serde_json::Value::String(s) => s.clone(),
-                    v => v.to_string(),
-                })
-                .collect();
-            let _ = writeln!(out, "{}", row.join(","));
-        } else {
-            records.push(rec);
+/// The DPDK device of VM number `i`: virtio-user on its vhost-user socket, or af_packet.
+fn device(i: usize, vm: &Vm, ring: u16) -> (String, String) {
+    match vm.socket.strip_prefix("af_packet:") {
+        // The kernel interface has its own MAC; frames carry the VM's MAC anyway, and the
+        // interface is put in promiscuous mode by the driver.
+        Some(iface) => {
+            (format!("net_af_packet{i}"), format!("iface={iface},qpairs=1,blocksz=4096,framesz=2048,framecnt={ring}"))
         }
-    };
-    let tsc_hz = eal.tsc_hz();
-    let start_unix_secs =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
-    let mut sink_records: Vec<serde_json::Value> = Vec::new();
-    let summary = if mode == "gen" {
-        let is_sink = |name: &str| sink_names.iter().any(|s| s == name);
-        let mut gens: Vec<GenVm> = vms
-            .iter()
-            .zip(&ports)
-            .filter(|(vm, _)| !is_sink(&vm.name))
-            .map(|(vm, (_, port))| {
-                let mut g = GenVm::new(
-                    &vm.name,
-                    *port,
-                    phases.iter().filter(|p| p.vm.as_deref().is_none_or(|n| n == vm.name)).cloned().collect(),
-                );
-                g.keep_refused = a.flag("keep-refused");
-                g
+        None => (
+            format!("net_virtio_user{i}"),
+            format!(
+                "path={},queues=1,queue_size={ring},mac={}{}{}",
+                vm.socket,
+                mac_text(mac_for(&vm.name)),
+                if vm.server { ",server=1" } else { "" },
+                std::env::var("SLASWITCH_TENANT_VDEV_EXTRA").unwrap_or_default()
+            ),
+        ),
+    }
+}
+
+/// Runs the generators (and the sink VMs among them) and returns the summary.
+fn run_gen(
+    c: &Common,
+    gen: &GenPlan,
+    ports: &[Device],
+    pool: &Mempool,
+    tsc_hz: u64,
+    records: &mut Records,
+) -> serde_json::Value {
+    let is_sink = |name: &str| gen.sinks.iter().any(|s| s == name);
+    let mut gens: Vec<GenVm> = c
+        .vms
+        .iter()
+        .zip(ports)
+        .filter(|(vm, _)| !is_sink(&vm.name))
+        .map(|(vm, (_, port))| {
+            let phases = gen.phases.iter().filter(|p| p.vm.as_deref().is_none_or(|n| n == vm.name)).cloned().collect();
+            let mut g = GenVm::new(&vm.name, *port, phases);
+            g.keep_refused = gen.keep_refused;
+            g
+        })
+        .collect();
+    let sinks: Vec<SinkVm> = c
+        .vms
+        .iter()
+        .zip(ports)
+        .filter(|(vm, _)| is_sink(&vm.name))
+        .map(|(vm, (_, port))| SinkVm { name: vm.name.clone(), port: *port })
+        .collect();
+    let sources: Vec<String> = gens.iter().map(|g| g.name.clone()).chain(c.sources.iter().cloned()).collect();
+    let mut sink = (!sinks.is_empty()).then(|| sink::Sink::new(&sinks, &sources, pool, tsc_hz));
+    let mut sink_records = Vec::new();
+    let mut on_sink_record = |r: &sink::SinkRecord| sink_records.push(serde_json::to_value(r).expect("record"));
+    let sink_arg = sink.as_mut().map(|s| (s, &mut on_sink_record as &mut dyn FnMut(&sink::SinkRecord)));
+    generator::run(&mut gens, sink_arg, pool, tsc_hz, c.duration_secs, c.interval_secs, |r| {
+        records.emit(serde_json::to_value(r).expect("record"))
+    });
+    records.sink_records = sink_records;
+    let vms: Vec<_> = gens
+        .iter()
+        .map(|g| {
+            json!({"vm": g.name, "mac": mac_text(mac_for(&g.name)), "sent_packets": g.sent_packets,
+                   "sent_bytes": g.sent_bytes, "tx_ring_full": g.tx_full})
+        })
+        .collect();
+    json!({"mode": "gen", "vms": vms, "sink_totals": sink.map(|s| s.totals())})
+}
+
+/// Where the per-interval records go: CSV rows as they come, or one JSON document at the end.
+struct Records {
+    out: Box<dyn Write>,
+    csv: bool,
+    csv_header: bool,
+    records: Vec<serde_json::Value>,
+    sink_records: Vec<serde_json::Value>,
+}
+
+impl Records {
+    fn new(c: &Common) -> Result<Records, String> {
+        let out: Box<dyn Write> = match &c.out {
+            Some(path) => Box::new(std::fs::File::create(path).map_err(|e| format!("--out {}: {e}", path.display()))?),
+            None => Box::new(std::io::sink()),
+        };
+        Ok(Records { out, csv: c.format == "csv", csv_header: false, records: Vec::new(), sink_records: Vec::new() })
+    }
+
+    fn emit(&mut self, rec: serde_json::Value) {
+        if !self.csv {
+            self.records.push(rec);
+            return;
+        }
+        let obj = rec.as_object().expect("records are objects");
+        if !self.csv_header {
+            let _ = writeln!(self.out, "{}", obj.keys().cloned().collect::<Vec<_>>().join(","));
+            self.csv_header = true;
+        }
+        let row: Vec<String> = obj
+            .values()
+            .map(|v| match v {
+                serde_json::Value::Null => String::new(),
+                serde_json::Value::String(s) => s.clone(),
+                v => v.to_string(),
             })
             .collect();
-        let sinks: Vec<SinkVm> = vms
-            .iter()
-            .zip(&ports)
-            .filter(|(vm, _)| is_sink(&vm.name))
-            .map(|(vm, (_, port))| SinkVm { name: vm.name.clone(), port: *port })
-            .collect();
-        let sources: Vec<String> = gens.iter().map(|g| g.name.clone()).chain(a.all("source").iter().cloned()).collect();
-        let mut sink = (!sinks.is_empty()).then(|| sink::Sink::new(&sinks, &sources, &pool, tsc_hz));
-        let mut on_sink_record = |r: &sink::SinkRecord| sink_records.push(serde_json::to_value(r).expect("record"));
-        let sink_arg = sink.as_mut().map(|s| (s, &mut on_sink_record as &mut dyn FnMut(&sink::SinkRecord)));
-        generator::run(&mut gens, sink_arg, &pool, tsc_hz, duration, interval, |r| {
-            emit(serde_json::to_value(r).expect("record"))
-        });
-        let totals = sink.map(|s| s.totals());
-        json!({"mode": "gen", "core": core, "start_unix_secs": start_unix_secs,
-               "vms": gens.iter().map(|g| json!({"vm": g.name, "mac": mac_text(mac_for(&g.name)), "sent_packets": g.sent_packets, "sent_bytes": g.sent_bytes, "tx_ring_full": g.tx_full})).collect::<Vec<_>>(),
-               "sink_totals": totals})
-    } else {
-        let sinks: Vec<SinkVm> =
-            vms.iter().zip(&ports).map(|(vm, (_, port))| SinkVm { name: vm.name.clone(), port: *port }).collect();
-        let totals = sink::run(&sinks, a.all("source"), &pool, tsc_hz, duration, interval, |r| {
-            emit(serde_json::to_value(r).expect("record"))
-        });
-        json!({"mode": "sink", "core": core, "start_unix_secs": start_unix_secs, "totals": totals})
-    };
-    if format == "json" && a.get("out").is_some() {
-        let doc = json!({"interval_secs": interval, "start_unix_secs": start_unix_secs, "records": records, "sink_records": sink_records, "summary": summary});
-        writeln!(out, "{}", serde_json::to_string_pretty(&doc).expect("JSON")).map_err(|e| e.to_string())?;
+        let _ = writeln!(self.out, "{}", row.join(","));
     }
-    println!("{summary}");
-    if vms.iter().any(|v| v.server) {
-        // DPDK 22.11's virtio-user aborts when a server-mode device that has reconnected is
-        // closed ("Reconnect callback call failed"); with --in-memory there is nothing to clean.
-        use std::io::Write as _;
-        let _ = std::io::stdout().flush();
-        // SAFETY: ends the process without running DPDK's teardown.
-        unsafe { libc::_exit(0) };
+
+    /// Writes the JSON document (JSON format with --out).
+    fn finish(mut self, c: &Common, start_unix_secs: f64, summary: &serde_json::Value) -> Result<(), String> {
+        if self.csv || c.out.is_none() {
+            return Ok(());
+        }
+        let doc = json!({"interval_secs": c.interval_secs, "start_unix_secs": start_unix_secs, "records": self.records,
+                         "sink_records": self.sink_records, "summary": summary});
+        writeln!(self.out, "{}", serde_json::to_string_pretty(&doc).expect("JSON")).map_err(|e| e.to_string())
     }
-    for (dev, port) in ports {
-        let _ = port.stop_close();
-        let _ = remove_vdev(&dev);
-    }
-    drop(pool);
-    drop(eal);
-    Ok(())
 }

@@ -45,3 +45,34 @@ impl ConfigStore {
         std::fs::rename(&tmp, &self.path).map_err(|e| format!("cannot replace {}: {e}", self.path.display()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A configuration file as earlier versions wrote it still loads, unchanged: its format
+    /// is the persisted contract, whatever the control protocol does.
+    #[test]
+    fn a_file_written_by_an_earlier_version_loads() {
+        let dir = std::env::temp_dir().join(format!("slaswitch-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("conf.json");
+        std::fs::write(
+            &path,
+            r#"{"ports": [{"name": "vm1", "type": "vhost-user", "number": 1,
+                           "options": {"bandwidth_bps": "2G", "priority": "1"}},
+                          {"name": "up", "type": "null", "number": 2}],
+                "flows": ["in_port=vm1,actions=output:up"]}"#,
+        )
+        .unwrap();
+        let store = ConfigStore::new(path.clone());
+        let saved = store.load().unwrap();
+        assert_eq!(saved.ports.len(), 2);
+        assert_eq!(saved.ports[0].options["bandwidth_bps"], "2G");
+        assert!(saved.ports[1].options.is_empty());
+        assert_eq!(saved.flows, ["in_port=vm1,actions=output:up"]);
+        store.save(&saved).unwrap();
+        assert_eq!(store.load().unwrap(), saved, "saving and loading again changes nothing");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -15,6 +15,10 @@ fn escape(s: &str) -> String {
     s.replace('\\', "\\\\").replace('"', "\\\"")
 }
 
+/// Writes one metric family: name, kind, help and its samples (labels, value).
+type Family<'a> = dyn FnMut(&str, &str, &str, Vec<(String, u64)>) + 'a;
+
+/// The text of every metric family, in Prometheus' text format 0.0.4.
 pub fn render(ports: &[PortStats], pmds: &[PmdStats], flows: &[FlowStats], tsc_hz: u64) -> String {
     let mut out = String::new();
     let mut family = |name: &str, kind: &str, help: &str, samples: Vec<(String, u64)>| {
@@ -23,6 +27,27 @@ pub fn render(ports: &[PortStats], pmds: &[PmdStats], flows: &[FlowStats], tsc_h
             let _ = writeln!(out, "{name}{{{labels}}} {v}");
         }
     };
+    port_families(&mut family, ports);
+    pmd_families(&mut family, pmds);
+    family("slaswitch_tsc_hz", "gauge", "TSC frequency, to turn cycles into seconds.", vec![(String::new(), tsc_hz)]);
+    let flow = |f: &FlowStats| format!("flow=\"{}\"", escape(&f.flow));
+    family(
+        "slaswitch_flow_packets_total",
+        "counter",
+        "Packets that matched the flow.",
+        flows.iter().map(|f| (flow(f), f.packets)).collect(),
+    );
+    family(
+        "slaswitch_flow_bytes_total",
+        "counter",
+        "Bytes that matched the flow.",
+        flows.iter().map(|f| (flow(f), f.bytes)).collect(),
+    );
+    out.replace("{}", "")
+}
+
+/// Per-port counters and gauges.
+fn port_families(family: &mut Family<'_>, ports: &[PortStats]) {
     let per_port = |f: &dyn Fn(&PortStats) -> u64| {
         ports.iter().map(|p| (format!("port=\"{}\"", escape(&p.name)), f(p))).collect::<Vec<_>>()
     };
@@ -123,6 +148,10 @@ pub fn render(ports: &[PortStats], pmds: &[PmdStats], flows: &[FlowStats], tsc_h
         "Exact-match cache misses for the port's packets.",
         per_port(&|p| p.rx.emc_misses),
     );
+}
+
+/// Per-PMD cycles, C2QoS's waits, the overhead probe's figures and the drift factor.
+fn pmd_families(family: &mut Family<'_>, pmds: &[PmdStats]) {
     let mut pmd_cycles = Vec::new();
     for p in pmds {
         pmd_cycles.push((format!("core=\"{}\",state=\"busy\"", p.core), p.totals.busy_cycles));
@@ -224,19 +253,4 @@ pub fn render(ports: &[PortStats], pmds: &[PmdStats], flows: &[FlowStats], tsc_h
         "Host-speed factor model allocations follow, in millionths (1000000: as calibrated).",
         pmds.iter().map(|p| (format!("core=\"{}\"", p.core), (p.drift_factor * 1e6) as u64)).collect(),
     );
-    family("slaswitch_tsc_hz", "gauge", "TSC frequency, to turn cycles into seconds.", vec![(String::new(), tsc_hz)]);
-    let flow = |f: &FlowStats| format!("flow=\"{}\"", escape(&f.flow));
-    family(
-        "slaswitch_flow_packets_total",
-        "counter",
-        "Packets that matched the flow.",
-        flows.iter().map(|f| (flow(f), f.packets)).collect(),
-    );
-    family(
-        "slaswitch_flow_bytes_total",
-        "counter",
-        "Bytes that matched the flow.",
-        flows.iter().map(|f| (flow(f), f.bytes)).collect(),
-    );
-    out.replace("{}", "")
 }

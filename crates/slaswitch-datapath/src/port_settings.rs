@@ -1,0 +1,124 @@
+//! A port's options, parsed and validated in one place. Options arrive as `key=value` words
+//! (the CLI, the persisted file, a scenario); [`PortSettings::parse`] turns them into typed
+//! settings with units in their names, or refuses them with an error that names the option, its
+//! value and what is allowed. Everything downstream (admission, the PMD's configuration) reads
+//! the typed settings and never parses an option again.
+
+use std::collections::BTreeMap;
+
+use crate::bandwidth::{BandwidthSla, LinkSpec};
+use crate::cpu_qos::CpuQos;
+use crate::pmd_config::MAX_PORTS;
+use crate::policing::PolicingSpec;
+
+/// Ring sizes a port takes, in descriptors.
+const RING_DESCRIPTORS: std::ops::RangeInclusive<u16> = 64..=32768;
+/// The ring size when none is given.
+pub const DEFAULT_RING_DESCRIPTORS: u16 = 2048;
+
+/// Every setting of a port besides its device's own (`path`, `iface`, `devargs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PortSettings {
+    /// The port number asked for (`ofport_request`), 1 to `MAX_PORTS - 1`.
+    pub ofport_request: Option<u16>,
+    pub rx_ring_descriptors: u16,
+    pub tx_ring_descriptors: u16,
+    /// The core whose PMD is to poll the port (`pmd`).
+    pub pmd_core: Option<usize>,
+    /// Ingress policing, the baseline meters ([`crate::policing`]).
+    pub policing: Option<PolicingSpec>,
+    /// C2QoS: cycles, mode, weight, class ([`crate::cpu_qos`]).
+    pub cpu_qos: CpuQos,
+    /// A purchased bandwidth and its profile ([`crate::bandwidth`]).
+    pub sla: Option<BandwidthSla>,
+    /// Line rate and uplink role ([`crate::bandwidth`]).
+    pub link: LinkSpec,
+}
+
+impl PortSettings {
+    /// Parses every option this module knows; other keys are the caller's to check.
+    pub fn parse(options: &BTreeMap<String, String>) -> Result<PortSettings, String> {
+        Ok(PortSettings {
+            ofport_request: options.get("ofport_request").map(|v| ofport_request(v)).transpose()?,
+            rx_ring_descriptors: ring_descriptors(options, "rx_ring")?,
+            tx_ring_descriptors: ring_descriptors(options, "tx_ring")?,
+            pmd_core: options
+                .get("pmd")
+                .map(|v| v.parse::<usize>().map_err(|_| format!("pmd={v}: not a core number")))
+                .transpose()?,
+            policing: PolicingSpec::from_options(options)?,
+            cpu_qos: CpuQos::from_options(options)?,
+            sla: BandwidthSla::from_options(options)?,
+            link: LinkSpec::from_options(options)?,
+        })
+    }
+}
+
+fn ofport_request(v: &str) -> Result<u16, String> {
+    v.parse::<u16>()
+        .ok()
+        .filter(|&n| n >= 1 && usize::from(n) < MAX_PORTS)
+        .ok_or_else(|| format!("ofport_request={v}: must be from 1 to {}", MAX_PORTS - 1))
+}
+
+fn ring_descriptors(options: &BTreeMap<String, String>, key: &str) -> Result<u16, String> {
+    match options.get(key) {
+        None => Ok(DEFAULT_RING_DESCRIPTORS),
+        Some(v) => match v.parse::<u16>() {
+            Ok(n) if RING_DESCRIPTORS.contains(&n) && n.is_power_of_two() => Ok(n),
+            _ => Err(format!(
+                "{key}={v}: must be a power of two from {} to {}",
+                RING_DESCRIPTORS.start(),
+                RING_DESCRIPTORS.end()
+            )),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn defaults_when_nothing_is_given() {
+        let s = PortSettings::parse(&BTreeMap::new()).unwrap();
+        assert_eq!((s.rx_ring_descriptors, s.tx_ring_descriptors), (2048, 2048));
+        assert_eq!((s.ofport_request, s.pmd_core, s.policing, s.sla), (None, None, None, None));
+        assert!(!s.cpu_qos.is_set());
+    }
+
+    #[test]
+    fn every_bad_value_names_its_option_its_value_and_what_is_allowed() {
+        for (key, value, allowed) in [
+            ("rx_ring", "100", "power of two from 64 to 32768"),
+            ("tx_ring", "65536", "power of two"),
+            ("ofport_request", "0", "from 1 to 1023"),
+            ("pmd", "x", "core number"),
+            ("priority", "9", "from 1"),
+            ("bandwidth_bps", "fast", "bits per second"),
+            ("ingress_policing_rate", "-1", "whole number"),
+        ] {
+            let e = PortSettings::parse(&opts(&[(key, value)])).unwrap_err();
+            assert!(e.contains(&format!("{key}={value}")) && e.contains(allowed), "{key}={value}: {e}");
+        }
+    }
+
+    #[test]
+    fn typed_settings_carry_the_values_given() {
+        let s = PortSettings::parse(&opts(&[
+            ("ofport_request", "7"),
+            ("rx_ring", "512"),
+            ("pmd", "1"),
+            ("ingress_policing_rate", "1000"),
+            ("bandwidth_bps", "2G"),
+        ]))
+        .unwrap();
+        assert_eq!((s.ofport_request, s.rx_ring_descriptors, s.pmd_core), (Some(7), 512, Some(1)));
+        assert_eq!(s.policing.map(|p| p.rate_kbps), Some(1000));
+        assert_eq!(s.sla.map(|sla| sla.bandwidth_bps), Some(2_000_000_000));
+    }
+}

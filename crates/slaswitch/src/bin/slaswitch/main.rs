@@ -1,0 +1,309 @@
+//! slaswitch: the command line for slaswitchd, with verbs in the style of ovs-vsctl/ovs-appctl.
+
+mod render;
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+use slaswitch::control::{request, DEFAULT_MODEL_PATH, DEFAULT_RUN_DIR, SOCKET_NAME};
+use slaswitch::protocol::{Options, PortChange, Request};
+
+/// Most rounds `experiment run --rounds` accepts (each round runs every configuration again).
+const MAX_ROUNDS: usize = 20;
+
+/// The command line for slaswitchd. `set-port` commands joined with `--` change their ports as
+/// one step: admission judges the final state (live options only).
+#[derive(Parser, Debug)]
+#[command(name = "slaswitch", version)]
+struct Cli {
+    /// The daemon's control socket.
+    #[arg(long, global = true, env = "SLASWITCH_SOCKET", default_value_t = default_socket())]
+    socket: String,
+    /// Print the daemon's reply as JSON.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Verb,
+}
+
+fn default_socket() -> String {
+    format!("{DEFAULT_RUN_DIR}/{SOCKET_NAME}")
+}
+
+#[derive(Subcommand, Debug)]
+enum Verb {
+    /// Add a port: TYPE is vhost-user, vhost-user-client, tap, af-packet, null or dpdk.
+    AddPort {
+        name: String,
+        port_type: String,
+        options: Vec<String>,
+    },
+    DelPort {
+        name: String,
+    },
+    /// Set a port's options (KEY=VALUE...).
+    SetPort {
+        name: String,
+        options: Vec<String>,
+    },
+    ListPorts,
+    /// Add a flow, e.g. "priority=10,in_port=vm1,actions=output:uplink".
+    AddFlow {
+        flow: String,
+    },
+    /// Add the flows of a file, one per line (# comments), all or none.
+    AddFlows {
+        file: PathBuf,
+    },
+    DelFlows {
+        matcher: Option<String>,
+        #[arg(long)]
+        strict: bool,
+    },
+    DumpFlows,
+    PortStats {
+        name: Option<String>,
+    },
+    /// Per port: Kpps, Mbps, cycles/packet by stage, PMD share, EMC hits.
+    PmdStats,
+    /// C2QoS per port: purchase, model entry and coefficients, cycles, mode, class, tokens, use.
+    QosShow {
+        name: Option<String>,
+    },
+    /// Use a bandwidth-CPU model (default: the daemon's own file).
+    LoadModel {
+        file: Option<PathBuf>,
+    },
+    /// The bandwidth-CPU model in use.
+    ModelShow,
+    /// The persisted configuration.
+    Show,
+    /// Measure this host's bandwidth-CPU model (slaswitchd stopped).
+    Calibrate(CalibrateArgs),
+    /// Run a test-bed scenario on each switch, or rebuild a run's report.
+    #[command(subcommand)]
+    Experiment(Experiment),
+}
+
+#[derive(Args, Debug)]
+struct CalibrateArgs {
+    #[arg(long, default_value = DEFAULT_MODEL_PATH)]
+    out: PathBuf,
+    #[arg(long, default_value_t = 3.0, value_parser = in_range(0.5, 60.0))]
+    seconds: f64,
+    #[arg(long, default_value_t = 3)]
+    repeats: usize,
+    /// VM counts to measure the coefficients at, each 1 to 64.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16",
+          value_parser = clap::value_parser!(u32).range(1..=64))]
+    vm_counts: Vec<u32>,
+    #[arg(long, default_value_t = 99)]
+    security_group_masks: usize,
+    #[arg(long, default_value_t = 20000)]
+    many_flows: u32,
+    #[arg(long, default_value_t = 0)]
+    pmd_core: usize,
+    #[arg(long, default_value_t = 1)]
+    vm_core: usize,
+    /// The remote-NUMA factor, 1 to 10.
+    #[arg(long, default_value_t = 1.4, value_parser = in_range(1.0, 10.0))]
+    numa_remote: f64,
+    /// CORES=FACTOR: the PMD-count coefficient for that many PMD cores (e.g. 2=1.47).
+    #[arg(long, value_parser = pmd_factor)]
+    pmd_factor: Vec<(u32, f64)>,
+    #[arg(long)]
+    quiet: bool,
+}
+
+#[derive(Subcommand, Debug)]
+enum Experiment {
+    /// Run SCENARIO (experiments/*.toml) on each switch.
+    Run {
+        scenario: PathBuf,
+        /// slaswitch, ovs-dpdk, linux-tc or vde2 (repeat or separate with commas).
+        #[arg(long, value_delimiter = ',')]
+        switch: Vec<String>,
+        /// Run every configuration this many times, interleaved; the report adds the medians.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=MAX_ROUNDS as u64))]
+        rounds: u64,
+        #[arg(long)]
+        out: Option<PathBuf>,
+        #[arg(long)]
+        quiet: bool,
+    },
+    /// Rebuild a run's report.md and plots from its samples.
+    Report { dir: PathBuf },
+}
+
+fn in_range(lo: f64, hi: f64) -> impl Fn(&str) -> Result<f64, String> + Clone {
+    move |s| match s.parse::<f64>() {
+        Ok(x) if (lo..=hi).contains(&x) => Ok(x),
+        _ => Err(format!("'{s}' is not a number from {lo} to {hi}")),
+    }
+}
+
+fn pmd_factor(kv: &str) -> Result<(u32, f64), String> {
+    let (n, r) = kv.split_once('=').ok_or_else(|| format!("'{kv}': use CORES=FACTOR, e.g. 2=1.47"))?;
+    let n: u32 = n.parse().map_err(|_| format!("'{n}' is not a core count"))?;
+    let r = r.parse::<f64>().ok().filter(|r| *r >= 1.0 && r.is_finite());
+    Ok((n, r.ok_or_else(|| format!("'{kv}': the factor must be a number >= 1"))?))
+}
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("slaswitch: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<(), String> {
+    let mut words: Vec<String> = std::env::args().collect();
+    // `-- set-port ...` joins commands, as in ovs-vsctl: split them off before parsing the first.
+    let mut joined = match words.iter().position(|w| w == "--") {
+        Some(i) => words.split_off(i),
+        None => Vec::new(),
+    };
+    // A trailing --json belongs to the whole command.
+    if joined.last().is_some_and(|w| w == "--json") {
+        words.push(joined.pop().expect("checked"));
+    }
+    let cli = Cli::try_parse_from(&words).unwrap_or_else(|e| {
+        if !e.use_stderr() {
+            e.exit(); // --help, --version
+        }
+        let _ = e.print();
+        std::process::exit(1)
+    });
+    let (verb, req) = match cli.command {
+        Verb::Calibrate(args) => return calibrate(args),
+        Verb::Experiment(e) => return experiment(e),
+        other => to_request(other, &joined)?,
+    };
+    let result = request(std::path::Path::new(&cli.socket), &req)?;
+    if cli.json || verb == "show" {
+        println!("{}", serde_json::to_string_pretty(&result).expect("JSON"));
+    } else {
+        print!("{}", render::render(verb, &result));
+    }
+    Ok(())
+}
+
+/// The request a verb makes, and the verb's name for rendering its reply.
+fn to_request(verb: Verb, joined: &[String]) -> Result<(&'static str, Request), String> {
+    if !joined.is_empty() && !matches!(verb, Verb::SetPort { .. }) {
+        return Err("only set-port commands can be joined with --".into());
+    }
+    Ok(match verb {
+        Verb::AddPort { name, port_type, options } => {
+            ("add-port", Request::AddPort { name, port_type, options: key_values(&options)? })
+        }
+        Verb::DelPort { name } => ("del-port", Request::DelPort { name }),
+        Verb::SetPort { name, options } => ("set-port", set_port(name, &options, joined)?),
+        Verb::ListPorts => ("list-ports", Request::ListPorts),
+        Verb::AddFlow { flow } => ("add-flow", Request::AddFlow { flows: vec![flow] }),
+        Verb::AddFlows { file } => {
+            let text = std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+            let flows = text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#'));
+            ("add-flow", Request::AddFlow { flows: flows.map(str::to_string).collect() })
+        }
+        Verb::DelFlows { matcher, strict } => ("del-flows", Request::DelFlows { matcher, strict }),
+        Verb::DumpFlows => ("dump-flows", Request::DumpFlows),
+        Verb::PortStats { name } => ("port-stats", Request::PortStats { name }),
+        Verb::PmdStats => ("pmd-stats", Request::PmdStats),
+        Verb::QosShow { name } => ("qos-show", Request::QosShow { name }),
+        Verb::LoadModel { file } => {
+            // The daemon reads the file itself; a relative path means the caller's folder.
+            let path =
+                file.map(|p| std::fs::canonicalize(&p).map_err(|e| format!("{}: {e}", p.display()))).transpose()?;
+            ("load-model", Request::LoadModel { path })
+        }
+        Verb::ModelShow => ("model-show", Request::ModelShow),
+        Verb::Show => ("show", Request::Show),
+        Verb::Calibrate(_) | Verb::Experiment(_) => unreachable!("handled by run"),
+    })
+}
+
+/// `set-port NAME K=V... [-- set-port NAME K=V...]`: one port, or several changed as one step.
+fn set_port(name: String, options: &[String], joined: &[String]) -> Result<Request, String> {
+    let mut ports = vec![PortChange { name, options: key_values(options)? }];
+    for command in joined.split(|w| w == "--").skip(1) {
+        match command {
+            [verb, name, options @ ..] if verb == "set-port" => {
+                ports.push(PortChange { name: name.clone(), options: key_values(options)? })
+            }
+            [verb] if verb == "set-port" => return Err("set-port needs a port name".into()),
+            [other, ..] => return Err(format!("only set-port commands can be joined with -- (found '{other}')")),
+            [] => return Err("an empty command between --".into()),
+        }
+    }
+    Ok(Request::SetPort { ports })
+}
+
+/// Parses `key=value` words; errors name the word without `=`.
+fn key_values(words: &[String]) -> Result<Options, String> {
+    words
+        .iter()
+        .map(|w| {
+            w.split_once('=')
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .ok_or_else(|| format!("'{w}' is not key=value"))
+        })
+        .collect()
+}
+
+fn experiment(e: Experiment) -> Result<(), String> {
+    let dir = match e {
+        Experiment::Run { scenario, switch, rounds, out, quiet } => {
+            let switches = switch
+                .iter()
+                .filter(|s| !s.is_empty())
+                .map(|s| slaswitch_testbed::scenario::SwitchKind::parse(s))
+                .collect::<Result<_, _>>()?;
+            let opts = slaswitch_testbed::runner::RunOptions {
+                scenario_path: scenario,
+                switches,
+                out_dir: out,
+                tools: tools_dir()?,
+                quiet,
+                rounds: rounds as usize,
+            };
+            slaswitch_testbed::runner::run(&opts)?
+        }
+        Experiment::Report { dir } => {
+            slaswitch_testbed::report::generate(&dir)?;
+            dir
+        }
+    };
+    println!("{}", dir.join("report.md").display());
+    Ok(())
+}
+
+/// The folder of this program, where its sibling programs are.
+fn tools_dir() -> Result<PathBuf, String> {
+    std::env::current_exe()
+        .map_err(|e| e.to_string())?
+        .parent()
+        .map(PathBuf::from)
+        .ok_or("no folder for this program".into())
+}
+
+fn calibrate(a: CalibrateArgs) -> Result<(), String> {
+    let opts = slaswitch::calibrate::CalibrateOptions {
+        out: a.out,
+        tools: tools_dir()?,
+        pmd_core: a.pmd_core,
+        vm_core: a.vm_core,
+        seconds: a.seconds,
+        repeats: a.repeats,
+        vm_counts: a.vm_counts,
+        security_group_masks: a.security_group_masks,
+        many_flows: a.many_flows,
+        pmd_factors: a.pmd_factor,
+        numa_remote: a.numa_remote,
+        quiet: a.quiet,
+    };
+    let model = slaswitch::calibrate::calibrate(&opts)?;
+    print!("{}", slaswitch::calibrate::render(&model));
+    println!("written to {}", opts.out.display());
+    Ok(())
+}

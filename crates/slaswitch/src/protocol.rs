@@ -1,0 +1,170 @@
+//! The control protocol shared by `slaswitch`, `slaswitchd` and the tools that drive a switch:
+//! one [`Request`] per connection as a JSON line, answered by one [`Reply`] line.
+//!
+//! Request: `{"cmd": "add-port", "name": "vm1", "type": "vhost-user", "options": {...}}`.
+//! Reply: `{"ok": true, "result": ...}` or `{"ok": false, "error": "what was wrong"}`.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// A port's options as `key=value` words give them.
+pub type Options = BTreeMap<String, String>;
+
+/// Everything the daemon can be asked.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "cmd", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum Request {
+    /// Adds a port of `port_type` (`vhost-user`, `tap`, ...).
+    AddPort {
+        name: String,
+        #[serde(rename = "type")]
+        port_type: String,
+        #[serde(default)]
+        options: Options,
+    },
+    DelPort {
+        name: String,
+    },
+    /// Changes one port's options, or several ports' as one step (admission judges the final
+    /// state; live options only when there are several).
+    SetPort {
+        ports: Vec<PortChange>,
+    },
+    ListPorts,
+    /// Adds flows, all or none.
+    AddFlow {
+        flows: Vec<String>,
+    },
+    /// Deletes the flows `matcher` selects (all without one).
+    DelFlows {
+        #[serde(rename = "match", default)]
+        matcher: Option<String>,
+        #[serde(default)]
+        strict: bool,
+    },
+    DumpFlows,
+    PortStats {
+        #[serde(default)]
+        name: Option<String>,
+    },
+    PmdStats,
+    QosShow {
+        #[serde(default)]
+        name: Option<String>,
+    },
+    /// Uses a bandwidth-CPU model file (default: the daemon's own).
+    LoadModel {
+        #[serde(default)]
+        path: Option<PathBuf>,
+    },
+    ModelShow,
+    /// The persisted configuration.
+    Show,
+}
+
+/// One port's part of a `set-port`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PortChange {
+    pub name: String,
+    #[serde(default)]
+    pub options: Options,
+}
+
+/// The daemon's answer: a result, or why nothing changed.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Reply {
+    Ok(Value),
+    Err(String),
+}
+
+/// The reply as it travels.
+#[derive(Serialize, Deserialize)]
+struct WireReply {
+    ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    result: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+impl Serialize for Reply {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let wire = match self {
+            Reply::Ok(v) => WireReply { ok: true, result: Some(v.clone()), error: None },
+            Reply::Err(e) => WireReply { ok: false, result: None, error: Some(e.clone()) },
+        };
+        wire.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Reply {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let wire = WireReply::deserialize(d)?;
+        Ok(if wire.ok {
+            Reply::Ok(wire.result.unwrap_or(Value::Null))
+        } else {
+            Reply::Err(wire.error.unwrap_or_else(|| "unknown error".into()))
+        })
+    }
+}
+
+impl From<Result<Value, String>> for Reply {
+    fn from(r: Result<Value, String>) -> Self {
+        match r {
+            Ok(v) => Reply::Ok(v),
+            Err(e) => Reply::Err(e),
+        }
+    }
+}
+
+impl From<Reply> for Result<Value, String> {
+    fn from(r: Reply) -> Self {
+        match r {
+            Reply::Ok(v) => Ok(v),
+            Reply::Err(e) => Err(e),
+        }
+    }
+}
+
+/// Reads a request line; the error says what a client got wrong.
+pub fn parse_request(line: &str) -> Result<Request, String> {
+    serde_json::from_str(line).map_err(|e| format!("bad request: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_travel_as_tagged_json_and_come_back_the_same() {
+        let req = Request::SetPort {
+            ports: vec![PortChange { name: "vm1".into(), options: [("priority".into(), "1".into())].into() }],
+        };
+        let line = serde_json::to_string(&req).unwrap();
+        assert_eq!(line, r#"{"cmd":"set-port","ports":[{"name":"vm1","options":{"priority":"1"}}]}"#);
+        assert_eq!(parse_request(&line).unwrap(), req);
+        assert_eq!(parse_request(r#"{"cmd":"pmd-stats"}"#).unwrap(), Request::PmdStats);
+    }
+
+    #[test]
+    fn a_bad_request_is_refused_with_what_was_wrong() {
+        let e = parse_request(r#"{"cmd":"add-port","name":"vm1"}"#).unwrap_err();
+        assert!(e.contains("type"), "{e}");
+        let e = parse_request(r#"{"cmd":"reboot"}"#).unwrap_err();
+        assert!(e.contains("reboot") && e.contains("add-port"), "{e}");
+        let e = parse_request(r#"{"cmd":"del-port","name":"vm1","force":true}"#).unwrap_err();
+        assert!(e.contains("force"), "{e}");
+    }
+
+    #[test]
+    fn replies_keep_their_wire_shape() {
+        let ok = serde_json::to_string(&Reply::Ok(serde_json::json!({"added": 1}))).unwrap();
+        assert_eq!(ok, r#"{"ok":true,"result":{"added":1}}"#);
+        let err: Reply = serde_json::from_str(r#"{"ok":false,"error":"no port named 'x'"}"#).unwrap();
+        assert_eq!(err, Reply::Err("no port named 'x'".into()));
+    }
+}
