@@ -8,6 +8,7 @@
 
 use crate::flow_key::FlowKey;
 
+/// Entries of one exact-match cache.
 pub const EMC_ENTRIES: usize = 8192;
 const MASK: usize = EMC_ENTRIES - 1;
 
@@ -24,12 +25,15 @@ struct Entry {
 /// One in this many inserts may evict a live entry.
 pub const INSERT_INV_PROB: u32 = 100;
 
+/// An exact-match cache: a flow key's hash straight to the rule it matched last time.
 pub struct ExactMatchCache {
     entries: Box<[Entry]>,
     generation: u32,
     /// xorshift state deciding the rare evictions.
     rng: u32,
+    /// Lookups that found their key.
     pub hits: u64,
+    /// Lookups that did not.
     pub misses: u64,
 }
 
@@ -40,6 +44,7 @@ impl Default for ExactMatchCache {
 }
 
 impl ExactMatchCache {
+    /// An empty cache.
     pub fn new() -> Self {
         // Generation 0 is never current, so the empty table holds no valid entry.
         ExactMatchCache {

@@ -10,8 +10,10 @@
 
 use std::hash::{Hash, Hasher};
 
+/// 64-bit words in a flow key.
 pub const WORDS: usize = 7;
 
+/// The fields a rule can match, packed into words so masking and hashing are word-wise.
 #[derive(Clone, Copy, Debug, Default, PartialOrd, Ord)]
 pub struct FlowKey(pub [u64; WORDS]);
 
@@ -47,8 +49,10 @@ fn mac_of(bits: u64) -> [u8; 6] {
 const LOW48: u64 = (1 << 48) - 1;
 
 impl FlowKey {
+    /// The key with every field zero (and the mask that matches anything).
     pub const ZERO: FlowKey = FlowKey([0; WORDS]);
 
+    /// The key with only the bits `mask` keeps.
     #[inline]
     pub fn masked(&self, mask: &FlowKey) -> FlowKey {
         let mut out = [0u64; WORDS];
@@ -78,57 +82,75 @@ impl FlowKey {
     }
 
     // Field accessors: setters and getters for building rules and keys.
+    /// The port the packet came in on.
     pub fn in_port(&self) -> u16 {
         self.0[0] as u16
     }
+    /// Sets the input port.
     pub fn set_in_port(&mut self, v: u16) {
         self.0[0] = (self.0[0] & !0xffff) | u64::from(v);
     }
+    /// The Ethernet type (after any VLAN tag).
     pub fn eth_type(&self) -> u16 {
         (self.0[0] >> 16) as u16
     }
+    /// Sets the Ethernet type.
     pub fn set_eth_type(&mut self, v: u16) {
         self.0[0] = (self.0[0] & !(0xffff << 16)) | (u64::from(v) << 16);
     }
+    /// The VLAN tag's TCI (0 without a tag).
     pub fn vlan_tci(&self) -> u16 {
         (self.0[0] >> 32) as u16
     }
+    /// Sets the VLAN TCI.
     pub fn set_vlan_tci(&mut self, v: u16) {
         self.0[0] = (self.0[0] & !(0xffff << 32)) | (u64::from(v) << 32);
     }
+    /// The IP protocol (TCP 6, UDP 17, ...).
     pub fn ip_proto(&self) -> u8 {
         (self.0[0] >> 48) as u8
     }
+    /// Sets the IP protocol.
     pub fn set_ip_proto(&mut self, v: u8) {
         self.0[0] = (self.0[0] & !(0xff << 48)) | (u64::from(v) << 48);
     }
+    /// 4 or 6, or 0 for a frame without IP.
     pub fn ip_version(&self) -> u8 {
         ((self.0[0] >> 56) & 0xf) as u8
     }
+    /// Sets the IP version.
     pub fn set_ip_version(&mut self, v: u8) {
         self.0[0] = (self.0[0] & !(0xf << 56)) | (u64::from(v & 0xf) << 56);
     }
+    /// The destination MAC.
     pub fn eth_dst(&self) -> [u8; 6] {
         mac_of(self.0[1] & LOW48)
     }
+    /// Sets the destination MAC.
     pub fn set_eth_dst(&mut self, mac: [u8; 6]) {
         self.0[1] = (self.0[1] & !LOW48) | mac_bits(mac);
     }
+    /// The source MAC.
     pub fn eth_src(&self) -> [u8; 6] {
         mac_of(self.0[2] & LOW48)
     }
+    /// Sets the source MAC.
     pub fn set_eth_src(&mut self, mac: [u8; 6]) {
         self.0[2] = (self.0[2] & !LOW48) | mac_bits(mac);
     }
+    /// The TCP/UDP/SCTP source port (ICMP: type).
     pub fn l4_src(&self) -> u16 {
         (self.0[1] >> 48) as u16
     }
+    /// Sets the L4 source port.
     pub fn set_l4_src(&mut self, v: u16) {
         self.0[1] = (self.0[1] & LOW48) | (u64::from(v) << 48);
     }
+    /// The TCP/UDP/SCTP destination port (ICMP: code).
     pub fn l4_dst(&self) -> u16 {
         (self.0[2] >> 48) as u16
     }
+    /// Sets the L4 destination port.
     pub fn set_l4_dst(&mut self, v: u16) {
         self.0[2] = (self.0[2] & LOW48) | (u64::from(v) << 48);
     }
@@ -136,12 +158,15 @@ impl FlowKey {
     pub fn ip_src(&self) -> [u8; 16] {
         ip_of(self.0[3], self.0[4])
     }
+    /// Sets the source IP (IPv4 in the last four bytes).
     pub fn set_ip_src(&mut self, ip: [u8; 16]) {
         (self.0[3], self.0[4]) = ip_words(ip);
     }
+    /// The destination IP (IPv4 in the last four bytes).
     pub fn ip_dst(&self) -> [u8; 16] {
         ip_of(self.0[5], self.0[6])
     }
+    /// Sets the destination IP.
     pub fn set_ip_dst(&mut self, ip: [u8; 16]) {
         (self.0[5], self.0[6]) = ip_words(ip);
     }
@@ -186,4 +211,5 @@ impl Hasher for PreHashed {
     }
 }
 
+/// A hash map builder for keys that are hashes already.
 pub type BuildPreHashed = std::hash::BuildHasherDefault<PreHashed>;

@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! The classification stage of the slaswitch data plane, as plain data structures (no I/O):
 //! * [`parse`]: defensive parsing of a frame into a [`FlowKey`] (never reads out of bounds).
 //! * [`rule`]: rules with a priority, a masked match and actions; text syntax like `ovs-ofctl`.

@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 
+/// A hasher for MAC-table keys: one multiply-and-shift, enough for keys that are MACs.
 #[derive(Default, Clone, Copy)]
 pub struct MixU64(u64);
 
@@ -22,6 +23,7 @@ impl std::hash::Hasher for MixU64 {
 
 type Map = HashMap<u64, (u16, u64), std::hash::BuildHasherDefault<MixU64>>;
 
+/// MAC learning: (MAC, VLAN) to the port it was last seen on, aged out after a while.
 pub struct MacTable {
     map: Map,
     capacity: usize,
@@ -34,6 +36,7 @@ fn key(mac: [u8; 6], vlan: u16) -> u64 {
     u64::from_le_bytes(b) | (u64::from(vlan & 0x0fff) << 48)
 }
 
+/// True for a group (multicast or broadcast) address.
 pub fn is_multicast(mac: [u8; 6]) -> bool {
     mac[0] & 1 == 1
 }
@@ -44,14 +47,17 @@ impl MacTable {
         MacTable { map: Map::default(), capacity, max_age }
     }
 
+    /// Sets how long an entry lives, in the clock's units.
     pub fn set_max_age(&mut self, max_age: u64) {
         self.max_age = max_age;
     }
 
+    /// Addresses known.
     pub fn len(&self) -> usize {
         self.map.len()
     }
 
+    /// True when no address is known.
     pub fn is_empty(&self) -> bool {
         self.map.is_empty()
     }
@@ -82,6 +88,7 @@ impl MacTable {
         self.map.get(&key(mac, vlan)).filter(|&&(_, seen)| now.saturating_sub(seen) <= self.max_age).map(|&(p, _)| p)
     }
 
+    /// Forgets the addresses older than the maximum age at `now`.
     pub fn expire(&mut self, now: u64) {
         let max_age = self.max_age;
         self.map.retain(|_, &mut (_, seen)| now.saturating_sub(seen) <= max_age);

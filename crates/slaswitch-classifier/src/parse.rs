@@ -8,13 +8,21 @@
 
 use crate::flow_key::{FlowKey, VLAN_PRESENT};
 
+/// 802.1Q VLAN tag.
 pub const ETH_TYPE_VLAN: u16 = 0x8100;
+/// IPv4.
 pub const ETH_TYPE_IPV4: u16 = 0x0800;
+/// IPv6.
 pub const ETH_TYPE_IPV6: u16 = 0x86dd;
+/// ICMP.
 pub const IP_PROTO_ICMP: u8 = 1;
+/// TCP.
 pub const IP_PROTO_TCP: u8 = 6;
+/// UDP.
 pub const IP_PROTO_UDP: u8 = 17;
+/// ICMPv6.
 pub const IP_PROTO_ICMPV6: u8 = 58;
+/// SCTP.
 pub const IP_PROTO_SCTP: u8 = 132;
 
 /// Why a frame was dropped. The discriminant indexes the per-port error counters.
@@ -36,9 +44,11 @@ pub enum ParseError {
     TruncatedL4 = 6,
 }
 
+/// Kinds of [`ParseError`], for counters indexed by kind.
 pub const PARSE_ERROR_KINDS: usize = 7;
 
 impl ParseError {
+    /// Every kind, in counter order.
     pub const ALL: [ParseError; PARSE_ERROR_KINDS] = [
         ParseError::Runt,
         ParseError::TruncatedVlan,
@@ -49,6 +59,7 @@ impl ParseError {
         ParseError::TruncatedL4,
     ];
 
+    /// The kind's name in counters and metrics.
     pub fn name(self) -> &'static str {
         match self {
             ParseError::Runt => "runt",
@@ -224,6 +235,7 @@ pub mod build {
         udp[6..8].fill(0);
     }
 
+    /// The IPv4 header checksum of `header` (its checksum field zero).
     pub fn ipv4_checksum(header: &[u8]) -> u16 {
         let mut sum: u32 = 0;
         for chunk in header.chunks(2) {

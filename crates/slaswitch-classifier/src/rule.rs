@@ -12,38 +12,51 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use crate::flow_key::{FlowKey, VLAN_PRESENT};
 use crate::parse::*;
 
+/// What a matching packet's rule does with it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Action {
+    /// Send it to this port number.
     Output(u16),
+    /// Drop it.
     Drop,
+    /// Forward it as a MAC-learning switch would.
     Normal,
 }
 
 /// Values under a mask: a field matches when `packet & mask == key`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub struct Match {
+    /// The values to match, already masked.
     pub key: FlowKey,
+    /// Which bits of the key count.
     pub mask: FlowKey,
 }
 
 impl Match {
+    /// The match that takes every packet.
     pub fn any() -> Match {
         Match::default()
     }
 
+    /// True when the packet's key agrees with this match on every masked bit.
     #[inline]
     pub fn matches(&self, packet: &FlowKey) -> bool {
         packet.masked(&self.mask) == self.key
     }
 }
 
+/// An OpenFlow-style rule: priority, match, actions.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Rule {
+    /// Higher wins among the rules that match.
     pub priority: u32,
+    /// What it matches.
     pub matcher: Match,
+    /// What it does, in order.
     pub actions: Vec<Action>,
 }
 
+/// The priority of a rule that gives none (OpenFlow's).
 pub const DEFAULT_PRIORITY: u32 = 32768;
 
 fn parse_mac(s: &str) -> Result<[u8; 6], String> {

@@ -51,6 +51,8 @@ impl Subtable {
     }
 }
 
+/// Tuple space search over the rules: one table per distinct mask, searched in order of their
+/// best priority, so a lookup stops once no remaining table can beat the match found.
 #[derive(Clone, Debug, Default)]
 pub struct Classifier {
     rules: Vec<Rule>,
@@ -114,14 +116,17 @@ impl Classifier {
         self.by_in_port.as_ref().and_then(|t| t.get(in_port as usize).copied())
     }
 
+    /// Every rule, in the order they were given.
     pub fn rules(&self) -> &[Rule] {
         &self.rules
     }
 
+    /// One rule by its id.
     pub fn rule(&self, id: RuleId) -> &Rule {
         &self.rules[id as usize]
     }
 
+    /// Distinct masks, one hash table each.
     pub fn subtable_count(&self) -> usize {
         self.subtables.len()
     }

@@ -21,19 +21,25 @@ use crate::port_settings::PortSettings;
 /// What one port is to get.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PortPlan {
+    /// Its C2QoS settings, with the model's cycles filled in.
     pub cpu_qos: CpuQos,
+    /// Its ingress policing.
     pub policing: Option<PolicingSpec>,
     /// Descriptors of its tx ring, which a paced link's queue matches.
     pub tx_ring_descriptors: u16,
+    /// What its VM purchased.
     pub sla: Option<BandwidthSla>,
     /// The model's working when the cycles come from it.
     pub allocation: Option<Allocation>,
+    /// Its line rate and uplink role.
     pub link: LinkSpec,
 }
 
 /// A port as the planner sees it.
 pub struct Candidate<'a> {
+    /// Its configuration.
     pub spec: &'a PortSpec,
+    /// The core of the PMD that would poll it.
     pub pmd_core: usize,
 }
 

@@ -16,6 +16,7 @@ use std::collections::BTreeMap;
 
 use slaswitch_qos::cpu::{FlowCount, TrafficProfile};
 
+/// The options of this module.
 pub const BANDWIDTH_OPTIONS: &[&str] = &[
     "bandwidth_bps",
     "profile_packet_bytes",
@@ -58,9 +59,13 @@ fn two_way(options: &BTreeMap<String, String>, key: &str, words: [&str; 2], defa
 /// What a VM purchased.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BandwidthSla {
+    /// Bits per second of frames.
     pub bandwidth_bps: u64,
+    /// The traffic profile its cycles are priced for.
     pub profile: TrafficProfile,
+    /// The VM's memory is on another NUMA node than its PMD.
     pub numa_remote: bool,
+    /// Its model allocation follows drift compensation.
     pub drift_compensation: bool,
 }
 
@@ -99,12 +104,14 @@ impl BandwidthSla {
 pub struct LinkSpec {
     /// 0: not paced (as fast as the device takes frames).
     pub link_rate_bps: u64,
+    /// The host's uplink: purchases must fit its line rate, and the fallback watches it.
     pub uplink: bool,
     /// The NIC-bottleneck fallback watches this link (uplinks only; on unless turned off).
     pub nic_fallback: bool,
 }
 
 impl LinkSpec {
+    /// Reads `link_rate_bps`, `uplink` and `nic_fallback`.
     pub fn from_options(options: &BTreeMap<String, String>) -> Result<LinkSpec, String> {
         let link_rate_bps =
             options.get("link_rate_bps").map(|v| parse_rate_bps("link_rate_bps", v)).transpose()?.unwrap_or(0);

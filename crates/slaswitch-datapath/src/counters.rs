@@ -10,17 +10,25 @@ use slaswitch_classifier::parse::PARSE_ERROR_KINDS;
 /// Rx-side figures of one port, as the owning PMD accumulates them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct RxTotals {
+    /// Packets received and kept (policing's drops are not in it).
     pub rx_packets: u64,
+    /// Bytes of those packets.
     pub rx_bytes: u64,
     /// Batches that carried at least one packet.
     pub batches: u64,
+    /// Polls that found nothing.
     pub empty_polls: u64,
     /// Cycles spent polling the port and finding nothing (the PMD's idle time).
     pub idle_cycles: u64,
+    /// Cycles of the ingress stage (less the scheduler's decisions).
     pub ingress_cycles: u64,
+    /// Cycles of the classification stage.
     pub classify_cycles: u64,
+    /// Cycles of the egress stage.
     pub egress_cycles: u64,
+    /// Packets the exact-match cache answered.
     pub emc_hits: u64,
+    /// Packets that missed it.
     pub emc_misses: u64,
     /// Packets a rule dropped, or that matched no rule.
     pub dropped_by_rules: u64,
@@ -28,10 +36,12 @@ pub struct RxTotals {
     pub policer_drops: u64,
     /// Packets the NIC-bottleneck fallback's byte limit dropped (seed 000 Sec. VII).
     pub fallback_drops: u64,
+    /// Malformed frames dropped, by [`slaswitch_classifier::parse::ParseError`] kind.
     pub parse_errors: [u64; PARSE_ERROR_KINDS],
 }
 
 impl RxTotals {
+    /// Cycles of all three stages.
     pub fn busy_cycles(&self) -> u64 {
         self.ingress_cycles + self.classify_cycles + self.egress_cycles
     }
@@ -39,10 +49,13 @@ impl RxTotals {
 
 const RX_FIELDS: usize = 13;
 
+/// A port's counters: rx from its PMD, tx from any PMD, C2QoS's view.
 #[derive(Debug, Default)]
 pub struct PortCounters {
     rx: [AtomicU64; RX_FIELDS + PARSE_ERROR_KINDS],
+    /// Packets sent.
     pub tx_packets: AtomicU64,
+    /// Bytes sent.
     pub tx_bytes: AtomicU64,
     /// Packets the port did not take (tx ring full, VM not connected) or no mbuf for a copy.
     pub tx_dropped: AtomicU64,
@@ -89,6 +102,7 @@ impl PortCounters {
         }
     }
 
+    /// The last published rx totals.
     pub fn rx(&self) -> RxTotals {
         let v: Vec<u64> = self.rx.iter().map(|a| a.load(Relaxed)).collect();
         let mut parse_errors = [0; PARSE_ERROR_KINDS];
@@ -111,12 +125,14 @@ impl PortCounters {
         }
     }
 
+    /// Publishes where the port stands in C2QoS's scheduler.
     pub fn publish_cpu_qos(&self, state: &CpuQosState) {
         self.cpu_tokens_bits.store(state.tokens_cycles.unwrap_or(f64::NAN).to_bits(), Relaxed);
         let place = PLACES.iter().position(|p| *p == state.place).unwrap_or(0) as u64;
         self.cpu_class_place.store(u64::from(state.class) << 8 | place, Relaxed);
     }
 
+    /// Where the port stood at the last publication.
     pub fn cpu_qos(&self) -> CpuQosState {
         let tokens = f64::from_bits(self.cpu_tokens_bits.load(Relaxed));
         let cp = self.cpu_class_place.load(Relaxed);
@@ -127,6 +143,7 @@ impl PortCounters {
         }
     }
 
+    /// Publishes the factor its model allocation follows.
     pub fn publish_drift_factor(&self, factor: f64) {
         self.drift_factor_bits.store(factor.to_bits(), Relaxed);
     }
@@ -136,6 +153,7 @@ impl PortCounters {
         Some(f64::from_bits(self.drift_factor_bits.load(Relaxed))).filter(|f| *f > 0.0)
     }
 
+    /// Counts a tx burst: packets and bytes sent, packets dropped.
     #[inline]
     pub fn add_tx(&self, packets: u64, bytes: u64, dropped: u64) {
         if packets > 0 {
@@ -152,17 +170,22 @@ impl PortCounters {
 /// (empty polls, reconfiguration), so busy + idle is the thread's whole time on the TSC.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct PmdTotals {
+    /// Cycles of every batch's three stages and the scheduler's decisions.
     pub busy_cycles: u64,
+    /// Cycles of empty polls and waits.
     pub idle_cycles: u64,
+    /// Passes over the poll order.
     pub passes: u64,
     /// Time a stage ran beyond [`crate::pmd::STALL_NS`]: the host's, charged to no port.
     pub stalled_cycles: u64,
     /// Batches after which a C2QoS port owed cycle tokens, and times a port was parked in the
     /// waiting queue for them (see `slaswitch_qos::cpu::WaitCounts`).
     pub qos_owed: u64,
+    /// Times a port was parked in the waiting queue for tokens.
     pub qos_parked: u64,
 }
 
+/// A PMD's totals as published, for the control plane.
 #[derive(Debug, Default)]
 pub struct PmdCounters {
     busy: AtomicU64,
@@ -176,6 +199,7 @@ pub struct PmdCounters {
 }
 
 impl PmdCounters {
+    /// Publishes the PMD's totals.
     pub fn publish(&self, t: &PmdTotals) {
         self.busy.store(t.busy_cycles, Relaxed);
         self.idle.store(t.idle_cycles, Relaxed);
@@ -185,6 +209,7 @@ impl PmdCounters {
         self.qos_parked.store(t.qos_parked, Relaxed);
     }
 
+    /// Publishes the PMD-wide drift factor.
     pub fn publish_drift_factor(&self, factor: f64) {
         self.drift_factor_bits.store(factor.to_bits(), Relaxed);
     }
@@ -197,6 +222,7 @@ impl PmdCounters {
         }
     }
 
+    /// The last published totals.
     pub fn read(&self) -> PmdTotals {
         PmdTotals {
             busy_cycles: self.busy.load(Relaxed),
@@ -212,11 +238,14 @@ impl PmdCounters {
 /// Packets and bytes per rule, added once per batch per rule hit.
 #[derive(Debug, Default)]
 pub struct RuleCounters {
+    /// Packets per rule.
     pub packets: Vec<AtomicU64>,
+    /// Bytes per rule.
     pub bytes: Vec<AtomicU64>,
 }
 
 impl RuleCounters {
+    /// Counters for `rules` rules, at zero.
     pub fn new(rules: usize) -> Self {
         RuleCounters {
             packets: (0..rules).map(|_| AtomicU64::new(0)).collect(),

@@ -15,11 +15,15 @@ use std::collections::BTreeMap;
 use slaswitch_qos::cpu::hbs::DEFAULT_PRIORITY;
 use slaswitch_qos::cpu::CycleLimit;
 
+/// The options of this module.
 pub const CPU_QOS_OPTIONS: &[&str] = &["cycles_per_sec", "mode", "weight", "priority"];
 
+/// A port's C2QoS settings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CpuQos {
+    /// Its cycle limit.
     pub limit: CycleLimit,
+    /// Its class, 1 (served first) to 8.
     pub priority: u8,
     /// `mode=min-max`, kept for an allocation that comes from the model.
     min_max: bool,
@@ -33,6 +37,7 @@ impl Default for CpuQos {
 }
 
 impl CpuQos {
+    /// Reads the options of this module.
     pub fn from_options(options: &BTreeMap<String, String>) -> Result<CpuQos, String> {
         let number = |key: &str| -> Result<Option<u64>, String> {
             options

@@ -30,6 +30,7 @@ use crate::policing::PolicingSpec;
 use crate::port::{DeviceRecipe, PortSpec, PortType};
 use crate::probe::{ProbeCounters, ProbeReport, ProbeSettings};
 
+/// How the data plane is started.
 #[derive(Clone, Debug)]
 pub struct DatapathSettings {
     /// Cores of the PMD threads, one thread each.
@@ -40,6 +41,7 @@ pub struct DatapathSettings {
     pub file_prefix: String,
     /// Where vhost-user sockets are created by default.
     pub run_dir: PathBuf,
+    /// Mbufs in the packet pool.
     pub mbufs: u32,
     /// Use hugepages (the default); without, EAL runs on ordinary memory (`--no-huge`).
     pub hugepages: bool,
@@ -56,6 +58,7 @@ pub struct DatapathSettings {
 }
 
 impl DatapathSettings {
+    /// EAL's arguments for these settings.
     pub fn eal_args(&self) -> Vec<String> {
         let mut args = vec![
             "slaswitchd".to_string(),
@@ -103,25 +106,38 @@ struct PmdHandle {
 /// What `port-stats` shows of one port.
 #[derive(Clone, Debug, Serialize)]
 pub struct PortStats {
+    /// The port's name.
     pub name: String,
+    /// Its number (OpenFlow's ofport).
     pub number: u16,
+    /// Its type's name.
     #[serde(rename = "type")]
     pub port_type: String,
+    /// The core of the PMD that polls it.
     pub pmd_core: usize,
+    /// True when its device reports its link up.
     pub link_up: bool,
+    /// Its vhost-user socket, if it has one.
     pub socket: Option<String>,
+    /// What its PMD counted.
     pub rx: RxTotals,
+    /// Packets sent.
     pub tx_packets: u64,
+    /// Bytes sent.
     pub tx_bytes: u64,
+    /// Packets it did not take (ring full, VM not connected) or no mbuf for a copy.
     pub tx_dropped: u64,
     /// The driver's own counters (ring overruns show here as rx_missed).
     pub device_rx_missed: u64,
+    /// Receives the device could not give an mbuf.
     pub device_rx_nombuf: u64,
+    /// Where it stands in C2QoS's scheduler.
     pub cpu_qos: crate::counters::CpuQosState,
     /// The cycles the port is allocated (0: unlimited), from `cycles_per_sec` or the model.
     pub cycles_per_sec: u64,
     /// `strict`, `min-max` or `unlimited`.
     pub cpu_mode: &'static str,
+    /// Its C2QoS class.
     pub priority: u8,
     /// The MIN-MAX share weight.
     pub weight: u32,
@@ -135,30 +151,42 @@ pub struct PortStats {
     pub allocation: Option<Allocation>,
     /// The drift factor its model allocation follows (drift compensation), once measured.
     pub drift_factor: Option<f64>,
+    /// Its line rate when paced (0: not paced).
     pub link_rate_bps: u64,
+    /// Frames waiting in its paced queue.
     pub link_queued: usize,
+    /// It is the host's uplink.
     pub uplink: bool,
     /// The port's options (its QoS settings among them).
     pub options: BTreeMap<String, String>,
 }
 
+/// One PMD thread's figures.
 #[derive(Clone, Debug, Serialize)]
 pub struct PmdStats {
+    /// Its core.
     pub core: usize,
+    /// Its totals.
     pub totals: PmdTotals,
     /// Host-speed factor the model's allocations follow (drift compensation).
     pub drift_factor: f64,
+    /// The ports it polls.
     pub ports: Vec<String>,
     /// The comparison of C2QoS with round robin, when on.
     /// What the overhead probe measured, when it runs.
     pub probe: Option<ProbeReport>,
 }
 
+/// A flow and what it matched.
 #[derive(Clone, Debug, Serialize)]
 pub struct FlowStats {
+    /// The flow as `add-flow` text.
     pub flow: String,
+    /// Its priority.
     pub priority: u32,
+    /// Packets it matched.
     pub packets: u64,
+    /// Bytes it matched.
     pub bytes: u64,
 }
 
@@ -180,13 +208,19 @@ pub struct Datapath {
 /// The NIC-bottleneck fallback as `qos-show` reports it.
 #[derive(Clone, Debug, Serialize)]
 pub struct FallbackStatus {
+    /// The uplink's name, if there is one.
     pub uplink: Option<String>,
     /// False when the uplink has `nic_fallback=false`.
     pub enabled: bool,
+    /// Its line rate.
     pub link_rate_bps: u64,
+    /// The byte limits are in force.
     pub engaged: bool,
+    /// The uplink's utilisation in the last window (0 to 1).
     pub utilisation: f64,
+    /// Times the fallback engaged.
     pub engagements: u64,
+    /// Frames the byte limits dropped.
     pub drops: u64,
 }
 
@@ -256,20 +290,24 @@ impl Datapath {
         Ok(dp)
     }
 
+    /// The TSC's frequency.
     pub fn tsc_hz(&self) -> u64 {
         self.eal.tsc_hz()
     }
 
+    /// The settings it was started with.
     pub fn settings(&self) -> &DatapathSettings {
         &self.settings
     }
 
+    /// Every port as configured.
     pub fn port_specs(&self) -> Vec<PortSpec> {
         let mut specs: Vec<PortSpec> = self.ports.values().map(|p| p.spec.clone()).collect();
         specs.sort_by_key(|s| s.number);
         specs
     }
 
+    /// Every rule, in order.
     pub fn rules(&self) -> &[Rule] {
         &self.rules
     }
@@ -495,10 +533,12 @@ impl Datapath {
         Ok(())
     }
 
+    /// The bandwidth-CPU model in use.
     pub fn model(&self) -> Option<&BandwidthModel> {
         self.model.as_ref()
     }
 
+    /// The NIC-bottleneck fallback's state.
     pub fn fallback_status(&self) -> FallbackStatus {
         use std::sync::atomic::Ordering::Relaxed;
         let uplink = self.ports.values().find(|p| p.plan.link.uplink);
@@ -686,6 +726,7 @@ impl Datapath {
         Ok(())
     }
 
+    /// Adds flows given as `add-flow` text, all or none; returns how many.
     pub fn add_flows(&mut self, texts: &[String]) -> Result<usize, String> {
         let mut new_rules = Vec::new();
         {
@@ -720,6 +761,7 @@ impl Datapath {
         Ok(removed)
     }
 
+    /// Every flow with its counters.
     pub fn dump_flows(&self) -> Vec<FlowStats> {
         let names = |n: u16| self.port_name(n);
         self.classifier
@@ -740,6 +782,7 @@ impl Datapath {
         self.dump_flows().into_iter().map(|f| f.flow).collect()
     }
 
+    /// Every port's counters and settings.
     pub fn port_stats(&self) -> Vec<PortStats> {
         let mut out: Vec<PortStats> = self
             .ports
@@ -784,6 +827,7 @@ impl Datapath {
         out
     }
 
+    /// Every PMD's figures.
     pub fn pmd_stats(&self) -> Vec<PmdStats> {
         self.pmds
             .iter()

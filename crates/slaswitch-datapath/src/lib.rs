@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! The slaswitch data plane: DPDK ports polled by pinned PMD threads through ingress,
 //! classification and egress, with TSC cycles charged per port per stage.
 

@@ -33,6 +33,7 @@ pub struct Fallback {
 }
 
 impl Fallback {
+    /// The uplink's utilisation in the last window (0 to 1).
     pub fn utilisation(&self) -> f64 {
         f64::from_bits(self.utilisation_bits.load(Relaxed))
     }
@@ -58,6 +59,7 @@ unsafe impl Sync for PacedLink {}
 unsafe impl Send for PacedLink {}
 
 impl PacedLink {
+    /// A link of `rate_bps` with room for `queue_frames`; `watch_for_fallback`: the uplink.
     pub fn new(rate_bps: u64, queue_frames: usize, watch_for_fallback: bool, now_ns: u64) -> PacedLink {
         PacedLink {
             state: UnsafeCell::new(LinkState {
@@ -70,11 +72,13 @@ impl PacedLink {
         }
     }
 
+    /// Its line rate.
     pub fn rate_bps(&self) -> u64 {
         // SAFETY: the rate never changes after creation; reading it races with nothing.
         unsafe { (*self.state.get()).pacer.rate_bps() }
     }
 
+    /// Frames waiting.
     pub fn queued(&self) -> usize {
         self.queued.load(Relaxed)
     }

@@ -18,12 +18,18 @@ use crate::policing::PolicingSpec;
 /// Port numbers run from 1 to `MAX_PORTS - 1`.
 pub const MAX_PORTS: usize = 1024;
 
+/// A port the PMD polls, with what it enforces on it.
 #[derive(Clone)]
 pub struct RxPort {
+    /// Its number.
     pub number: u16,
+    /// Its device.
     pub eth: EthPort,
+    /// Its counters.
     pub counters: Arc<PortCounters>,
+    /// Its ingress policing.
     pub policing: Option<PolicingSpec>,
+    /// Its C2QoS settings.
     pub cpu_qos: CpuQos,
     /// The purchased bandwidth in bits/s, enforced while the NIC-bottleneck fallback is on.
     pub fallback_limit_bps: Option<u64>,
@@ -34,7 +40,9 @@ pub struct RxPort {
 /// A port's allocation from the bandwidth-CPU model, with the profile it was priced for.
 #[derive(Clone, Copy, Debug)]
 pub struct ModelCycles {
+    /// The allocation, cycles per second.
     pub cycles_per_sec: u64,
+    /// The profile it was priced for.
     pub profile: TrafficProfile,
     /// The model's rows were measured on ports of this port's kind (vhost-user).
     pub calibrated_kind: bool,
@@ -42,11 +50,16 @@ pub struct ModelCycles {
     pub deployment_factor: f64,
 }
 
+/// A port the PMD may transmit on.
 #[derive(Clone)]
 pub struct TxPort {
+    /// Its number.
     pub number: u16,
+    /// Its device.
     pub eth: EthPort,
+    /// Its counters.
     pub counters: Arc<PortCounters>,
+    /// Taken around `tx_burst` when several PMDs transmit on it.
     pub lock: Arc<AtomicBool>,
     /// Set when the port has a line rate (`link_rate_bps`).
     pub paced: Option<Arc<PacedLink>>,
@@ -54,31 +67,39 @@ pub struct TxPort {
 
 /// Everything a PMD needs, swapped as a whole.
 pub struct PmdConfig {
+    /// The ports this PMD polls, by number.
     pub rx_ports: Vec<RxPort>,
     /// Indexed by port number.
     pub tx_ports: Vec<Option<TxPort>>,
     /// Port numbers a flooded packet goes to (all ports).
     pub flood: Vec<u16>,
+    /// The rules.
     pub classifier: Arc<Classifier>,
+    /// Per-rule counters.
     pub rule_counters: Arc<RuleCounters>,
     /// Several PMDs may transmit on one port: take its tx lock.
     pub shared_tx: bool,
+    /// The mbuf pool, for copies.
     pub pool: Arc<Mempool>,
     /// TSC ticks after which a learned MAC is forgotten.
     pub mac_max_age_tsc: u64,
     /// Depth of every C2TB bucket, microseconds of the core (`DatapathSettings::c2tb_bucket_us`).
     pub c2tb_bucket_us: u64,
+    /// The TSC's frequency.
     pub tsc_hz: u64,
     /// Numbers of the paced ports (every PMD drains them).
     pub paced: Vec<u16>,
+    /// The NIC-bottleneck fallback's shared state.
     pub fallback: Arc<Fallback>,
     /// The bandwidth-CPU model, for drift compensation.
     pub model: Option<Arc<BandwidthModel>>,
 }
 
+/// What the control plane tells a PMD thread.
 pub enum PmdMessage {
     /// Swap in a new configuration; reply once the old one is no longer used.
     Config(Arc<PmdConfig>, Sender<()>),
+    /// Stop.
     Quit,
 }
 

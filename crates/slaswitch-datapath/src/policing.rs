@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 
 use slaswitch_qos::meter::{PacketRateMeter, Srtcm, SrtcmParams};
 
+/// The options of this module.
 pub const POLICING_OPTIONS: &[&str] =
     &["ingress_policing_rate", "ingress_policing_burst", "ingress_policing_kpkts_rate", "ingress_policing_kpkts_burst"];
 
@@ -25,11 +26,16 @@ const DEFAULT_BURST_KB: u64 = 8000;
 const DEFAULT_BURST_KPKTS: u64 = 16;
 const ETHERNET_HEADER_BYTES: u32 = 14;
 
+/// A port's ingress policing, in OVS's units.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct PolicingSpec {
+    /// Byte rate, kbit/s (0: none).
     pub rate_kbps: u64,
+    /// Byte burst, kbit.
     pub burst_kb: u64,
+    /// Packet rate, kpackets/s (0: none).
     pub rate_kpps: u64,
+    /// Packet burst, kpackets.
     pub burst_kpkts: u64,
 }
 
@@ -56,6 +62,7 @@ impl PolicingSpec {
         Ok((s.rate_kbps > 0 || s.rate_kpps > 0).then_some(s))
     }
 
+    /// The meters, full at `now_ns`.
     pub fn policer(&self, now_ns: u64) -> Policer {
         let burst_kb = if self.burst_kb == 0 { DEFAULT_BURST_KB } else { self.burst_kb };
         let burst_kpkts = if self.burst_kpkts == 0 { DEFAULT_BURST_KPKTS } else { self.burst_kpkts };

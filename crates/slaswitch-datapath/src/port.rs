@@ -23,18 +23,26 @@ use serde::{Deserialize, Serialize};
 
 use crate::port_settings::PortSettings;
 
+/// The kinds of port.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum PortType {
+    /// The switch serves a vhost-user socket.
     VhostUser,
+    /// The VM serves the socket; the switch connects.
     VhostUserClient,
+    /// A kernel tap interface.
     Tap,
+    /// An existing kernel interface, over AF_PACKET.
     AfPacket,
+    /// A sink that drops what it is given.
     Null,
+    /// A PCI NIC.
     Dpdk,
 }
 
 impl PortType {
+    /// Parses a type (OVS's names too).
     pub fn parse(s: &str) -> Result<PortType, String> {
         Ok(match s {
             "vhost-user" | "dpdkvhostuser" => PortType::VhostUser,
@@ -51,6 +59,7 @@ impl PortType {
         })
     }
 
+    /// The type's name.
     pub fn name(&self) -> &'static str {
         match self {
             PortType::VhostUser => "vhost-user",
@@ -97,11 +106,14 @@ pub fn is_live_option(key: &str) -> bool {
 /// A port as configured (and persisted).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PortSpec {
+    /// Its name (1 to 15 characters).
     pub name: String,
+    /// Its type.
     #[serde(rename = "type")]
     pub port_type: PortType,
     /// The port number rules refer to (OpenFlow's ofport).
     pub number: u16,
+    /// Its options, as given.
     #[serde(default)]
     pub options: BTreeMap<String, String>,
 }
@@ -111,7 +123,9 @@ pub struct PortSpec {
 pub struct DeviceRecipe {
     /// vdev name, or the PCI device name for `dpdk`.
     pub device: String,
+    /// Device arguments.
     pub args: String,
+    /// A virtual device (vdev), not a probed one.
     pub is_vdev: bool,
 }
 
@@ -157,6 +171,7 @@ impl PortSpec {
         }
     }
 
+    /// Its vhost-user socket, for vhost-user ports.
     pub fn socket_path(&self, run_dir: &Path) -> Option<String> {
         match self.port_type {
             PortType::VhostUser => Some(

@@ -21,7 +21,9 @@ pub const DEFAULT_RING_DESCRIPTORS: u16 = 2048;
 pub struct PortSettings {
     /// The port number asked for (`ofport_request`), 1 to `MAX_PORTS - 1`.
     pub ofport_request: Option<u16>,
+    /// Descriptors of its rx ring.
     pub rx_ring_descriptors: u16,
+    /// Descriptors of its tx ring.
     pub tx_ring_descriptors: u16,
     /// The core whose PMD is to poll the port (`pmd`).
     pub pmd_core: Option<usize>,

@@ -82,10 +82,12 @@ pub struct ProbeTotals {
     pub qos_cycles: u64,
     /// The parts of `qos_cycles` spent picking the port and charging its batch.
     pub qos_pick_cycles: u64,
+    /// See `qos_pick_cycles`.
     pub qos_charge_cycles: u64,
     /// Decisions whose poll came back empty, and their share of the pick and charge cycles: an
     /// empty poll costs round robin only the poll, C2QoS the decision too.
     pub qos_empty_decisions: u64,
+    /// See `qos_empty_decisions`.
     pub qos_empty_cycles: u64,
     /// Cycles the timed decisions' fences waited for earlier stores to drain, which no timed
     /// interval holds: the cost of the timing itself.
@@ -95,6 +97,7 @@ pub struct ProbeTotals {
 /// The probe's report, as the control plane reads it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct ProbeReport {
+    /// The timing figures.
     #[serde(flatten)]
     pub totals: ProbeTotals,
     /// The live comparison's totals, when it runs.
@@ -107,6 +110,7 @@ pub struct ProbeReport {
 pub struct ProbeCounters(Mutex<ProbeReport>);
 
 impl ProbeCounters {
+    /// The last report.
     pub fn read(&self) -> ProbeReport {
         *self.0.lock().unwrap_or_else(|e| e.into_inner())
     }

@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! slaswitch-dpdk: the only door to DPDK. `csrc/shim.c` wraps the static-inline calls we use;
 //! this file declares them and puts safe wrappers on top. No other crate declares a DPDK symbol.
 //!
@@ -24,16 +25,25 @@ mod ffi {
         pub pool: u32,
     }
 
+    /// A device's own counters (`rte_eth_stats`, the fields the switch reads).
     #[repr(C)]
     #[derive(Default, Debug, Clone, Copy)]
     pub struct EthStats {
+        /// Packets received.
         pub ipackets: u64,
+        /// Packets sent.
         pub opackets: u64,
+        /// Bytes received.
         pub ibytes: u64,
+        /// Bytes sent.
         pub obytes: u64,
+        /// Packets the device dropped because its rx ring was full.
         pub imissed: u64,
+        /// Receive errors.
         pub ierrors: u64,
+        /// Transmit errors.
         pub oerrors: u64,
+        /// Receives that found no mbuf.
         pub rx_nombuf: u64,
     }
 
@@ -86,13 +96,17 @@ const OFF_PKT_LEN: usize = 36;
 const OFF_DATA_LEN: usize = 40;
 
 /// The most packets one rx or tx burst moves (OVS and slaswitch: 32).
+/// Packets in one rx or tx burst (OVS-DPDK's batch size too).
 pub const MAX_BURST: usize = 32;
 
 /// An error from DPDK, with the call that failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DpdkError {
+    /// The DPDK function that failed.
     pub call: String,
+    /// Its return code (a negative errno, usually).
     pub code: i32,
+    /// `rte_strerror` of the code.
     pub message: String,
 }
 
@@ -152,6 +166,7 @@ impl Eal {
         Ok(Eal { tsc_hz })
     }
 
+    /// The TSC's frequency as EAL measured it.
     pub fn tsc_hz(&self) -> u64 {
         self.tsc_hz
     }
@@ -233,6 +248,7 @@ impl Mempool {
             .ok_or_else(|| last_error(format!("rte_pktmbuf_pool_create({name}, {count} mbufs)")))
     }
 
+    /// Mbufs free in the pool now.
     pub fn available(&self) -> u32 {
         // SAFETY: valid pool.
         unsafe { ffi::ss_mempool_avail(self.ptr.as_ptr()) }
@@ -287,6 +303,7 @@ impl Mbuf {
         self.field::<u16>(OFF_DATA_LEN)
     }
 
+    /// Segments of the packet (1 unless chained).
     #[inline(always)]
     pub fn segments(&self) -> u16 {
         self.field::<u16>(OFF_NB_SEGS)
@@ -338,6 +355,7 @@ impl Mbuf {
         unsafe { ffi::ss_pktmbuf_linearize(self.0.as_ptr().cast()) == 0 }
     }
 
+    /// Returns the mbuf to its pool.
     pub fn free(self) {
         // SAFETY: the caller gives up ownership.
         unsafe { ffi::ss_pktmbuf_free(self.0.as_ptr().cast()) }
@@ -369,6 +387,7 @@ impl EthPort {
         Self::by_name(name)
     }
 
+    /// The port of an existing device, by its DPDK name.
     pub fn by_name(name: &str) -> Result<EthPort, DpdkError> {
         let cname = cstring(name);
         let mut id = 0u16;
@@ -400,17 +419,20 @@ impl EthPort {
         Ok(())
     }
 
+    /// The device's MAC address.
     pub fn mac(&self) -> Option<[u8; 6]> {
         let mut mac = [0u8; 6];
         // SAFETY: 6-byte out buffer.
         (unsafe { ffi::ss_eth_mac(self.0, mac.as_mut_ptr()) } == 0).then_some(mac)
     }
 
+    /// True when the device reports its link up (a vhost-user VM connected, say).
     pub fn link_up(&self) -> bool {
         // SAFETY: valid port id.
         unsafe { ffi::ss_eth_link_up(self.0) == 1 }
     }
 
+    /// The device's own counters.
     pub fn stats(&self) -> Option<EthStats> {
         let mut s = EthStats::default();
         // SAFETY: out-pointer to a local.

@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! slaswitch-qos: every scheduler of the seed papers as plain data structures.
 //!
 //! No I/O, no threads, no clock of its own: every call that depends on time takes the current

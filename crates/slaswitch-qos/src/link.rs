@@ -11,6 +11,7 @@
 /// preamble and start delimiter (8), inter-frame gap (12).
 pub const WIRE_OVERHEAD_BYTES: u32 = 24;
 
+/// A link of a fixed rate: when the wire is free again after each frame.
 #[derive(Clone, Copy, Debug)]
 pub struct LinkPacer {
     rate_bps: u64,
@@ -20,11 +21,13 @@ pub struct LinkPacer {
 }
 
 impl LinkPacer {
+    /// An idle link of `rate_bps`.
     pub fn new(rate_bps: u64, now_ns: u64) -> LinkPacer {
         assert!(rate_bps > 0, "a link needs a rate");
         LinkPacer { rate_bps, busy_until_ns: now_ns, busy_ns: 0 }
     }
 
+    /// The line rate, bits per second.
     pub fn rate_bps(&self) -> u64 {
         self.rate_bps
     }

@@ -27,8 +27,10 @@ pub struct Link {
 }
 
 impl Link {
+    /// The link of an index in no slot.
     pub const UNPARKED: Link = Link { next: NIL, prev: NIL, slot: NIL, far_due: 0 };
 
+    /// True when the index is in a slot.
     pub fn is_parked(&self) -> bool {
         self.slot != NIL
     }
@@ -36,6 +38,7 @@ impl Link {
 
 /// Where the wheel finds index `i`'s link. The wheel only touches links of indices it was given.
 pub trait WheelLinks {
+    /// The link record of `index`.
     fn link(&mut self, index: usize) -> &mut Link;
 }
 
@@ -76,10 +79,12 @@ impl IntrusiveWheel {
         }
     }
 
+    /// Indices parked.
     pub fn len(&self) -> usize {
         self.len
     }
 
+    /// True when nothing is parked.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -247,14 +252,17 @@ impl TimerWheel {
         TimerWheel { wheel: IntrusiveWheel::new(slot_shift, slot_count, now), links: Vec::new() }
     }
 
+    /// Indices parked.
     pub fn len(&self) -> usize {
         self.wheel.len()
     }
 
+    /// True when nothing is parked.
     pub fn is_empty(&self) -> bool {
         self.wheel.is_empty()
     }
 
+    /// True when `index` is parked.
     pub fn contains(&self, index: usize) -> bool {
         self.links.get(index).is_some_and(Link::is_parked)
     }

@@ -39,6 +39,7 @@ pub fn install_signal_handlers() {
     }
 }
 
+/// True once Ctrl-C or SIGTERM asked the run to stop.
 pub fn interrupted() -> bool {
     INTERRUPTED.load(Ordering::SeqCst)
 }
@@ -52,10 +53,12 @@ pub fn process(pid: u32, what: &str) {
     push(Item::Process(pid as i32, what.to_string()));
 }
 
+/// Registers a command that undoes something the run did.
 pub fn undo(cmd: &[&str]) {
     push(Item::Undo(cmd.iter().map(|s| s.to_string()).collect()));
 }
 
+/// Registers a file or folder to remove at cleanup.
 pub fn path(p: PathBuf) {
     push(Item::Path(p));
 }

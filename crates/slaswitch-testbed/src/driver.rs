@@ -13,22 +13,29 @@ use crate::plan::SwitchPlan;
 /// gauges are already per interval.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Reading {
+    /// What it is about: a VM, a port, `pmd0`.
     pub subject: String,
+    /// Which figure.
     pub metric: String,
+    /// Its value.
     pub value: f64,
+    /// Cumulative (a counter) rather than per interval (a gauge).
     pub counter: bool,
 }
 
 impl Reading {
+    /// A cumulative figure.
     pub fn counter(subject: &str, metric: &str, value: f64) -> Reading {
         Reading { subject: subject.to_string(), metric: metric.to_string(), value, counter: true }
     }
 
+    /// A figure per interval.
     pub fn gauge(subject: &str, metric: &str, value: f64) -> Reading {
         Reading { subject: subject.to_string(), metric: metric.to_string(), value, counter: false }
     }
 }
 
+/// What the runner needs of a switch: start it, configure it, sample it, stop it.
 pub trait Driver {
     /// Starts the switch's processes (or kernel objects).
     fn start(&mut self) -> Result<(), String>;
@@ -93,6 +100,7 @@ pub fn run(cmd: &[String]) -> Result<String, String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// Runs a command and returns its output, or its error output when it fails.
 pub fn run_args(args: &[&str]) -> Result<String, String> {
     run(&args.iter().map(|s| s.to_string()).collect::<Vec<_>>())
 }

@@ -60,6 +60,7 @@ impl StealSnapshot {
         snapshot(cores).map(|now| self.shares_until(&now).into_iter().fold(0.0, f64::max)).unwrap_or(0.0)
     }
 
+    /// When the snapshot was taken.
     pub fn taken(&self) -> Instant {
         self.taken
     }
@@ -85,6 +86,7 @@ pub fn readings(cores: &[usize]) -> Vec<crate::driver::Reading> {
 
 /// Counter names of [`readings`].
 pub const STEAL_TICKS: &str = "steal_ticks";
+/// Counter name of a core's total ticks in [`readings`].
 pub const TICKS: &str = "ticks";
 /// Above this share of a core stolen in a phase, a report flags the phase: the host, not the
 /// switch, decided what the VMs got.

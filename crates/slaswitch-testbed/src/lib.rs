@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! The test bed: every claim the project makes is an experiment anyone reruns with one command.
 //! A scenario file describes the VMs, the uplink, QoS settings and phases; the runner stands the
 //! same scenario up on each switch (slaswitch, OVS-DPDK, a Linux bridge with tc, VDE2), samples

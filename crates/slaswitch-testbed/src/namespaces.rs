@@ -9,6 +9,7 @@ use crate::plan::SwitchPlan;
 use crate::samples::Sample;
 use crate::scenario::{Scenario, Step, UplinkKind, VmKind};
 
+/// The namespace of a VM (or the uplink) named `name`.
 pub fn ns_name(name: &str) -> String {
     format!("ss-{name}")
 }
@@ -26,6 +27,7 @@ pub fn is_namespace(scenario: &Scenario, step: &Step, name: &str) -> bool {
     step.vms.iter().any(|v| v.name == name && v.kind == VmKind::Namespace)
 }
 
+/// The IPv4 address of namespace member `name` in `step`.
 pub fn ip_of(scenario: &Scenario, step: &Step, name: &str) -> String {
     if name == scenario.uplink.name {
         return "10.77.0.1".into();

@@ -27,6 +27,8 @@ impl Attach {
     }
 }
 
+/// What a switch is to be told for one step: files, commands, attachments, and what it cannot
+/// express.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SwitchPlan {
     /// Files the commands read (flow tables), written before they run.
@@ -48,10 +50,12 @@ pub struct SwitchPlan {
 }
 
 impl SwitchPlan {
+    /// Adds a configuration command.
     pub fn cmd(&mut self, args: &[&str]) {
         self.commands.push(args.iter().map(|s| s.to_string()).collect());
     }
 
+    /// Registers an undo command before the command it undoes runs.
     pub fn undo_with(&mut self, args: &[&str]) {
         self.undo.push(args.iter().map(|s| s.to_string()).collect());
     }
@@ -67,6 +71,7 @@ pub fn port_numbers(scenario: &Scenario, step: &Step) -> Vec<(String, u16)> {
     v
 }
 
+/// A VM's MAC address as text.
 pub fn mac_of(name: &str) -> String {
     mac_text(mac_for(name))
 }

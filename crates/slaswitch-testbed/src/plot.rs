@@ -30,13 +30,19 @@ fn ensure_font() -> Result<(), String> {
     result
 }
 
+/// One line of a plot.
 pub struct Series {
+    /// Its legend.
     pub label: String,
+    /// (x, y) points.
     pub points: Vec<(f64, f64)>,
 }
 
+/// One panel of a figure: a title and its lines.
 pub struct Panel {
+    /// Its title.
     pub title: String,
+    /// Its lines.
     pub series: Vec<Series>,
     /// x positions of vertical markers (phase boundaries).
     pub markers: Vec<f64>,
@@ -180,8 +186,11 @@ pub fn bars(
 
 /// One latency box: the box spans p50 to p90, the whisker reaches p99 (microseconds).
 pub struct LatencyBox {
+    /// Median, microseconds.
     pub p50: f64,
+    /// 90th percentile.
     pub p90: f64,
+    /// 99th percentile.
     pub p99: f64,
 }
 

@@ -7,6 +7,7 @@ use std::process::Command;
 
 use crate::scenario::{Scenario, SwitchKind, VmKind};
 
+/// The font plots are drawn with (Debian's `fonts-dejavu-core`).
 pub const FONT: &str = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
 
 /// (a file the package provides, the package).

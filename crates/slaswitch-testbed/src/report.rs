@@ -394,6 +394,7 @@ fn sweep_latency_plot(
     Ok(Some(("latency.png".into(), format!("Latency of {probe} by number of VMs on the PMD: box from p50 to p90, whisker to p99 (medians of the per-second percentiles), log scale."))))
 }
 
+/// Writes a run folder's `report.md` and plots from its samples and metadata.
 pub fn generate(dir: &Path) -> Result<(), String> {
     let scenario_path = dir.join("scenario.toml");
     let text = std::fs::read_to_string(&scenario_path)

@@ -18,13 +18,17 @@ use crate::samples::{self, Sample};
 use crate::scenario::{Scenario, Step, SwitchKind, VmKind};
 use crate::{namespaces, preflight, report};
 
+/// What `slaswitch experiment run` was asked.
 pub struct RunOptions {
+    /// The scenario file.
     pub scenario_path: PathBuf,
     /// Empty: the scenario's own list.
     pub switches: Vec<SwitchKind>,
+    /// Where the run folder goes (default: `results/SCENARIO-TIME`).
     pub out_dir: Option<PathBuf>,
     /// Where slaswitchd, slaswitch and slaswitch-tenant are.
     pub tools: PathBuf,
+    /// No progress lines.
     pub quiet: bool,
     /// Times every configuration runs, round after round (1: once). With more than one, each
     /// run's label gets ` #k` and the report adds the median over the rounds.

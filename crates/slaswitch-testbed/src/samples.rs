@@ -11,19 +11,29 @@ use serde_json::Value;
 
 use crate::driver::Reading;
 
+/// One figure at one time of one run: a row of `samples.csv`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Sample {
+    /// The configuration (`slaswitch`, `slaswitch/c2tb`, ...).
     pub switch: String,
+    /// The step (sweep value), or `run`.
     pub step: String,
+    /// Seconds since the VMs started.
     pub t_secs: f64,
+    /// Where it comes from: `sink`, `gen`, `switch`, `app`, `host`.
     pub source: String,
+    /// What it is about (a VM, `pmd0`, a core).
     pub subject: String,
+    /// Which figure.
     pub metric: String,
+    /// Its value.
     pub value: f64,
 }
 
+/// The header row of `samples.csv`.
 pub const HEADER: &str = "switch,step,t_secs,source,subject,metric,value";
 
+/// Samples as CSV with its header.
 pub fn to_csv(samples: &[Sample]) -> String {
     let mut out = String::from(HEADER);
     out.push('\n');
@@ -37,6 +47,7 @@ pub fn to_csv(samples: &[Sample]) -> String {
     out
 }
 
+/// Reads samples from CSV.
 pub fn from_csv(text: &str) -> Result<Vec<Sample>, String> {
     let mut lines = text.lines();
     if lines.next() != Some(HEADER) {
@@ -64,6 +75,7 @@ pub fn from_csv(text: &str) -> Result<Vec<Sample>, String> {
         .collect()
 }
 
+/// Reads a `samples.csv`.
 pub fn load(path: &Path) -> Result<Vec<Sample>, String> {
     from_csv(&std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?)
 }

@@ -23,19 +23,26 @@ use serde::{Deserialize, Serialize};
 use slaswitch_qos::cpu::C2tbConfig;
 use slaswitch_traffic::phase::Phase;
 
+/// The switches a scenario runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum SwitchKind {
+    /// slaswitch with DPDK.
     Slaswitch,
+    /// Open vSwitch with DPDK (Debian's 3.1).
     OvsDpdk,
+    /// A Linux bridge with tc.
     LinuxTc,
+    /// VDE2's vde_switch.
     Vde2,
 }
 
 impl SwitchKind {
+    /// Every switch.
     pub const ALL: [SwitchKind; 4] =
         [SwitchKind::Slaswitch, SwitchKind::OvsDpdk, SwitchKind::LinuxTc, SwitchKind::Vde2];
 
+    /// Its name on the command line and in reports.
     pub fn name(&self) -> &'static str {
         match self {
             SwitchKind::Slaswitch => "slaswitch",
@@ -45,6 +52,7 @@ impl SwitchKind {
         }
     }
 
+    /// Parses a switch's name.
     pub fn parse(s: &str) -> Result<SwitchKind, String> {
         SwitchKind::ALL
             .into_iter()
@@ -59,38 +67,48 @@ impl fmt::Display for SwitchKind {
     }
 }
 
+/// A scenario file: what runs, on which switches, and what the report shows.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Scenario {
     /// Defaults to the file's name without `.toml`.
     #[serde(default)]
     pub name: String,
+    /// The report's title.
     pub title: String,
     /// The seed experiment this reproduces, e.g. "seed 000 Fig. 1(a-b)".
     #[serde(default)]
     pub reproduces: String,
+    /// What it shows, for the report.
     #[serde(default)]
     pub description: String,
     /// How the seed's numbers were scaled to this machine; the report repeats it.
     #[serde(default)]
     pub scaling: String,
+    /// How long each run lasts.
     pub duration_secs: f64,
+    /// Seconds between two samples.
     #[serde(default = "one_sec")]
     pub sample_interval_secs: f64,
     /// The switches to run on when the command line names none.
     #[serde(default = "default_switches")]
     pub switches: Vec<SwitchKind>,
+    /// Cores and rings.
     #[serde(default)]
     pub host: Host,
+    /// The rule set.
     #[serde(default)]
     pub classification: Classification,
+    /// Where the VMs' traffic goes.
     #[serde(default)]
     pub uplink: Uplink,
+    /// The VM groups.
     #[serde(rename = "vm", default)]
     pub vms: Vec<VmSpec>,
     /// Tenants and their weights (PIE-VDE's first level, seed 004); VMs name their tenant.
     #[serde(rename = "tenant", default)]
     pub tenants: Vec<TenantSpec>,
+    /// Runs the scenario once per size of one VM group.
     pub sweep: Option<Sweep>,
     /// Headline figures the report computes (see [`Headline`]).
     #[serde(rename = "headline", default)]
@@ -106,8 +124,11 @@ pub struct Scenario {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Variant {
+    /// Its name, the second half of its label.
     pub name: String,
+    /// The switch it runs on.
     pub switch: SwitchKind,
+    /// What it is, for the report.
     #[serde(default)]
     pub description: String,
     /// VM group name -> its QoS in this variant (replacing the `[[vm]]`'s `qos` whole).
@@ -125,9 +146,11 @@ fn default_switches() -> Vec<SwitchKind> {
     vec![SwitchKind::Slaswitch]
 }
 
+/// Cores and rings of the run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Host {
+    /// Cores of the PMD threads.
     #[serde(default = "default_pmd_cores")]
     pub pmd_cores: Vec<usize>,
     /// The core every emulated VM (and the sink) runs on.
@@ -158,6 +181,7 @@ impl Default for Host {
     }
 }
 
+/// The rule set ahead of forwarding.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Classification {
@@ -172,6 +196,7 @@ pub struct Classification {
     pub drop_from: Vec<String>,
 }
 
+/// What the uplink is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum UplinkKind {
@@ -185,11 +210,14 @@ pub enum UplinkKind {
     Namespace,
 }
 
+/// Where the VMs' traffic goes.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Uplink {
+    /// Its port's name.
     #[serde(default = "default_uplink_name")]
     pub name: String,
+    /// What it is.
     #[serde(default = "default_uplink_kind")]
     pub kind: UplinkKind,
     /// The uplink's line rate (e.g. "10gbps"); the switch paces the port to it.
@@ -220,6 +248,7 @@ impl Default for Uplink {
     }
 }
 
+/// What a VM is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum VmKind {
@@ -229,10 +258,13 @@ pub enum VmKind {
     Namespace,
 }
 
+/// A group of VMs with the same settings (`[[vm]]`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct VmSpec {
+    /// The group's name (its VMs' names with `count`).
     pub name: String,
+    /// What its VMs are.
     #[serde(default = "default_vm_kind")]
     pub kind: VmKind,
     /// More than 1: VMs NAME1..NAMEn with the same settings.
@@ -245,6 +277,7 @@ pub struct VmSpec {
     /// are filled in.
     #[serde(default)]
     pub commands: Vec<String>,
+    /// Its QoS settings.
     #[serde(default)]
     pub qos: Qos,
     /// The tenant (a `[[tenant]]`) this VM belongs to.
@@ -264,22 +297,28 @@ fn one_vm() -> usize {
 pub struct Qos {
     /// Byte-rate ingress policing (srTCM), kbit/s of frames without the Ethernet header.
     pub ingress_policing_rate_kbps: Option<u64>,
+    /// Its burst, kbit.
     pub ingress_policing_burst_kb: Option<u64>,
     /// Packet-rate ingress policing, thousands of packets per second.
     pub ingress_policing_kpps: Option<u64>,
+    /// Its burst, thousands of packets.
     pub ingress_policing_kpkts_burst: Option<u64>,
     /// Egress shaping towards the VM's traffic on the uplink (min guarantee / max limit).
     pub min_rate_kbps: Option<u64>,
+    /// See `min_rate_kbps`.
     pub max_rate_kbps: Option<u64>,
     /// Share weight and priority class (1 highest to 8).
     pub weight: Option<u32>,
+    /// See `weight`.
     pub priority: Option<u8>,
     /// C2QoS: the port's PMD cycle allocation, and `strict` or `min-max` (seed 000 Sec. IV).
     pub cycles_per_sec: Option<u64>,
+    /// See `cycles_per_sec`.
     pub mode: Option<String>,
     /// C2QoS the normal way: a purchased bandwidth (bits/s of frames) and the traffic profile
     /// the bandwidth-CPU model turns into cycles (seed 000 Sec. III).
     pub bandwidth_bps: Option<u64>,
+    /// See `bandwidth_bps`.
     pub profile_packet_bytes: Option<u32>,
     /// `single` or `many`.
     pub profile_flows: Option<String>,
@@ -307,10 +346,13 @@ impl Qos {
     }
 }
 
+/// A tenant (`[[tenant]]`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TenantSpec {
+    /// Its name.
     pub name: String,
+    /// Its weight among tenants.
     #[serde(default = "one_weight")]
     pub weight: u32,
 }
@@ -323,7 +365,9 @@ fn one_weight() -> u32 {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Sweep {
+    /// The VM group resized.
     pub vm: String,
+    /// Its sizes, one run each.
     pub counts: Vec<usize>,
 }
 
@@ -331,13 +375,17 @@ pub struct Sweep {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Headline {
+    /// What the report calls it.
     pub label: String,
+    /// Which figure.
     pub kind: HeadlineType,
+    /// The VM it is about.
     pub vm: String,
     /// loss: "mbps" or "kpps" at the sink.
     pub metric: Option<String>,
     /// loss: the windows `[from, to]` (seconds) compared.
     pub before: Option<[f64; 2]>,
+    /// See `before`.
     pub after: Option<[f64; 2]>,
     /// latency-growth and latency: "p50", "p90", "p99" or "max".
     pub percentile: Option<String>,
@@ -345,6 +393,7 @@ pub struct Headline {
     pub window: Option<[f64; 2]>,
 }
 
+/// The figures a headline can be.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum HeadlineType {
@@ -362,30 +411,45 @@ pub enum HeadlineType {
 /// A concrete VM after `count` and `sweep` are expanded.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Vm {
+    /// Its name.
     pub name: String,
+    /// The group it comes from.
     pub group: String,
+    /// What it is.
     pub kind: VmKind,
+    /// What it sends.
     pub phases: Vec<Phase>,
+    /// The phases as written, for the tenant's command line.
     pub phase_texts: Vec<String>,
+    /// Programs a namespace VM runs.
     pub commands: Vec<String>,
+    /// Its QoS settings.
     pub qos: Qos,
+    /// Its tenant.
     pub tenant: Option<String>,
 }
 
 /// One run of a scenario on one switch: the sweep value (if any) and its VMs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Step {
+    /// `run`, or the sweep value's label.
     pub label: String,
+    /// The sweep value.
     pub sweep_value: Option<usize>,
+    /// Its VMs.
     pub vms: Vec<Vm>,
 }
 
 /// A scenario error: where (line, field) and what.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ScenarioError {
+    /// The scenario file.
     pub file: String,
+    /// The line, when known.
     pub line: Option<usize>,
+    /// The field, as a path (`vm[2].qos.priority`).
     pub field: String,
+    /// What is wrong and what is allowed.
     pub message: String,
 }
 
@@ -479,6 +543,7 @@ pub fn parse(file: &str, text: &str) -> Result<Scenario, ScenarioError> {
     Ok(s)
 }
 
+/// Reads and checks a scenario file.
 pub fn load(path: &Path) -> Result<Scenario, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     parse(&path.display().to_string(), &text).map_err(|e| e.to_string())
@@ -800,8 +865,11 @@ pub fn parse_rate_bps(s: &str) -> Result<u64, String> {
 /// One configuration to run: a label for the samples, the switch, and the scenario as that
 /// configuration sees it.
 pub struct RunConfig {
+    /// Its label in the samples.
     pub label: String,
+    /// The switch.
     pub switch: SwitchKind,
+    /// The scenario as the configuration sees it.
     pub scenario: Scenario,
 }
 

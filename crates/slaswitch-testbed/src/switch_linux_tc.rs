@@ -17,8 +17,10 @@ use crate::namespaces::{self, veth_names};
 use crate::plan::{mac_of, Attach, SwitchPlan};
 use crate::scenario::{parse_rate_bps, Scenario, Step, UplinkKind};
 
+/// The bridge the VMs' veths join.
 pub const BRIDGE: &str = "ssbr0";
 
+/// The bridge, veths and tc classes for one step.
 pub fn plan(scenario: &Scenario, step: &Step) -> SwitchPlan {
     let mut p = SwitchPlan::default();
     let mut names = vec![scenario.uplink.name.clone()];
@@ -86,12 +88,15 @@ pub fn plan(scenario: &Scenario, step: &Step) -> SwitchPlan {
     p
 }
 
+/// A Linux bridge with tc, as a switch of the test bed.
 pub struct LinuxTc {
+    /// The run folder.
     pub dir: PathBuf,
     up: bool,
 }
 
 impl LinuxTc {
+    /// The switch's driver, working in `dir`.
     pub fn new(dir: &std::path::Path) -> LinuxTc {
         LinuxTc { dir: dir.to_path_buf(), up: false }
     }

@@ -22,6 +22,7 @@ use crate::namespaces;
 use crate::plan::{port_numbers, Attach, SwitchPlan};
 use crate::scenario::{Scenario, Step, UplinkKind};
 
+/// Debian's OVS-DPDK daemon.
 pub const VSWITCHD: &str = "/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk";
 const NULL_VDEV: &str = "net_null0";
 const SCHEMA: &str = "/usr/share/openvswitch/vswitch.ovsschema";
@@ -38,6 +39,7 @@ fn ofctl(dir: &Path) -> Vec<String> {
         .collect()
 }
 
+/// OVS's bridge, ports, flows and QoS for one step.
 pub fn plan(scenario: &Scenario, step: &Step, dir: &Path) -> SwitchPlan {
     let mut p = SwitchPlan::default();
     let numbers = port_numbers(scenario, step);
@@ -141,10 +143,15 @@ pub fn plan(scenario: &Scenario, step: &Step, dir: &Path) -> SwitchPlan {
     p
 }
 
+/// Open vSwitch with DPDK, as a switch of the test bed (its own ovsdb and run folder).
 pub struct Ovs {
+    /// The run folder.
     pub dir: PathBuf,
+    /// Cores of its PMD threads.
     pub pmd_cores: Vec<usize>,
+    /// The core of its other threads.
     pub lcore: usize,
+    /// Its DPDK file prefix.
     pub file_prefix: String,
     /// (name, OpenFlow port number) of the ports, to name flow counters.
     pub ports: Vec<(String, u16)>,
@@ -154,6 +161,7 @@ pub struct Ovs {
 }
 
 impl Ovs {
+    /// The switch's driver for `scenario`'s `step`, working in `dir`.
     pub fn new(dir: &Path, scenario: &Scenario, step: &Step, file_prefix: &str) -> Ovs {
         Ovs {
             dir: dir.to_path_buf(),

@@ -50,6 +50,7 @@ pub fn flow_table(
     flows
 }
 
+/// slaswitch's ports, flows and settings for one step.
 pub fn plan(scenario: &Scenario, step: &Step, dir: &Path, tools: &Path) -> SwitchPlan {
     let mut p = SwitchPlan::default();
     let cli = tools.join("slaswitch").display().to_string();
@@ -150,11 +151,17 @@ pub fn plan(scenario: &Scenario, step: &Step, dir: &Path, tools: &Path) -> Switc
     p
 }
 
+/// slaswitch, as a switch of the test bed.
 pub struct Slaswitch {
+    /// The run folder.
     pub dir: PathBuf,
+    /// Where slaswitchd and slaswitch are.
     pub tools: PathBuf,
+    /// Cores of its PMD threads.
     pub pmd_cores: Vec<usize>,
+    /// The core of its control thread.
     pub main_core: usize,
+    /// Its DPDK file prefix.
     pub file_prefix: String,
     /// `slaswitchd --c2tb-bucket-us`, when the scenario sets it.
     pub c2tb_bucket_us: Option<u64>,
@@ -162,6 +169,7 @@ pub struct Slaswitch {
 }
 
 impl Slaswitch {
+    /// The switch's driver for `scenario`'s `step`, working in `dir`.
     pub fn new(dir: &Path, tools: &Path, scenario: &Scenario, file_prefix: &str) -> Slaswitch {
         Slaswitch {
             dir: dir.to_path_buf(),

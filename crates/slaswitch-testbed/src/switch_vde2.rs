@@ -13,10 +13,12 @@ use crate::driver::{version_of, wait_for_path, Driver, Reading};
 use crate::plan::{Attach, SwitchPlan};
 use crate::scenario::{Scenario, Step, UplinkKind};
 
+/// The tap interface of VM `name`.
 pub fn tap_name(name: &str) -> String {
     format!("v{name}")
 }
 
+/// VDE2's switch and tap plugs for one step.
 pub fn plan(scenario: &Scenario, step: &Step, dir: &Path) -> SwitchPlan {
     let mut p = SwitchPlan::default();
     let sock = dir.join("vde.ctl").display().to_string();
@@ -53,12 +55,15 @@ pub fn plan(scenario: &Scenario, step: &Step, dir: &Path) -> SwitchPlan {
     p
 }
 
+/// VDE2's vde_switch, as a switch of the test bed.
 pub struct Vde2 {
+    /// The run folder.
     pub dir: PathBuf,
     pid: Option<u32>,
 }
 
 impl Vde2 {
+    /// The switch's driver, working in `dir`.
     pub fn new(dir: &Path) -> Vde2 {
         Vde2 { dir: dir.to_path_buf(), pid: None }
     }

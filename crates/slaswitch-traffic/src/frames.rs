@@ -4,6 +4,7 @@
 
 use slaswitch_classifier::parse::build::write_udp4;
 
+/// Marks a stamped payload.
 pub const MAGIC: u32 = 0x5a5a_c0de;
 /// Payload offset (after Ethernet 14 + IPv4 20 + UDP 8).
 pub const PAYLOAD: usize = 42;
@@ -26,11 +27,13 @@ pub fn ip_for(name: &str) -> [u8; 4] {
     [10, m[3], m[4], m[5].max(1)]
 }
 
+/// The id a VM writes in its stamps, from its name.
 pub fn sender_id(name: &str) -> u16 {
     let m = mac_for(name);
     u16::from_be_bytes([m[4], m[5]])
 }
 
+/// `02:5a:...` text of a MAC address.
 pub fn mac_text(m: [u8; 6]) -> String {
     m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
 }

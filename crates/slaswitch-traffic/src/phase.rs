@@ -5,16 +5,20 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Frame sizes a phase sends.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Size {
+    /// Every frame this many bytes (without FCS).
     Fixed(u16),
     /// Simple IMIX: 7 x 60, 4 x 590, 1 x 1514 bytes (64/594/1518 with FCS).
     Imix,
 }
 
+/// The order simple IMIX sends its sizes in, bytes without FCS.
 pub const IMIX_PATTERN: [u16; 12] = [60, 60, 60, 60, 60, 60, 60, 590, 590, 590, 590, 1514];
 
 impl Size {
+    /// The mean frame length, bytes without FCS.
     pub fn mean_bytes(&self) -> f64 {
         match self {
             Size::Fixed(s) => f64::from(*s),
@@ -23,21 +27,33 @@ impl Size {
     }
 }
 
+/// How fast a phase sends.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Rate {
+    /// Packets per second.
     Pps(f64),
+    /// Bits per second of frames.
     Bps(f64),
+    /// As fast as the ring takes frames.
     Max,
 }
 
+/// A stretch of time in which a VM sends frames of one kind at one rate.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Phase {
+    /// When it starts, seconds after the run's start.
     pub start_secs: f64,
+    /// How long it lasts.
     pub duration_secs: f64,
+    /// The frames' sizes.
     pub size: Size,
+    /// How fast.
     pub rate: Rate,
+    /// Distinct flows (UDP source ports) the frames cycle through.
     pub flows: u32,
+    /// Destination MAC of every frame.
     pub dst_mac: [u8; 6],
+    /// Destination IPv4 address of every frame.
     pub dst_ip: [u8; 4],
     /// The VM that sends this phase; `None`: every VM.
     pub vm: Option<String>,
@@ -53,11 +69,13 @@ impl Phase {
         }
     }
 
+    /// When it ends, seconds after the run's start.
     pub fn end_secs(&self) -> f64 {
         self.start_secs + self.duration_secs
     }
 }
 
+/// Parses `02:5a:00:00:00:01`.
 pub fn parse_mac(s: &str) -> Result<[u8; 6], String> {
     let parts: Vec<u8> = s
         .split(':')

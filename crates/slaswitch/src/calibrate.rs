@@ -25,20 +25,31 @@ use slaswitch_qos::cpu::{BandwidthModel, FlowCount};
 use crate::control::request;
 use crate::protocol::Request;
 
+/// What `slaswitch calibrate` measures, and where it writes the model.
 pub struct CalibrateOptions {
+    /// Where the model is written.
     pub out: PathBuf,
+    /// The folder of slaswitchd and slaswitch-tenant.
     pub tools: PathBuf,
+    /// The core of the PMD measured.
     pub pmd_core: usize,
+    /// The core of the emulated VMs.
     pub vm_core: usize,
+    /// Seconds per measurement.
     pub seconds: f64,
     /// Each point is measured this many times; the median (by total cycles) is kept.
     pub repeats: usize,
+    /// VM counts the VM-count coefficient is measured at.
     pub vm_counts: Vec<u32>,
+    /// Masks of the security-group rule set the packets go through.
     pub security_group_masks: usize,
+    /// Flows of the many-flow rows.
     pub many_flows: u32,
     /// (input, factor) for the number of PMD cores; 1 core is always 1.0.
     pub pmd_factors: Vec<(u32, f64)>,
+    /// The remote-NUMA coefficient (given, not measured: the host has one node).
     pub numa_remote: f64,
+    /// No progress lines.
     pub quiet: bool,
 }
 

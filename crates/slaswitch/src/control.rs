@@ -10,11 +10,14 @@ use serde_json::Value;
 
 use crate::protocol::{Reply, Request};
 
+/// Where the daemon's socket and vhost-user sockets are by default.
 pub const DEFAULT_RUN_DIR: &str = "/var/run/slaswitch";
+/// The control socket's file name.
 pub const SOCKET_NAME: &str = "slaswitchd.ctl";
 /// Where slaswitchd reads the bandwidth-CPU model and `slaswitch calibrate` writes it.
 pub const DEFAULT_MODEL_PATH: &str = "/var/lib/slaswitch/bandwidth-model.json";
 
+/// The control socket: `$SLASWITCH_SOCKET`, or the default.
 pub fn default_socket() -> String {
     std::env::var("SLASWITCH_SOCKET").unwrap_or_else(|_| format!("{DEFAULT_RUN_DIR}/{SOCKET_NAME}"))
 }

@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! slaswitch's programs: the daemon, its CLI and the emulated VM.
 
 pub mod calibrate;

@@ -19,47 +19,65 @@ pub type Options = BTreeMap<String, String>;
 pub enum Request {
     /// Adds a port of `port_type` (`vhost-user`, `tap`, ...).
     AddPort {
+        /// The port's name.
         name: String,
+        /// Its type.
         #[serde(rename = "type")]
         port_type: String,
+        /// Its options, `key: value`.
         #[serde(default)]
         options: Options,
     },
+    /// Deletes a port.
     DelPort {
+        /// The port's name.
         name: String,
     },
     /// Changes one port's options, or several ports' as one step (admission judges the final
     /// state; live options only when there are several).
     SetPort {
+        /// Each port and the options set on it.
         ports: Vec<PortChange>,
     },
+    /// Every port.
     ListPorts,
     /// Adds flows, all or none.
     AddFlow {
+        /// Flows as `add-flow` text.
         flows: Vec<String>,
     },
     /// Deletes the flows `matcher` selects (all without one).
     DelFlows {
+        /// A match, as `add-flow` text without actions.
         #[serde(rename = "match", default)]
         matcher: Option<String>,
+        /// Only flows whose match (and priority) equal it exactly.
         #[serde(default)]
         strict: bool,
     },
+    /// Every flow with its counters.
     DumpFlows,
+    /// Ports' counters and rates.
     PortStats {
+        /// One port (all without).
         #[serde(default)]
         name: Option<String>,
     },
+    /// Every PMD thread's figures.
     PmdStats,
+    /// What C2QoS gives each port and why.
     QosShow {
+        /// One port (all without).
         #[serde(default)]
         name: Option<String>,
     },
     /// Uses a bandwidth-CPU model file (default: the daemon's own).
     LoadModel {
+        /// The model file, as the daemon sees the path.
         #[serde(default)]
         path: Option<PathBuf>,
     },
+    /// The model in use.
     ModelShow,
     /// The persisted configuration.
     Show,
@@ -69,7 +87,9 @@ pub enum Request {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PortChange {
+    /// The port's name.
     pub name: String,
+    /// The options to set, `key: value`.
     #[serde(default)]
     pub options: Options,
 }
@@ -77,7 +97,9 @@ pub struct PortChange {
 /// The daemon's answer: a result, or why nothing changed.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Reply {
+    /// It was done; the result.
     Ok(Value),
+    /// Nothing changed; why.
     Err(String),
 }
 

@@ -30,11 +30,15 @@ pub struct CompareSide {
     pub slices: u64,
     /// TSC cycles counted: the PMD's whole time (busy, idle and stalled).
     pub elapsed_cycles: u64,
+    /// Busy cycles counted.
     pub busy_cycles: u64,
+    /// Stalled cycles counted.
     pub stalled_cycles: u64,
+    /// Packets received.
     pub packets: u64,
     /// Polls that brought packets, and polls that found none.
     pub batches: u64,
+    /// See `batches`.
     pub empty_polls: u64,
     /// C2QoS's own cycles (`qos_cycles`): none on the round-robin side.
     pub qos_cycles: u64,
@@ -56,8 +60,11 @@ impl CompareSide {
 /// Both sides' counted totals since the daemon started.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct CompareTotals {
+    /// The slice, microseconds.
     pub slice_us: u64,
+    /// The round-robin side.
     pub round_robin: CompareSide,
+    /// The C2QoS side.
     pub c2qos: CompareSide,
 }
 

@@ -40,13 +40,22 @@ pub enum CycleLimit {
     /// No C2TB: the port is always eligible (the plain OVS behaviour).
     Unlimited,
     /// Exactly `cycles_per_sec` of tokens per second, nothing more (C2TB strict).
-    Strict { cycles_per_sec: u64 },
+    Strict {
+        /// The allocation, cycles per second.
+        cycles_per_sec: u64,
+    },
     /// At least `cycles_per_sec`, plus a weight-proportional part of the idle capacity and of
     /// other ports' overflow (C2TB MIN-MAX, Fig. 7 and Algorithm 1).
-    MinMax { cycles_per_sec: u64, weight: u32 },
+    MinMax {
+        /// The guaranteed allocation, cycles per second.
+        cycles_per_sec: u64,
+        /// The port's share of idle cycles and overflow, relative to the other MIN-MAX ports.
+        weight: u32,
+    },
 }
 
 impl CycleLimit {
+    /// The cycles per second allocated (0 for an unlimited port).
     pub fn alloc_cycles_per_sec(&self) -> u64 {
         match *self {
             CycleLimit::Unlimited => 0,
@@ -68,7 +77,10 @@ pub enum RefillMode {
     /// Refill a port from the TSC delta when it is considered (no manager thread).
     Lazy,
     /// Run Algorithm 1 over all ports every `interval_tsc` cycles.
-    Periodic { interval_tsc: u64 },
+    Periodic {
+        /// TSC cycles between two runs.
+        interval_tsc: u64,
+    },
 }
 
 /// Settings shared by all buckets of one PMD.
@@ -80,6 +92,7 @@ pub struct C2tbConfig {
     pub capacity_cycles_per_sec: u64,
     /// Largest number of tokens a bucket holds (Algorithm 1's `bucket_depth`).
     pub bucket_depth_cycles: u64,
+    /// When buckets are refilled.
     pub refill: RefillMode,
 }
 
@@ -178,6 +191,7 @@ pub struct Bucket {
 }
 
 impl Bucket {
+    /// The bucket of a port without a limit.
     pub const UNLIMITED: Bucket = Bucket {
         limit: CycleLimit::Unlimited,
         backlogged: false,
@@ -190,10 +204,12 @@ impl Bucket {
         stall_credit: 0,
     };
 
+    /// The port's limit.
     pub fn limit(&self) -> CycleLimit {
         self.limit
     }
 
+    /// True for a strict or MIN-MAX port.
     pub fn is_limited(&self) -> bool {
         self.limit != CycleLimit::Unlimited
     }
@@ -291,6 +307,7 @@ pub struct CyclePool {
 }
 
 impl CyclePool {
+    /// A pool with no buckets, its clock started at `now_tsc`.
     pub fn new(config: C2tbConfig, now_tsc: u64) -> Self {
         assert!(config.tsc_hz > 0, "tsc_hz must be positive");
         CyclePool {
@@ -306,6 +323,7 @@ impl CyclePool {
         }
     }
 
+    /// The pool's settings.
     pub fn config(&self) -> &C2tbConfig {
         &self.config
     }
@@ -354,6 +372,7 @@ impl CyclePool {
         self.recompute_rates(set);
     }
 
+    /// Changes the settings; every bucket's rate and depth follow.
     pub fn set_config(&mut self, set: &mut impl BucketSet, config: C2tbConfig, now_tsc: u64) {
         self.settle_all(set, now_tsc);
         self.config = config;
@@ -510,18 +529,22 @@ pub struct CycleBuckets {
 }
 
 impl CycleBuckets {
+    /// Buckets with no port yet.
     pub fn new(config: C2tbConfig, now_tsc: u64) -> Self {
         CycleBuckets { pool: CyclePool::new(config, now_tsc), buckets: Vec::new() }
     }
 
+    /// The cycles the buckets share.
     pub fn pool(&self) -> &CyclePool {
         &self.pool
     }
 
+    /// Gives `port` a limit (a new port starts with a full bucket).
     pub fn set_limit(&mut self, port: PortIndex, limit: CycleLimit, now_tsc: u64) {
         self.pool.set_limit(&mut self.buckets, port, limit, now_tsc);
     }
 
+    /// The port's limit (unlimited for an unknown port).
     pub fn limit(&self, port: PortIndex) -> CycleLimit {
         self.buckets.get(port).map_or(CycleLimit::Unlimited, |b| b.limit)
     }
@@ -536,22 +559,26 @@ impl CycleBuckets {
         self.buckets.get(port).map_or(0, Bucket::wait_ticks)
     }
 
+    /// Charges `port` the cycles its batch took; `backlogged`: the batch was full.
     pub fn charge(&mut self, port: PortIndex, cycles: u64, backlogged: bool) {
         if let Some(b) = self.buckets.get_mut(port) {
             self.pool.charge(b, cycles, backlogged);
         }
     }
 
+    /// Brings `port`'s bucket up to `now_tsc` (lazy refill).
     pub fn refill(&mut self, port: PortIndex, now_tsc: u64) {
         if let Some(b) = self.buckets.get_mut(port) {
             self.pool.refill(b, now_tsc);
         }
     }
 
+    /// Credits every bucket with a stall's worth of tokens ([`CyclePool::credit_stall`]).
     pub fn credit_stall(&mut self, stall_ticks: u64) {
         self.pool.credit_stall(&mut self.buckets, stall_ticks);
     }
 
+    /// Runs Algorithm 1 if a periodic update is due; true when it ran.
     pub fn update(&mut self, now_tsc: u64) -> bool {
         self.pool.update(&mut self.buckets, now_tsc)
     }

@@ -45,8 +45,11 @@ pub fn port_config(calibrated_kind: bool) -> DriftConfig {
 /// One port's traffic over a window.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct PortWindow {
+    /// Packets received.
     pub packets: u64,
+    /// Bytes received.
     pub bytes: u64,
+    /// Batches that carried packets.
     pub batches: u64,
     /// Cycles its batches cost (all three stages).
     pub cycles: u64,
@@ -57,6 +60,7 @@ pub struct PortWindow {
     pub token_limited: bool,
 }
 
+/// How a compensator weighs its windows.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct DriftConfig {
     /// Ports whose mean batch is below this many packets are left out.
@@ -92,6 +96,7 @@ pub struct DriftCompensator {
 }
 
 impl DriftCompensator {
+    /// A compensator at factor 1 with no window seen.
     pub fn new(cfg: DriftConfig) -> Self {
         DriftCompensator { cfg, efficiency: 1.0, windows: 0 }
     }

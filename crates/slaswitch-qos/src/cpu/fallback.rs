@@ -24,6 +24,7 @@ impl Default for FallbackConfig {
     }
 }
 
+/// Watches the uplink's utilisation and the VMs' drops, and engages the byte limits when the NIC, not the CPU, is the bottleneck (seed 000 Sec. VII).
 #[derive(Clone, Copy, Debug)]
 pub struct FallbackDetector {
     cfg: FallbackConfig,
@@ -36,6 +37,7 @@ pub struct FallbackDetector {
 }
 
 impl FallbackDetector {
+    /// A detector that has seen nothing yet, its clock started at `now_ns`.
     pub fn new(cfg: FallbackConfig, now_ns: u64) -> Self {
         FallbackDetector {
             cfg,
@@ -48,6 +50,7 @@ impl FallbackDetector {
         }
     }
 
+    /// True while the byte limits are in force.
     pub fn engaged(&self) -> bool {
         self.engaged
     }

@@ -55,6 +55,7 @@ const WAIT_SLOTS: usize = 128;
 /// priority always means "before the ports nobody configured".
 pub const DEFAULT_PRIORITY: u8 = 8;
 
+/// HBS's settings (the extensions' knobs: `docs/deviations.md`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HbsConfig {
     /// Consecutive empty polls before a port's class drops one step; 0 turns dynamic priority off.
@@ -85,23 +86,33 @@ pub const DEFAULT_TURN_NS: u32 = 3_000;
 /// Where a port is now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PortPlace {
+    /// In the ready queue of this class.
     Ready {
+        /// The class whose queue holds it.
         class: u8,
     },
     /// Its last poll found nothing: it waits for another port's batch with packets.
     Resting,
+    /// In the waiting queue (or, deferred, owing in a ready queue) until its tokens turn positive.
     Waiting,
+    /// Handed out by `next_port`, not yet charged.
     InService,
 }
 
 /// A port's scheduling state, for `qos-show` and the tests.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct PortView {
+    /// The class the operator gave it (1 highest).
     pub configured_priority: u8,
+    /// Its class now: dynamic priority may have lowered it.
     pub current_priority: u8,
+    /// Where it is.
     pub place: PortPlace,
+    /// Its cycle limit.
     pub limit: CycleLimit,
+    /// Its tokens, cycles (`None`: unlimited).
     pub tokens: Option<f64>,
+    /// Consecutive empty polls.
     pub empty_poll_streak: u32,
     /// Times the port has had to wait for tokens (its allocation bound).
     pub waits: u64,
@@ -253,6 +264,7 @@ fn check_priority(priority: u8) -> Result<(), String> {
 }
 
 impl PortScheduler {
+    /// A scheduler with no ports, its clock started at `now_tsc`.
     pub fn new(c2tb: C2tbConfig, hbs: HbsConfig, now_tsc: u64) -> Self {
         PortScheduler {
             pool: CyclePool::new(c2tb, now_tsc),
@@ -287,16 +299,19 @@ impl PortScheduler {
         self.pool.rates_cycles_per_sec(&self.slots.0.get(port)?.bucket)
     }
 
+    /// HBS's settings.
     pub fn hbs_config(&self) -> HbsConfig {
         self.config
     }
 
+    /// Changes HBS's settings.
     pub fn set_hbs_config(&mut self, config: HbsConfig) {
         self.config = config;
         self.demoted_probe.ticks = u64::from(config.demoted_probe_us) * self.pool.config().tsc_hz / 1_000_000;
         self.turns.ticks = u64::from(config.turn_ns) * self.pool.config().tsc_hz / 1_000_000_000;
     }
 
+    /// Changes C2TB's settings; due times are worked out again.
     pub fn set_c2tb_config(&mut self, config: C2tbConfig, now_tsc: u64) {
         self.pool.set_config(&mut self.slots, config, now_tsc);
         // Due times were worked out at the old rates (and periodic refill has none): every
@@ -309,10 +324,12 @@ impl PortScheduler {
         }
     }
 
+    /// True when `port` is scheduled here.
     pub fn contains(&self, port: PortIndex) -> bool {
         self.slots.0.get(port).is_some_and(|s| s.state.is_some())
     }
 
+    /// Ports scheduled here.
     pub fn port_count(&self) -> usize {
         self.slots.0.iter().filter(|s| s.state.is_some()).count()
     }
@@ -401,6 +418,7 @@ impl PortScheduler {
         Ok(())
     }
 
+    /// A port's scheduling state (`None`: not scheduled here).
     pub fn view(&self, port: PortIndex) -> Option<PortView> {
         let slot = self.slots.0.get(port)?;
         let s = slot.state.as_ref()?;
@@ -421,6 +439,7 @@ impl PortScheduler {
         self.waiting.len() + self.deferred_parking.count
     }
 
+    /// How often ports waited for tokens.
     pub fn wait_counts(&self) -> WaitCounts {
         self.counts
     }

@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 /// The packet sizes the paper measures (Sec. III-D).
 pub const PROFILE_PACKET_SIZES: [u32; 6] = [64, 128, 256, 512, 1024, 1500];
 
+/// How many flows a profile's traffic carries: it decides how often the exact-match cache misses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum FlowCount {
@@ -28,6 +29,7 @@ pub enum FlowCount {
 }
 
 impl FlowCount {
+    /// Parses `single` or `many`.
     pub fn parse(s: &str) -> Result<FlowCount, String> {
         match s {
             "single" | "1" => Ok(FlowCount::Single),
@@ -36,6 +38,7 @@ impl FlowCount {
         }
     }
 
+    /// `single` or `many`.
     pub fn name(&self) -> &'static str {
         match self {
             FlowCount::Single => "single",
@@ -47,19 +50,25 @@ impl FlowCount {
 /// What a tenant says its traffic looks like (part of its SLA).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TrafficProfile {
+    /// Frame length, bytes without FCS.
     pub packet_bytes: u32,
+    /// One flow or many.
     pub flows: FlowCount,
 }
 
 /// Cycles one packet costs in each stage.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct StageCycles {
+    /// Cycles of the ingress stage.
     pub ingress: f64,
+    /// Cycles of the classification stage.
     pub classification: f64,
+    /// Cycles of the egress stage.
     pub egress: f64,
 }
 
 impl StageCycles {
+    /// All three stages.
     pub fn total(&self) -> f64 {
         self.ingress + self.classification + self.egress
     }
@@ -76,8 +85,11 @@ impl StageCycles {
 /// One measured row of the traffic table.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ModelEntry {
+    /// Frame length of the row, bytes without FCS.
     pub packet_bytes: u32,
+    /// One flow or many.
     pub flows: FlowCount,
+    /// What a packet cost, by stage.
     pub cycles_per_packet: StageCycles,
     /// The forwarding rate the row was measured at.
     pub measured_kpps: f64,
@@ -126,12 +138,14 @@ pub fn raise_to_size_envelope(entries: &mut [ModelEntry]) {
 /// above the asked one (the paper's curves flatten; between points the lower one is used).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct FactorTable {
+    /// (input, factor) pairs, by input.
     pub points: Vec<(u32, f64)>,
     /// `measured` on this host, or `given` by the operator.
     pub source: String,
 }
 
 impl FactorTable {
+    /// The factor for `input` (1 below the first point).
     pub fn lookup(&self, input: u32) -> f64 {
         self.points.iter().filter(|(x, _)| *x <= input).max_by_key(|(x, _)| *x).map_or(1.0, |(_, f)| *f)
     }
@@ -142,10 +156,13 @@ impl FactorTable {
 pub struct BandwidthModel {
     /// Where it was measured: CPU model, cores, TSC rate, software versions.
     pub machine: String,
+    /// The TSC frequency of the host it was measured on.
     pub tsc_hz: u64,
+    /// When it was measured, Unix seconds.
     pub measured_unix_secs: u64,
     /// How it was measured (cores, rule set, durations), for the report.
     pub method: String,
+    /// The table: cycles per packet by frame size and flow count (Sec. III-B).
     pub entries: Vec<ModelEntry>,
     /// R for the number of VMs with a purchased bandwidth on one PMD.
     pub vm_count: FactorTable,
@@ -158,31 +175,45 @@ pub struct BandwidthModel {
 /// Where a VM sits, the inputs of the deployment coefficients.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Deployment {
+    /// VMs with a purchase on the PMD.
     pub vm_count: u32,
+    /// The VM's memory is on another NUMA node than its PMD.
     pub numa_remote: bool,
+    /// PMD cores of the switch.
     pub pmd_count: u32,
 }
 
 /// One applied coefficient, for `qos-show`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AppliedFactor {
+    /// Which coefficient.
     pub name: String,
+    /// The input it was looked up at.
     pub input: u32,
+    /// The factor applied.
     pub value: f64,
+    /// `measured` or `given`.
     pub source: String,
 }
 
 /// The model's answer for one VM, with every step shown.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Allocation {
+    /// The purchase, bits per second of frames.
     pub bandwidth_bps: u64,
+    /// The profile it was priced for.
     pub profile: TrafficProfile,
+    /// The purchase in packets per second of that profile.
     pub packets_per_sec: f64,
     /// The table rows used (one, or the two a size lies between).
     pub entries: Vec<ModelEntry>,
+    /// What a packet of the profile costs, by stage, on one VM's PMD.
     pub cycles_per_packet: StageCycles,
+    /// C_single: the cycles per second the purchase needs with one VM on the PMD.
     pub c_single_cycles_per_sec: f64,
+    /// The deployment coefficients R_i applied.
     pub factors: Vec<AppliedFactor>,
+    /// C_alloc = prod(R_i) * C_single.
     pub cycles_per_sec: u64,
 }
 

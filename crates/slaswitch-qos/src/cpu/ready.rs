@@ -11,6 +11,7 @@
 
 use super::PortIndex;
 
+/// HBS's priority classes.
 pub const PRIORITY_CLASSES: usize = 8;
 
 /// A queued port and when it may run (0: at once).

@@ -8,8 +8,11 @@
 /// traffic is beyond the profile it bought.
 #[derive(Clone, Copy, Debug)]
 pub struct CompensatedPort {
+    /// The allocation the model gave, cycles per second.
     pub base: f64,
+    /// The factor it would follow with room enough.
     pub factor: f64,
+    /// Its traffic costs more per byte than the profile it bought.
     pub beyond_profile: bool,
 }
 

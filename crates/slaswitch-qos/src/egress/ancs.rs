@@ -38,25 +38,32 @@ const VISITS_PER_PERIOD: f64 = 64.0;
 /// The per-vif performance policy (Sec. 3.3); min and max may be combined.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AncsPolicy {
+    /// The vif's share of the link relative to the others.
     pub weight: u32,
+    /// MinimumCredit: the rate it gets whatever the others do.
     pub min_rate_bps: Option<u64>,
+    /// MaximumCredit: the rate it never exceeds.
     pub max_rate_bps: Option<u64>,
 }
 
 impl AncsPolicy {
+    /// A policy with a weight only.
     pub fn weighted(weight: u32) -> Self {
         AncsPolicy { weight, min_rate_bps: None, max_rate_bps: None }
     }
 }
 
+/// ANCS's settings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AncsConfig {
+    /// The link's rate, bits per second.
     pub link_rate_bps: u64,
     /// Accounting period (seed 002: 30 ms).
     pub period_ns: u64,
 }
 
 impl AncsConfig {
+    /// The paper's 30 ms period on a link of `link_rate_bps`.
     pub fn new(link_rate_bps: u64) -> Self {
         AncsConfig { link_rate_bps, period_ns: 30_000_000 }
     }
@@ -78,12 +85,17 @@ struct Vif {
 /// Figures of one vif, for reports and tests.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AncsVifView {
+    /// Its policy.
     pub policy: AncsPolicy,
+    /// Credit left in this period.
     pub remain_credit_bytes: f64,
+    /// Its fair credit per period.
     pub credit_fair_bytes: f64,
+    /// The most credit it may hold.
     pub credit_peak_bytes: f64,
 }
 
+/// ANCS (seed 002): credit-based scheduling of vifs' packets onto one link.
 pub struct Ancs<T> {
     config: AncsConfig,
     queues: PacketQueues<T>,
@@ -99,6 +111,7 @@ pub struct Ancs<T> {
 }
 
 impl<T> Ancs<T> {
+    /// A scheduler with no vif, its period started at `now_ns`.
     pub fn new(config: AncsConfig, now_ns: u64) -> Result<Self, String> {
         if config.period_ns == 0 || config.link_rate_bps == 0 {
             return Err("ANCS needs a positive link rate and accounting period".into());
@@ -115,6 +128,7 @@ impl<T> Ancs<T> {
         })
     }
 
+    /// Its settings.
     pub fn config(&self) -> AncsConfig {
         self.config
     }
@@ -184,6 +198,7 @@ impl<T> Ancs<T> {
         packets
     }
 
+    /// A vif's figures (`None`: no such vif).
     pub fn view(&self, queue: QueueIndex) -> Option<AncsVifView> {
         let v = self.vifs.get(queue)?.as_ref()?;
         Some(AncsVifView {
@@ -194,6 +209,7 @@ impl<T> Ancs<T> {
         })
     }
 
+    /// The packets waiting.
     pub fn queues(&self) -> &PacketQueues<T> {
         &self.queues
     }

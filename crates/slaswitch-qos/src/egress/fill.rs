@@ -2,10 +2,14 @@
 //! never below a claimant's floor nor above its ceiling. Used by ANCS to turn weights,
 //! MinimumCredit and MaximumCredit into per-period credits (seed 002 Sec. 3.3).
 
+/// One claimant of [`fill`]: weight, and the bounds of its share.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Claim {
+    /// Its share relative to the others'.
     pub weight: f64,
+    /// The least it gets.
     pub floor: f64,
+    /// The most it gets.
     pub ceiling: f64,
 }
 

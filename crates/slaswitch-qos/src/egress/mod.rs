@@ -24,11 +24,15 @@ pub type QueueIndex = usize;
 /// A packet handed back by [`EgressScheduler::dequeue`].
 #[derive(Debug, PartialEq, Eq)]
 pub struct Dequeued<T> {
+    /// The queue it came from.
     pub queue: QueueIndex,
+    /// Its length in bytes.
     pub len_bytes: u32,
+    /// The caller's handle of the packet.
     pub item: T,
 }
 
+/// A scheduler of packets onto one link (ANCS, SoftBW, PIE-VDE): queue, dequeue, clock passed in.
 pub trait EgressScheduler<T> {
     /// Queues a packet; gives it back when the queue is full or unknown (the caller drops it).
     fn enqueue(&mut self, queue: QueueIndex, len_bytes: u32, item: T, now_ns: u64) -> Result<(), T>;

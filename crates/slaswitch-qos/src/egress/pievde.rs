@@ -26,6 +26,7 @@ struct Vm {
     deficit_bytes: u64,
 }
 
+/// PIE-VDE (seed 004): two-level proportional share over VTRR.
 pub struct PieVde<T> {
     queues: PacketQueues<T>,
     tenants: Vec<Option<Tenant>>,
@@ -121,6 +122,7 @@ impl<T> PieVde<T> {
         Ok(())
     }
 
+    /// The packets waiting.
     pub fn queues(&self) -> &PacketQueues<T> {
         &self.queues
     }

@@ -12,6 +12,7 @@ struct Fifo<T> {
     limit_packets: usize,
 }
 
+/// FIFO packet queues by index, with their backlogs: what every egress scheduler holds.
 #[derive(Debug)]
 pub struct PacketQueues<T> {
     queues: Vec<Option<Fifo<T>>>,
@@ -25,6 +26,7 @@ impl<T> Default for PacketQueues<T> {
 }
 
 impl<T> PacketQueues<T> {
+    /// True when `queue` exists.
     pub fn contains(&self, queue: QueueIndex) -> bool {
         matches!(self.queues.get(queue), Some(Some(_)))
     }
@@ -65,6 +67,7 @@ impl<T> PacketQueues<T> {
         Ok(was_empty)
     }
 
+    /// The queue's oldest packet and its length.
     #[inline]
     pub fn pop(&mut self, queue: QueueIndex) -> Option<(u32, T)> {
         let fifo = self.queues.get_mut(queue)?.as_mut()?;
@@ -80,6 +83,7 @@ impl<T> PacketQueues<T> {
         self.queues.get(queue)?.as_ref()?.packets.front().map(|&(len, _)| len)
     }
 
+    /// True when the queue holds a packet.
     #[inline]
     pub fn is_backlogged(&self, queue: QueueIndex) -> bool {
         self.head_len(queue).is_some()
@@ -90,6 +94,7 @@ impl<T> PacketQueues<T> {
         self.queues.get(queue).and_then(|q| q.as_ref()).map_or((0, 0), |f| (f.packets.len(), f.backlog_bytes))
     }
 
+    /// Packets waiting in all queues.
     pub fn backlog_packets(&self) -> usize {
         self.backlog_packets
     }

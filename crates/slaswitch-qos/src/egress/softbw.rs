@@ -32,15 +32,29 @@ use super::{Dequeued, EgressScheduler, PacketQueues, QueueIndex};
 use crate::timer_wheel::TimerWheel;
 use crate::NS_PER_SEC;
 
+/// What a queue is guaranteed (seed 003 Sec. 3.1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Guarantee {
-    Strict { rate_bps: u64 },
-    Dynamic { total_bytes: u64, duration_ns: u64 },
+    /// A fixed rate for as long as it is bought.
+    Strict {
+        /// The rate, bits per second.
+        rate_bps: u64,
+    },
+    /// A size to send within a time: the rate is what is left over the time left.
+    Dynamic {
+        /// Bytes to send.
+        total_bytes: u64,
+        /// Within this long.
+        duration_ns: u64,
+    },
+    /// Only the small fairness rate, and a share of what is left.
     Fairness,
 }
 
+/// SoftBW's settings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SoftBwConfig {
+    /// The link's rate, bits per second.
     pub link_rate_bps: u64,
     /// Bound on the accumulated inter-departure error of a queue and of the link.
     pub tau_max_ns: u64,
@@ -51,6 +65,7 @@ pub struct SoftBwConfig {
 }
 
 impl SoftBwConfig {
+    /// The paper's defaults on a link of `link_rate_bps`.
     pub fn new(link_rate_bps: u64) -> Self {
         SoftBwConfig {
             link_rate_bps,
@@ -80,13 +95,19 @@ struct SoftQueue {
 /// A queue's figures, for reports and tests.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SoftBwQueueView {
+    /// Its guarantee.
     pub guarantee: Guarantee,
+    /// The rate its guarantee gives it now.
     pub current_rate_bps: u64,
+    /// Its accumulated inter-departure error.
     pub dtau_ns: f64,
+    /// Its time-to-send.
     pub tts_ns: u64,
+    /// Bytes sent since its guarantee began.
     pub sent_bytes_since_start: u64,
 }
 
+/// SoftBW (seed 003): fulfillment-based scheduling of queues onto one link.
 pub struct SoftBw<T> {
     config: SoftBwConfig,
     queues: PacketQueues<T>,
@@ -109,6 +130,7 @@ fn ns_per_byte(rate_bps: u64) -> f64 {
 }
 
 impl<T> SoftBw<T> {
+    /// A scheduler with no queue, its clock started at `now_ns`.
     pub fn new(config: SoftBwConfig, now_ns: u64) -> Result<Self, String> {
         if config.link_rate_bps == 0 {
             return Err("SoftBW needs a positive link rate".into());
@@ -128,6 +150,7 @@ impl<T> SoftBw<T> {
         })
     }
 
+    /// Its settings.
     pub fn config(&self) -> SoftBwConfig {
         self.config
     }
@@ -173,6 +196,7 @@ impl<T> SoftBw<T> {
         Ok(())
     }
 
+    /// Removes a queue; returns the packets it held.
     pub fn remove(&mut self, queue: QueueIndex) -> Vec<T> {
         if let Some(slot) = self.state.get_mut(queue) {
             *slot = None;
@@ -183,6 +207,7 @@ impl<T> SoftBw<T> {
         self.queues.remove(queue)
     }
 
+    /// A queue's figures (`None`: no such queue).
     pub fn view(&self, queue: QueueIndex) -> Option<SoftBwQueueView> {
         let q = self.state.get(queue)?.as_ref()?;
         Some(SoftBwQueueView {
@@ -194,6 +219,7 @@ impl<T> SoftBw<T> {
         })
     }
 
+    /// The packets waiting.
     pub fn queues(&self) -> &PacketQueues<T> {
         &self.queues
     }

@@ -27,6 +27,7 @@ struct Member {
     runnable: bool,
 }
 
+/// Virtual-time round robin (Nieh et al.), the proportional-share core of PIE-VDE.
 #[derive(Clone, Debug, Default)]
 pub struct Vtrr {
     members: Vec<Option<Member>>,
@@ -43,6 +44,7 @@ pub struct Vtrr {
 }
 
 impl Vtrr {
+    /// An empty scheduler.
     pub fn new() -> Self {
         Self::default()
     }
@@ -71,6 +73,7 @@ impl Vtrr {
         }
     }
 
+    /// Removes member `id`.
     pub fn remove(&mut self, id: usize) {
         if matches!(self.members.get(id), Some(Some(m)) if m.runnable) {
             self.leave(id);
@@ -80,10 +83,12 @@ impl Vtrr {
         }
     }
 
+    /// True when member `id` may run.
     pub fn is_runnable(&self, id: usize) -> bool {
         matches!(self.members.get(id), Some(Some(m)) if m.runnable)
     }
 
+    /// True when some member may run.
     pub fn has_runnable(&self) -> bool {
         !self.run_queue.is_empty()
     }

@@ -10,10 +10,14 @@ pub use srtcm::{Srtcm, SrtcmParams};
 pub use token_bucket::TokenBucket;
 pub use trtcm::{Trtcm, TrtcmParams};
 
+/// A meter's verdict on a packet (RFC 2697/2698).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Color {
+    /// Within the committed rate.
     Green,
+    /// Beyond the committed rate, within the excess or peak.
     Yellow,
+    /// Beyond both.
     Red,
 }
 
@@ -24,10 +28,12 @@ pub struct PacketRateMeter {
 }
 
 impl PacketRateMeter {
+    /// A meter of `rate_pps` with a burst of `burst_packets`, full at `now_ns`.
     pub fn new(rate_pps: u64, burst_packets: u64, now_ns: u64) -> Self {
         PacketRateMeter { bucket: TokenBucket::new(rate_pps, burst_packets, now_ns) }
     }
 
+    /// True when a packet may pass at `now_ns` (and takes its token).
     #[inline]
     pub fn allow(&mut self, now_ns: u64) -> bool {
         self.bucket.refill(now_ns);
@@ -39,8 +45,11 @@ impl PacketRateMeter {
 /// srTCM with EBS 0); a trTCM policer passes green and yellow and drops red.
 #[derive(Clone, Copy, Debug)]
 pub enum IngressPolicer {
+    /// Byte rate, single rate three colour (RFC 2697).
     Srtcm(Srtcm),
+    /// Byte rate, two rate three colour (RFC 2698).
     Trtcm(Trtcm),
+    /// Packet rate.
     PacketRate(PacketRateMeter),
 }
 

@@ -5,13 +5,18 @@
 use super::token_bucket::TokenBucket;
 use super::Color;
 
+/// srTCM's parameters (RFC 2697).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SrtcmParams {
+    /// Committed information rate, bytes per second.
     pub cir_bytes_per_sec: u64,
+    /// Committed burst size, bytes.
     pub cbs_bytes: u64,
+    /// Excess burst size, bytes.
     pub ebs_bytes: u64,
 }
 
+/// A single rate three colour marker (RFC 2697), colour-blind.
 #[derive(Clone, Copy, Debug)]
 pub struct Srtcm {
     committed: TokenBucket,
@@ -19,6 +24,7 @@ pub struct Srtcm {
 }
 
 impl Srtcm {
+    /// A meter whose buckets start full at `now_ns`.
     pub fn new(params: SrtcmParams, now_ns: u64) -> Self {
         Srtcm {
             committed: TokenBucket::new(params.cir_bytes_per_sec, params.cbs_bytes, now_ns),
@@ -27,6 +33,7 @@ impl Srtcm {
         }
     }
 
+    /// The colour of a packet of `len_bytes` at `now_ns`.
     #[inline]
     pub fn color(&mut self, len_bytes: u32, now_ns: u64) -> Color {
         let overflow = self.committed.refill(now_ns);

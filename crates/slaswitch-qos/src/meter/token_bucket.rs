@@ -4,6 +4,7 @@
 
 use crate::NS_PER_SEC;
 
+/// A token bucket in integer arithmetic: rate per second, burst, clock passed in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TokenBucket {
     rate_per_sec: u64,
@@ -23,10 +24,12 @@ impl TokenBucket {
         TokenBucket { rate_per_sec, burst, tokens_scaled: burst * NS_PER_SEC, last_ns: now_ns, fill_ns }
     }
 
+    /// Its rate, tokens per second.
     pub fn rate_per_sec(&self) -> u64 {
         self.rate_per_sec
     }
 
+    /// Its depth, tokens.
     pub fn burst(&self) -> u64 {
         self.burst
     }
@@ -54,11 +57,13 @@ impl TokenBucket {
         total - self.tokens_scaled
     }
 
+    /// True when it holds `units` tokens.
     #[inline]
     pub fn has(&self, units: u64) -> bool {
         self.tokens_scaled >= units.saturating_mul(NS_PER_SEC)
     }
 
+    /// Takes `units` tokens.
     #[inline]
     pub fn take(&mut self, units: u64) {
         self.tokens_scaled -= units * NS_PER_SEC;

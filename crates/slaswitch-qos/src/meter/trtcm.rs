@@ -4,14 +4,20 @@
 use super::token_bucket::TokenBucket;
 use super::Color;
 
+/// trTCM's parameters (RFC 2698).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TrtcmParams {
+    /// Committed information rate, bytes per second.
     pub cir_bytes_per_sec: u64,
+    /// Committed burst size, bytes.
     pub cbs_bytes: u64,
+    /// Peak information rate, bytes per second.
     pub pir_bytes_per_sec: u64,
+    /// Peak burst size, bytes.
     pub pbs_bytes: u64,
 }
 
+/// A two rate three colour marker (RFC 2698), colour-blind.
 #[derive(Clone, Copy, Debug)]
 pub struct Trtcm {
     committed: TokenBucket,
@@ -19,6 +25,7 @@ pub struct Trtcm {
 }
 
 impl Trtcm {
+    /// A meter whose buckets start full at `now_ns`; refuses a peak below the committed rate.
     pub fn new(params: TrtcmParams, now_ns: u64) -> Result<Self, String> {
         if params.pir_bytes_per_sec < params.cir_bytes_per_sec {
             return Err(format!(
@@ -32,6 +39,7 @@ impl Trtcm {
         })
     }
 
+    /// The colour of a packet of `len_bytes` at `now_ns`.
     #[inline]
     pub fn color(&mut self, len_bytes: u32, now_ns: u64) -> Color {
         self.committed.refill(now_ns);

@@ -6,26 +6,32 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use slaswitch_datapath::PortSpec;
 
+/// What is persisted: ports and flows.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SavedConfig {
+    /// Every port, as configured.
     pub ports: Vec<PortSpec>,
     /// Flows as `add-flow` text, with port names.
     pub flows: Vec<String>,
 }
 
+/// The configuration file.
 pub struct ConfigStore {
     path: PathBuf,
 }
 
 impl ConfigStore {
+    /// The store at `path` (nothing is read yet).
     pub fn new(path: PathBuf) -> Self {
         ConfigStore { path }
     }
 
+    /// The file's path.
     pub fn path(&self) -> &Path {
         &self.path
     }
 
+    /// Reads the file; an absent file is an empty configuration.
     pub fn load(&self) -> Result<SavedConfig, String> {
         match std::fs::read_to_string(&self.path) {
             Ok(text) => serde_json::from_str(&text)
@@ -35,6 +41,7 @@ impl ConfigStore {
         }
     }
 
+    /// Writes the file atomically (a temporary file, then a rename).
     pub fn save(&self, config: &SavedConfig) -> Result<(), String> {
         if let Some(dir) = self.path.parent() {
             std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;

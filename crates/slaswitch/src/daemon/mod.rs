@@ -3,8 +3,8 @@
 
 pub mod config;
 pub mod metrics;
-pub mod rates;
-pub mod views;
+mod rates;
+mod views;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
@@ -21,6 +21,7 @@ use crate::protocol::{parse_request, Options, PortChange, Reply, Request};
 use config::{ConfigStore, SavedConfig};
 use rates::Snapshot;
 
+/// The data plane with its control state: persistence, the model file, the last rates.
 pub struct Daemon {
     dp: Datapath,
     store: ConfigStore,
@@ -93,11 +94,13 @@ impl Daemon {
         self.store.save(&self.saved())
     }
 
+    /// Takes a snapshot of the counters, for the rates of the last interval.
     pub fn sample(&mut self) {
         let snap = Snapshot { at: Instant::now(), ports: self.dp.port_stats(), pmds: self.dp.pmd_stats() };
         self.previous = self.latest.replace(snap);
     }
 
+    /// Every metric, in Prometheus' text format.
     pub fn metrics(&self) -> String {
         metrics::render(&self.dp.port_stats(), &self.dp.pmd_stats(), &self.dp.dump_flows(), self.dp.tsc_hz())
     }
@@ -226,6 +229,7 @@ impl Daemon {
         }
     }
 
+    /// Stops the PMDs and closes every port.
     pub fn shutdown(self) {
         self.dp.shutdown();
     }
@@ -238,6 +242,7 @@ extern "C" fn on_signal(_: libc::c_int) {
     STOP.store(true, Ordering::SeqCst);
 }
 
+/// SIGINT and SIGTERM stop the daemon; SIGPIPE is ignored.
 pub fn install_signal_handlers() {
     // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
     unsafe {

@@ -10,9 +10,13 @@ use super::sink::{Sink, SinkRecord};
 use slaswitch_traffic::frames::{ip_for, mac_for, restamp_tsc, sender_id, stamp, write_frame};
 use slaswitch_traffic::phase::{Phase, Size, IMIX_PATTERN};
 
+/// One emulated VM that sends.
 pub struct GenVm {
+    /// Its name.
     pub name: String,
+    /// Its virtio-user device.
     pub port: EthPort,
+    /// What it sends, and when.
     pub phases: Vec<Phase>,
     mac: [u8; 6],
     ip: [u8; 4],
@@ -33,21 +37,31 @@ pub struct GenVm {
     pending: Vec<Mbuf>,
     /// Keep refused frames instead of freeing them (`slaswitch-tenant gen --keep-refused`).
     pub keep_refused: bool,
+    /// Packets sent.
     pub sent_packets: u64,
+    /// Bytes sent.
     pub sent_bytes: u64,
+    /// Sends the ring refused (full).
     pub tx_full: u64,
     interval_packets: u64,
     interval_bytes: u64,
     interval_tx_full: u64,
 }
 
+/// What a VM sent in one interval.
 #[derive(Clone, Debug, Serialize)]
 pub struct GenRecord {
+    /// The interval's end, seconds since the start.
     pub t_secs: f64,
+    /// The VM.
     pub vm: String,
+    /// Packets sent in the interval.
     pub packets: u64,
+    /// Bytes sent in the interval.
     pub bytes: u64,
+    /// Thousands of packets per second.
     pub kpps: f64,
+    /// Megabits per second of frames.
     pub mbps: f64,
     /// Packets the VM's ring had no room for in the interval (or that it did not build
     /// because the ring had refused frames at its last burst): the VM was backlogged.
@@ -55,6 +69,7 @@ pub struct GenRecord {
 }
 
 impl GenVm {
+    /// A VM named `name` on `port` that will send `phases`.
     pub fn new(name: &str, port: EthPort, phases: Vec<Phase>) -> GenVm {
         GenVm {
             name: name.to_string(),

@@ -1,6 +1,7 @@
 //! A log-linear latency histogram: 16 sub-buckets per power of two of nanoseconds (within about
 //! 6% of the true value), constant memory, O(1) record, percentiles by walking 1024 buckets.
 
+/// A log-linear latency histogram in nanoseconds.
 #[derive(Clone)]
 pub struct Histogram {
     counts: Vec<u64>,
@@ -36,6 +37,7 @@ fn bucket_floor(b: usize) -> u64 {
 }
 
 impl Histogram {
+    /// Counts one latency.
     #[inline]
     pub fn record(&mut self, ns: u64) {
         let last = self.counts.len() - 1;
@@ -44,10 +46,12 @@ impl Histogram {
         self.max_ns = self.max_ns.max(ns);
     }
 
+    /// Latencies counted.
     pub fn count(&self) -> u64 {
         self.total
     }
 
+    /// The largest latency counted.
     pub fn max_ns(&self) -> u64 {
         self.max_ns
     }
@@ -68,6 +72,7 @@ impl Histogram {
         Some(self.max_ns)
     }
 
+    /// Adds another histogram's counts.
     pub fn merge(&mut self, other: &Histogram) {
         for (a, b) in self.counts.iter_mut().zip(&other.counts) {
             *a += b;

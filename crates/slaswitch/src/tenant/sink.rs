@@ -10,24 +10,40 @@ use slaswitch_dpdk::{free_bulk, rdtsc, EthPort, Mbuf, Mempool, MAX_BURST};
 use super::latency::Histogram;
 use slaswitch_traffic::frames::{ip_for, mac_for, mac_text, read_stamp, sender_id, write_frame};
 
+/// One emulated VM that receives.
 pub struct SinkVm {
+    /// Its name.
     pub name: String,
+    /// Its virtio-user device.
     pub port: EthPort,
 }
 
+/// What a sink received from one source in one interval.
 #[derive(Clone, Debug, Serialize)]
 pub struct SinkRecord {
+    /// The interval's end, seconds since the start.
     pub t_secs: f64,
+    /// The receiving VM.
     pub sink: String,
+    /// The sending VM.
     pub source: String,
+    /// Packets received.
     pub packets: u64,
+    /// Bytes received.
     pub bytes: u64,
+    /// Thousands of packets per second.
     pub kpps: f64,
+    /// Megabits per second of frames.
     pub mbps: f64,
+    /// Stamped packets whose latency was measured.
     pub latency_samples: u64,
+    /// One-way latency percentiles and maximum, microseconds.
     pub lat_p50_us: Option<f64>,
+    /// See `lat_p50_us`.
     pub lat_p90_us: Option<f64>,
+    /// See `lat_p50_us`.
     pub lat_p99_us: Option<f64>,
+    /// See `lat_p50_us`.
     pub lat_max_us: Option<f64>,
 }
 
@@ -41,12 +57,19 @@ struct Tally {
 /// Totals over the whole run, per (sink, source).
 #[derive(Clone, Debug, Serialize)]
 pub struct SinkTotal {
+    /// The receiving VM.
     pub sink: String,
+    /// The sending VM.
     pub source: String,
+    /// Packets received.
     pub packets: u64,
+    /// Bytes received.
     pub bytes: u64,
+    /// One-way latency median, microseconds.
     pub lat_p50_us: Option<f64>,
+    /// 99th percentile.
     pub lat_p99_us: Option<f64>,
+    /// Maximum.
     pub lat_max_us: Option<f64>,
 }
 
