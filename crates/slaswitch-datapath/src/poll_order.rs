@@ -17,8 +17,8 @@ use slaswitch_qos::cpu::{C2tbConfig, HbsConfig, PortPlace, PortScheduler, WaitCo
 use crate::counters::{CpuQosState, PmdTotals};
 use crate::pmd_config::PmdConfig;
 
-/// One scheduler decision in `1 << DECISION_SAMPLE_SHIFT` is timed for the decision's cost.
-const DECISION_SAMPLE_SHIFT: u32 = 6;
+/// One scheduler decision in this many is timed for the decision's cost.
+const DECISION_SAMPLE_PERIOD: u64 = 64;
 /// A timed decision longer than this was interrupted by the host and is not a sample.
 const DECISION_SAMPLE_MAX_CYCLES: u64 = 20_000;
 
@@ -287,7 +287,9 @@ impl C2qosOrder {
             self.turn = Some(number);
         }
         self.decisions += 1;
-        if received > 0 && self.decisions.trailing_zeros() >= DECISION_SAMPLE_SHIFT {
+        // Half a period off the overhead probe's own sampling (`crate::probe`), so the probe
+        // never times this timing.
+        if received > 0 && self.decisions % DECISION_SAMPLE_PERIOD == DECISION_SAMPLE_PERIOD / 2 {
             self.sample_from_tsc = end_tsc;
         }
     }

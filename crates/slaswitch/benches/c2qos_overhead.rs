@@ -13,7 +13,7 @@
 //!   A: plain round robin (the scheduler bypassed: the loop a PMD without C2QoS settings runs), and
 //!   B: C2QoS,
 //! and counts each side's packets and cycles apart in the last quarter of each slice, after
-//! the traffic has settled into the side's order (`slaswitch_datapath::compare`). Slices of
+//! the traffic has settled into the side's order (`slaswitch_datapath::probe::compare`). Slices of
 //! 20 ms side by side see the same phase of this shared host, which moves a batch's cost by
 //! +-5% within a second; the earlier method, switching the ports' settings through the control
 //! socket between 0.25 s windows, could not resolve 1% in 60 rounds. Each round reads the
@@ -33,11 +33,11 @@
 //! for relative overhead) and cloud-like ones (many flows through a 99-mask security-group
 //! table).
 //!
-//! `C2QOS_OVERHEAD_RUNS`, `C2QOS_OVERHEAD_ROUNDS` and `C2QOS_OVERHEAD_SLICE_US` change the
-//! counts and the slice; `C2QOS_OVERHEAD_OPTIONS='{"priority":"4"}'` gives the ports other
-//! settings (that one: HBS without cycle limits).
+//!   cargo bench -p slaswitch --bench c2qos_overhead -- [cloud|cheap] [--runs N] [--rounds N]
+//!       [--slice-us US] [--option KEY=VALUE ...]                  (root, hugepages)
 //!
-//!   cargo bench -p slaswitch --bench c2qos_overhead [-- cloud]   (root, hugepages)
+//! `--option priority=4` (repeatable) gives the ports other settings instead of the MIN-MAX
+//! buckets (that one: HBS without cycle limits).
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -51,18 +51,42 @@ const PORTS: usize = 28;
 const RUNS: usize = 4;
 const ROUNDS: usize = 40;
 
-fn env_count(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).filter(|&n| n >= 1).unwrap_or(default)
+/// The bench's command line (after `cargo bench ... --`).
+#[derive(clap::Parser, Debug)]
+struct BenchArgs {
+    /// Only the workloads whose name holds this (`cheap`, `cloud`).
+    filter: Option<String>,
+    /// Fresh switch-and-VMs instances per workload.
+    #[arg(long, default_value_t = RUNS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    runs: usize,
+    /// Rounds per instance.
+    #[arg(long, default_value_t = ROUNDS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    rounds: usize,
+    /// Each side's slice, microseconds.
+    #[arg(long = "slice-us", default_value_t = SLICE_US, value_parser = clap::value_parser!(u64).range(1_000..=10_000_000))]
+    slice_us: u64,
+    /// A port option instead of the MIN-MAX buckets (repeatable), e.g. `priority=4`.
+    #[arg(long = "option")]
+    options: Vec<String>,
+    /// Given by `cargo bench`.
+    #[arg(long, hide = true)]
+    bench: bool,
+}
+
+static ARGS: std::sync::OnceLock<BenchArgs> = std::sync::OnceLock::new();
+
+fn args() -> &'static BenchArgs {
+    ARGS.get().expect("parsed in main")
 }
 
 /// Each side's slice: 15 ms of settling, then 5 ms counted. Short enough that both sides see
 /// the same phase of the host; the settling covers the 5-20 ms the traffic takes to follow a
-/// switch (`slaswitch_datapath::compare`).
+/// switch (`slaswitch_datapath::probe::compare`).
 const SLICE_US: u64 = 20_000;
 
-/// `C2QOS_OVERHEAD_SLICE_US=N` tries another slice (the result should not depend on it).
+/// `--slice-us N` tries another slice (the result should not depend on it).
 fn slice_us() -> u64 {
-    std::env::var("C2QOS_OVERHEAD_SLICE_US").ok().and_then(|v| v.parse().ok()).unwrap_or(SLICE_US)
+    args().slice_us
 }
 /// A round: about 12 slices of each side.
 const ROUND_SECS: f64 = 0.5;
@@ -264,10 +288,17 @@ fn pmd_limited(s: &Side) -> bool {
 
 /// Gives every VM port its C2QoS settings, in one `set-port` request.
 fn set_c2qos(socket: &Path, tsc_hz: u64) {
-    let options: Options = match std::env::var("C2QOS_OVERHEAD_OPTIONS") {
-        Ok(v) => serde_json::from_str(&v)
-            .unwrap_or_else(|e| panic!("C2QOS_OVERHEAD_OPTIONS is not a JSON object of port options: {e}")),
-        Err(_) => [
+    let given: Options = args()
+        .options
+        .iter()
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').unwrap_or_else(|| panic!("--option {kv}: use KEY=VALUE"));
+            (k.to_string(), v.to_string())
+        })
+        .collect();
+    let options: Options = match given.is_empty() {
+        false => given,
+        true => [
             ("cycles_per_sec".to_string(), (tsc_hz / PORTS as u64).to_string()),
             ("mode".to_string(), "min-max".to_string()),
         ]
@@ -311,7 +342,7 @@ fn pooled(rs: &[&Round]) -> (Side, Side) {
 }
 
 fn workload(name: &str, security_group_masks: usize, flows_per_vm: u32) {
-    let runs = env_count("C2QOS_OVERHEAD_RUNS", RUNS);
+    let runs = args().runs;
     println!("{name}: {PORTS} VM ports, 64-byte frames, {flows_per_vm} flow(s) per VM, {security_group_masks} security-group masks; {runs} runs, each a fresh switch and VMs; slices of {} ms, rounds of {ROUND_SECS} s", slice_us() as f64 / 1000.0);
     let results: Vec<RunResult> = (1..=runs).map(|run| one_run(run, security_group_masks, flows_per_vm)).collect();
     across_runs(name, &results);
@@ -394,7 +425,7 @@ fn one_run(run: usize, security_group_masks: usize, flows_per_vm: u32) -> RunRes
     std::thread::sleep(Duration::from_secs(4));
     println!("  run {run}\n  round (* PMD-limited)   RR Mpps  C2QoS Mpps  ratio   RR cyc/pkt  C2QoS cyc/pkt  ratio   busy% RR/C2QoS  C2QoS code: % of busy (+ sampling's fences %), cyc/decision (picking, charging; after an empty poll / a batch), owed/decision, parked/decision; RR/C2QoS: pkts/batch, empty polls/batch");
     let mut all: Vec<(bool, Round)> = Vec::new();
-    let rounds = env_count("C2QOS_OVERHEAD_ROUNDS", ROUNDS);
+    let rounds = args().rounds;
     for round in 0..rounds {
         let r = measure(&socket);
         let limited = pmd_limited(&r.rr) && pmd_limited(&r.c2);
@@ -561,9 +592,8 @@ fn main() {
         return;
     }
     println!("C2QoS overhead (data plane on this machine; PMD on core 0, emulated VMs on core 1)\n");
-    // `cargo bench --bench c2qos_overhead -- cloud` runs only the workloads whose name holds
-    // "cloud".
-    let filter = std::env::args().skip(1).find(|a| !a.starts_with("--")).unwrap_or_default();
+    let args = ARGS.get_or_init(<BenchArgs as clap::Parser>::parse);
+    let filter = args.filter.clone().unwrap_or_default();
     for (name, masks, flows) in [("cheap packets", 0, 1), ("cloud-like packets", 99, 2000)] {
         if name.contains(filter.as_str()) {
             workload(name, masks, flows);
