@@ -28,11 +28,20 @@ pub struct CpuQos {
     /// `mode=min-max`, kept for an allocation that comes from the model.
     min_max: bool,
     weight: u32,
+    /// The depth of its bucket when it needs its own (a purchase: one ring of its profile's
+    /// packets), in cycles; `None`: the switch's (`docs/deviations.md`, bucket depth).
+    pub bucket_depth_cycles: Option<u64>,
 }
 
 impl Default for CpuQos {
     fn default() -> Self {
-        CpuQos { limit: CycleLimit::Unlimited, priority: DEFAULT_PRIORITY, min_max: false, weight: 1 }
+        CpuQos {
+            limit: CycleLimit::Unlimited,
+            priority: DEFAULT_PRIORITY,
+            min_max: false,
+            weight: 1,
+            bucket_depth_cycles: None,
+        }
     }
 }
 
@@ -61,7 +70,13 @@ impl CpuQos {
             (c, "strict") => CycleLimit::Strict { cycles_per_sec: c },
             (c, _) => CycleLimit::MinMax { cycles_per_sec: c, weight: weight as u32 },
         };
-        Ok(CpuQos { limit, priority: priority as u8, min_max: mode == "min-max", weight: weight as u32 })
+        Ok(CpuQos {
+            limit,
+            priority: priority as u8,
+            min_max: mode == "min-max",
+            weight: weight as u32,
+            bucket_depth_cycles: None,
+        })
     }
 
     /// The same settings with an allocation of `cycles_per_sec` (from the bandwidth model).

@@ -141,6 +141,9 @@ pub struct PortStats {
     pub priority: u8,
     /// The MIN-MAX share weight.
     pub weight: u32,
+    /// Its own bucket depth, cycles, before drift compensation scales it (`None`: the
+    /// switch's).
+    pub bucket_depth_cycles: Option<u64>,
     /// Its model allocation follows drift compensation (`drift_compensation`, on by default).
     pub drift_compensation: bool,
     /// Ingress policing, when set.
@@ -811,6 +814,7 @@ impl Datapath {
                     },
                     priority: p.plan.cpu_qos.priority,
                     weight: p.plan.cpu_qos.weight(),
+                    bucket_depth_cycles: p.plan.cpu_qos.bucket_depth_cycles,
                     drift_compensation: p.plan.sla.is_some_and(|s| s.drift_compensation),
                     policing: p.plan.policing,
                     bandwidth_bps: p.plan.sla.map_or(0, |s| s.bandwidth_bps),

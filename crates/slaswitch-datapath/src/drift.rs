@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use slaswitch_qos::cpu::drift::port_config;
-use slaswitch_qos::cpu::water_fill::{factor_caps, CompensatedPort};
+use slaswitch_qos::cpu::water_fill::{factor_caps, CompensatedPort, DELIVERABLE_CORE_SHARE};
 use slaswitch_qos::cpu::{BandwidthModel, CycleLimit, DriftCompensator, DriftConfig, PortScheduler, PortWindow};
 
 use crate::counters::{PmdCounters, RxTotals};
@@ -25,11 +25,6 @@ pub(crate) struct DriftInputs<'a> {
 
 /// Drift-compensation windows per second.
 const DRIFT_WINDOWS_PER_SEC: u64 = 10;
-/// Drift-scaled allocations of a PMD stay within this share of its core (admission control
-/// allows up to the whole core at the calibrated speed), less the share the host is measured
-/// to take by stalling the PMD. The rest is the PMD's own: idle polls, publishing, draining
-/// paced ports.
-const DRIFT_MAX_CORE_SHARE: f64 = 0.95;
 /// Weight of a new window in the smoothed share of time the host stalled the PMD.
 const STALL_SHARE_SMOOTHING: f64 = 0.2;
 /// Allocations follow the drift factor only when it moved by more than this.
@@ -165,6 +160,7 @@ impl Drift {
             if (factor - entry.applied).abs() >= DRIFT_STEP {
                 entry.applied = factor;
                 let _ = s.set_limit(usize::from(p.number), compensated_limit(p, m, factor), now);
+                s.set_bucket_depth(usize::from(p.number), pmd.cfg.bucket_depth_cycles(p, factor), now);
             }
         }
     }
@@ -188,7 +184,7 @@ impl Drift {
             .filter(|p| p.model_cycles.is_none())
             .map(|p| p.cpu_qos.limit.alloc_cycles_per_sec() as f64)
             .sum();
-        let room = (cfg.tsc_hz as f64 * (DRIFT_MAX_CORE_SHARE - self.stall_share) - fixed).max(0.0);
+        let room = (cfg.tsc_hz as f64 * (DELIVERABLE_CORE_SHARE - self.stall_share) - fixed).max(0.0);
         let caps = factor_caps(&ports.iter().map(|&(_, c)| c).collect::<Vec<_>>(), room);
         ports.into_iter().zip(caps).map(|((n, c), cap)| (n, c.factor.min(cap))).collect()
     }
@@ -208,6 +204,7 @@ impl Drift {
                         e.applied = factor;
                     }
                     let _ = s.set_limit(usize::from(p.number), compensated_limit(p, m, factor), now);
+                    s.set_bucket_depth(usize::from(p.number), cfg.bucket_depth_cycles(p, factor), now);
                 }
             }
         }

@@ -110,6 +110,14 @@ pub fn tsc_to_ns(tsc: u64, tsc_hz: u64) -> u64 {
 }
 
 impl PmdConfig {
+    /// The bucket depth of rx port `p` whose allocation is scaled by `factor`: its own (a
+    /// purchase's ring of packets, scaled like its allocation), never below the switch's;
+    /// `None` for a port that keeps the switch's.
+    pub fn bucket_depth_cycles(&self, p: &RxPort, factor: f64) -> Option<u64> {
+        let switch_depth = u128::from(self.tsc_hz) * u128::from(self.c2tb_bucket_us) / 1_000_000;
+        p.cpu_qos.bucket_depth_cycles.map(|d| ((d as f64 * factor) as u64).max(switch_depth as u64))
+    }
+
     /// Port number -> index in `rx_ports` (`u16::MAX` for ports this PMD does not poll).
     pub fn rx_index_by_number(&self) -> Vec<u16> {
         let mut v = vec![u16::MAX; MAX_PORTS];

@@ -242,6 +242,7 @@ impl C2qosOrder {
             };
             // Settings were validated by the control plane; a refusal here is a bug.
             debug_assert!(result.is_ok(), "{result:?}");
+            s.set_bucket_depth(n, cfg.bucket_depth_cycles(p, 1.0), now);
         }
         self.rx_index = cfg.rx_index_by_number();
         self.decisions_per_pass = cfg.rx_ports.iter().filter(|p| p.cpu_qos.is_set()).count();

@@ -129,6 +129,11 @@ impl C2tbConfig {
     }
 }
 
+/// A port's own bucket depth is kept in units of this many cycles (up to about 100 ms of a
+/// 2.6 GHz core).
+pub const DEPTH_UNIT_CYCLES: u64 = 1 << DEPTH_UNIT_BITS;
+const DEPTH_UNIT_BITS: u32 = 12;
+
 /// Tokens are kept in units of 2^-16 cycle: the fraction a refill earns is kept, not truncated
 /// (a port refilled 100,000 times a second would lose up to 0.1% of a small allocation to
 /// truncation), and a charge is one shift and one subtraction.
@@ -138,6 +143,16 @@ const RATE_FRACTION_BITS: u32 = 32;
 /// Largest token count a bucket holds, in whole cycles: keeps every product below within
 /// 128 bits and every balance within `i64` (2^46 cycles is hours of a core).
 const MAX_CYCLES: i64 = 1 << 46;
+
+/// A bucket's depth in tokens: its own `units`, or `pool_depth` when it has none (0).
+#[inline]
+fn depth_tokens(units: u16, pool_depth: i64) -> i64 {
+    if units == 0 {
+        pool_depth
+    } else {
+        i64::from(units) << (DEPTH_UNIT_BITS + TOKEN_FRACTION_BITS)
+    }
+}
 
 #[inline]
 fn to_tokens(cycles: u64) -> i64 {
@@ -172,6 +187,9 @@ pub struct Bucket {
     limit: CycleLimit,
     /// The port's last poll filled a whole batch: its overflow is not idle capacity.
     backlogged: bool,
+    /// Its own depth in units of [`DEPTH_UNIT_CYCLES`], 0 for the pool's
+    /// ([`CyclePool::set_depth`]). 16 bits keep the port's record within two cache lines.
+    own_depth_units: u16,
     /// TSC ticks in which the port earns an eighth of the bucket depth: for that long after a
     /// refill, a batch or empty poll that leaves the bucket positive needs no refill
     /// ([`CyclePool::refill_after_batch`]).
@@ -195,6 +213,7 @@ impl Bucket {
     pub const UNLIMITED: Bucket = Bucket {
         limit: CycleLimit::Unlimited,
         backlogged: false,
+        own_depth_units: 0,
         refill_skip_ticks: 0,
         tokens: 0,
         tokens_per_tick: 0,
@@ -358,14 +377,16 @@ impl CyclePool {
         self.settle_all(set, now_tsc);
         let bucket = set.bucket_mut(port);
         let previous_tokens = bucket.is_limited().then_some(bucket.tokens);
+        let own_depth_units = bucket.own_depth_units;
         *bucket = match limit {
             CycleLimit::Unlimited => Bucket::UNLIMITED,
             _ => Bucket {
                 limit,
                 // A new port starts with one full bucket; a changed one keeps its balance.
-                tokens: previous_tokens.unwrap_or(self.depth_tokens),
+                tokens: previous_tokens.unwrap_or(self.depth_of_units(own_depth_units)),
                 last_refill_tsc: now_tsc,
                 overflow_seen_per_weight: self.overflow_per_weight,
+                own_depth_units,
                 ..Bucket::UNLIMITED
             },
         };
@@ -379,6 +400,32 @@ impl CyclePool {
         self.lazy = config.refill == RefillMode::Lazy;
         self.depth_tokens = to_tokens(config.bucket_depth_cycles);
         self.recompute_rates(set);
+    }
+
+    /// Gives a port a depth of its own, `depth_cycles` (rounded up to [`DEPTH_UNIT_CYCLES`],
+    /// at most `u16::MAX` units), or the pool's again (`None`): what it may save up while it
+    /// has nothing to send (`docs/deviations.md`, bucket depth). A lower depth takes the
+    /// tokens above it away.
+    pub fn set_depth(&mut self, set: &mut impl BucketSet, port: PortIndex, depth_cycles: Option<u64>, now_tsc: u64) {
+        self.settle_all(set, now_tsc);
+        let units = depth_cycles.map_or(0, |d| d.div_ceil(DEPTH_UNIT_CYCLES).clamp(1, u64::from(u16::MAX)) as u16);
+        let b = set.bucket_mut(port);
+        b.own_depth_units = units;
+        let depth = self.depth_of_units(units);
+        b.tokens = b.tokens.min(depth + b.stall_credit);
+        self.recompute_rates(set);
+    }
+
+    /// The depth of a bucket whose own depth is `units` (0: the pool's), in tokens.
+    #[inline]
+    fn depth_of_units(&self, units: u16) -> i64 {
+        depth_tokens(units, self.depth_tokens)
+    }
+
+    /// A bucket's depth in tokens.
+    #[inline]
+    pub fn depth_tokens_of(&self, b: &Bucket) -> i64 {
+        self.depth_of_units(b.own_depth_units)
     }
 
     /// Lazy mode: brings one bucket up to `now_tsc`. A no-op in periodic mode, where only
@@ -399,7 +446,8 @@ impl CyclePool {
                 (u128::from(per_weight) * u128::from(weight)).min((MAX_CYCLES as u128) << TOKEN_FRACTION_BITS);
             tokens = tokens.saturating_add(redistributed as i64);
         }
-        let cap = self.depth_tokens + b.stall_credit;
+        let depth = self.depth_of_units(b.own_depth_units);
+        let cap = depth + b.stall_credit;
         if tokens > cap {
             if self.total_weight > 0 && !b.backlogged {
                 let overflow = (tokens - cap).min(MAX_CYCLES << TOKEN_FRACTION_BITS) as u64;
@@ -408,7 +456,7 @@ impl CyclePool {
             tokens = cap;
         }
         b.tokens = tokens;
-        b.stall_credit = (tokens - self.depth_tokens).max(0);
+        b.stall_credit = (tokens - depth).max(0);
     }
 
     /// Brings a bucket up to date after a batch (or an empty poll) was charged to it, as
@@ -431,7 +479,7 @@ impl CyclePool {
     /// Charges a batch's cycles (see [`Bucket::charge`]).
     #[inline]
     pub fn charge(&self, b: &mut Bucket, cycles: u64, backlogged: bool) {
-        b.charge(cycles, backlogged, self.depth_tokens);
+        b.charge(cycles, backlogged, self.depth_of_units(b.own_depth_units));
     }
 
     /// The host stalled the PMD for `stall_ticks` (its vCPU preempted mid-batch): no port
@@ -458,7 +506,7 @@ impl CyclePool {
 
     /// Algorithm 1 (C2TB_UPDATE_CALLBACK), with `invl` the ticks since the last update.
     fn run_algorithm_1(&mut self, set: &mut impl BucketSet, invl_ticks: u64) {
-        let depth = self.depth_tokens;
+        let pool_depth = self.depth_tokens;
         let unused_pool = u128::from(self.pending_overflow.max(0) as u64);
         let total_weight = u128::from(self.total_weight);
         let mut loop_unused: i64 = 0;
@@ -466,6 +514,7 @@ impl CyclePool {
             let generated = earned_tokens(invl_ticks, b.tokens_per_tick);
             let unused = (unused_pool * u128::from(b.weight())).checked_div(total_weight).unwrap_or(0) as i64;
             b.tokens = b.tokens.saturating_add(generated).saturating_add(unused);
+            let depth = depth_tokens(b.own_depth_units, pool_depth);
             if b.tokens > depth {
                 if !b.backlogged {
                     loop_unused = loop_unused.saturating_add(b.tokens - depth);
@@ -498,7 +547,7 @@ impl CyclePool {
         let idle = self.config.capacity_cycles_per_sec.saturating_sub(allocated);
         self.idle_cycles_per_sec = idle as f64;
         let tsc_hz = u128::from(self.config.tsc_hz);
-        let (depth_eighth, lazy) = ((self.depth_tokens / 8) as u64, self.lazy);
+        let (pool_depth, lazy) = (self.depth_tokens, self.lazy);
         set.each_bucket(|b| {
             // C_alloc + C_idle * w / W as one fraction, so the idle share is not truncated.
             let denominator = u128::from(total_weight.max(1));
@@ -514,6 +563,8 @@ impl CyclePool {
                 0
             };
             // Periodic refill never skips (only the manager's updates add tokens there).
+            let depth = depth_tokens(b.own_depth_units, pool_depth);
+            let depth_eighth = (depth / 8) as u64;
             let skip = (u128::from(depth_eighth) * u128::from(b.ticks_per_token)) >> RATE_FRACTION_BITS;
             b.refill_skip_ticks = if lazy { skip.min(u128::from(u32::MAX)) as u32 } else { 0 };
         });

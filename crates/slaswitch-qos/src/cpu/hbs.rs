@@ -418,6 +418,14 @@ impl PortScheduler {
         Ok(())
     }
 
+    /// Gives a port a bucket depth of its own (`None`: the pool's); see
+    /// [`CyclePool::set_depth`]. Set it after the port's limit.
+    pub fn set_bucket_depth(&mut self, port: PortIndex, depth_cycles: Option<u64>, now_tsc: u64) {
+        if self.contains(port) {
+            self.pool.set_depth(&mut self.slots, port, depth_cycles, now_tsc);
+        }
+    }
+
     /// A port's scheduling state (`None`: not scheduled here).
     pub fn view(&self, port: PortIndex) -> Option<PortView> {
         let slot = self.slots.0.get(port)?;

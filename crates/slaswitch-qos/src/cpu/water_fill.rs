@@ -4,6 +4,11 @@
 //! functions decide how much of that each port may have when the core cannot give everyone all
 //! of it.
 
+/// The share of a PMD's core its ports can be given: admission admits allocations up to it,
+/// and drift-compensated allocations are fitted below it less the share the host stalls the
+/// PMD. The rest is the PMD's own work: empty polls, publishing, draining paced ports.
+pub const DELIVERABLE_CORE_SHARE: f64 = 0.95;
+
 /// A model-derived allocation being compensated: its base cycles, its factor, and whether its
 /// traffic is beyond the profile it bought.
 #[derive(Clone, Copy, Debug)]

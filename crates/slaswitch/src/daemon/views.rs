@@ -130,8 +130,16 @@ pub struct QosPortView<'a> {
     pub bandwidth_bps: u64,
     pub allocation: &'a Option<Allocation>,
     pub allocated_pct_of_core: f64,
+    /// Admitted: the allocations of every port on its PMD, as admission added them up.
     pub pmd_allocated_cycles_per_sec: u64,
+    /// What the PMD can give its ports: the bound admission holds the allocations to.
+    pub pmd_deliverable_cycles_per_sec: u64,
+    /// In force: the allocations on its PMD as drift compensation scales them.
+    pub pmd_effective_cycles_per_sec: u64,
+    /// The PMD core's cycles.
     pub pmd_capacity_cycles_per_sec: u64,
+    /// What its bucket may save up, cycles: a ring of its purchase's packets, or the switch's.
+    pub bucket_depth_cycles: u64,
     pub tokens_cycles: Option<f64>,
     pub current_class: u8,
     pub place: &'static str,
@@ -167,10 +175,11 @@ pub fn qos_show<'a>(
         return Err(format!("no port named '{n}'"));
     }
     let hz = dp.tsc_hz();
+    let switch_depth = (u128::from(hz) * u128::from(dp.settings().c2tb_bucket_us) / 1_000_000) as u64;
     let ports = ports
         .iter()
         .filter(|p| wanted.is_none_or(|n| n == p.name))
-        .map(|p| qos_port(p, ports, pmds, rates, hz))
+        .map(|p| qos_port(p, ports, pmds, rates, hz, switch_depth))
         .collect();
     let model = dp.model().map(|m| ModelView {
         path: model_path,
@@ -193,19 +202,23 @@ fn qos_port<'a>(
     pmds: &[PmdStats],
     rates: &[PmdRates],
     hz: u64,
+    switch_depth: u64,
 ) -> QosPortView<'a> {
-    let on_pmd: u64 = all.iter().filter(|o| o.pmd_core == p.pmd_core).map(|o| o.cycles_per_sec).sum();
+    let on_pmd: Vec<&PortStats> = all.iter().filter(|o| o.pmd_core == p.pmd_core).collect();
     let used = rates.iter().find(|r| r.core == p.pmd_core).and_then(|r| r.ports.iter().find(|x| x.name == p.name));
     let pmd_factor = pmds.iter().find(|d| d.core == p.pmd_core).map_or(1.0, |d| d.drift_factor);
-    let follows = p.allocation.is_some() && p.drift_compensation;
-    let drift = follows.then(|| p.drift_factor.unwrap_or(pmd_factor));
+    let drift_of =
+        |o: &PortStats| (o.allocation.is_some() && o.drift_compensation).then(|| o.drift_factor.unwrap_or(pmd_factor));
+    let effective =
+        |o: &PortStats| drift_of(o).map_or(o.cycles_per_sec, |f| (o.cycles_per_sec as f64 * f).round() as u64);
+    let drift = drift_of(p);
     let CpuQosState { tokens_cycles, class, place } = p.cpu_qos;
     QosPortView {
         name: &p.name,
         pmd_core: p.pmd_core,
         cycles_per_sec: p.cycles_per_sec,
         drift_factor: drift,
-        effective_cycles_per_sec: drift.map_or(p.cycles_per_sec, |f| (p.cycles_per_sec as f64 * f).round() as u64),
+        effective_cycles_per_sec: effective(p),
         cycles_from: match (&p.allocation, p.cycles_per_sec) {
             (Some(_), _) => "model",
             (None, 0) => "none",
@@ -217,8 +230,13 @@ fn qos_port<'a>(
         bandwidth_bps: p.bandwidth_bps,
         allocation: &p.allocation,
         allocated_pct_of_core: 100.0 * p.cycles_per_sec as f64 / hz as f64,
-        pmd_allocated_cycles_per_sec: on_pmd,
+        pmd_allocated_cycles_per_sec: on_pmd.iter().map(|o| o.cycles_per_sec).sum(),
+        pmd_deliverable_cycles_per_sec: slaswitch_datapath::allocation::deliverable_cycles_per_sec(hz),
+        pmd_effective_cycles_per_sec: on_pmd.iter().map(|o| effective(o)).sum(),
         pmd_capacity_cycles_per_sec: hz,
+        bucket_depth_cycles: p
+            .bucket_depth_cycles
+            .map_or(switch_depth, |d| ((d as f64 * drift.unwrap_or(1.0)) as u64).max(switch_depth)),
         tokens_cycles,
         current_class: class,
         place,

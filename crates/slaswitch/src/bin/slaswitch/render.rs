@@ -188,10 +188,13 @@ fn render_qos(r: &Value) -> String {
     }
     if let Some(p) = ports.first() {
         out += &format!(
-            "PMD core {}: {} of {} cycles/s allocated; cycle buckets hold {} us of the core\n",
+            "PMD core {}: {} cycles/s admitted of {} deliverable ({} the core's), {} in force; \
+             cycle buckets hold {} us of the core unless a purchase needs a ring's worth\n",
             f(&p["pmd_core"]),
             f(&p["pmd_allocated_cycles_per_sec"]),
+            f(&p["pmd_deliverable_cycles_per_sec"]),
             f(&p["pmd_capacity_cycles_per_sec"]),
+            f(&p["pmd_effective_cycles_per_sec"]),
             f(&r["c2tb_bucket_us"])
         );
     }
