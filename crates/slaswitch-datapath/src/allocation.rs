@@ -130,7 +130,7 @@ fn admit_cycles(
         if total > deliverable {
             let list: Vec<String> = ports.iter().map(|(n, c)| format!("{n} {c}")).collect();
             return Err(format!(
-                "{changed}: the ports of the PMD on core {core} would be allocated {total} cycles/s, more than the core's deliverable {deliverable} ({:.0}% of its {capacity}; the rest is the PMD's own work) ({})",
+                "{changed}: the ports of the PMD on core {core} would be allocated {total} cycles/s, more than the core's {capacity} can deliver to its ports ({:.0}%: {deliverable}; the rest is the PMD's own work) ({})",
                 DELIVERABLE_CORE_SHARE * 100.0,
                 list.join(", ")
             ));
