@@ -154,37 +154,13 @@ impl Driver for LinuxTc {
 
 /// The uplink's htb root: the line rate, and a default class for unshaped traffic.
 fn htb_root(p: &mut SwitchPlan, up_b: &str, line_kbit: u64) {
-    p.cmd(&["tc", "qdisc", "add", "dev", up_b, "root", "handle", "1:", "htb", "default", "ffff"]);
-    p.cmd(&[
-        "tc",
-        "class",
-        "add",
-        "dev",
-        up_b,
-        "parent",
-        "1:",
-        "classid",
-        "1:1",
-        "htb",
-        "rate",
-        &format!("{line_kbit}kbit"),
-    ]);
-    p.cmd(&[
-        "tc",
-        "class",
-        "add",
-        "dev",
-        up_b,
-        "parent",
-        "1:1",
-        "classid",
-        "1:ffff",
-        "htb",
-        "rate",
-        "8kbit",
-        "ceil",
-        &format!("{line_kbit}kbit"),
-    ]);
+    for command in [
+        format!("tc qdisc add dev {up_b} root handle 1: htb default ffff"),
+        format!("tc class add dev {up_b} parent 1: classid 1:1 htb rate {line_kbit}kbit"),
+        format!("tc class add dev {up_b} parent 1:1 classid 1:ffff htb rate 8kbit ceil {line_kbit}kbit"),
+    ] {
+        p.cmd(&command.split_whitespace().collect::<Vec<_>>());
+    }
 }
 
 /// VM number `i`'s htb class on the uplink (its rate, ceiling, weight and priority) and the
@@ -215,24 +191,9 @@ fn shape_vm(p: &mut SwitchPlan, i: usize, vm: &crate::scenario::Vm, up_b: &str, 
         c.extend(["prio".into(), format!("{}", pr - 1)]);
     }
     p.commands.push(c);
-    p.cmd(&[
-        "tc",
-        "filter",
-        "add",
-        "dev",
-        up_b,
-        "parent",
-        "1:",
-        "protocol",
-        "all",
-        "prio",
-        "1",
-        "u32",
-        "match",
-        "ether",
-        "src",
-        &mac_of(&vm.name),
-        "classid",
-        &class,
-    ]);
+    let filter = format!(
+        "tc filter add dev {up_b} parent 1: protocol all prio 1 u32 match ether src {} classid {class}",
+        mac_of(&vm.name)
+    );
+    p.cmd(&filter.split_whitespace().collect::<Vec<_>>());
 }
