@@ -112,6 +112,15 @@ pub fn received(s: &Scenario, samples: &[Sample], sw: &str, step: &str, vm: &str
     series(samples, sw, step, source, vm, &format!("{prefix}{metric}"))
 }
 
+/// The value of `series` in `[from, to)` farthest from `target`.
+fn farthest_in(series: &[(f64, f64)], from: f64, to: f64, target: f64) -> Option<f64> {
+    series
+        .iter()
+        .filter(|(t, _)| *t >= from && *t < to)
+        .map(|&(_, v)| v)
+        .max_by(|a, b| (a - target).abs().total_cmp(&(b - target).abs()))
+}
+
 /// The run's VMs that send (names), for one step.
 fn vm_names(step: &Step) -> Vec<String> {
     step.vms.iter().map(|v| v.name.clone()).collect()
@@ -164,8 +173,12 @@ pub fn headline_values(s: &Scenario, samples: &[Sample], switches: &[String]) ->
                         let mut n = 0;
                         for step in &steps {
                             for vm in step.vms.iter().filter(|v| v.name == h.vm || v.group == h.vm) {
-                                let got = mean_in(&received(s, samples, sw, &step.label, &vm.name, "mbps"), w[0], w[1]);
+                                let series = received(s, samples, sw, &step.label, &vm.name, "mbps");
                                 let purchased = purchased_mbps(s, &vm.name, sw);
+                                let got = match (h.per_second, purchased) {
+                                    (true, Some(p)) => farthest_in(&series, w[0], w[1], p),
+                                    _ => mean_in(&series, w[0], w[1]),
+                                };
                                 if let (Some(g), Some(p)) = (got, purchased.filter(|p| *p > 0.0)) {
                                     n += 1;
                                     let dev = 100.0 * (g - p) / p;

@@ -391,6 +391,10 @@ pub struct Headline {
     pub percentile: Option<String>,
     /// deviation and latency: the window `[from, to]` (seconds) measured.
     pub window: Option<[f64; 2]>,
+    /// deviation: the farthest single second of the window, not the window's mean (a
+    /// purchase is kept in every second, not only on average).
+    #[serde(default)]
+    pub per_second: bool,
 }
 
 /// The figures a headline can be.
