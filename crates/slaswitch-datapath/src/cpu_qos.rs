@@ -33,6 +33,12 @@ pub struct CpuQos {
     pub bucket_depth_cycles: Option<u64>,
 }
 
+/// An own bucket depth `own` in force when the allocation is scaled by `drift_factor`: scaled
+/// with it (the ring's packets cost that much more or less), never below the switch's.
+pub fn own_bucket_depth(own: Option<u64>, drift_factor: f64, switch_depth_cycles: u64) -> Option<u64> {
+    own.map(|d| ((d as f64 * drift_factor) as u64).max(switch_depth_cycles))
+}
+
 impl Default for CpuQos {
     fn default() -> Self {
         CpuQos {
@@ -92,6 +98,12 @@ impl CpuQos {
     /// The MIN-MAX share weight (1 unless set).
     pub fn weight(&self) -> u32 {
         self.weight
+    }
+
+    /// The port's own bucket depth in force when its allocation is scaled by `drift_factor`,
+    /// never below the switch's `switch_depth_cycles`; `None` when it keeps the switch's.
+    pub fn own_bucket_depth(&self, drift_factor: f64, switch_depth_cycles: u64) -> Option<u64> {
+        own_bucket_depth(self.bucket_depth_cycles, drift_factor, switch_depth_cycles)
     }
 
     /// True when the port needs the scheduler (a limit or a class other than the default).

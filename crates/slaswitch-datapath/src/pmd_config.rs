@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use slaswitch_classifier::Classifier;
 use slaswitch_dpdk::{EthPort, Mempool};
-use slaswitch_qos::cpu::{BandwidthModel, TrafficProfile};
+use slaswitch_qos::cpu::{BandwidthModel, C2tbConfig, TrafficProfile};
 
 use crate::counters::{PortCounters, RuleCounters};
 use crate::cpu_qos::CpuQos;
@@ -114,8 +114,7 @@ impl PmdConfig {
     /// purchase's ring of packets, scaled like its allocation), never below the switch's;
     /// `None` for a port that keeps the switch's.
     pub fn bucket_depth_cycles(&self, p: &RxPort, factor: f64) -> Option<u64> {
-        let switch_depth = u128::from(self.tsc_hz) * u128::from(self.c2tb_bucket_us) / 1_000_000;
-        p.cpu_qos.bucket_depth_cycles.map(|d| ((d as f64 * factor) as u64).max(switch_depth as u64))
+        p.cpu_qos.own_bucket_depth(factor, C2tbConfig::depth_cycles(self.tsc_hz, self.c2tb_bucket_us))
     }
 
     /// Port number -> index in `rx_ports` (`u16::MAX` for ports this PMD does not poll).

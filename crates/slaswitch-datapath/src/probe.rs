@@ -200,14 +200,15 @@ impl Probe for OverheadProbe {
         let t_drain = rdtsc();
         let t0 = rdtsc_after_all();
         charge();
-        let charge_cycles = self.own(t0, rdtsc_after_loads());
+        let (charge_cycles, drain_cycles) = (self.own(t0, rdtsc_after_loads()), self.own(t_drain, t0));
+        let decision = (self.pick_cycles + charge_cycles) << SAMPLE_SHIFT;
         let t = &mut self.totals;
-        t.qos_sampling_cycles += (t0 - t_drain).saturating_sub(self.read_cycles).min(self.stall_cycles);
-        t.qos_cycles += (self.pick_cycles + charge_cycles) << SAMPLE_SHIFT;
+        t.qos_sampling_cycles += drain_cycles;
+        t.qos_cycles += decision;
         t.qos_pick_cycles += self.pick_cycles << SAMPLE_SHIFT;
         t.qos_charge_cycles += charge_cycles << SAMPLE_SHIFT;
         if received == 0 {
-            t.qos_empty_cycles += (self.pick_cycles + charge_cycles) << SAMPLE_SHIFT;
+            t.qos_empty_cycles += decision;
         }
     }
 

@@ -123,9 +123,14 @@ impl C2tbConfig {
         C2tbConfig {
             tsc_hz,
             capacity_cycles_per_sec: tsc_hz,
-            bucket_depth_cycles: tsc_hz.saturating_mul(depth_us) / 1_000_000,
+            bucket_depth_cycles: Self::depth_cycles(tsc_hz, depth_us),
             refill: RefillMode::Lazy,
         }
+    }
+
+    /// `depth_us` microseconds of a core at `tsc_hz`, in cycles.
+    pub fn depth_cycles(tsc_hz: u64, depth_us: u64) -> u64 {
+        tsc_hz.saturating_mul(depth_us) / 1_000_000
     }
 }
 
@@ -420,12 +425,6 @@ impl CyclePool {
     #[inline]
     fn depth_of_units(&self, units: u16) -> i64 {
         depth_tokens(units, self.depth_tokens)
-    }
-
-    /// A bucket's depth in tokens.
-    #[inline]
-    pub fn depth_tokens_of(&self, b: &Bucket) -> i64 {
-        self.depth_of_units(b.own_depth_units)
     }
 
     /// Lazy mode: brings one bucket up to `now_tsc`. A no-op in periodic mode, where only

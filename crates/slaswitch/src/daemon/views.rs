@@ -6,9 +6,10 @@ use std::path::Path;
 
 use serde::Serialize;
 use slaswitch_datapath::counters::CpuQosState;
+use slaswitch_datapath::cpu_qos::own_bucket_depth;
 use slaswitch_datapath::probe::ProbeReport;
 use slaswitch_datapath::{Datapath, PmdStats, PortSpec, PortStats};
-use slaswitch_qos::cpu::Allocation;
+use slaswitch_qos::cpu::{Allocation, C2tbConfig};
 
 use super::rates::{PmdRates, PortRates};
 
@@ -175,7 +176,7 @@ pub fn qos_show<'a>(
         return Err(format!("no port named '{n}'"));
     }
     let hz = dp.tsc_hz();
-    let switch_depth = (u128::from(hz) * u128::from(dp.settings().c2tb_bucket_us) / 1_000_000) as u64;
+    let switch_depth = C2tbConfig::depth_cycles(hz, dp.settings().c2tb_bucket_us);
     let ports = ports
         .iter()
         .filter(|p| wanted.is_none_or(|n| n == p.name))
@@ -234,9 +235,8 @@ fn qos_port<'a>(
         pmd_deliverable_cycles_per_sec: slaswitch_datapath::allocation::deliverable_cycles_per_sec(hz),
         pmd_effective_cycles_per_sec: on_pmd.iter().map(|o| effective(o)).sum(),
         pmd_capacity_cycles_per_sec: hz,
-        bucket_depth_cycles: p
-            .bucket_depth_cycles
-            .map_or(switch_depth, |d| ((d as f64 * drift.unwrap_or(1.0)) as u64).max(switch_depth)),
+        bucket_depth_cycles: own_bucket_depth(p.bucket_depth_cycles, drift.unwrap_or(1.0), switch_depth)
+            .unwrap_or(switch_depth),
         tokens_cycles,
         current_class: class,
         place,

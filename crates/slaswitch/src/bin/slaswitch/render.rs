@@ -155,6 +155,21 @@ fn stage_total(c: &Value) -> f64 {
     ["ingress", "classification", "egress"].iter().map(|k| c[*k].as_f64().unwrap_or(0.0)).sum()
 }
 
+/// A PMD's cycles as `qos-show` reports them on `p`, one of its ports: admitted, deliverable,
+/// in force, and the buckets' depth.
+fn pmd_budget_line(p: &Value, r: &Value) -> String {
+    format!(
+        "PMD core {}: {} cycles/s admitted of {} deliverable ({} the core's), {} in force; \
+         cycle buckets hold {} us of the core unless a purchase needs a ring's worth\n",
+        f(&p["pmd_core"]),
+        f(&p["pmd_allocated_cycles_per_sec"]),
+        f(&p["pmd_deliverable_cycles_per_sec"]),
+        f(&p["pmd_capacity_cycles_per_sec"]),
+        f(&p["pmd_effective_cycles_per_sec"]),
+        f(&r["c2tb_bucket_us"])
+    )
+}
+
 fn render_qos(r: &Value) -> String {
     let mut out = format!(
         "{:<12} {:>4} {:>10} {:>13} {:>8} {:>4} {:>6} {:>6} {:>13} {:>14}\n",
@@ -187,16 +202,7 @@ fn render_qos(r: &Value) -> String {
         );
     }
     if let Some(p) = ports.first() {
-        out += &format!(
-            "PMD core {}: {} cycles/s admitted of {} deliverable ({} the core's), {} in force; \
-             cycle buckets hold {} us of the core unless a purchase needs a ring's worth\n",
-            f(&p["pmd_core"]),
-            f(&p["pmd_allocated_cycles_per_sec"]),
-            f(&p["pmd_deliverable_cycles_per_sec"]),
-            f(&p["pmd_capacity_cycles_per_sec"]),
-            f(&p["pmd_effective_cycles_per_sec"]),
-            f(&r["c2tb_bucket_us"])
-        );
+        out += &pmd_budget_line(p, r);
     }
     for p in &ports {
         let a = &p["allocation"];
