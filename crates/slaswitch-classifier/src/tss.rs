@@ -18,7 +18,8 @@ pub type RuleId = u32;
 
 /// Subtables with at most this many distinct values are searched by comparing each value
 /// instead of hashing: a security-group rule set has many masks with one or two values each, and
-/// hashing cost about 16 ns per subtable (measured: 1.6 us for a miss over 100 masks).
+/// comparing a few values costs less than hashing the masked key once per subtable
+/// (`cargo bench -p slaswitch-classifier --bench lookup`; `docs/results/benchmarks.md`).
 const LINEAR_MAX: usize = 4;
 
 #[derive(Clone, Debug)]

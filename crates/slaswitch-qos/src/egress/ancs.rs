@@ -13,8 +13,8 @@
 //! "yields unused network resources to other VMs that have pending network requests"), never past
 //! their `MaximumCredit`. Credit a *backlogged* vif could not spend is dropped: it was left because
 //! the link was full, not because capacity was spare, and recycling it over-commits the next
-//! period (measured: with weights 1:2:3:4:5 that turned the shares into near-equal ones, since
-//! round robin then decides who gets the link). Credit no backlogged vif can take is dropped too:
+//! period (the shares then drift towards equal, since round robin decides who gets the link;
+//! `tests/egress_ancs.rs`). Credit no backlogged vif can take is dropped too:
 //! credit is a rate, and storing it would let a burst exceed the link.
 //!
 //! Round robin, as we implement it: a visit lets a vif spend up to 1/`VISITS_PER_PERIOD` of its

@@ -19,9 +19,8 @@ pub struct Claim {
 /// should have refused that configuration); if the ceilings cannot absorb `total`, everyone gets
 /// their ceiling and the rest stays unallocated.
 ///
-/// (A first version fixed claimants at their bounds one pass at a time and got this wrong: a
-/// claimant pinned at its floor early never received what ceilings freed later. The ANCS
-/// property test found it; `tests/fill.rs` keeps the case.)
+/// Bounds are settled together, not one pass at a time: a claimant pinned at its floor early
+/// must still receive what ceilings free later (`tests/fill.rs` keeps the case).
 pub fn weighted_fill(claims: &[Claim], total: f64) -> Vec<f64> {
     let bounded = |c: &Claim| c.ceiling.max(c.floor);
     let floors: f64 = claims.iter().map(|c| c.floor.min(bounded(c))).sum();
