@@ -2,6 +2,8 @@
 //! Text form: `start=0,dur=10,size=64,rate=1mpps,flows=1,dst-mac=02:..,dst-ip=10.0.0.2,vm=vm1`
 //! (`size` a frame length in bytes without FCS, or `imix`; `rate` as `NNpps`, `NNkpps`, `NNmpps`,
 //! `NNbps`, `NNkbps`, `NNmbps`, `NNgbps` of frame bytes, or `max`; `vm` omitted: every VM).
+//! `burst=1ms/4ms` makes a paced phase bursty: each 4 ms period's frames go out in its first
+//! 1 ms, so the mean rate is still `rate` but the VM's ring sees four times it while on.
 
 use serde::{Deserialize, Serialize};
 
@@ -57,6 +59,28 @@ pub struct Phase {
     pub dst_ip: [u8; 4],
     /// The VM that sends this phase; `None`: every VM.
     pub vm: Option<String>,
+    /// On/off sending at the same mean rate; `None`: evenly paced.
+    #[serde(default)]
+    pub burst: Option<Burst>,
+}
+
+/// On/off arrivals: every `period_secs`, the period's frames are sent during its first `on_secs`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Burst {
+    /// How long the VM sends in each period.
+    pub on_secs: f64,
+    /// The period.
+    pub period_secs: f64,
+}
+
+impl Burst {
+    /// Seconds of even pacing that are due `elapsed_secs` into the phase: a whole period's worth
+    /// for each period begun, reached at `on_secs` into it.
+    pub fn paced_secs(&self, elapsed_secs: f64) -> f64 {
+        let periods = (elapsed_secs / self.period_secs).floor();
+        let within = elapsed_secs - periods * self.period_secs;
+        periods * self.period_secs + (within * self.period_secs / self.on_secs).min(self.period_secs)
+    }
 }
 
 impl Phase {
@@ -67,6 +91,12 @@ impl Phase {
             Rate::Bps(b) => Some(b / 8.0 / self.size.mean_bytes()),
             Rate::Max => None,
         }
+    }
+
+    /// Packets due `elapsed_secs` into the phase (`None`: as fast as possible).
+    pub fn due_packets(&self, elapsed_secs: f64) -> Option<u64> {
+        let paced_secs = self.burst.map_or(elapsed_secs, |b| b.paced_secs(elapsed_secs));
+        self.target_pps().map(|pps| (paced_secs * pps) as u64)
     }
 
     /// When it ends, seconds after the run's start.
@@ -125,6 +155,7 @@ impl std::str::FromStr for Phase {
             dst_mac: [0xff; 6],
             dst_ip: [10, 255, 255, 254],
             vm: None,
+            burst: None,
         };
         for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let (k, v) = item.split_once('=').ok_or_else(|| format!("phase item '{item}' is not key=value"))?;
@@ -153,9 +184,10 @@ impl std::str::FromStr for Phase {
                     p.dst_ip = ip.octets();
                 }
                 "vm" => p.vm = Some(v.to_string()),
+                "burst" => p.burst = Some(parse_burst(v)?),
                 other => {
                     return Err(format!(
-                        "unknown phase key '{other}' (start, dur, size, rate, flows, dst-mac, dst-ip, vm)"
+                        "unknown phase key '{other}' (start, dur, size, rate, flows, dst-mac, dst-ip, vm, burst)"
                     ))
                 }
             }
@@ -163,6 +195,55 @@ impl std::str::FromStr for Phase {
         if p.start_secs < 0.0 || p.duration_secs <= 0.0 {
             return Err(format!("phase '{spec}': start must be >= 0 and dur > 0"));
         }
+        if p.burst.is_some() && p.rate == Rate::Max {
+            return Err(format!("phase '{spec}': burst needs a rate (a phase at rate=max has no pace to bunch)"));
+        }
         Ok(p)
+    }
+}
+
+/// Parses `ON/PERIOD`, each `NNms` or `NNus`, with 0 < ON <= PERIOD.
+fn parse_burst(v: &str) -> Result<Burst, String> {
+    let secs = |s: &str| -> Option<f64> {
+        let (num, scale) = match s {
+            _ if s.ends_with("ms") => (&s[..s.len() - 2], 1e-3),
+            _ if s.ends_with("us") => (&s[..s.len() - 2], 1e-6),
+            _ => return None,
+        };
+        num.parse::<f64>().ok().filter(|x| x.is_finite() && *x > 0.0).map(|x| x * scale)
+    };
+    let usage = || format!("burst={v}: ON/PERIOD in ms or us, ON no longer than PERIOD (e.g. burst=1ms/4ms)");
+    let (on, period) = v.split_once('/').ok_or_else(usage)?;
+    match (secs(on), secs(period)) {
+        (Some(on_secs), Some(period_secs)) if on_secs <= period_secs => Ok(Burst { on_secs, period_secs }),
+        _ => Err(usage()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bursty_phase_sends_each_period_s_frames_while_on_at_the_same_mean() {
+        let p: Phase = "rate=1000pps,burst=1ms/4ms".parse().unwrap();
+        assert_eq!(p.burst, Some(Burst { on_secs: 1e-3, period_secs: 4e-3 }));
+        // Half-way through the on-time, half the period's 4 frames are due; after it, all of them.
+        assert_eq!(p.due_packets(0.0005), Some(2));
+        assert_eq!(p.due_packets(0.002), Some(4));
+        assert_eq!(p.due_packets(0.0039), Some(4));
+        // The mean over whole periods is the rate.
+        assert_eq!(p.due_packets(1.0), Some(1000));
+        let even: Phase = "rate=1000pps".parse().unwrap();
+        assert_eq!(even.due_packets(0.0005), Some(0));
+        assert_eq!(even.due_packets(1.0), Some(1000));
+    }
+
+    #[test]
+    fn a_burst_must_fit_its_period_and_needs_a_rate() {
+        for bad in ["rate=1mpps,burst=4ms/1ms", "rate=1mpps,burst=1ms", "rate=1mpps,burst=0ms/1ms", "burst=1ms/4ms"] {
+            assert!(bad.parse::<Phase>().is_err(), "{bad} accepted");
+        }
+        assert!("rate=1mpps,burst=250us/1ms".parse::<Phase>().is_ok());
     }
 }

@@ -130,23 +130,37 @@ impl GenVm {
                 .collect();
         }
         let phase = &self.phases[idx];
-        let (size, flows, pps) = (phase.size, phase.flows, phase.target_pps());
-        let phase_start = phase.start_secs;
-        let (dst_mac, dst_ip) = (phase.dst_mac, phase.dst_ip);
-        let sent_in_phase = self.current.expect("set").1;
-        let want = match pps {
-            None => MAX_BURST,
-            Some(pps) => {
-                let due = ((t_secs - phase_start) * pps) as u64;
-                due.saturating_sub(sent_in_phase).min(MAX_BURST as u64) as usize
+        let due = phase.due_packets(t_secs - phase.start_secs);
+        // A paced VM the shared core kept waiting catches up now, burst after burst, as an
+        // application does once its vCPU runs again; a full ring ends the catching up.
+        let mut sent = 0;
+        loop {
+            let sent_in_phase = self.current.expect("set").1;
+            let want = match due {
+                None => MAX_BURST,
+                Some(due) => due.saturating_sub(sent_in_phase).min(MAX_BURST as u64) as usize,
+            };
+            if want == 0 {
+                return sent;
             }
-        };
-        if want == 0 {
-            return 0;
+            let (n, full) = self.burst(pool, idx, want, due.is_none(), tsc);
+            sent += n;
+            if full || due.is_none() {
+                return sent;
+            }
         }
-        let keep = pps.is_none() && self.keep_refused;
+    }
+
+    /// Sends one burst of `want` frames of phase `idx`; returns what the ring took and whether it
+    /// refused any.
+    fn burst(&mut self, pool: &Mempool, idx: usize, want: usize, full_speed: bool, tsc: u64) -> (usize, bool) {
+        let phase = &self.phases[idx];
+        let (size, flows, dst_mac, dst_ip) = (phase.size, phase.flows, phase.dst_mac, phase.dst_ip);
+        let keep = full_speed && self.keep_refused;
         if !self.pending.is_empty() {
-            return self.send_pending(tsc);
+            let offered = self.pending.len();
+            let sent = self.send_pending(tsc);
+            return (sent, sent < offered);
         }
         // A ring that refused frames last time is full or nearly so: build only a little more
         // than it took then, as an application stops writing to a full socket, instead of
@@ -156,7 +170,7 @@ impl GenVm {
         let build = if keep { want } else { self.last_room.map_or(want, |room| want.min(room + BUILD_AHEAD_OF_ROOM)) };
         let mut batch = [Mbuf(std::ptr::NonNull::dangling()); MAX_BURST];
         if !pool.alloc_bulk(&mut batch[..build]) {
-            return 0;
+            return (0, true);
         }
         let mut bytes = 0u64;
         for m in batch[..build].iter_mut() {
@@ -198,7 +212,7 @@ impl GenVm {
         self.sent_bytes += bytes;
         self.interval_packets += sent as u64;
         self.interval_bytes += bytes;
-        sent
+        (sent, sent < want)
     }
 
     /// A full-speed VM whose ring refused frames offers them again, restamped, before it builds
