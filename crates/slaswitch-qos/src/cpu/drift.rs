@@ -139,7 +139,10 @@ impl DriftCompensator {
             return None;
         }
         let efficiency = (predicted / measured).clamp(1.0 / self.cfg.max_factor, self.cfg.max_factor);
-        self.efficiency += self.cfg.smoothing * (efficiency - self.efficiency);
+        // The first windows are averaged plainly, then smoothed: a smoothed start from 1 would
+        // leave a new port short of its purchase for seconds while the factor climbs.
+        let weight = self.cfg.smoothing.max(1.0 / (self.windows + 1) as f64);
+        self.efficiency += weight * (efficiency - self.efficiency);
         self.windows += 1;
         Some(self.factor())
     }
@@ -184,6 +187,19 @@ mod tests {
         assert!((d.factor() - 1.3).abs() < 0.001, "{}", d.factor());
         // Too little traffic: no change at all.
         assert_eq!(d.observe(&[full(1000, 5000.0)], predict), None);
+    }
+
+    #[test]
+    fn a_new_port_is_compensated_from_its_first_window() {
+        // A port whose traffic costs 1.8x the model: its first measured window sets the factor,
+        // so the purchase is not left short while a smoothed factor climbs.
+        let mut d = DriftCompensator::new(port_config(true));
+        d.observe(&[full(100_000, 1800.0)], |_, _| Some(1000.0));
+        assert!((d.factor() - 1.8).abs() < 1e-9, "{}", d.factor());
+        // Later windows are smoothed: one window at 1.2x moves it by the running mean only.
+        d.observe(&[full(100_000, 1200.0)], |_, _| Some(1000.0));
+        let expected = 1.0 / ((1.0 / 1.8 + 1.0 / 1.2) / 2.0);
+        assert!((d.factor() - expected).abs() < 1e-9, "{}", d.factor());
     }
 
     #[test]
