@@ -64,6 +64,9 @@ pub struct PortCounters {
     cpu_class_place: AtomicU64,
     /// The drift factor the port's model allocation follows (f64 bits; 0: none yet).
     drift_factor_bits: AtomicU64,
+    /// What its purchase ledger says it is owed (bytes), and the raise paying it (f64 bits).
+    owed_bytes_bits: AtomicU64,
+    owed_raise_bits: AtomicU64,
 }
 
 /// Where a port stands in its PMD's C2QoS scheduler, as last published.
@@ -151,6 +154,20 @@ impl PortCounters {
     /// The factor the port's model allocation follows, once measured.
     pub fn drift_factor(&self) -> Option<f64> {
         Some(f64::from_bits(self.drift_factor_bits.load(Relaxed))).filter(|f| *f > 0.0)
+    }
+
+    /// Publishes what the port is owed of its purchase and the raise of its allocation that
+    /// pays it back ([`slaswitch_qos::cpu::promise`]).
+    pub fn publish_owed(&self, owed_bytes: f64, raise: f64) {
+        self.owed_bytes_bits.store(owed_bytes.to_bits(), Relaxed);
+        self.owed_raise_bits.store(raise.to_bits(), Relaxed);
+    }
+
+    /// What the port is owed of its purchase (bytes) and its allocation's raise, once its
+    /// ledger has run.
+    pub fn owed(&self) -> Option<(f64, f64)> {
+        let raise = f64::from_bits(self.owed_raise_bits.load(Relaxed));
+        (raise > 0.0).then(|| (f64::from_bits(self.owed_bytes_bits.load(Relaxed)), raise))
     }
 
     /// Counts a tx burst: packets and bytes sent, packets dropped.

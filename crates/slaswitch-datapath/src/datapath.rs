@@ -154,6 +154,9 @@ pub struct PortStats {
     pub allocation: Option<Allocation>,
     /// The drift factor its model allocation follows (drift compensation), once measured.
     pub drift_factor: Option<f64>,
+    /// What its purchase ledger says it is owed (bytes) and the raise of its allocation that
+    /// pays it back, once the ledger has run.
+    pub owed: Option<(f64, f64)>,
     /// Its line rate when paced (0: not paced).
     pub link_rate_bps: u64,
     /// Frames waiting in its paced queue.
@@ -340,13 +343,10 @@ impl Datapath {
                     policing: p.plan.policing,
                     cpu_qos: p.plan.cpu_qos,
                     fallback_limit_bps: p.plan.sla.map(|s| s.bandwidth_bps),
-                    model_cycles: p
-                        .plan
-                        .allocation
-                        .as_ref()
-                        .filter(|_| p.plan.sla.is_some_and(|s| s.drift_compensation))
-                        .map(|a| ModelCycles {
+                    model_cycles: p.plan.allocation.as_ref().zip(p.plan.sla.filter(|s| s.drift_compensation)).map(
+                        |(a, sla)| ModelCycles {
                             cycles_per_sec: a.cycles_per_sec.max(1),
+                            purchase_bps: sla.bandwidth_bps,
                             profile: a.profile,
                             // `slaswitch calibrate` measures the rows through vhost-user ports.
                             calibrated_kind: matches!(
@@ -354,7 +354,8 @@ impl Datapath {
                                 PortType::VhostUser | PortType::VhostUserClient
                             ),
                             deployment_factor: a.deployment_factor(),
-                        }),
+                        },
+                    ),
                 });
             }
         }
@@ -820,6 +821,7 @@ impl Datapath {
                     bandwidth_bps: p.plan.sla.map_or(0, |s| s.bandwidth_bps),
                     allocation: p.plan.allocation.clone(),
                     drift_factor: p.counters.drift_factor(),
+                    owed: p.counters.owed(),
                     link_rate_bps: p.plan.link.link_rate_bps,
                     link_queued: p.paced.as_ref().map_or(0, |l| l.queued()),
                     uplink: p.plan.link.uplink,

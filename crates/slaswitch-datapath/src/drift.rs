@@ -2,13 +2,18 @@
 //! Sec. III; the maths is [`slaswitch_qos::cpu::drift`] and [`slaswitch_qos::cpu::water_fill`]):
 //! every window, what each port's batches really cost against what the model predicts for the
 //! traffic they carried, and the allocations scaled to match within what the core can give.
+//! Beside it, every port's purchase ledger ([`slaswitch_qos::cpu::promise`]) raises the
+//! allocation of a held port until the bytes it was short are paid back, on a shorter window.
 //! Runs between passes, never in the hot loop.
 
 use std::collections::BTreeMap;
 
 use slaswitch_qos::cpu::drift::port_config;
 use slaswitch_qos::cpu::water_fill::{factor_caps, CompensatedPort, DELIVERABLE_CORE_SHARE};
-use slaswitch_qos::cpu::{BandwidthModel, CycleLimit, DriftCompensator, DriftConfig, PortScheduler, PortWindow};
+use slaswitch_qos::cpu::{
+    BandwidthModel, CycleLimit, DriftCompensator, DriftConfig, LedgerWindow, PortScheduler, PortWindow, PromiseConfig,
+    PurchaseLedger,
+};
 
 use crate::counters::{PmdCounters, RxTotals};
 use crate::pmd_config::{ModelCycles, PmdConfig, RxPort};
@@ -25,6 +30,9 @@ pub(crate) struct DriftInputs<'a> {
 
 /// Drift-compensation windows per second.
 const DRIFT_WINDOWS_PER_SEC: u64 = 10;
+/// Purchase-ledger windows per second: a shortfall is seen and paid back well inside the
+/// second a promise is judged over.
+const LEDGER_WINDOWS_PER_SEC: u64 = 100;
 /// Weight of a new window in the smoothed share of time the host stalled the PMD.
 const STALL_SHARE_SMOOTHING: f64 = 0.2;
 /// Allocations follow the drift factor only when it moved by more than this.
@@ -39,11 +47,26 @@ const BEYOND_PROFILE_MIN_PACKETS: u64 = 200;
 /// One model-derived port's compensation.
 struct PortDrift {
     compensator: DriftCompensator,
-    /// The factor last applied to its allocation.
+    /// The factor last applied to its allocation (drift and the ledger's raise).
     applied: f64,
     /// Its traffic costs more per byte than its profile: when the core cannot give every port
-    /// its compensation, such a port's goes first.
+    /// its compensation, such a port's goes first, and it is owed nothing of its purchase.
     beyond_profile: bool,
+    /// What it is owed of its purchase, and the raise that pays it back.
+    ledger: PurchaseLedger,
+    raise: f64,
+}
+
+impl PortDrift {
+    fn new(m: &ModelCycles) -> PortDrift {
+        PortDrift {
+            compensator: DriftCompensator::new(port_config(m.calibrated_kind)),
+            applied: 1.0,
+            beyond_profile: false,
+            ledger: PurchaseLedger::new(m.purchase_bps, PromiseConfig::default()),
+            raise: 1.0,
+        }
+    }
 }
 
 /// Drift compensation's state in one PMD ([`slaswitch_qos::cpu::drift`]).
@@ -60,6 +83,10 @@ pub(crate) struct Drift {
     /// stalled it: cycles no port can be given.
     last_stalled_cycles: u64,
     stall_share: f64,
+    /// The purchase ledgers' window: its start, and per rx port its totals and waits then.
+    ledger_start_tsc: u64,
+    ledger_last: Vec<RxTotals>,
+    ledger_last_waits: Vec<u64>,
 }
 
 impl Drift {
@@ -72,6 +99,9 @@ impl Drift {
             last_waits: BTreeMap::new(),
             last_stalled_cycles: 0,
             stall_share: 0.0,
+            ledger_start_tsc: now,
+            ledger_last: cfg.rx_ports.iter().map(|p| p.counters.rx()).collect(),
+            ledger_last_waits: vec![0; cfg.rx_ports.len()],
         }
     }
 
@@ -85,12 +115,73 @@ impl Drift {
         }
     }
 
-    /// At the end of a window: feeds it and scales each model-derived allocation whose factor
-    /// moved (tokens are kept).
+    /// Between passes: at the end of a ledger window, feeds each port's purchase ledger; at the
+    /// end of a drift window, feeds drift compensation; then scales each model-derived
+    /// allocation whose factor moved (tokens are kept).
     pub(crate) fn tick(&mut self, now: u64, pmd: DriftInputs, sched: Option<&mut PortScheduler>) {
-        if now.saturating_sub(self.window_start_tsc) < pmd.cfg.tsc_hz / DRIFT_WINDOWS_PER_SEC {
+        let hz = pmd.cfg.tsc_hz;
+        let ledgers_due = now.saturating_sub(self.ledger_start_tsc) >= hz / LEDGER_WINDOWS_PER_SEC;
+        let drift_due = now.saturating_sub(self.window_start_tsc) >= hz / DRIFT_WINDOWS_PER_SEC;
+        if !ledgers_due && !drift_due {
             return;
         }
+        let Some(s) = sched else {
+            if drift_due {
+                self.drift_window(now, &pmd, None);
+            }
+            return;
+        };
+        self.ensure_ports(pmd.cfg);
+        let mut moved = ledgers_due && self.ledger_window(now, &pmd, s);
+        moved |= drift_due && self.drift_window(now, &pmd, Some(s));
+        if moved {
+            self.apply(now, pmd.cfg, s);
+        }
+    }
+
+    /// Every model-derived port has its compensation state.
+    fn ensure_ports(&mut self, cfg: &PmdConfig) {
+        for p in &cfg.rx_ports {
+            if let Some(m) = &p.model_cycles {
+                self.ports.entry(p.number).or_insert_with(|| PortDrift::new(m));
+            }
+        }
+    }
+
+    /// Feeds each model-derived port's purchase ledger the window that ends now; true when a
+    /// raise moved.
+    fn ledger_window(&mut self, now: u64, pmd: &DriftInputs, s: &PortScheduler) -> bool {
+        let secs = now.saturating_sub(self.ledger_start_tsc) as f64 / pmd.cfg.tsc_hz as f64;
+        self.ledger_start_tsc = now;
+        let waits: Vec<u64> =
+            pmd.cfg.rx_ports.iter().map(|p| s.view(usize::from(p.number)).map_or(0, |v| v.waits)).collect();
+        let fresh = self.ledger_last.len() == pmd.totals.len() && self.ledger_last_waits.len() == waits.len();
+        let last = std::mem::replace(&mut self.ledger_last, pmd.totals.to_vec());
+        let last_waits = std::mem::replace(&mut self.ledger_last_waits, waits);
+        if !fresh {
+            return false;
+        }
+        let mut moved = false;
+        for (i, p) in pmd.cfg.rx_ports.iter().enumerate() {
+            let Some(entry) = self.ports.get_mut(&p.number).filter(|_| p.model_cycles.is_some()) else { continue };
+            let (t, l) = (&pmd.totals[i], &last[i]);
+            let window = LedgerWindow {
+                secs,
+                bytes: t.rx_bytes - l.rx_bytes,
+                packets: t.rx_packets - l.rx_packets,
+                batches: t.batches - l.batches,
+                waited: self.ledger_last_waits[i] > last_waits[i],
+                within_profile: !entry.beyond_profile,
+            };
+            let raise = entry.ledger.observe(&window);
+            moved |= raise != entry.raise;
+            entry.raise = raise;
+        }
+        moved
+    }
+
+    /// Feeds the drift window that ends now; true when the ports' factors were observed.
+    fn drift_window(&mut self, now: u64, pmd: &DriftInputs, s: Option<&PortScheduler>) -> bool {
         let window_ticks = now - self.window_start_tsc;
         self.window_start_tsc = now;
         let stalled = pmd.stalled_cycles;
@@ -98,13 +189,13 @@ impl Drift {
             (stalled.saturating_sub(self.last_stalled_cycles) as f64 / window_ticks.max(1) as f64).min(1.0);
         self.last_stalled_cycles = stalled;
         self.stall_share += STALL_SHARE_SMOOTHING * (window_stall_share - self.stall_share);
-        let (Some(model), Some(s)) = (pmd.cfg.model.as_ref(), sched) else {
+        let (Some(model), Some(s)) = (pmd.cfg.model.as_ref(), s) else {
             self.last = pmd.totals.to_vec();
-            return;
+            return false;
         };
         if self.last.len() != pmd.totals.len() {
             self.last = pmd.totals.to_vec();
-            return;
+            return false;
         }
         let windows: Vec<PortWindow> = pmd
             .totals
@@ -132,35 +223,31 @@ impl Drift {
         }
         for (p, w) in pmd.cfg.rx_ports.iter().zip(&windows) {
             let Some(m) = p.model_cycles else { continue };
-            let entry = self.ports.entry(p.number).or_insert_with(|| PortDrift {
-                compensator: DriftCompensator::new(port_config(m.calibrated_kind)),
-                applied: 1.0,
-                beyond_profile: false,
-            });
+            let entry = self.ports.get_mut(&p.number).expect("ensure_ports");
             entry
                 .compensator
                 .observe(std::slice::from_ref(w), |bytes, miss| predicted_port_cost(model, &m, bytes, miss));
             if w.packets >= BEYOND_PROFILE_MIN_PACKETS {
-                let mean_bytes = w.bytes as f64 / w.packets as f64;
-                let profile_bytes = f64::from(m.profile.packet_bytes);
-                let per_byte = |cycles: Option<f64>, bytes: f64| cycles.map(|c| c / bytes.max(1.0));
-                let sent = per_byte(predict(mean_bytes, w.miss_share), mean_bytes);
-                let bought =
-                    per_byte(predict(profile_bytes, model.calibrated_miss_share(m.profile.flows)), profile_bytes);
-                if let (Some(sent), Some(bought)) = (sent, bought) {
-                    entry.beyond_profile = sent > BEYOND_PROFILE_COST_RATIO * bought;
-                }
+                entry.beyond_profile = beyond_profile(model, &m, w);
             }
         }
-        let factors = self.scaled_factors(pmd.cfg);
-        for p in &pmd.cfg.rx_ports {
+        true
+    }
+
+    /// Scales each model-derived allocation to its factor in force (drift and raise, within
+    /// what the core can give) where it moved, and publishes the factors.
+    fn apply(&mut self, now: u64, cfg: &PmdConfig, s: &mut PortScheduler) {
+        let factors = self.scaled_factors(cfg);
+        for p in &cfg.rx_ports {
             let (Some(m), Some(&factor)) = (p.model_cycles, factors.get(&p.number)) else { continue };
-            p.counters.publish_drift_factor(factor);
-            let entry = self.ports.get_mut(&p.number).expect("observed above");
+            let entry = self.ports.get_mut(&p.number).expect("ensure_ports");
+            let drift = factor / entry.raise;
+            p.counters.publish_drift_factor(drift);
+            p.counters.publish_owed(entry.ledger.owed_bytes(), entry.raise);
             if (factor - entry.applied).abs() >= DRIFT_STEP {
                 entry.applied = factor;
                 let _ = s.set_limit(usize::from(p.number), compensated_limit(p, m, factor), now);
-                s.set_bucket_depth(usize::from(p.number), pmd.cfg.bucket_depth_cycles(p, factor), now);
+                s.set_bucket_depth(usize::from(p.number), cfg.bucket_depth_cycles(p, drift), now);
             }
         }
     }
@@ -174,8 +261,10 @@ impl Drift {
             .filter_map(|p| {
                 let m = p.model_cycles?;
                 let base = m.cycles_per_sec as f64;
-                let beyond_profile = self.ports.get(&p.number).is_some_and(|d| d.beyond_profile);
-                Some((p.number, CompensatedPort { base, factor: self.factor_of(p.number, &m), beyond_profile }))
+                let own = self.ports.get(&p.number);
+                let beyond_profile = own.is_some_and(|d| d.beyond_profile);
+                let raise = own.map_or(1.0, |d| d.raise);
+                Some((p.number, CompensatedPort { base, factor: self.factor_of(p.number, &m) * raise, beyond_profile }))
             })
             .collect();
         let fixed: f64 = cfg
@@ -195,20 +284,46 @@ impl Drift {
     pub(crate) fn reset(&mut self, cfg: &PmdConfig, sched: Option<&mut PortScheduler>, now: u64) {
         self.last = cfg.rx_ports.iter().map(|p| p.counters.rx()).collect();
         self.ports.retain(|n, _| cfg.rx_ports.iter().any(|p| p.number == *n && p.model_cycles.is_some()));
-        let factors = self.scaled_factors(cfg);
-        if let Some(s) = sched {
-            for p in &cfg.rx_ports {
-                if let Some(m) = p.model_cycles {
-                    let factor = factors[&p.number];
-                    if let Some(e) = self.ports.get_mut(&p.number) {
-                        e.applied = factor;
-                    }
-                    let _ = s.set_limit(usize::from(p.number), compensated_limit(p, m, factor), now);
-                    s.set_bucket_depth(usize::from(p.number), cfg.bucket_depth_cycles(p, factor), now);
+        for p in &cfg.rx_ports {
+            // A changed purchase starts a new ledger.
+            if let (Some(m), Some(e)) = (&p.model_cycles, self.ports.get_mut(&p.number)) {
+                if e.ledger.purchase_bytes_per_sec() != m.purchase_bps as f64 / 8.0 {
+                    (e.ledger, e.raise) = (PurchaseLedger::new(m.purchase_bps, PromiseConfig::default()), 1.0);
                 }
             }
         }
+        self.ledger_start_tsc = now;
+        self.ledger_last = self.last.clone();
+        let factors = self.scaled_factors(cfg);
+        let Some(s) = sched else {
+            self.ledger_last_waits = vec![0; cfg.rx_ports.len()];
+            return;
+        };
+        self.ledger_last_waits =
+            cfg.rx_ports.iter().map(|p| s.view(usize::from(p.number)).map_or(0, |v| v.waits)).collect();
+        for p in &cfg.rx_ports {
+            if let Some(m) = p.model_cycles {
+                let factor = factors[&p.number];
+                let raise = self.ports.get_mut(&p.number).map_or(1.0, |e| {
+                    e.applied = factor;
+                    e.raise
+                });
+                let _ = s.set_limit(usize::from(p.number), compensated_limit(p, m, factor), now);
+                s.set_bucket_depth(usize::from(p.number), cfg.bucket_depth_cycles(p, factor / raise), now);
+            }
+        }
     }
+}
+
+/// The port's traffic in `w` costs more per byte, by the model, than the profile it bought.
+fn beyond_profile(model: &BandwidthModel, m: &ModelCycles, w: &PortWindow) -> bool {
+    let predict = |bytes: f64, miss: f64| model.predict_cycles_per_packet(bytes, miss);
+    let mean_bytes = w.bytes as f64 / w.packets.max(1) as f64;
+    let profile_bytes = f64::from(m.profile.packet_bytes);
+    let per_byte = |cycles: Option<f64>, bytes: f64| cycles.map(|c| c / bytes.max(1.0));
+    let sent = per_byte(predict(mean_bytes, w.miss_share), mean_bytes);
+    let bought = per_byte(predict(profile_bytes, model.calibrated_miss_share(m.profile.flows)), profile_bytes);
+    matches!((sent, bought), (Some(sent), Some(bought)) if sent > BEYOND_PROFILE_COST_RATIO * bought)
 }
 
 /// What the model says a port's packets of this size and miss share cost where it is
@@ -237,7 +352,13 @@ mod tests {
         // Two VMs: the allocation pays 1.1x the 200-cycle row, and the packets really cost that.
         let model = model();
         let profile = TrafficProfile { packet_bytes: 64, flows: FlowCount::Single };
-        let m = ModelCycles { cycles_per_sec: 1_000_000, profile, calibrated_kind: true, deployment_factor: 1.1 };
+        let m = ModelCycles {
+            cycles_per_sec: 1_000_000,
+            purchase_bps: 100_000_000,
+            profile,
+            calibrated_kind: true,
+            deployment_factor: 1.1,
+        };
         assert!((predicted_port_cost(&model, &m, 64.0, 0.0).unwrap() - 220.0).abs() < 1e-9);
         let window = PortWindow {
             packets: 100_000,

@@ -26,6 +26,9 @@ use crate::stages::{Ingress, Stages};
 const PUBLISH_EVERY_PASSES: u64 = 1024;
 /// Passes between two looks at the control channel while busy.
 const CHECK_CONTROL_EVERY_PASSES: u64 = 64;
+/// Passes between two looks at whether a purchase-ledger or drift window has ended (a busy
+/// pass of many ports takes tens of microseconds, so 1024 passes would be too coarse).
+const QOS_WINDOWS_EVERY_PASSES: u64 = 64;
 /// How long a PMD with no port waits for a configuration at a time.
 const NO_PORTS_WAIT: Duration = Duration::from_millis(10);
 /// A stage running longer than this was stalled by the host (its vCPU preempted, a page
@@ -87,7 +90,10 @@ fn run_with<P: Probe>(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counte
         pmd.totals.passes += 1;
         probe.end_pass(t, pmd.order.scheduler().is_some(), &pmd.totals, &pmd.stages.totals);
         if pass.is_multiple_of(PUBLISH_EVERY_PASSES) {
-            pmd.publish(&mut probe, t);
+            pmd.publish(&mut probe);
+        }
+        if pass.is_multiple_of(QOS_WINDOWS_EVERY_PASSES) {
+            pmd.qos_windows(&mut probe, t);
         }
         if !had_packets || pass.is_multiple_of(CHECK_CONTROL_EVERY_PASSES) {
             let Some(waited) = pmd.check_control(&control, &mut probe) else { break };
@@ -255,12 +261,22 @@ impl Pmd {
         probe.reconfigured(rdtsc());
     }
 
-    /// Publishes the counters, and runs C2QoS's periodic work: its state for `qos-show` and the
-    /// drift windows (not while the probe has the scheduler bypassed).
-    fn publish<P: Probe>(&mut self, probe: &mut P, t: u64) {
+    /// Publishes the counters, and C2QoS's state for `qos-show` (not while the probe has the
+    /// scheduler bypassed).
+    fn publish<P: Probe>(&mut self, probe: &mut P) {
         self.order.fold_waits(&mut self.totals);
         self.publish_totals();
         probe.publish();
+        if probe.bypass() {
+            return;
+        }
+        let (order, stages) = (&mut self.order, &self.stages);
+        probe.scheduler_work(order.scheduler().is_some(), || order.publish(&stages.cfg));
+    }
+
+    /// C2QoS's windows: the purchase ledgers and drift compensation, each when its window has
+    /// ended (not while the probe has the scheduler bypassed).
+    fn qos_windows<P: Probe>(&mut self, probe: &mut P, t: u64) {
         if probe.bypass() {
             return;
         }
@@ -272,10 +288,7 @@ impl Pmd {
             stalled_cycles: self.totals.stalled_cycles,
             counters: &self.counters,
         };
-        probe.scheduler_work(order.scheduler().is_some(), || {
-            order.publish(&stages.cfg);
-            drift.tick(now, inputs, order.scheduler_mut());
-        });
+        probe.scheduler_work(order.scheduler().is_some(), || drift.tick(now, inputs, order.scheduler_mut()));
     }
 
     fn publish_totals(&self) {

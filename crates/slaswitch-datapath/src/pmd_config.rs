@@ -42,6 +42,9 @@ pub struct RxPort {
 pub struct ModelCycles {
     /// The allocation, cycles per second.
     pub cycles_per_sec: u64,
+    /// The purchase it was priced from, bits per second of frames: what the port's ledger
+    /// holds it to ([`slaswitch_qos::cpu::promise`]).
+    pub purchase_bps: u64,
     /// The profile it was priced for.
     pub profile: TrafficProfile,
     /// The model's rows were measured on ports of this port's kind (vhost-user).

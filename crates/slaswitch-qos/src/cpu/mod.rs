@@ -6,6 +6,7 @@ pub mod drift;
 pub mod fallback;
 pub mod hbs;
 pub mod model;
+pub mod promise;
 mod ready;
 pub mod water_fill;
 
@@ -17,3 +18,4 @@ pub use drift::{DriftCompensator, DriftConfig, PortWindow};
 pub use fallback::{FallbackConfig, FallbackDetector};
 pub use hbs::{worst_case_wait_cycles, HbsConfig, PortPlace, PortScheduler, PortView, WaitCounts, PRIORITY_CLASSES};
 pub use model::{Allocation, BandwidthModel, Deployment, FlowCount, TrafficProfile};
+pub use promise::{LedgerWindow, PromiseConfig, PurchaseLedger};

@@ -92,6 +92,12 @@ fn port_families(family: &mut Family<'_>, ports: &[PortStats]) {
         per_port(&|p| p.bandwidth_bps),
     );
     family(
+        "slaswitch_port_purchase_owed_bytes",
+        "gauge",
+        "Bytes of its purchase the port is owed (held short while backlogged), being paid back by a raise.",
+        per_port(&|p| p.owed.map_or(0, |(owed, _)| owed.round() as u64)),
+    );
+    family(
         "slaswitch_port_fallback_dropped_total",
         "counter",
         "Packets the NIC-bottleneck fallback's byte limit dropped.",

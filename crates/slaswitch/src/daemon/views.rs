@@ -122,6 +122,10 @@ pub struct QosPortView<'a> {
     pub cycles_per_sec: u64,
     /// The factor the allocation follows, when it comes from the model and is compensated.
     pub drift_factor: Option<f64>,
+    /// Bytes of its purchase it is owed (it was held short while backlogged), and the raise
+    /// of its allocation paying them back ([`slaswitch_qos::cpu::promise`]).
+    pub owed_bytes: Option<f64>,
+    pub owed_raise: Option<f64>,
     pub effective_cycles_per_sec: u64,
     /// `cycles_per_sec`, `model` or `none`.
     pub cycles_from: &'static str,
@@ -210,8 +214,10 @@ fn qos_port<'a>(
     let pmd_factor = pmds.iter().find(|d| d.core == p.pmd_core).map_or(1.0, |d| d.drift_factor);
     let drift_of =
         |o: &PortStats| (o.allocation.is_some() && o.drift_compensation).then(|| o.drift_factor.unwrap_or(pmd_factor));
-    let effective =
-        |o: &PortStats| drift_of(o).map_or(o.cycles_per_sec, |f| (o.cycles_per_sec as f64 * f).round() as u64);
+    let raise_of = |o: &PortStats| drift_of(o).and(o.owed).map_or(1.0, |(_, raise)| raise);
+    let effective = |o: &PortStats| {
+        drift_of(o).map_or(o.cycles_per_sec, |f| (o.cycles_per_sec as f64 * f * raise_of(o)).round() as u64)
+    };
     let drift = drift_of(p);
     let CpuQosState { tokens_cycles, class, place } = p.cpu_qos;
     QosPortView {
@@ -219,6 +225,8 @@ fn qos_port<'a>(
         pmd_core: p.pmd_core,
         cycles_per_sec: p.cycles_per_sec,
         drift_factor: drift,
+        owed_bytes: drift.and(p.owed).map(|(owed, _)| owed),
+        owed_raise: drift.and(p.owed).map(|(_, raise)| raise),
         effective_cycles_per_sec: effective(p),
         cycles_from: match (&p.allocation, p.cycles_per_sec) {
             (Some(_), _) => "model",

@@ -259,8 +259,13 @@ fn render_qos(r: &Value) -> String {
         }
         out += &format!("  C_alloc = prod(R) x C_single = {} cycles/s\n", f(&a["cycles_per_sec"]));
         if let Some(d) = p["drift_factor"].as_f64() {
+            let raise = p["owed_raise"].as_f64().unwrap_or(1.0);
+            let owed = match p["owed_bytes"].as_f64() {
+                Some(owed) if raise > 1.0 => format!(" x {raise:.3} (owed {owed:.0} bytes of its purchase, paid back)"),
+                _ => String::new(),
+            };
             out += &format!(
-                "  x host speed factor {d:.3} (drift compensation) = {} cycles/s in force\n",
+                "  x host speed factor {d:.3} (drift compensation){owed} = {} cycles/s in force\n",
                 f(&p["effective_cycles_per_sec"])
             );
         }
