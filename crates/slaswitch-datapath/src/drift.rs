@@ -32,7 +32,7 @@ pub(crate) struct DriftInputs<'a> {
 const DRIFT_WINDOWS_PER_SEC: u64 = 10;
 /// Purchase-ledger windows per second: a shortfall is seen and paid back well inside the
 /// second a promise is judged over.
-const LEDGER_WINDOWS_PER_SEC: u64 = 100;
+const LEDGER_WINDOWS_PER_SEC: u64 = 200;
 /// Weight of a new window in the smoothed share of time the host stalled the PMD.
 const STALL_SHARE_SMOOTHING: f64 = 0.2;
 /// Allocations follow the drift factor only when it moved by more than this.

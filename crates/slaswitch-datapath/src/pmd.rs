@@ -28,7 +28,7 @@ const PUBLISH_EVERY_PASSES: u64 = 1024;
 const CHECK_CONTROL_EVERY_PASSES: u64 = 64;
 /// Passes between two looks at whether a purchase-ledger or drift window has ended (a busy
 /// pass of many ports takes tens of microseconds, so 1024 passes would be too coarse).
-const QOS_WINDOWS_EVERY_PASSES: u64 = 64;
+const QOS_WINDOWS_EVERY_PASSES: u64 = 16;
 /// How long a PMD with no port waits for a configuration at a time.
 const NO_PORTS_WAIT: Duration = Duration::from_millis(10);
 /// A stage running longer than this was stalled by the host (its vCPU preempted, a page
@@ -302,7 +302,7 @@ fn stall_cycles(tsc_hz: u64) -> u64 {
     (u128::from(tsc_hz) * u128::from(STALL_NS) / 1_000_000_000) as u64
 }
 
-/// Pins the calling thread to `core`.
+/// Pins the calling thread to `core` (the threads and processes it starts later inherit it).
 pub fn pin_to_core(core: usize) -> Result<(), String> {
     // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes within it.
     unsafe {

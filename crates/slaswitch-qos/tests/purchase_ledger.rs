@@ -23,7 +23,7 @@ const BATCH: u64 = 32;
 const EMPTY_POLL_CYCLES: u64 = 100;
 const FLOOD_COST_CYCLES: u64 = 200;
 /// The data plane's ledger window.
-const LEDGER_WINDOW_NS: u64 = 10_000_000;
+const LEDGER_WINDOW_NS: u64 = 5_000_000;
 const SECONDS: u64 = 4;
 
 /// A tiny deterministic generator (xorshift), so each seed is one pattern.

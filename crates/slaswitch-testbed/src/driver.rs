@@ -100,6 +100,27 @@ pub fn run(cmd: &[String]) -> Result<String, String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// Lets a daemon started from the test bed, which runs pinned to the VM core, use every core
+/// again, as when started by hand: slaswitchd pins its own threads (its PMDs and its main
+/// thread), and vde_switch is scheduled where the kernel likes.
+pub fn on_every_core(cmd: &mut Command) -> &mut Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: between fork and exec the closure only fills a stack value and makes one system
+    // call, both async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            for core in 0..libc::CPU_SETSIZE as usize {
+                libc::CPU_SET(core, &mut set);
+            }
+            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        })
+    }
+}
+
 /// Runs a command and returns its output, or its error output when it fails.
 pub fn run_args(args: &[&str]) -> Result<String, String> {
     run(&args.iter().map(|s| s.to_string()).collect::<Vec<_>>())

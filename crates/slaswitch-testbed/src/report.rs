@@ -112,13 +112,44 @@ pub fn received(s: &Scenario, samples: &[Sample], sw: &str, step: &str, vm: &str
     series(samples, sw, step, source, vm, &format!("{prefix}{metric}"))
 }
 
-/// The value of `series` in `[from, to)` farthest from `target`.
-fn farthest_in(series: &[(f64, f64)], from: f64, to: f64, target: f64) -> Option<f64> {
+/// The sample of `series` in `[from, to)` farthest from `target`: (time, value).
+fn farthest_in(series: &[(f64, f64)], from: f64, to: f64, target: f64) -> Option<(f64, f64)> {
     series
         .iter()
         .filter(|(t, _)| *t >= from && *t < to)
-        .map(|&(_, v)| v)
-        .max_by(|a, b| (a - target).abs().total_cmp(&(b - target).abs()))
+        .copied()
+        .max_by(|a, b| (a.1 - target).abs().total_cmp(&(b.1 - target).abs()))
+}
+
+/// For a per-second figure at `t_secs`: when a PMD thread lost its core in that second (the
+/// hypervisor stole the vCPU, or the kernel ran something else on it), says how much: no
+/// switch forwards frames while its core is taken.
+fn stall_note(s: &Scenario, samples: &[Sample], sw: &str, step: &str, t_secs: f64) -> String {
+    let at = |source: &str, subject: &str, metric: &str| {
+        series(samples, sw, step, source, subject, metric).iter().find(|(t, _)| (t - t_secs).abs() < 0.5).map(|p| p.1)
+    };
+    let lost: Vec<String> = s
+        .host
+        .pmd_cores
+        .iter()
+        .filter_map(|core| {
+            let stolen = at("host", &format!("cpu{core}"), "steal_pct").filter(|p| *p >= 0.5);
+            let stalled = at("switch", &format!("pmd{core}"), "stalled_pct").filter(|p| *p >= 0.05);
+            let parts: Vec<String> = [
+                stolen.map(|p| format!("the host stole {p:.0}%")),
+                stalled.map(|p| format!("the PMD lost {:.0} ms", p * 10.0)),
+            ]
+            .into_iter()
+            .flatten()
+            .collect();
+            (!parts.is_empty()).then(|| format!("{} of core {core}", parts.join(", ")))
+        })
+        .collect();
+    if lost.is_empty() {
+        String::new()
+    } else {
+        format!("; {} in that second", lost.join("; "))
+    }
 }
 
 /// The run's VMs that send (names), for one step.
@@ -175,9 +206,18 @@ pub fn headline_values(s: &Scenario, samples: &[Sample], switches: &[String]) ->
                             for vm in step.vms.iter().filter(|v| v.name == h.vm || v.group == h.vm) {
                                 let series = received(s, samples, sw, &step.label, &vm.name, "mbps");
                                 let purchased = purchased_mbps(s, &vm.name, sw);
-                                let got = match (h.per_second, purchased) {
-                                    (true, Some(p)) => farthest_in(&series, w[0], w[1], p),
-                                    _ => mean_in(&series, w[0], w[1]),
+                                let (got, when) = match (h.per_second, purchased) {
+                                    (true, Some(p)) => match farthest_in(&series, w[0], w[1], p) {
+                                        Some((t, v)) => (
+                                            Some(v),
+                                            format!(
+                                                " in the second to {t:.0} s{}",
+                                                stall_note(s, samples, sw, &step.label, t)
+                                            ),
+                                        ),
+                                        None => (None, String::new()),
+                                    },
+                                    _ => (mean_in(&series, w[0], w[1]), String::new()),
                                 };
                                 if let (Some(g), Some(p)) = (got, purchased.filter(|p| *p > 0.0)) {
                                     n += 1;
@@ -188,7 +228,7 @@ pub fn headline_values(s: &Scenario, samples: &[Sample], switches: &[String]) ->
                                         worst = Some((
                                             dev,
                                             format!(
-                                                "{}{at} got {} Mbps, purchased {}",
+                                                "{}{at} got {} Mbps{when}, purchased {}",
                                                 vm.name,
                                                 fmt(Some(g)),
                                                 fmt(Some(p))
@@ -438,7 +478,7 @@ pub fn generate(dir: &Path) -> Result<(), String> {
     let pin = &run["pinning"];
     let _ = writeln!(
         md,
-        "**Where the numbers come from:** measured on this machine's data plane, by each switch's own counters and by the emulated sink VM. PMD core(s) {}, emulated VMs (senders and sink, one process) on core {}. Machine: {}, {} cores, {}, kernel {}, DPDK {}.\n",
+        "**Where the numbers come from:** measured on this machine's data plane, by each switch's own counters and by the emulated sink VM. PMD core(s) {}, emulated VMs (senders and sink, one process) and the test bed itself on core {}. Machine: {}, {} cores, {}, kernel {}, DPDK {}.\n",
         pin["pmd_cores"], pin["vm_core"], run["machine"]["cpu"].as_str().unwrap_or("?"), run["machine"]["cores"], run["machine"]["memory"].as_str().unwrap_or("?"),
         run["machine"]["kernel"].as_str().unwrap_or("?"), run["machine"]["dpdk"].as_str().unwrap_or("?")
     );

@@ -372,6 +372,14 @@ pub fn machine() -> Value {
     })
 }
 
+/// Pins the test bed to the VM core, and with it everything it starts that does not pin itself
+/// (the command-line calls that sample the switches each second, the switches' control
+/// threads): the kernel otherwise places them on a PMD core now and then, and a busy-polling
+/// PMD that loses its core for a few milliseconds lets every VM's ring overflow.
+fn keep_off_pmd_cores(vm_core: usize) -> Result<(), String> {
+    slaswitch_datapath::pmd::pin_to_core(vm_core).map_err(|e| format!("the test bed: {e}"))
+}
+
 /// Runs the scenario; returns the folder with the samples and the report.
 pub fn run(opts: &RunOptions) -> Result<PathBuf, String> {
     let text =
@@ -380,6 +388,7 @@ pub fn run(opts: &RunOptions) -> Result<PathBuf, String> {
         crate::scenario::parse(&opts.scenario_path.display().to_string(), &text).map_err(|e| e.to_string())?;
     let switches = if opts.switches.is_empty() { scenario.switches.clone() } else { opts.switches.clone() };
     preflight::check(&scenario, &switches, &opts.tools)?;
+    keep_off_pmd_cores(scenario.host.vm_core)?;
     let out_dir = opts.out_dir.clone().unwrap_or_else(|| {
         let stamp = command_output("date", &["+%Y%m%d-%H%M%S"]);
         PathBuf::from("results").join(format!("{}-{stamp}", scenario.name))

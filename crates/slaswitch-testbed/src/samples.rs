@@ -153,6 +153,11 @@ pub fn from_readings(times: &[f64], readings: &[Vec<Reading>], switch: &str, ste
                 if b + idle > 0.0 {
                     push(pmd, "busy_pct", 100.0 * b / (b + idle));
                 }
+                // Time the PMD thread lost its core (slaswitch: stages and idle spells longer
+                // than its stall threshold), as a share of the interval.
+                if let Some(stalled) = delta(pmd, "stalled_cycles") {
+                    push(pmd, "stalled_pct", 100.0 * stalled / (b + idle + stalled).max(1.0));
+                }
                 if let Some(p) = delta(pmd, "packets").filter(|&p| p > 0.0) {
                     push(pmd, "cycles_per_packet", b / p);
                     // Where the PMD's lookups ended (OVS: EMC, SMC, megaflow cache, upcall).

@@ -10,7 +10,7 @@ use serde_json::Value;
 use slaswitch_classifier::security_group::security_group_rules;
 
 use crate::cleanup;
-use crate::driver::{run, version_of, wait_for_path, wait_until_connected, Driver, Reading};
+use crate::driver::{on_every_core, run, version_of, wait_for_path, wait_until_connected, Driver, Reading};
 use crate::namespaces;
 use crate::plan::{port_numbers, Attach, SwitchPlan};
 use crate::scenario::{Scenario, Step, UplinkKind};
@@ -203,7 +203,7 @@ impl Driver for Slaswitch {
     fn start(&mut self) -> Result<(), String> {
         let log = self.dir.join("slaswitchd.log");
         let cores: Vec<String> = self.pmd_cores.iter().map(|c| c.to_string()).collect();
-        let child = Command::new(self.tools.join("slaswitchd"))
+        let child = on_every_core(&mut Command::new(self.tools.join("slaswitchd")))
             .args(["--pmd-cores", &cores.join(","), "--main-core", &self.main_core.to_string(), "--run-dir"])
             .arg(&self.dir)
             .arg("--db")
@@ -234,7 +234,7 @@ impl Driver for Slaswitch {
         let Ok(stats) = self.json(&["pmd-stats"]) else { return out };
         for pmd in stats["pmds"].as_array().into_iter().flatten() {
             let core = format!("pmd{}", pmd["core"]);
-            for key in ["busy_cycles", "idle_cycles"] {
+            for key in ["busy_cycles", "idle_cycles", "stalled_cycles"] {
                 out.push(Reading::counter(&core, key, pmd[key].as_f64().unwrap_or(0.0)));
             }
             for p in pmd["ports"].as_array().into_iter().flatten() {

@@ -72,7 +72,7 @@ impl Vde2 {
 impl Driver for Vde2 {
     fn start(&mut self) -> Result<(), String> {
         let log = self.dir.join("vde_switch.log");
-        let child = Command::new("vde_switch")
+        let child = crate::driver::on_every_core(&mut Command::new("vde_switch"))
             .arg("--sock")
             .arg(self.dir.join("vde.ctl"))
             .stdin(Stdio::piped())

@@ -37,7 +37,7 @@ pub struct PromiseConfig {
 impl Default for PromiseConfig {
     fn default() -> Self {
         PromiseConfig {
-            payback_secs: 0.02,
+            payback_secs: 0.01,
             max_owed_secs: 0.25,
             max_surplus_secs: 0.02,
             max_raise: 2.0,
@@ -135,8 +135,8 @@ mod tests {
         // 100 MB/s purchase: 1 MB per 10 ms window; it forwarded 0.9 MB.
         let raise = l.observe(&held(900_000));
         assert!((l.owed_bytes() - 100_000.0).abs() < 1e-6);
-        // Paid back over 20 ms of the purchase (2 MB): raised by 5%.
-        assert!((raise - 1.05).abs() < 1e-9, "{raise}");
+        // Paid back over 10 ms of the purchase (1 MB): raised by 10%.
+        assert!((raise - 1.10).abs() < 1e-9, "{raise}");
         // It forwards the purchase plus the debt: even again, no raise.
         assert!((l.observe(&held(1_100_000)) - 1.0).abs() < 1e-9);
     }
