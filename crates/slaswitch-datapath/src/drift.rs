@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 
 use slaswitch_qos::cpu::drift::port_config;
-use slaswitch_qos::cpu::water_fill::{factor_caps, CompensatedPort, DELIVERABLE_CORE_SHARE};
+use slaswitch_qos::cpu::water_fill::{factor_caps, raise_grants, CompensatedPort, DELIVERABLE_CORE_SHARE};
 use slaswitch_qos::cpu::{
     BandwidthModel, CycleLimit, DriftCompensator, DriftConfig, LedgerWindow, PortScheduler, PortWindow, PromiseConfig,
     PurchaseLedger,
@@ -44,6 +44,14 @@ const BEYOND_PROFILE_COST_RATIO: f64 = 1.25;
 /// Packets a window needs before it says whether a port's traffic is beyond its profile.
 const BEYOND_PROFILE_MIN_PACKETS: u64 = 200;
 
+/// A model-derived port's allocation factors in force: drift compensation's, and the raise
+/// paying what it is owed of its purchase.
+#[derive(Clone, Copy, Debug)]
+struct Scaled {
+    drift: f64,
+    raise: f64,
+}
+
 /// One model-derived port's compensation.
 struct PortDrift {
     compensator: DriftCompensator,
@@ -52,21 +60,27 @@ struct PortDrift {
     /// Its traffic costs more per byte than its profile: when the core cannot give every port
     /// its compensation, such a port's goes first, and it is owed nothing of its purchase.
     beyond_profile: bool,
-    /// What it is owed of its purchase, and the raise that pays it back.
+    /// What it is owed of its purchase, and the raise that pays it back (as granted).
     ledger: PurchaseLedger,
     raise: f64,
 }
 
 impl PortDrift {
-    fn new(m: &ModelCycles) -> PortDrift {
+    fn new(p: &RxPort, m: &ModelCycles) -> PortDrift {
         PortDrift {
             compensator: DriftCompensator::new(port_config(m.calibrated_kind)),
             applied: 1.0,
             beyond_profile: false,
-            ledger: PurchaseLedger::new(m.purchase_bps, PromiseConfig::default()),
+            ledger: new_ledger(p, m),
             raise: 1.0,
         }
     }
+}
+
+/// A port's purchase ledger: strict ports are held to their purchase in bytes too.
+fn new_ledger(p: &RxPort, m: &ModelCycles) -> PurchaseLedger {
+    let strict = matches!(p.cpu_qos.limit, CycleLimit::Strict { .. });
+    PurchaseLedger::new(m.purchase_bps, strict, PromiseConfig::default())
 }
 
 /// Drift compensation's state in one PMD ([`slaswitch_qos::cpu::drift`]).
@@ -143,7 +157,7 @@ impl Drift {
     fn ensure_ports(&mut self, cfg: &PmdConfig) {
         for p in &cfg.rx_ports {
             if let Some(m) = &p.model_cycles {
-                self.ports.entry(p.number).or_insert_with(|| PortDrift::new(m));
+                self.ports.entry(p.number).or_insert_with(|| PortDrift::new(p, m));
             }
         }
     }
@@ -173,9 +187,8 @@ impl Drift {
                 waited: self.ledger_last_waits[i] > last_waits[i],
                 within_profile: !entry.beyond_profile,
             };
-            let raise = entry.ledger.observe(&window);
-            moved |= raise != entry.raise;
-            entry.raise = raise;
+            let asked = entry.ledger.observe(&window);
+            moved |= asked != entry.raise;
         }
         moved
     }
@@ -239,11 +252,13 @@ impl Drift {
     fn apply(&mut self, now: u64, cfg: &PmdConfig, s: &mut PortScheduler) {
         let factors = self.scaled_factors(cfg);
         for p in &cfg.rx_ports {
-            let (Some(m), Some(&factor)) = (p.model_cycles, factors.get(&p.number)) else { continue };
+            let (Some(m), Some(&Scaled { drift, raise })) = (p.model_cycles, factors.get(&p.number)) else { continue };
             let entry = self.ports.get_mut(&p.number).expect("ensure_ports");
-            let drift = factor / entry.raise;
+            entry.ledger.granted(raise);
+            entry.raise = raise;
             p.counters.publish_drift_factor(drift);
-            p.counters.publish_owed(entry.ledger.owed_bytes(), entry.raise);
+            p.counters.publish_owed(entry.ledger.owed_bytes(), raise);
+            let factor = drift * raise;
             if (factor - entry.applied).abs() >= DRIFT_STEP {
                 entry.applied = factor;
                 let _ = s.set_limit(usize::from(p.number), compensated_limit(p, m, factor), now);
@@ -252,10 +267,11 @@ impl Drift {
         }
     }
 
-    /// Each model-derived port's factor, capped when the compensated allocations and the fixed
-    /// ones would add up to more than the core can give them ([`factor_caps`]).
-    fn scaled_factors(&self, cfg: &PmdConfig) -> BTreeMap<u16, f64> {
-        let ports: Vec<(u16, CompensatedPort)> = cfg
+    /// Each model-derived port's drift factor, capped when the compensated allocations and
+    /// the fixed ones would add up to more than the core can give them ([`factor_caps`]), and
+    /// its ledger's raise, granted from what those leave ([`raise_grants`]).
+    fn scaled_factors(&self, cfg: &PmdConfig) -> BTreeMap<u16, Scaled> {
+        let ports: Vec<(u16, CompensatedPort, f64)> = cfg
             .rx_ports
             .iter()
             .filter_map(|p| {
@@ -263,8 +279,8 @@ impl Drift {
                 let base = m.cycles_per_sec as f64;
                 let own = self.ports.get(&p.number);
                 let beyond_profile = own.is_some_and(|d| d.beyond_profile);
-                let raise = own.map_or(1.0, |d| d.raise);
-                Some((p.number, CompensatedPort { base, factor: self.factor_of(p.number, &m) * raise, beyond_profile }))
+                let raise = own.map_or(1.0, |d| d.ledger.raise());
+                Some((p.number, CompensatedPort { base, factor: self.factor_of(p.number, &m), beyond_profile }, raise))
             })
             .collect();
         let fixed: f64 = cfg
@@ -274,8 +290,12 @@ impl Drift {
             .map(|p| p.cpu_qos.limit.alloc_cycles_per_sec() as f64)
             .sum();
         let room = (cfg.tsc_hz as f64 * (DELIVERABLE_CORE_SHARE - self.stall_share) - fixed).max(0.0);
-        let caps = factor_caps(&ports.iter().map(|&(_, c)| c).collect::<Vec<_>>(), room);
-        ports.into_iter().zip(caps).map(|((n, c), cap)| (n, c.factor.min(cap))).collect()
+        let caps = factor_caps(&ports.iter().map(|&(_, c, _)| c).collect::<Vec<_>>(), room);
+        let drift: Vec<f64> = ports.iter().zip(&caps).map(|((_, c, _), cap)| c.factor.min(*cap)).collect();
+        let allocs: Vec<(f64, f64)> = ports.iter().zip(&drift).map(|((_, c, raise), f)| (c.base * f, *raise)).collect();
+        let left = room - allocs.iter().map(|&(a, _)| a).sum::<f64>();
+        let raises = raise_grants(&allocs, left);
+        ports.iter().zip(drift).zip(raises).map(|(((n, _, _), drift), raise)| (*n, Scaled { drift, raise })).collect()
     }
 
     /// After a reconfiguration: ports start from their totals; allocations from the model take
@@ -285,10 +305,13 @@ impl Drift {
         self.last = cfg.rx_ports.iter().map(|p| p.counters.rx()).collect();
         self.ports.retain(|n, _| cfg.rx_ports.iter().any(|p| p.number == *n && p.model_cycles.is_some()));
         for p in &cfg.rx_ports {
-            // A changed purchase starts a new ledger.
+            // A changed purchase or mode starts a new ledger.
             if let (Some(m), Some(e)) = (&p.model_cycles, self.ports.get_mut(&p.number)) {
-                if e.ledger.purchase_bytes_per_sec() != m.purchase_bps as f64 / 8.0 {
-                    (e.ledger, e.raise) = (PurchaseLedger::new(m.purchase_bps, PromiseConfig::default()), 1.0);
+                let fresh = new_ledger(p, m);
+                if (e.ledger.purchase_bytes_per_sec(), e.ledger.is_strict())
+                    != (fresh.purchase_bytes_per_sec(), fresh.is_strict())
+                {
+                    (e.ledger, e.raise) = (fresh, 1.0);
                 }
             }
         }
@@ -303,13 +326,12 @@ impl Drift {
             cfg.rx_ports.iter().map(|p| s.view(usize::from(p.number)).map_or(0, |v| v.waits)).collect();
         for p in &cfg.rx_ports {
             if let Some(m) = p.model_cycles {
-                let factor = factors[&p.number];
-                let raise = self.ports.get_mut(&p.number).map_or(1.0, |e| {
-                    e.applied = factor;
-                    e.raise
-                });
-                let _ = s.set_limit(usize::from(p.number), compensated_limit(p, m, factor), now);
-                s.set_bucket_depth(usize::from(p.number), cfg.bucket_depth_cycles(p, factor / raise), now);
+                let Scaled { drift, raise } = factors[&p.number];
+                if let Some(e) = self.ports.get_mut(&p.number) {
+                    (e.applied, e.raise) = (drift * raise, raise);
+                }
+                let _ = s.set_limit(usize::from(p.number), compensated_limit(p, m, drift * raise), now);
+                s.set_bucket_depth(usize::from(p.number), cfg.bucket_depth_cycles(p, drift), now);
             }
         }
     }

@@ -12,6 +12,9 @@
 //! 2. [`egress`]: which queued packet goes next onto a shared link (ANCS 002, SoftBW 003,
 //!    PIE-VDE 004).
 //!
+//! [`overcommit`] is SoftBW's failure model of over-committed guarantees (seed 003 Sec. 2.2),
+//! which the simulator and a provider's placement use.
+//!
 //! [`meter`] holds the baselines the seeds compare against: srTCM, trTCM and a packet-rate
 //! bucket applied after rx, the way OVS ingress policing works.
 
@@ -19,6 +22,7 @@ pub mod cpu;
 pub mod egress;
 pub mod link;
 pub mod meter;
+pub mod overcommit;
 pub mod timer_wheel;
 
 /// Nanoseconds per second, used when converting rates in bits or bytes per second.

@@ -6,6 +6,9 @@
 //! depth): after a gap it can drain a full ring at the core's speed, and a VM that sends more
 //! is still held to its rate.
 
+mod common;
+
+use common::Rng;
 use slaswitch_qos::cpu::{C2tbConfig, CycleLimit, HbsConfig, PortScheduler};
 
 /// 1 GHz: a tick is a nanosecond.
@@ -20,23 +23,6 @@ const BATCH: u64 = 32;
 const EMPTY_POLL_CYCLES: u64 = 100;
 const FLOOD_COST_CYCLES: u64 = 200;
 const SECONDS: u64 = 4;
-
-/// A tiny deterministic generator (xorshift), so each seed is one arrival pattern.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    /// Uniform in `[0, bound)`.
-    fn below(&mut self, bound: u64) -> u64 {
-        self.next() % bound.max(1)
-    }
-}
 
 /// The VM: on for a random while, sending at `on_rate` times its purchase into its ring,
 /// then off for `on_rate - 1` times as long, so it sends exactly its purchase over each on-off
@@ -108,7 +94,7 @@ fn served_per_second(seed: u64, depth_cycles: Option<u64>, saturated: bool, burs
         s.add_port(1, 8, CycleLimit::MinMax { cycles_per_sec: 250_000_000, weight: 1 }, 0).unwrap();
     }
     let mut vm = Vm {
-        rng: Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1),
+        rng: Rng::new(seed),
         on_rate: bursts.on_rate,
         max_on_ns: bursts.max_on_ns,
         next_ns: 0,

@@ -4,6 +4,9 @@
 //! or bursty, on a saturated PMD and an idle one; and a port that sends more than it bought,
 //! or costlier packets than its profile, is still held to its purchase. Fake time, many seeds.
 
+mod common;
+
+use common::Rng;
 use slaswitch_qos::cpu::{
     C2tbConfig, CycleLimit, HbsConfig, LedgerWindow, PortScheduler, PromiseConfig, PurchaseLedger,
 };
@@ -25,25 +28,6 @@ const FLOOD_COST_CYCLES: u64 = 200;
 /// The data plane's ledger window.
 const LEDGER_WINDOW_NS: u64 = 5_000_000;
 const SECONDS: u64 = 4;
-
-/// A tiny deterministic generator (xorshift), so each seed is one pattern.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)
-    }
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    /// Uniform in `[lo, hi)`.
-    fn between(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.next() % (hi - lo).max(1)
-    }
-}
 
 /// How the promised port's VM sends.
 #[derive(Clone, Copy, Debug)]
@@ -131,7 +115,7 @@ fn served_per_second(run: Run) -> Vec<f64> {
     }
     let mut vm = Vm { arrivals: run.arrivals, rng: Rng::new(run.seed), next_ns: 0, left_in_burst: 0, queued: 0 };
     let mut cost = Cost { rng: Rng::new(run.seed + 1000), until_ns: 0, dearer: true };
-    let mut ledger = PurchaseLedger::new(PURCHASE_BPS, PromiseConfig::default());
+    let mut ledger = PurchaseLedger::new(PURCHASE_BPS, true, PromiseConfig::default());
     let mut window = LedgerWindow { within_profile: !run.beyond_profile, ..Default::default() };
     let (mut window_end, mut waits_before, mut raised) = (LEDGER_WINDOW_NS, 0, 1.0);
     let mut served = vec![0u64; SECONDS as usize];

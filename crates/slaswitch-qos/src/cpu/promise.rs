@@ -11,9 +11,11 @@
 //! the debt is paid, so a VM that sends at or below its purchase gets it in every second.
 //!
 //! What lies beyond the purchase keeps the seed's semantics: a port that forwards its purchase
-//! is owed nothing, so a strict port is still held to it and a MIN-MAX port still shares only
-//! idle cycles above it. A port whose traffic costs more per byte than its profile (it lied
-//! about its packets) is owed nothing either: it is held to the cycles it bought.
+//! is owed nothing, and a MIN-MAX port still shares only idle cycles above it. A strict port
+//! that got ahead of its purchase (its packets became cheaper before drift compensation
+//! followed) has its allocation lowered until it is even again, so strict means its purchase
+//! in bytes too. A port whose traffic costs more per byte than its profile (it lied about its
+//! packets) is owed nothing either: it is held to the cycles it bought.
 
 /// How a ledger counts and pays back.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -29,6 +31,8 @@ pub struct PromiseConfig {
     pub max_surplus_secs: f64,
     /// The allocation is raised by at most this factor.
     pub max_raise: f64,
+    /// A strict port ahead of its purchase has its allocation lowered by at most this factor.
+    pub min_raise: f64,
     /// A window whose batches carried at least this many packets on average counts as held
     /// (the port is backlogged), as does one in which it waited for tokens.
     pub held_mean_batch: f64,
@@ -41,6 +45,7 @@ impl Default for PromiseConfig {
             max_owed_secs: 0.25,
             max_surplus_secs: 0.02,
             max_raise: 2.0,
+            min_raise: 0.5,
             held_mean_batch: 24.0,
         }
     }
@@ -68,14 +73,22 @@ pub struct LedgerWindow {
 pub struct PurchaseLedger {
     cfg: PromiseConfig,
     purchase_bytes_per_sec: f64,
+    /// Held to its purchase (C2TB strict): a surplus lowers its allocation.
+    strict: bool,
     /// Negative: a surplus that later shortfalls use up first.
     owed_bytes: f64,
 }
 
 impl PurchaseLedger {
-    /// A ledger for a purchase of `purchase_bps` bits per second of frames, owing nothing.
-    pub fn new(purchase_bps: u64, cfg: PromiseConfig) -> Self {
-        PurchaseLedger { cfg, purchase_bytes_per_sec: purchase_bps as f64 / 8.0, owed_bytes: 0.0 }
+    /// A ledger for a purchase of `purchase_bps` bits per second of frames, owing nothing;
+    /// `strict`: the port is held to its purchase (C2TB strict), not only promised it.
+    pub fn new(purchase_bps: u64, strict: bool, cfg: PromiseConfig) -> Self {
+        PurchaseLedger { cfg, purchase_bytes_per_sec: purchase_bps as f64 / 8.0, strict, owed_bytes: 0.0 }
+    }
+
+    /// The port is held to its purchase.
+    pub fn is_strict(&self) -> bool {
+        self.strict
     }
 
     /// The purchase, bytes per second.
@@ -109,13 +122,25 @@ impl PurchaseLedger {
         self.raise()
     }
 
-    /// The factor the allocation is raised by to pay what is owed over `payback_secs`.
+    /// The core could give only `granted` of the raise asked: the debt beyond what that raise
+    /// pays back is forgiven, so it does not pile up while the core is full and come back as
+    /// a burst later (the raise would otherwise stay at its bound long after).
+    pub fn granted(&mut self, granted: f64) {
+        let per_sec = self.purchase_bytes_per_sec * self.cfg.payback_secs;
+        if self.owed_bytes > 0.0 && granted < self.raise() {
+            self.owed_bytes = self.owed_bytes.min(((granted - 1.0) * per_sec).max(0.0));
+        }
+    }
+
+    /// The factor the allocation is raised by to pay what is owed over `payback_secs`; for a
+    /// strict port ahead of its purchase, below 1 to take the surplus back as fast.
     pub fn raise(&self) -> f64 {
         let per_sec = self.purchase_bytes_per_sec * self.cfg.payback_secs;
         if per_sec <= 0.0 {
             return 1.0;
         }
-        (1.0 + self.owed_bytes() / per_sec).min(self.cfg.max_raise)
+        let balance = if self.strict { self.owed_bytes } else { self.owed_bytes() };
+        (1.0 + balance / per_sec).clamp(self.cfg.min_raise, self.cfg.max_raise)
     }
 }
 
@@ -131,7 +156,7 @@ mod tests {
 
     #[test]
     fn a_held_port_short_of_its_purchase_is_owed_the_difference_and_raised_to_pay_it() {
-        let mut l = PurchaseLedger::new(MBPS_800, PromiseConfig::default());
+        let mut l = PurchaseLedger::new(MBPS_800, false, PromiseConfig::default());
         // 100 MB/s purchase: 1 MB per 10 ms window; it forwarded 0.9 MB.
         let raise = l.observe(&held(900_000));
         assert!((l.owed_bytes() - 100_000.0).abs() < 1e-6);
@@ -143,7 +168,7 @@ mod tests {
 
     #[test]
     fn a_port_that_is_not_held_or_beyond_its_profile_is_owed_nothing() {
-        let mut l = PurchaseLedger::new(MBPS_800, PromiseConfig::default());
+        let mut l = PurchaseLedger::new(MBPS_800, false, PromiseConfig::default());
         l.observe(&held(500_000));
         assert!(l.owed_bytes() > 0.0);
         let idle = LedgerWindow { packets: 100, batches: 100, waited: false, ..held(100_000) };
@@ -156,7 +181,7 @@ mod tests {
 
     #[test]
     fn full_batches_count_as_held_without_a_wait() {
-        let l = PurchaseLedger::new(MBPS_800, PromiseConfig::default());
+        let l = PurchaseLedger::new(MBPS_800, false, PromiseConfig::default());
         assert!(l.held(&LedgerWindow { waited: false, ..held(0) }));
         assert!(!l.held(&LedgerWindow { waited: false, packets: 1000, ..held(0) }));
     }
@@ -164,7 +189,7 @@ mod tests {
     #[test]
     fn what_is_owed_and_the_raise_are_bounded() {
         let cfg = PromiseConfig::default();
-        let mut l = PurchaseLedger::new(MBPS_800, cfg);
+        let mut l = PurchaseLedger::new(MBPS_800, false, cfg);
         for _ in 0..100 {
             l.observe(&held(0));
         }
@@ -173,8 +198,32 @@ mod tests {
     }
 
     #[test]
+    fn a_strict_port_ahead_of_its_purchase_is_lowered_until_even_and_a_min_max_port_is_not() {
+        let ahead = held(1_050_000);
+        let mut strict = PurchaseLedger::new(MBPS_800, true, PromiseConfig::default());
+        // 50 kB ahead, taken back over 10 ms of the purchase (1 MB): lowered by 5%.
+        assert!((strict.observe(&ahead) - 0.95).abs() < 1e-9);
+        // Far ahead: lowered by at most half.
+        assert_eq!(strict.observe(&held(5_000_000)), 0.5);
+        let mut min_max = PurchaseLedger::new(MBPS_800, false, PromiseConfig::default());
+        assert_eq!(min_max.observe(&ahead), 1.0);
+    }
+
+    #[test]
+    fn a_debt_the_core_cannot_pay_is_forgiven_not_piled_up() {
+        let mut l = PurchaseLedger::new(MBPS_800, true, PromiseConfig::default());
+        // 500 kB short asks for 1.5x; the core gives 1.1x: what 1.1x pays over 10 ms stays.
+        assert!((l.observe(&held(500_000)) - 1.5).abs() < 1e-9);
+        l.granted(1.1);
+        assert!((l.owed_bytes() - 100_000.0).abs() < 1e-6 && (l.raise() - 1.1).abs() < 1e-9);
+        // A grant of what was asked changes nothing.
+        l.granted(1.1);
+        assert!((l.owed_bytes() - 100_000.0).abs() < 1e-6);
+    }
+
+    #[test]
     fn a_surplus_offsets_the_next_shortfall_only_up_to_its_bound() {
-        let mut l = PurchaseLedger::new(MBPS_800, PromiseConfig::default());
+        let mut l = PurchaseLedger::new(MBPS_800, false, PromiseConfig::default());
         // 10 MB over in one window: only 20 ms of the purchase (2 MB) is kept as surplus.
         l.observe(&held(11_000_000));
         l.observe(&held(0));

@@ -53,6 +53,21 @@ pub fn factor_caps(ports: &[CompensatedPort], room: f64) -> Vec<f64> {
     ports.iter().map(|p| if p.beyond_profile { beyond_cap } else { within_cap }).collect()
 }
 
+/// What each port's raise (a purchase ledger's, [`super::promise`]) may be when the raises
+/// must fit in `left` cycles/s, what the compensated allocations leave of the core. `ports`
+/// holds each port's compensated allocation (cycles/s) and its raise. A raise pays what a
+/// port is owed of its purchase, so it never takes from another port's compensated
+/// allocation: it comes after them, from what is left. A raise below 1 (a strict port ahead
+/// of its purchase) gives cycles back and is always granted. When the raises above 1 do not
+/// fit, each gets the same share of its request.
+pub fn raise_grants(ports: &[(f64, f64)], left: f64) -> Vec<f64> {
+    let given_back: f64 = ports.iter().map(|&(alloc, raise)| alloc * (1.0 - raise).max(0.0)).sum();
+    let asked: f64 = ports.iter().map(|&(alloc, raise)| alloc * (raise - 1.0).max(0.0)).sum();
+    let room = (left + given_back).max(0.0);
+    let share = if asked <= room { 1.0 } else { room / asked };
+    ports.iter().map(|&(_, raise)| if raise > 1.0 { 1.0 + (raise - 1.0) * share } else { raise }).collect()
+}
+
 /// The highest factor level `L` such that `sum(base * min(factor, L))` fits in `room`
 /// (`f64::INFINITY` when everything fits). When even a level of 1 does not fit, the level is
 /// the common share below 1 that does.
@@ -123,5 +138,18 @@ mod tests {
         // Not even the lowest factor fits: everyone at the same share.
         let level = water_level(&ports, 1000.0);
         assert!((level - 1000.0 / 2082.0).abs() < 1e-9, "{level}");
+    }
+
+    #[test]
+    fn raises_share_what_the_compensated_allocations_leave() {
+        // Two raised ports asking 100 and 300 cycles/s beyond 1000 each; 200 left: half each.
+        let g = super::raise_grants(&[(1000.0, 1.1), (1000.0, 1.3), (500.0, 1.0)], 200.0);
+        assert!((g[0] - 1.05).abs() < 1e-12 && (g[1] - 1.15).abs() < 1e-12 && g[2] == 1.0, "{g:?}");
+        // Enough left: as asked. A port lowered below 1 gives its cycles to the others.
+        assert_eq!(super::raise_grants(&[(1000.0, 1.1)], 500.0), vec![1.1]);
+        let g = super::raise_grants(&[(1000.0, 1.2), (1000.0, 0.9)], 0.0);
+        assert!((g[0] - 1.1).abs() < 1e-12 && g[1] == 0.9, "{g:?}");
+        // Nothing left: no raise.
+        assert_eq!(super::raise_grants(&[(1000.0, 2.0)], 0.0), vec![1.0]);
     }
 }

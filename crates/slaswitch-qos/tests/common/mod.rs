@@ -163,3 +163,30 @@ pub fn assert_within(actual: f64, expected: f64, rel: f64, what: &str) {
         rel * 100.0
     );
 }
+
+/// A tiny deterministic generator (xorshift), so each seed is one arrival pattern.
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator for `seed` (any value, 0 included).
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)
+    }
+
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// Uniform in `[0, bound)`.
+    pub fn below(&mut self, bound: u64) -> u64 {
+        self.next() % bound.max(1)
+    }
+
+    /// Uniform in `[lo, hi)`.
+    pub fn between(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.below(hi - lo)
+    }
+}
