@@ -365,4 +365,7 @@ fn drift_compensation_holds_a_purchase_the_model_underprices() {
         steal * 100.0
     );
     assert!(q["drift_factor"].as_f64().unwrap() > 1.2 || !premise_holds, "{q}");
+    // The purchase ledger runs beside drift compensation and shows what it owes and raises.
+    let (raise, owed) = (q["owed_raise"].as_f64(), q["owed_bytes"].as_f64());
+    assert!(raise.is_some_and(|r| (0.5..=2.0).contains(&r)) && owed.is_some_and(|o| o >= 0.0), "{q}");
 }
