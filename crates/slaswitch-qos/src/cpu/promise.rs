@@ -108,21 +108,15 @@ impl PurchaseLedger {
 
     /// Feeds one window and returns the factor the port's allocation is raised by (1: none).
     /// A port that was not held got all it sent, and one beyond its profile is held to its
-    /// cycles: neither is owed anything. A strict port that got more than its purchase is
-    /// ahead, held or not (its allocation buys more than it bought).
+    /// cycles: neither is owed anything, nor ahead.
     pub fn observe(&mut self, w: &LedgerWindow) -> f64 {
-        let per_sec = self.purchase_bytes_per_sec;
-        let balance = self.owed_bytes + per_sec * w.secs - w.bytes as f64;
-        let ahead_at_most = -per_sec * self.cfg.max_surplus_secs;
-        self.owed_bytes = if !w.within_profile {
-            0.0
-        } else if self.held(w) {
-            balance.clamp(ahead_at_most, per_sec * self.cfg.max_owed_secs)
-        } else if self.strict {
-            balance.clamp(ahead_at_most, 0.0)
+        if !w.within_profile || !self.held(w) {
+            self.owed_bytes = 0.0;
         } else {
-            0.0
-        };
+            let per_sec = self.purchase_bytes_per_sec;
+            self.owed_bytes = (self.owed_bytes + per_sec * w.secs - w.bytes as f64)
+                .clamp(-per_sec * self.cfg.max_surplus_secs, per_sec * self.cfg.max_owed_secs);
+        }
         self.raise()
     }
 
@@ -211,19 +205,6 @@ mod tests {
         assert_eq!(strict.observe(&held(5_000_000)), 0.5);
         let mut min_max = PurchaseLedger::new(MBPS_800, false, PromiseConfig::default());
         assert_eq!(min_max.observe(&ahead), 1.0);
-    }
-
-    #[test]
-    fn a_strict_port_served_beyond_its_purchase_without_being_held_is_ahead() {
-        // Its allocation buys more than it bought, so its ring never fills: still ahead.
-        let over = LedgerWindow { waited: false, packets: 1000, ..held(1_100_000) };
-        let mut strict = PurchaseLedger::new(MBPS_800, true, PromiseConfig::default());
-        assert!((strict.observe(&over) - 0.9).abs() < 1e-9);
-        // Below its purchase and not held, it is owed nothing: the surplus is used up first.
-        let under = LedgerWindow { bytes: 950_000, ..over };
-        assert!((strict.observe(&under) - 0.95).abs() < 1e-9);
-        assert_eq!(strict.observe(&under), 1.0);
-        assert_eq!(strict.owed_bytes(), 0.0);
     }
 
     #[test]
