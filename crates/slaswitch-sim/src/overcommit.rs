@@ -242,7 +242,8 @@ mod tests {
 
     #[test]
     fn bad_settings_are_refused_with_the_option_value_and_range() {
-        let cases: [(fn(&mut Study), &str); 4] = [
+        type Spoil = fn(&mut Study);
+        let cases: [(Spoil, &str); 4] = [
             (|s| s.utilizations = vec![0.1, 1.5], "--utilization 1.5"),
             (|s| s.vms = 0, "--vms 0"),
             (|s| s.max_ratio = f64::NAN, "--max-oc NaN"),

@@ -73,7 +73,10 @@ fn the_report_computes_its_headline_from_the_samples() {
     generate(&dir).expect("report");
     let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
     assert!(md.contains("| VM2 loss % | **20.0** (vm2 mbps: 1000 before, 800 after) | **50.0** (vm2 mbps: 1000 before, 500 after) |"), "{md}");
-    assert!(md.contains("PMD core(s) [0], emulated VMs (senders and sink, one process) on core 1"), "{md}");
+    assert!(
+        md.contains("PMD core(s) [0], emulated VMs (senders and sink, one process) and the test bed itself on core 1"),
+        "{md}"
+    );
     assert!(md.contains("**Scaling:** one unit is 250 Mbit/s"));
     // Per-phase means leave each phase's first second out: vm2 on OVS is 1000, then 500.
     assert!(md.contains("| ovs-dpdk | vm2 | 1000 | - | 500 | - | - | - |"), "{md}");
