@@ -205,6 +205,7 @@ pub(crate) mod tests {
             vm_count: FactorTable { points: vec![(1, 1.0), (2, 1.1)], source: "measured".into() },
             numa_remote: FactorTable { points: vec![(1, 1.4)], source: "given".into() },
             pmd_count: FactorTable { points: vec![(1, 1.0)], source: "given".into() },
+            batch: Default::default(),
         }
     }
 

@@ -6,6 +6,7 @@
 //! | `bandwidth_bps`        | purchased bandwidth in frame bits/s (`2G`, `500M`, `100k` accepted); the model turns it into `cycles_per_sec` unless that is given too |
 //! | `profile_packet_bytes` | the profile's frame size, 64 to 1500 (default 358, the mean of simple IMIX) |
 //! | `profile_flows`        | `single` or `many` (default `many`)                                   |
+//! | `profile_batch_packets`| frames the VM's batches hold, 1 to 32 (default 32, full batches); a light VM polled often sends 1 or 2, and each batch's fixed work is priced in ([`slaswitch_qos::cpu::model::BatchTerm`]) |
 //! | `numa`                 | `local` (default) or `remote`: the VM's memory is on another NUMA node than its PMD |
 //! | `link_rate_bps`        | the port transmits at most this many wire bits/s, as a NIC of that speed would (frames plus 24 bytes of FCS, preamble and gap) |
 //! | `uplink`               | `true`: the port is the host's uplink. Purchased bandwidths may add up to its `link_rate_bps`, and the NIC-bottleneck fallback watches it |
@@ -14,6 +15,7 @@
 
 use std::collections::BTreeMap;
 
+use slaswitch_qos::cpu::model::FULL_BATCH_PACKETS;
 use slaswitch_qos::cpu::{FlowCount, TrafficProfile};
 
 /// The options of this module.
@@ -21,6 +23,7 @@ pub const BANDWIDTH_OPTIONS: &[&str] = &[
     "bandwidth_bps",
     "profile_packet_bytes",
     "profile_flows",
+    "profile_batch_packets",
     "numa",
     "link_rate_bps",
     "uplink",
@@ -84,6 +87,14 @@ impl BandwidthSla {
             None => FlowCount::Many,
             Some(v) => FlowCount::parse(v).map_err(|e| format!("profile_flows={e}"))?,
         };
+        let batch_packets = match options.get("profile_batch_packets") {
+            None => FULL_BATCH_PACKETS,
+            Some(v) => v
+                .parse::<u32>()
+                .ok()
+                .filter(|n| (1..=FULL_BATCH_PACKETS).contains(n))
+                .ok_or_else(|| format!("profile_batch_packets={v}: from 1 to {FULL_BATCH_PACKETS}"))?,
+        };
         let numa_remote = two_way(options, "numa", ["local", "remote"], false)?;
         // On unless turned off: on a shared host the paper's fixed allocation misses purchases
         // by far more than compensation does (docs/deviations.md; docs/c2qos.md, section 5).
@@ -92,7 +103,7 @@ impl BandwidthSla {
             options.get("bandwidth_bps").map(|v| parse_rate_bps("bandwidth_bps", v)).transpose()?.unwrap_or(0);
         Ok((bandwidth_bps > 0).then_some(BandwidthSla {
             bandwidth_bps,
-            profile: TrafficProfile { packet_bytes, flows },
+            profile: TrafficProfile { packet_bytes, flows, batch_packets },
             numa_remote,
             drift_compensation,
         }))
@@ -149,11 +160,17 @@ mod tests {
         .unwrap()
         .unwrap();
         assert_eq!(s.bandwidth_bps, 1_000_000_000);
-        assert_eq!(s.profile, TrafficProfile { packet_bytes: 1024, flows: FlowCount::Single });
+        assert_eq!(s.profile, TrafficProfile::new(1024, FlowCount::Single));
         assert_eq!(BandwidthSla::from_options(&opts(&[])).unwrap(), None);
         assert!(BandwidthSla::from_options(&opts(&[("bandwidth_bps", "1G"), ("profile_packet_bytes", "9000")]))
             .unwrap_err()
             .contains("64 to 1500"));
         assert!(BandwidthSla::from_options(&opts(&[("profile_flows", "some")])).unwrap_err().contains("profile_flows"));
+        let light = BandwidthSla::from_options(&opts(&[("bandwidth_bps", "3M"), ("profile_batch_packets", "1")]));
+        assert_eq!(light.unwrap().unwrap().profile.batch_packets, 1);
+        for bad in ["0", "33", "one"] {
+            let e = BandwidthSla::from_options(&opts(&[("profile_batch_packets", bad)])).unwrap_err();
+            assert_eq!(e, format!("profile_batch_packets={bad}: from 1 to 32"));
+        }
     }
 }

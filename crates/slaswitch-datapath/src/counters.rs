@@ -7,6 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use serde::Serialize;
 use slaswitch_classifier::parse::PARSE_ERROR_KINDS;
 
+use crate::histogram::Histogram;
+
 /// Rx-side figures of one port, as the owning PMD accumulates them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct RxTotals {
@@ -62,11 +64,30 @@ pub struct PortCounters {
     /// The C2QoS scheduler's view of the port, published by its PMD (see [`CpuQosState`]).
     cpu_tokens_bits: AtomicU64,
     cpu_class_place: AtomicU64,
+    cpu_forgiven_cycles: AtomicU64,
     /// The drift factor the port's model allocation follows (f64 bits; 0: none yet).
     drift_factor_bits: AtomicU64,
     /// What its purchase ledger says it is owed (bytes), and the raise paying it (f64 bits).
     owed_bytes_bits: AtomicU64,
     owed_raise_bits: AtomicU64,
+    /// Its frames' residence times, a histogram's bucket counts (`crate::residence`).
+    residence: ResidenceCounts,
+}
+
+/// The bucket counts of a residence histogram and its sum, one writer (the port's PMD).
+#[derive(Debug)]
+struct ResidenceCounts {
+    buckets: Box<[AtomicU64]>,
+    sum_ns: AtomicU64,
+}
+
+impl Default for ResidenceCounts {
+    fn default() -> Self {
+        ResidenceCounts {
+            buckets: (0..crate::histogram::BUCKETS).map(|_| AtomicU64::new(0)).collect(),
+            sum_ns: AtomicU64::new(0),
+        }
+    }
 }
 
 /// Where a port stands in its PMD's C2QoS scheduler, as last published.
@@ -78,6 +99,8 @@ pub struct CpuQosState {
     pub class: u8,
     /// "ready", "resting", "waiting", "in-service", or "" when the port is outside HBS.
     pub place: &'static str,
+    /// Cycles of debt forgiven it as a latency-class port within its purchase.
+    pub forgiven_cycles: u64,
 }
 
 const PLACES: [&str; 5] = ["", "ready", "waiting", "in-service", "resting"];
@@ -133,6 +156,24 @@ impl PortCounters {
         self.cpu_tokens_bits.store(state.tokens_cycles.unwrap_or(f64::NAN).to_bits(), Relaxed);
         let place = PLACES.iter().position(|p| *p == state.place).unwrap_or(0) as u64;
         self.cpu_class_place.store(u64::from(state.class) << 8 | place, Relaxed);
+        self.cpu_forgiven_cycles.store(state.forgiven_cycles, Relaxed);
+    }
+
+    /// Publishes the residence histogram of the port's frames (its buckets up to the highest
+    /// one counted).
+    pub fn publish_residence(&self, frames: &Histogram) {
+        let counts = frames.counts();
+        let top = counts.iter().rposition(|&c| c > 0).map_or(0, |b| b + 1);
+        for (slot, &c) in self.residence.buckets.iter().zip(&counts[..top]) {
+            slot.store(c, Relaxed);
+        }
+        self.residence.sum_ns.store(frames.sum_ns(), Relaxed);
+    }
+
+    /// The residence histogram as last published.
+    pub fn residence(&self) -> Histogram {
+        let counts: Vec<u64> = self.residence.buckets.iter().map(|a| a.load(Relaxed)).collect();
+        Histogram::from_counts(&counts, self.residence.sum_ns.load(Relaxed))
     }
 
     /// Where the port stood at the last publication.
@@ -143,6 +184,7 @@ impl PortCounters {
             tokens_cycles: (!tokens.is_nan()).then_some(tokens),
             class: (cp >> 8) as u8,
             place: PLACES[(cp & 0xff) as usize % PLACES.len()],
+            forgiven_cycles: self.cpu_forgiven_cycles.load(Relaxed),
         }
     }
 

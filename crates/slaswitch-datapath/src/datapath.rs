@@ -165,6 +165,10 @@ pub struct PortStats {
     pub uplink: bool,
     /// The port's options (its QoS settings among them).
     pub options: BTreeMap<String, String>,
+    /// Its frames' residence times in the switch since it was added, nanoseconds
+    /// (`pmd-stats` shows percentiles).
+    #[serde(skip)]
+    pub residence: crate::histogram::Histogram,
 }
 
 /// One PMD thread's figures.
@@ -342,7 +346,7 @@ impl Datapath {
                     counters: p.counters.clone(),
                     policing: p.plan.policing,
                     cpu_qos: p.plan.cpu_qos,
-                    fallback_limit_bps: p.plan.sla.map(|s| s.bandwidth_bps),
+                    purchase_bps: p.plan.sla.map(|s| s.bandwidth_bps),
                     model_cycles: p.plan.allocation.as_ref().zip(p.plan.sla.filter(|s| s.drift_compensation)).map(
                         |(a, sla)| ModelCycles {
                             cycles_per_sec: a.cycles_per_sec.max(1),
@@ -826,6 +830,7 @@ impl Datapath {
                     link_queued: p.paced.as_ref().map_or(0, |l| l.queued()),
                     uplink: p.plan.link.uplink,
                     options: p.spec.options.clone(),
+                    residence: p.counters.residence(),
                 }
             })
             .collect();

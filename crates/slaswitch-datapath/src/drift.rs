@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 
 use slaswitch_qos::cpu::drift::port_config;
+use slaswitch_qos::cpu::latency_class::LATENCY_CLASSES;
 use slaswitch_qos::cpu::water_fill::{factor_caps, raise_grants, CompensatedPort, DELIVERABLE_CORE_SHARE};
 use slaswitch_qos::cpu::{
     BandwidthModel, CycleLimit, DriftCompensator, DriftConfig, LedgerWindow, PortScheduler, PortWindow, PromiseConfig,
@@ -164,7 +165,7 @@ impl Drift {
 
     /// Feeds each model-derived port's purchase ledger the window that ends now; true when a
     /// raise moved.
-    fn ledger_window(&mut self, now: u64, pmd: &DriftInputs, s: &PortScheduler) -> bool {
+    fn ledger_window(&mut self, now: u64, pmd: &DriftInputs, s: &mut PortScheduler) -> bool {
         let secs = now.saturating_sub(self.ledger_start_tsc) as f64 / pmd.cfg.tsc_hz as f64;
         self.ledger_start_tsc = now;
         let waits: Vec<u64> =
@@ -186,9 +187,12 @@ impl Drift {
                 batches: t.batches - l.batches,
                 waited: self.ledger_last_waits[i] > last_waits[i],
                 within_profile: !entry.beyond_profile,
+                full_batch_packets: s.burst_packets(usize::from(p.number)),
             };
             let asked = entry.ledger.observe(&window);
             moved |= asked != entry.raise;
+            let purchase_bps = p.model_cycles.map_or(0, |m| m.purchase_bps);
+            s.set_beyond_purchase(usize::from(p.number), window.bytes as f64 * 8.0 > purchase_bps as f64 * secs);
         }
         moved
     }
@@ -250,7 +254,9 @@ impl Drift {
     /// Scales each model-derived allocation to its factor in force (drift and raise, within
     /// what the core can give) where it moved, and publishes the factors.
     fn apply(&mut self, now: u64, cfg: &PmdConfig, s: &mut PortScheduler) {
-        let factors = self.scaled_factors(cfg);
+        let (factors, spare_cycles_per_sec) = self.scaled_factors(cfg);
+        forgiveness_budgets(cfg, s, spare_cycles_per_sec, now);
+        let mut changes = Vec::new();
         for p in &cfg.rx_ports {
             let (Some(m), Some(&Scaled { drift, raise })) = (p.model_cycles, factors.get(&p.number)) else { continue };
             let entry = self.ports.get_mut(&p.number).expect("ensure_ports");
@@ -261,17 +267,27 @@ impl Drift {
             let factor = drift * raise;
             if (factor - entry.applied).abs() >= DRIFT_STEP {
                 entry.applied = factor;
-                let _ = s.set_limit(usize::from(p.number), compensated_limit(p, m, factor), now);
-                s.set_bucket_depth(usize::from(p.number), cfg.bucket_depth_cycles(p, drift), now);
+                changes.push((
+                    usize::from(p.number),
+                    compensated_limit(p, m, factor),
+                    cfg.bucket_depth_cycles(p, drift),
+                ));
             }
+        }
+        if !changes.is_empty() {
+            s.set_limits(&changes, now);
         }
     }
 
     /// Each model-derived port's drift factor, capped when the compensated allocations and
     /// the fixed ones would add up to more than the core can give them ([`factor_caps`]), and
-    /// its ledger's raise, granted from what those leave ([`raise_grants`]).
-    fn scaled_factors(&self, cfg: &PmdConfig) -> BTreeMap<u16, Scaled> {
-        let ports: Vec<(u16, CompensatedPort, f64)> = cfg
+    /// its ledger's raise, granted from what those leave ([`raise_grants`]); and the cycles
+    /// per second left after all of them, which no port was promised. A latency-class port
+    /// keeps its whole compensation, before the others are capped: HBS serves it first
+    /// anyway, its purchase bounds it in bytes, and capped it would wait for cycles
+    /// (`slaswitch_qos::cpu::latency_class`).
+    fn scaled_factors(&self, cfg: &PmdConfig) -> (BTreeMap<u16, Scaled>, f64) {
+        let ports: Vec<(u16, CompensatedPort, f64, bool)> = cfg
             .rx_ports
             .iter()
             .filter_map(|p| {
@@ -280,7 +296,9 @@ impl Drift {
                 let own = self.ports.get(&p.number);
                 let beyond_profile = own.is_some_and(|d| d.beyond_profile);
                 let raise = own.map_or(1.0, |d| d.ledger.raise());
-                Some((p.number, CompensatedPort { base, factor: self.factor_of(p.number, &m), beyond_profile }, raise))
+                let latency = p.cpu_qos.priority <= LATENCY_CLASSES && p.purchase_bps.is_some();
+                let port = CompensatedPort { base, factor: self.factor_of(p.number, &m), beyond_profile };
+                Some((p.number, port, raise, latency))
             })
             .collect();
         let fixed: f64 = cfg
@@ -290,12 +308,33 @@ impl Drift {
             .map(|p| p.cpu_qos.limit.alloc_cycles_per_sec() as f64)
             .sum();
         let room = (cfg.tsc_hz as f64 * (DELIVERABLE_CORE_SHARE - self.stall_share) - fixed).max(0.0);
-        let caps = factor_caps(&ports.iter().map(|&(_, c, _)| c).collect::<Vec<_>>(), room);
-        let drift: Vec<f64> = ports.iter().zip(&caps).map(|((_, c, _), cap)| c.factor.min(*cap)).collect();
-        let allocs: Vec<(f64, f64)> = ports.iter().zip(&drift).map(|((_, c, raise), f)| (c.base * f, *raise)).collect();
+        let latency_need: f64 = ports.iter().filter(|p| p.3).map(|(_, c, _, _)| c.base * c.factor).sum();
+        let others: Vec<CompensatedPort> = ports.iter().filter(|p| !p.3).map(|p| p.1).collect();
+        let mut other_caps = factor_caps(&others, (room - latency_need).max(0.0)).into_iter();
+        let drift: Vec<f64> = ports
+            .iter()
+            .map(
+                |(_, c, _, latency)| {
+                    if *latency {
+                        c.factor
+                    } else {
+                        c.factor.min(other_caps.next().expect("one cap each"))
+                    }
+                },
+            )
+            .collect();
+        let allocs: Vec<(f64, f64)> =
+            ports.iter().zip(&drift).map(|((_, c, raise, _), f)| (c.base * f, *raise)).collect();
         let left = room - allocs.iter().map(|&(a, _)| a).sum::<f64>();
         let raises = raise_grants(&allocs, left);
-        ports.iter().zip(drift).zip(raises).map(|(((n, _, _), drift), raise)| (*n, Scaled { drift, raise })).collect()
+        let granted: f64 = allocs.iter().zip(&raises).map(|(&(a, _), r)| a * r).sum();
+        let factors = ports
+            .iter()
+            .zip(drift)
+            .zip(raises)
+            .map(|(((n, _, _, _), drift), raise)| (*n, Scaled { drift, raise }))
+            .collect();
+        (factors, (room - granted).max(0.0))
     }
 
     /// After a reconfiguration: ports start from their totals; allocations from the model take
@@ -317,7 +356,7 @@ impl Drift {
         }
         self.ledger_start_tsc = now;
         self.ledger_last = self.last.clone();
-        let factors = self.scaled_factors(cfg);
+        let (factors, _) = self.scaled_factors(cfg);
         let Some(s) = sched else {
             self.ledger_last_waits = vec![0; cfg.rx_ports.len()];
             return;
@@ -337,6 +376,20 @@ impl Drift {
     }
 }
 
+/// Shares the cycles no port was promised among the latency-class ports: what each may be
+/// forgiven beyond its allocation (`slaswitch_qos::cpu::latency_class`).
+fn forgiveness_budgets(cfg: &PmdConfig, s: &mut PortScheduler, spare_cycles_per_sec: f64, now: u64) {
+    let latency: Vec<usize> =
+        cfg.rx_ports.iter().map(|p| usize::from(p.number)).filter(|&n| s.is_latency_class(n)).collect();
+    if latency.is_empty() {
+        return;
+    }
+    let share = (spare_cycles_per_sec / latency.len() as f64) as u64;
+    for port in latency {
+        s.set_forgiveness_budget(port, Some(share), now);
+    }
+}
+
 /// The port's traffic in `w` costs more per byte, by the model, than the profile it bought.
 fn beyond_profile(model: &BandwidthModel, m: &ModelCycles, w: &PortWindow) -> bool {
     let predict = |bytes: f64, miss: f64| model.predict_cycles_per_packet(bytes, miss);
@@ -353,7 +406,7 @@ fn beyond_profile(model: &BandwidthModel, m: &ModelCycles, w: &PortWindow) -> bo
 /// measures against this, so a coefficient that the traffic bears out is not paid twice
 /// (every VM of Fig. 11b got its VM-count coefficient over its purchase that way).
 fn predicted_port_cost(model: &BandwidthModel, m: &ModelCycles, frame_bytes: f64, miss_share: f64) -> Option<f64> {
-    model.predict_for_profile(m.profile.flows, frame_bytes, miss_share).map(|c| c * m.deployment_factor)
+    model.predict_for_profile(&m.profile, frame_bytes, miss_share).map(|c| c * m.deployment_factor)
 }
 
 /// A model-derived port's cycle limit with its drift factor applied (its mode and weight kept).
@@ -373,7 +426,7 @@ mod tests {
     fn a_port_whose_packets_cost_what_its_deployment_factor_says_needs_no_compensation() {
         // Two VMs: the allocation pays 1.1x the 200-cycle row, and the packets really cost that.
         let model = model();
-        let profile = TrafficProfile { packet_bytes: 64, flows: FlowCount::Single };
+        let profile = TrafficProfile::new(64, FlowCount::Single);
         let m = ModelCycles {
             cycles_per_sec: 1_000_000,
             purchase_bps: 100_000_000,

@@ -8,6 +8,7 @@ pub mod counters;
 pub mod cpu_qos;
 pub mod datapath;
 mod drift;
+pub mod histogram;
 pub mod paced_tx;
 pub mod pmd;
 pub mod pmd_config;
@@ -16,6 +17,7 @@ mod poll_order;
 pub mod port;
 pub mod port_settings;
 pub mod probe;
+mod residence;
 mod stages;
 
 pub use datapath::{Datapath, DatapathSettings, FlowStats, PmdStats, PortStats};

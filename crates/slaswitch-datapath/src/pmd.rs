@@ -20,6 +20,7 @@ use crate::drift::{Drift, DriftInputs};
 use crate::pmd_config::{PmdConfig, PmdMessage};
 use crate::poll_order::{Pick, PollOrder};
 use crate::probe::{NoProbe, OverheadProbe, Probe, ProbeCounters, ProbeSettings};
+use crate::residence::Residence;
 use crate::stages::{Ingress, Stages};
 
 /// Passes between two publications of the counters.
@@ -66,21 +67,21 @@ fn run_with<P: Probe>(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counte
         loop {
             let now = probe.clock(t);
             let pick = probe.pick(|| pmd.order.next(now));
-            let (idx, scheduled) = match pick {
-                Pick::Port { idx, scheduled } => (idx, scheduled),
+            let (idx, scheduled, burst) = match pick {
+                Pick::Port { idx, scheduled, burst } => (idx, scheduled, burst),
                 Pick::Idle => {
                     t = pmd.idle(t, true);
                     continue;
                 }
                 Pick::PassEnd => break,
             };
-            let served = pmd.serve(idx, &mut batch, t, pmd.order.decision_cycles(pick));
+            let served = pmd.serve(idx, &mut batch[..burst], t, pmd.order.decision_cycles(pick));
             pmd.credit_stalls();
             if scheduled {
                 let now = probe.clock(served.end_tsc);
                 let order = &mut pmd.order;
                 probe.charge(served.received, || {
-                    order.charge(served.charged_cycles, served.received, served.end_tsc, now)
+                    order.charge(served.charged_cycles, served.received, served.bytes, served.end_tsc, now)
                 });
             }
             had_packets |= served.received > 0;
@@ -109,6 +110,8 @@ fn run_with<P: Probe>(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counte
 struct Served {
     /// Packets received, before policing.
     received: usize,
+    /// Bytes of the packets kept.
+    bytes: u64,
     /// The TSC at the end: the next stage boundary.
     end_tsc: u64,
     /// The cycles charged to the port: its stages, less any stall and the scheduler's decision.
@@ -126,6 +129,8 @@ struct Pmd {
     stall_cycles: u64,
     /// Stalled cycles not yet credited to the cycle buckets.
     pending_stall_cycles: u64,
+    /// Per rx port (same order as `cfg.rx_ports`): its frames' residence times.
+    residence: Vec<Residence>,
 }
 
 impl Pmd {
@@ -133,6 +138,7 @@ impl Pmd {
         Pmd {
             order: PollOrder::new(&cfg, now),
             drift: Drift::new(now, &cfg),
+            residence: residence_of(&cfg),
             stall_cycles: stall_cycles(cfg.tsc_hz),
             stages: Stages::new(cfg),
             totals: PmdTotals::default(),
@@ -141,33 +147,36 @@ impl Pmd {
         }
     }
 
-    /// Polls rx port `idx` once and runs its batch through the three stages, timed from `t`,
+    /// Polls rx port `idx` once for up to `batch.len()` packets and runs them through the
+    /// three stages, timed from `t`,
     /// the end of the batch before. `decision_cycles` of that time were the scheduler's
     /// decision in between: the PMD's work, not the port's.
     #[inline]
-    fn serve(&mut self, idx: usize, batch: &mut [Mbuf; MAX_BURST], t: u64, decision_cycles: u64) -> Served {
+    fn serve(&mut self, idx: usize, batch: &mut [Mbuf], t: u64, decision_cycles: u64) -> Served {
         let ingress = self.stages.ingress(idx, batch, t);
         let t_rx = rdtsc();
         if ingress.received == 0 {
-            return self.empty_poll(idx, t, t_rx);
+            return self.empty_poll(idx, t, t_rx, batch.len());
         }
         let bytes = if ingress.kept > 0 { self.stages.classify(&batch[..ingress.kept], idx, t_rx) } else { 0 };
         let t_classified = rdtsc();
         self.stages.egress();
         let t_sent = rdtsc();
+        self.residence[idx].poll(t_rx, t_sent, ingress.received, ingress.kept, batch.len());
         self.charge_stages(idx, ingress, bytes, [t, t_rx, t_classified, t_sent], decision_cycles)
     }
 
     /// An empty poll is the PMD's idle time; the port is charged it (a port C2QoS picks pays
     /// for looking, seed 000 Sec. IV-A).
     #[inline]
-    fn empty_poll(&mut self, idx: usize, t: u64, t_rx: u64) -> Served {
+    fn empty_poll(&mut self, idx: usize, t: u64, t_rx: u64, burst: usize) -> Served {
         let idle = self.unstalled(t_rx - t);
+        self.residence[idx].poll(t_rx, t_rx, 0, 0, burst);
         let st = &mut self.stages.totals[idx];
         st.empty_polls += 1;
         st.idle_cycles += idle;
         self.totals.idle_cycles += idle;
-        Served { received: 0, end_tsc: t_rx, charged_cycles: idle }
+        Served { received: 0, bytes: 0, end_tsc: t_rx, charged_cycles: idle }
     }
 
     /// Charges a batch's three stages, timed at the boundaries `t`, to its port.
@@ -191,7 +200,7 @@ impl Pmd {
         st.egress_cycles += egress;
         let charged = ingress_cycles + classify + egress;
         self.totals.busy_cycles += charged + decision;
-        Served { received: ingress.received, end_tsc: t[3], charged_cycles: charged }
+        Served { received: ingress.received, bytes, end_tsc: t[3], charged_cycles: charged }
     }
 
     /// Counts the time from `t` to now as idle (less any stall, when `may_stall`); returns now.
@@ -255,6 +264,7 @@ impl Pmd {
     fn reconfigure<P: Probe>(&mut self, cfg: Arc<PmdConfig>, probe: &mut P) {
         self.publish_totals();
         self.stages.reconfigure(cfg);
+        self.residence = residence_of(&self.stages.cfg);
         let now = probe.clock(rdtsc());
         self.order.reconfigure(&self.stages.cfg, now, &mut self.totals);
         self.drift.reset(&self.stages.cfg, self.order.scheduler_mut(), now);
@@ -293,8 +303,16 @@ impl Pmd {
 
     fn publish_totals(&self) {
         self.stages.publish();
+        for (p, r) in self.stages.cfg.rx_ports.iter().zip(&self.residence) {
+            p.counters.publish_residence(&r.frames);
+        }
         self.counters.publish(&self.totals);
     }
+}
+
+/// Each rx port's residence times, going on from what its counters last published.
+fn residence_of(cfg: &PmdConfig) -> Vec<Residence> {
+    cfg.rx_ports.iter().map(|p| Residence::new(cfg.tsc_hz, p.counters.residence())).collect()
 }
 
 /// [`STALL_NS`] in TSC cycles.

@@ -31,8 +31,9 @@ pub struct RxPort {
     pub policing: Option<PolicingSpec>,
     /// Its C2QoS settings.
     pub cpu_qos: CpuQos,
-    /// The purchased bandwidth in bits/s, enforced while the NIC-bottleneck fallback is on.
-    pub fallback_limit_bps: Option<u64>,
+    /// The purchased bandwidth in bits/s of frames: enforced while the NIC-bottleneck fallback
+    /// is on, and what a latency-class port is held to (`slaswitch_qos::cpu::latency_class`).
+    pub purchase_bps: Option<u64>,
     /// The allocation the model gave, when it follows the host's speed (drift compensation).
     pub model_cycles: Option<ModelCycles>,
 }

@@ -11,7 +11,7 @@
 //! traffic (responses, TCP ACKs), and in the lowest class it starved behind MIN-MAX ports that
 //! always hold tokens (`docs/deviations.md`).
 
-use slaswitch_dpdk::rdtsc;
+use slaswitch_dpdk::{rdtsc, MAX_BURST};
 use slaswitch_qos::cpu::{C2tbConfig, HbsConfig, PortPlace, PortScheduler, WaitCounts};
 
 use crate::counters::{CpuQosState, PmdTotals};
@@ -25,13 +25,19 @@ const DECISION_SAMPLE_MAX_CYCLES: u64 = 20_000;
 /// What the poll order says to do next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Pick {
-    /// Poll rx port `idx` (an index in the configuration's `rx_ports`); `scheduled`: C2QoS
-    /// chose it and is to be charged its batch.
-    Port { idx: usize, scheduled: bool },
+    /// Poll rx port `idx` (an index in the configuration's `rx_ports`) for up to `burst`
+    /// packets; `scheduled`: C2QoS chose it and is to be charged its batch.
+    Port { idx: usize, scheduled: bool, burst: usize },
     /// Every scheduled port waits for cycle tokens: the core idles until the pass's other ports.
     Idle,
     /// The pass is over.
     PassEnd,
+}
+
+/// A port polled outside C2QoS: a full burst, not charged.
+#[inline]
+fn unscheduled(idx: usize) -> Pick {
+    Pick::Port { idx, scheduled: false, burst: MAX_BURST }
 }
 
 /// The poll order of one PMD thread.
@@ -122,7 +128,7 @@ impl PollOrder {
     #[inline]
     pub(crate) fn next(&mut self, now: u64) -> Pick {
         match self {
-            PollOrder::RoundRobin(c) => c.next().map_or(Pick::PassEnd, |idx| Pick::Port { idx, scheduled: false }),
+            PollOrder::RoundRobin(c) => c.next().map_or(Pick::PassEnd, unscheduled),
             PollOrder::C2qos(o) => o.next(now),
         }
     }
@@ -137,12 +143,12 @@ impl PollOrder {
         }
     }
 
-    /// Charges a scheduled port its batch: `cycles` (its three stages), `received` packets,
-    /// ended at TSC `end_tsc`, `now` on the scheduler's clock.
+    /// Charges a scheduled port its batch: `cycles` (its three stages), `received` packets of
+    /// `bytes`, ended at TSC `end_tsc`, `now` on the scheduler's clock.
     #[inline]
-    pub(crate) fn charge(&mut self, cycles: u64, received: usize, end_tsc: u64, now: u64) {
+    pub(crate) fn charge(&mut self, cycles: u64, received: usize, bytes: u64, end_tsc: u64, now: u64) {
         if let PollOrder::C2qos(o) = self {
-            o.charge(cycles, received, end_tsc, now);
+            o.charge(cycles, received, bytes, end_tsc, now);
         }
     }
 
@@ -194,6 +200,7 @@ impl PollOrder {
                         PortPlace::Waiting => "waiting",
                         PortPlace::InService => "in-service",
                     },
+                    forgiven_cycles: v.forgiven_cycles,
                 },
                 None => CpuQosState::default(),
             };
@@ -243,6 +250,7 @@ impl C2qosOrder {
             // Settings were validated by the control plane; a refusal here is a bug.
             debug_assert!(result.is_ok(), "{result:?}");
             s.set_bucket_depth(n, cfg.bucket_depth_cycles(p, 1.0), now);
+            s.set_purchase(n, p.purchase_bps, now);
         }
         self.rx_index = cfg.rx_index_by_number();
         self.decisions_per_pass = cfg.rx_ports.iter().filter(|p| p.cpu_qos.is_set()).count();
@@ -265,7 +273,7 @@ impl C2qosOrder {
     #[inline]
     fn next(&mut self, now: u64) -> Pick {
         if self.bypass {
-            return self.all.next().map_or(Pick::PassEnd, |idx| Pick::Port { idx, scheduled: false });
+            return self.all.next().map_or(Pick::PassEnd, unscheduled);
         }
         if self.decisions_left > 0 {
             self.decisions_left -= 1;
@@ -276,14 +284,16 @@ impl C2qosOrder {
                 return Pick::Idle;
             };
             self.in_service = Some(number);
-            return Pick::Port { idx: usize::from(self.rx_index[number]), scheduled: true };
+            let burst = (self.sched.burst_packets(number) as usize).clamp(1, MAX_BURST);
+            return Pick::Port { idx: usize::from(self.rx_index[number]), scheduled: true, burst };
         }
-        self.others.next().map_or(Pick::PassEnd, |idx| Pick::Port { idx, scheduled: false })
+        self.others.next().map_or(Pick::PassEnd, unscheduled)
     }
 
     #[inline]
-    fn charge(&mut self, cycles: u64, received: usize, end_tsc: u64, now: u64) {
+    fn charge(&mut self, cycles: u64, received: usize, bytes: u64, end_tsc: u64, now: u64) {
         let Some(number) = self.in_service.take() else { return };
+        self.sched.spend_bytes(number, bytes, now);
         if self.sched.end_batch(number, cycles, received as u32, now, self.decisions_left > 0) {
             self.turn = Some(number);
         }

@@ -86,11 +86,7 @@ impl Stages {
             macs: MacTable::new(8192, cfg.mac_max_age_tsc),
             totals: cfg.rx_ports.iter().map(|p| p.counters.rx()).collect(),
             policers: cfg.rx_ports.iter().map(|p| p.policing.map(|s| s.policer(now_ns))).collect(),
-            fallback_meters: cfg
-                .rx_ports
-                .iter()
-                .map(|p| p.fallback_limit_bps.map(|b| fallback_meter(b, now_ns)))
-                .collect(),
+            fallback_meters: cfg.rx_ports.iter().map(|p| p.purchase_bps.map(|b| fallback_meter(b, now_ns))).collect(),
             emcs: cfg.rx_ports.iter().map(|p| (p.number, ExactMatchCache::new())).collect(),
             rule_hits: vec![(0, 0); cfg.classifier.rules().len()],
             cfg,
@@ -130,13 +126,8 @@ impl Stages {
         self.totals = cfg.rx_ports.iter().map(|p| p.counters.rx()).collect();
         let now_ns = tsc_to_ns(rdtsc(), cfg.tsc_hz);
         self.policers = carry_over(&self.cfg, &cfg, &self.policers, |p| p.policing, |spec| spec.policer(now_ns));
-        self.fallback_meters = carry_over(
-            &self.cfg,
-            &cfg,
-            &self.fallback_meters,
-            |p| p.fallback_limit_bps,
-            |bps| fallback_meter(bps, now_ns),
-        );
+        self.fallback_meters =
+            carry_over(&self.cfg, &cfg, &self.fallback_meters, |p| p.purchase_bps, |bps| fallback_meter(bps, now_ns));
         self.cfg = cfg;
     }
 
@@ -150,7 +141,7 @@ impl Stages {
     /// The ingress stage: receives up to a batch from rx port `idx` and polices it at
     /// `now_tsc`. An empty poll returns at once.
     #[inline]
-    pub(crate) fn ingress(&mut self, idx: usize, batch: &mut [Mbuf; MAX_BURST], now_tsc: u64) -> Ingress {
+    pub(crate) fn ingress(&mut self, idx: usize, batch: &mut [Mbuf], now_tsc: u64) -> Ingress {
         let eth: EthPort = self.cfg.rx_ports[idx].eth;
         let received = eth.rx_burst(batch);
         if received == 0 {

@@ -778,3 +778,28 @@ mod turns {
         assert!(!s.end_batch(0, 100, 32, 100, true));
     }
 }
+
+#[test]
+fn setting_many_limits_at_once_is_setting_them_one_by_one() {
+    let ports = fig7_ports();
+    let (mut one_by_one, mut at_once) = (
+        sched_with(RefillMode::Lazy, HbsConfig::default(), &ports),
+        sched_with(RefillMode::Lazy, HbsConfig::default(), &ports),
+    );
+    let changes: Vec<(usize, CycleLimit, Option<u64>)> = vec![
+        (0, CycleLimit::MinMax { cycles_per_sec: 3 * G / 10, weight: 1 }, Some(400_000)),
+        (2, CycleLimit::Strict { cycles_per_sec: G / 10 }, None),
+        (9, CycleLimit::Strict { cycles_per_sec: G / 10 }, None),
+    ];
+    for &(port, limit, depth) in &changes {
+        let _ = one_by_one.set_limit(port, limit, 0);
+        one_by_one.set_bucket_depth(port, depth, 0);
+    }
+    at_once.set_limits(&changes, 0);
+    for port in 0..4 {
+        assert_eq!(one_by_one.rates_cycles_per_sec(port), at_once.rates_cycles_per_sec(port), "port {port}");
+        let (a, b) = (one_by_one.view(port).unwrap(), at_once.view(port).unwrap());
+        assert_eq!((a.limit, a.tokens, a.place), (b.limit, b.tokens, b.place), "port {port}");
+    }
+    assert!(!at_once.contains(9));
+}

@@ -322,6 +322,8 @@ pub struct Qos {
     pub profile_packet_bytes: Option<u32>,
     /// `single` or `many`.
     pub profile_flows: Option<String>,
+    /// Frames the VM's batches hold, 1 to 32 (the model's batch term).
+    pub profile_batch_packets: Option<u32>,
     /// slaswitch: false pins a model allocation instead of following the host's speed.
     pub drift_compensation: Option<bool>,
 }
@@ -329,7 +331,7 @@ pub struct Qos {
 impl Qos {
     /// (field, value) of every setting present, in a fixed order.
     pub fn settings(&self) -> Vec<(&'static str, u64)> {
-        let fields: [(&str, Option<u64>); 11] = [
+        let fields: [(&str, Option<u64>); 12] = [
             ("ingress_policing_rate_kbps", self.ingress_policing_rate_kbps),
             ("ingress_policing_burst_kb", self.ingress_policing_burst_kb),
             ("ingress_policing_kpps", self.ingress_policing_kpps),
@@ -341,6 +343,7 @@ impl Qos {
             ("cycles_per_sec", self.cycles_per_sec),
             ("bandwidth_bps", self.bandwidth_bps),
             ("profile_packet_bytes", self.profile_packet_bytes.map(u64::from)),
+            ("profile_batch_packets", self.profile_batch_packets.map(u64::from)),
         ];
         fields.into_iter().filter_map(|(k, v)| v.map(|v| (k, v))).collect()
     }
@@ -410,6 +413,9 @@ pub enum HeadlineType {
     Deviation,
     /// `vm`'s latency percentile (us, the median of the per-second values) over `window`.
     Latency,
+    /// The switch's own figure of `vm`'s residence time (us, the median of the per-second
+    /// percentiles it reports) over `window`; slaswitch only.
+    Residence,
 }
 
 /// A concrete VM after `count` and `sweep` are expanded.
@@ -764,7 +770,7 @@ fn validate_runs(s: &Scenario, c: &Checker) -> Result<(), ScenarioError> {
                     }
                 }
             }
-            HeadlineType::Deviation | HeadlineType::Latency => {
+            HeadlineType::Deviation | HeadlineType::Latency | HeadlineType::Residence => {
                 let Some(w) = h.window else {
                     return Err(c.err(&at("window"), "this headline needs the window [from, to] in seconds"));
                 };
@@ -775,6 +781,11 @@ fn validate_runs(s: &Scenario, c: &Checker) -> Result<(), ScenarioError> {
                     && !["p50", "p90", "p99", "max"].contains(&h.percentile.as_deref().unwrap_or(""))
                 {
                     return Err(c.err(&at("percentile"), "a latency headline needs percentile = p50, p90, p99 or max"));
+                }
+                if h.kind == HeadlineType::Residence
+                    && !["p50", "p90", "p99"].contains(&h.percentile.as_deref().unwrap_or(""))
+                {
+                    return Err(c.err(&at("percentile"), "a residence headline needs percentile = p50, p90 or p99"));
                 }
             }
             HeadlineType::LatencyGrowth => {
@@ -837,6 +848,11 @@ fn validate_qos(q: &Qos, c: &Checker, at: &[Seg]) -> Result<(), ScenarioError> {
     if let Some(b) = q.profile_packet_bytes {
         if !(64..=1500).contains(&b) {
             return Err(c.err(&field("profile_packet_bytes"), format!("{b}: from 64 to 1500")));
+        }
+    }
+    if let Some(b) = q.profile_batch_packets {
+        if !(1..=32).contains(&b) {
+            return Err(c.err(&field("profile_batch_packets"), format!("{b}: from 1 to 32")));
         }
     }
     if let Some(f) = &q.profile_flows {

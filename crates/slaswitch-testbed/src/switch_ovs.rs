@@ -99,8 +99,16 @@ pub fn plan(scenario: &Scenario, step: &Step, dir: &Path) -> SwitchPlan {
             }
         }
         for (field, _) in q.settings() {
-            if ["min_rate_kbps", "weight", "priority", "cycles_per_sec", "bandwidth_bps", "profile_packet_bytes"]
-                .contains(&field)
+            if [
+                "min_rate_kbps",
+                "weight",
+                "priority",
+                "cycles_per_sec",
+                "bandwidth_bps",
+                "profile_packet_bytes",
+                "profile_batch_packets",
+            ]
+            .contains(&field)
             {
                 p.unsupported.push(format!("{}: qos.{field} (OVS-DPDK has no minimum guarantee, share weight, priority class, cycle allocation or bandwidth-CPU model)", vm.name));
             }

@@ -111,6 +111,9 @@ pub fn plan(scenario: &Scenario, step: &Step, dir: &Path, tools: &Path) -> Switc
             if let Some(b) = q.profile_packet_bytes {
                 cmd.push(format!("profile_packet_bytes={b}"));
             }
+            if let Some(b) = q.profile_batch_packets {
+                cmd.push(format!("profile_batch_packets={b}"));
+            }
             if let Some(f) = &q.profile_flows {
                 cmd.push(format!("profile_flows={f}"));
             }
@@ -256,6 +259,12 @@ impl Driver for Slaswitch {
                     .map(|k| p[*k].as_f64().unwrap_or(0.0))
                     .sum();
                 out.push(Reading::counter(name, "busy_cycles", busy));
+                // The switch's residence percentiles over its last one-second interval.
+                for q in ["p50", "p90", "p99"] {
+                    if let Some(us) = p["interval"]["residence_us"][q].as_f64() {
+                        out.push(Reading::gauge(name, &format!("residence_{q}_us"), us));
+                    }
+                }
             }
         }
         if let Ok(ports) = self.json(&["port-stats"]) {

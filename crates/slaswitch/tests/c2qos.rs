@@ -171,6 +171,15 @@ fn a_port_without_settings_keeps_its_polls_beside_min_max_ports() {
         vm2_pps > 0.9 * offered_pps,
         "vm2 (no settings) got {vm2_pps:.0} of its {offered_pps} pps beside vm1's MIN-MAX flood"
     );
+    // The switch times vm2's frames (its ring is emptied at every poll): most of them, within
+    // the pass of two ports and a batch of the flood, well under a millisecond.
+    let vm2 = b["pmds"][0]["ports"].as_array().unwrap().iter().find(|p| p["name"] == "vm2").unwrap().clone();
+    let residence = &vm2["interval"]["residence_us"];
+    let timed = residence["frames"].as_f64().unwrap_or(0.0);
+    assert!(timed > 0.5 * offered_pps * 0.5, "{timed} of vm2's frames timed in the last interval: {vm2}");
+    let (p50, p99) = (residence["p50"].as_f64().unwrap(), residence["p99"].as_f64().unwrap());
+    assert!(p50 > 0.0 && p50 <= p99 && p50 < 1000.0, "vm2's residence p50 {p50} us, p99 {p99} us");
+    assert!(vm2["residence_us"]["frames"].as_f64().unwrap() >= timed, "{vm2}");
     // The PMD measures what C2QoS's own code costs it: some, and far less than the batches.
     let pmd = &b["pmds"][0];
     let (decisions, qos, busy) = (

@@ -27,12 +27,14 @@ fn calibrate_then_purchases_become_cycles_and_admission_guards_the_uplink() {
     if !can_run() {
         return;
     }
-    // A short calibration (the full one takes minutes): every table row and two VM counts.
+    // A short calibration (the full one takes minutes): every table row, two VM counts and
+    // two paces of the batch term's light VM.
     let dir = std::env::temp_dir().join(format!("slaswitch-it-calibration-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let model_file = dir.join("model.json");
     let out = Command::new(CLI)
-        .args(["calibrate", "--seconds", "0.5", "--repeats", "1", "--vm-counts", "1,2", "--quiet", "--out"])
+        .args(["calibrate", "--seconds", "0.5", "--repeats", "1", "--vm-counts", "1,2", "--batch-rates", "10,400"])
+        .args(["--quiet", "--out"])
         .arg(&model_file)
         .env("SLASWITCH_SOCKET", dir.join("none.ctl"))
         .output()
@@ -55,6 +57,14 @@ fn calibrate_then_purchases_become_cycles_and_admission_guards_the_uplink() {
     };
     assert!(classify(64, "many") > classify(64, "single"), "{model}");
     assert!(stdout.contains("R vm_count (measured)"), "{stdout}");
+    // The batch term: the slow light VM's batches are smaller than the fast one's, and a batch
+    // of a frame or two costs more than its frame's full-batch price.
+    let batch = model["batch"]["points"].as_array().unwrap();
+    assert_eq!(batch.len(), 2, "{model}");
+    let (slow, fast) = (&batch[0], &batch[1]);
+    assert!(slow["packets_per_batch"].as_f64() < fast["packets_per_batch"].as_f64(), "{model}");
+    assert!(slow["overhead_cycles_per_batch"].as_f64().unwrap() > 0.0, "{model}");
+    assert!(stdout.contains("batch term, cycles per batch beyond its frames' rows"), "{stdout}");
 
     let sw = Switch::start("model", &["--model", &dir.join("daemon-model.json").display().to_string()]);
     sw.ok(&["add-port", "up", "null", "uplink=true", "link_rate_bps=1G"]);
@@ -112,6 +122,27 @@ fn calibrate_then_purchases_become_cycles_and_admission_guards_the_uplink() {
     assert_eq!(v2["mode"], "min-max");
     let text = sw.ok(&["qos-show", "vm1"]);
     assert!(text.contains("model entry 1024 bytes/single") && text.contains("C_alloc = prod(R) x C_single"), "{text}");
+
+    // A light purchase of one-frame batches pays the batch term on every frame.
+    sw.ok(&["add-port", "light", "vhost-user", "bandwidth_bps=1M", "profile_packet_bytes=64", "profile_flows=single"]);
+    let full = qos_port(&sw.json(&["qos-show"]), "light");
+    sw.ok(&["set-port", "light", "profile_batch_packets=1"]);
+    let q = sw.json(&["qos-show"]);
+    let light = qos_port(&q, "light");
+    let batch = light["allocation"]["batch_cycles_per_packet"].as_f64().unwrap();
+    assert!(batch > 0.0, "{light}");
+    assert_eq!(full["allocation"]["batch_cycles_per_packet"].as_f64(), Some(0.0), "{full}");
+    let ratio = light["cycles_per_sec"].as_f64().unwrap() / full["cycles_per_sec"].as_f64().unwrap();
+    let row = ["ingress", "classification", "egress"]
+        .iter()
+        .map(|k| full["allocation"]["cycles_per_packet"][*k].as_f64().unwrap())
+        .sum::<f64>();
+    assert!((ratio - (row + batch) / row).abs() < 0.01, "{ratio} vs ({row} + {batch}) / {row}");
+    let text = sw.ok(&["qos-show", "light"]);
+    assert!(text.contains("batch term: batches of 1 frames"), "{text}");
+    let (ok, _, err) = sw.cli(&["set-port", "light", "profile_batch_packets=40"]);
+    assert!(!ok && err.contains("profile_batch_packets=40: from 1 to 32"), "{err}");
+    sw.ok(&["del-port", "light"]);
 
     // Admission: 300M + 500M + 300M of purchases exceed the 1G uplink. Refused, nothing changes.
     let before = sw.json(&["show"]);

@@ -446,4 +446,7 @@ fn prometheus_metrics_are_served_on_loopback() {
     assert!(body.contains("slaswitch_port_rx_packets_total{port=\"up\"}"), "{body}");
     assert!(body.contains("slaswitch_port_cycles_total{port=\"up\",stage=\"classification\"}"));
     assert!(body.contains("slaswitch_pmd_cycles_total{core=\"0\",state=\"busy\"}"));
+    assert!(body.contains("# TYPE slaswitch_port_residence_seconds histogram"), "{body}");
+    assert!(body.contains("slaswitch_port_residence_seconds_bucket{port=\"up\",le=\"+Inf\"}"), "{body}");
+    assert!(body.contains("slaswitch_port_residence_seconds_count{port=\"up\"}"), "{body}");
 }

@@ -272,6 +272,25 @@ impl Bucket {
         !self.is_limited() || self.tokens > to_tokens(cycles)
     }
 
+    /// The cycles the bucket owes (0 when it holds tokens, or is unlimited), plus the one
+    /// [`Bucket::forgive_debt`] leaves it with.
+    pub fn debt_cycles(&self) -> u64 {
+        if !self.is_limited() || self.tokens > 0 {
+            return 0;
+        }
+        to_cycles(self.tokens).abs().ceil() as u64 + 1
+    }
+
+    /// Clears a debt: the bucket holds one cycle, so the port may run. Returns the cycles
+    /// forgiven (`crate::cpu::latency_class`).
+    pub fn forgive_debt(&mut self) -> u64 {
+        let forgiven = self.debt_cycles();
+        if forgiven > 0 {
+            self.tokens = to_tokens(1);
+        }
+        forgiven
+    }
+
     /// Subtracts the cycles a batch really used (Sec. IV-A-2: tokens may go negative), and
     /// records whether the batch was full (the port is backlogged).
     #[inline]
@@ -380,6 +399,31 @@ impl CyclePool {
     /// change does not rewrite history. `Unlimited` removes the bucket.
     pub fn set_limit(&mut self, set: &mut impl BucketSet, port: PortIndex, limit: CycleLimit, now_tsc: u64) {
         self.settle_all(set, now_tsc);
+        self.replace_limit(set, port, limit, now_tsc);
+        self.recompute_rates(set);
+    }
+
+    /// Sets several ports' limits and depths at once (see [`CyclePool::set_limit`] and
+    /// [`CyclePool::set_depth`]): the buckets are settled and the rates worked out once, not
+    /// once per port. Drift compensation moves every port's allocation in one window, and
+    /// port by port that took the PMD tens of microseconds, which a latency-class port's
+    /// frames waited out.
+    pub fn set_limits(
+        &mut self,
+        set: &mut impl BucketSet,
+        changes: &[(PortIndex, CycleLimit, Option<u64>)],
+        now_tsc: u64,
+    ) {
+        self.settle_all(set, now_tsc);
+        for &(port, limit, depth_cycles) in changes {
+            self.replace_limit(set, port, limit, now_tsc);
+            self.replace_depth(set, port, depth_cycles);
+        }
+        self.recompute_rates(set);
+    }
+
+    /// [`CyclePool::set_limit`] on settled buckets, rates left to the caller.
+    fn replace_limit(&mut self, set: &mut impl BucketSet, port: PortIndex, limit: CycleLimit, now_tsc: u64) {
         let bucket = set.bucket_mut(port);
         let previous_tokens = bucket.is_limited().then_some(bucket.tokens);
         let own_depth_units = bucket.own_depth_units;
@@ -395,7 +439,6 @@ impl CyclePool {
                 ..Bucket::UNLIMITED
             },
         };
-        self.recompute_rates(set);
     }
 
     /// Changes the settings; every bucket's rate and depth follow.
@@ -413,12 +456,17 @@ impl CyclePool {
     /// tokens above it away.
     pub fn set_depth(&mut self, set: &mut impl BucketSet, port: PortIndex, depth_cycles: Option<u64>, now_tsc: u64) {
         self.settle_all(set, now_tsc);
+        self.replace_depth(set, port, depth_cycles);
+        self.recompute_rates(set);
+    }
+
+    /// [`CyclePool::set_depth`] on settled buckets, rates left to the caller.
+    fn replace_depth(&self, set: &mut impl BucketSet, port: PortIndex, depth_cycles: Option<u64>) {
         let units = depth_cycles.map_or(0, |d| d.div_ceil(DEPTH_UNIT_CYCLES).clamp(1, u64::from(u16::MAX)) as u16);
         let b = set.bucket_mut(port);
         b.own_depth_units = units;
         let depth = self.depth_of_units(units);
         b.tokens = b.tokens.min(depth + b.stall_credit);
-        self.recompute_rates(set);
     }
 
     /// The depth of a bucket whose own depth is `units` (0: the pool's), in tokens.

@@ -31,6 +31,13 @@
 //!   ready above it, so its next packet is seen within that time.
 //! * [`Turns`]: a backlogged port of the top configured class may run further full batches, up
 //!   to [`HbsConfig::turn_ns`], on tokens it already holds, charged once for the turn.
+//! * [`LatencyClass`]: a port of class 1 or 2 within its purchase (in bytes) is never parked
+//!   for lack of cycle tokens: its debt is forgiven instead. Nor is a port of those classes
+//!   that bought bandwidth demoted by
+//!   dynamic priority: between its frames it rests, one empty poll per busy batch, and is
+//!   polled as soon as the batch in service ends. While such a port is on the PMD, the ports
+//!   of lower classes that forward more than their purchase are polled with short bursts
+//!   ([`HbsConfig::lower_class_burst`]), so the batch in service it may wait for is short.
 //!
 //! Layout: all of a port's state (HBS, its C2TB bucket, its wheel link) sits in one record of
 //! two cache lines, and the ready queues are rings of indices: in the data plane every batch
@@ -40,6 +47,7 @@
 use std::num::NonZeroU8;
 
 use super::c2tb::{Bucket, BucketSet, C2tbConfig, CycleLimit, CyclePool};
+use super::latency_class::{LatencyClass, LATENCY_CLASSES};
 use super::ready::ReadyQueues;
 pub use super::ready::PRIORITY_CLASSES;
 use super::PortIndex;
@@ -69,11 +77,21 @@ pub struct HbsConfig {
     /// until its turn has taken this long, if it holds the tokens and is in the top configured
     /// class; 0 makes every turn one batch.
     pub turn_ns: u32,
+    /// While a latency-class port with a purchase is on the PMD, the ports of lower classes
+    /// beyond their purchase are polled for at most this many packets at a time
+    /// ([`PortScheduler::burst_packets`]); 0 or `full_batch_packets` keeps full batches.
+    pub lower_class_burst: u32,
 }
 
 impl Default for HbsConfig {
     fn default() -> Self {
-        HbsConfig { idle_polls_per_step: 4, full_batch_packets: 32, demoted_probe_us: 100, turn_ns: DEFAULT_TURN_NS }
+        HbsConfig {
+            idle_polls_per_step: 4,
+            full_batch_packets: 32,
+            demoted_probe_us: 100,
+            turn_ns: DEFAULT_TURN_NS,
+            lower_class_burst: DEFAULT_LOWER_CLASS_BURST,
+        }
     }
 }
 
@@ -82,6 +100,11 @@ impl Default for HbsConfig {
 /// each, and cheap ones (one flow, 100 cycles a packet) share a decision by three
 /// (`docs/deviations.md`, turns).
 pub const DEFAULT_TURN_NS: u32 = 3_000;
+
+/// Half a full batch: a lower class's batch in service is what a latency-class frame waits
+/// for at worst, and a full one of cloud-like frames occasionally took 20-50 us on this host;
+/// a quarter cost the lower classes more of their purchases (`docs/deviations.md`, row 18).
+pub const DEFAULT_LOWER_CLASS_BURST: u32 = 16;
 
 /// Where a port is now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -116,6 +139,8 @@ pub struct PortView {
     pub empty_poll_streak: u32,
     /// Times the port has had to wait for tokens (its allocation bound).
     pub waits: u64,
+    /// Cycles of debt forgiven it as a latency-class port within its purchase.
+    pub forgiven_cycles: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -252,6 +277,14 @@ pub struct PortScheduler {
     expired: Vec<PortIndex>,
     /// Ours: a port that owes tokens goes round its ready queue once more ([`DeferredParking`]).
     deferred_parking: DeferredParking,
+    /// Ours: a latency-class port within its purchase is never parked ([`LatencyClass`]).
+    latency: LatencyClass,
+    /// A port of a latency class with a purchase is scheduled here: lower classes are polled
+    /// with [`HbsConfig::lower_class_burst`].
+    short_bursts: bool,
+    /// Per port: it forwards more than its purchase, or bought none, so its batches may be
+    /// short ([`PortScheduler::set_beyond_purchase`]).
+    beyond_purchase: Vec<bool>,
     counts: WaitCounts,
 }
 
@@ -275,6 +308,9 @@ impl PortScheduler {
             resting: Resting::default(),
             expired: Vec::new(),
             deferred_parking: DeferredParking::default(),
+            latency: LatencyClass::new(c2tb.tsc_hz),
+            short_bursts: false,
+            beyond_purchase: Vec::new(),
             counts: WaitCounts::default(),
             demoted_probe: DemotedProbe {
                 ticks: u64::from(hbs.demoted_probe_us) * c2tb.tsc_hz / 1_000_000,
@@ -370,6 +406,7 @@ impl PortScheduler {
         self.take_out_of_queues(port);
         self.slots.0[port].state = None;
         self.pool.set_limit(&mut self.slots, port, CycleLimit::Unlimited, now_tsc);
+        self.latency.remove(port);
         self.recount_demoted();
         true
     }
@@ -381,6 +418,43 @@ impl PortScheduler {
         self.demoted_probe.demoted_ports =
             self.states().filter(|s| s.current_priority > s.configured_priority.get()).count();
         self.turns.top_class = self.states().map(|s| s.configured_priority.get()).min().unwrap_or(DEFAULT_PRIORITY);
+        let latency = &self.latency;
+        self.short_bursts = self.slots.0.iter().enumerate().any(|(port, slot)| {
+            slot.state.as_ref().is_some_and(|s| s.configured_priority.get() <= LATENCY_CLASSES)
+                && latency.has_purchase(port)
+        });
+    }
+
+    /// Packets to poll `port` for at a time: its full batch, or while a latency-class port
+    /// with a purchase is scheduled here, [`HbsConfig::lower_class_burst`] for a port of a
+    /// lower class that forwards more than its purchase or bought none. A port within its
+    /// purchase keeps full batches: a short batch's fixed work would come out of what it
+    /// bought (TCP bulk transfers over af_packet lost a quarter of their purchase, Fig. 12).
+    #[inline]
+    pub fn burst_packets(&self, port: PortIndex) -> u32 {
+        let full = self.config.full_batch_packets;
+        if !self.short_bursts || self.config.lower_class_burst == 0 || !self.is_beyond_purchase(port) {
+            return full;
+        }
+        match self.slots.0.get(port).and_then(|s| s.state.as_ref()) {
+            Some(s) if s.configured_priority.get() > LATENCY_CLASSES => self.config.lower_class_burst.min(full),
+            _ => full,
+        }
+    }
+
+    /// Whether `port` forwards more than its purchase (or bought none).
+    #[inline]
+    fn is_beyond_purchase(&self, port: PortIndex) -> bool {
+        self.beyond_purchase.get(port).copied().unwrap_or(true)
+    }
+
+    /// Says whether `port` forwards more than its purchase (drift compensation's ledger
+    /// windows tell): only then may its batches be short.
+    pub fn set_beyond_purchase(&mut self, port: PortIndex, beyond: bool) {
+        if self.beyond_purchase.len() <= port {
+            self.beyond_purchase.resize(port + 1, true);
+        }
+        self.beyond_purchase[port] = beyond;
     }
 
     fn states(&self) -> impl Iterator<Item = &PortState> {
@@ -418,12 +492,57 @@ impl PortScheduler {
         Ok(())
     }
 
+    /// Sets several ports' limits and own bucket depths at once ([`CyclePool::set_limits`]),
+    /// as [`PortScheduler::set_limit`] then [`PortScheduler::set_bucket_depth`] on each; ports
+    /// not scheduled here are left out.
+    pub fn set_limits(&mut self, changes: &[(PortIndex, CycleLimit, Option<u64>)], now_tsc: u64) {
+        let known: Vec<(PortIndex, CycleLimit, Option<u64>)> =
+            changes.iter().copied().filter(|&(port, _, _)| self.contains(port)).collect();
+        self.pool.set_limits(&mut self.slots, &known, now_tsc);
+        for &(port, _, _) in &known {
+            if self.slots.0[port].place != PortPlace::InService {
+                self.take_out_of_queues(port);
+                self.requeue(port, now_tsc);
+            }
+        }
+    }
+
     /// Gives a port a bucket depth of its own (`None`: the pool's); see
     /// [`CyclePool::set_depth`]. Set it after the port's limit.
     pub fn set_bucket_depth(&mut self, port: PortIndex, depth_cycles: Option<u64>, now_tsc: u64) {
         if self.contains(port) {
             self.pool.set_depth(&mut self.slots, port, depth_cycles, now_tsc);
         }
+    }
+
+    /// Holds a port to its purchase in bytes (bits per second of frames; `None`: it bought
+    /// none): in class 1 or 2 it is then never parked while within it ([`LatencyClass`]).
+    pub fn set_purchase(&mut self, port: PortIndex, purchase_bps: Option<u64>, now_tsc: u64) {
+        self.latency.set_purchase(port, purchase_bps, now_tsc);
+        self.recount_demoted();
+    }
+
+    /// Bounds the cycles a latency-class port may be forgiven to `cycles_per_sec`, its share
+    /// of what no port was promised (`None`: unbounded); see [`LatencyClass`].
+    pub fn set_forgiveness_budget(&mut self, port: PortIndex, cycles_per_sec: Option<u64>, now_tsc: u64) {
+        self.latency.set_cycle_budget(port, cycles_per_sec, now_tsc);
+    }
+
+    /// True when `port` is of a latency class and bought bandwidth.
+    pub fn is_latency_class(&self, port: PortIndex) -> bool {
+        self.slots
+            .0
+            .get(port)
+            .and_then(|s| s.state.as_ref())
+            .is_some_and(|s| s.configured_priority.get() <= LATENCY_CLASSES)
+            && self.latency.has_purchase(port)
+    }
+
+    /// Charges the bytes of the batch the port in service just ran to its purchase; call
+    /// before [`PortScheduler::end_batch`]. Costs nothing while no port has a purchase.
+    #[inline]
+    pub fn spend_bytes(&mut self, port: PortIndex, bytes: u64, now_tsc: u64) {
+        self.latency.spend(port, bytes, now_tsc);
     }
 
     /// A port's scheduling state (`None`: not scheduled here).
@@ -439,6 +558,7 @@ impl PortScheduler {
             tokens: slot.bucket.tokens(),
             empty_poll_streak: s.empty_poll_streak,
             waits: s.waits,
+            forgiven_cycles: self.latency.forgiven_cycles(port),
         })
     }
 
@@ -570,7 +690,7 @@ impl PortScheduler {
     pub fn end_batch(&mut self, port: PortIndex, cycles: u64, packets: u32, now_tsc: u64, may_continue: bool) -> bool {
         let turn_cycles = self.turns.cycles + cycles;
         if may_continue
-            && packets >= self.config.full_batch_packets
+            && packets >= self.burst_packets(port)
             && turn_cycles < self.turns.ticks
             && self.turn_may_go_on(port, turn_cycles, now_tsc)
         {
@@ -603,6 +723,7 @@ impl PortScheduler {
     #[inline]
     pub fn report_batch(&mut self, port: PortIndex, cycles: u64, packets: u32, now_tsc: u64) {
         let steps = self.config.idle_polls_per_step;
+        let full = self.burst_packets(port);
         let Some(slot) = self.slots.0.get_mut(port) else { return };
         let Some(s) = slot.state.as_mut() else { return };
         if slot.place != PortPlace::InService {
@@ -612,7 +733,7 @@ impl PortScheduler {
         if packets > 0 {
             s.current_priority = s.configured_priority.get();
             s.empty_poll_streak = 0;
-        } else if steps > 0 {
+        } else if steps > 0 && !(s.configured_priority.get() <= LATENCY_CLASSES && self.latency.has_purchase(port)) {
             s.empty_poll_streak += 1;
             if s.empty_poll_streak >= steps {
                 s.empty_poll_streak = 0;
@@ -641,7 +762,7 @@ impl PortScheduler {
                 self.requeue_refilled(port, now_tsc);
             }
         } else {
-            self.pool.charge(&mut slot.bucket, cycles, packets >= self.config.full_batch_packets);
+            self.pool.charge(&mut slot.bucket, cycles, packets >= full);
             self.pool.refill_after_batch(&mut slot.bucket, now_tsc);
             self.release_resting();
             self.requeue_refilled(port, now_tsc);
@@ -691,8 +812,15 @@ impl PortScheduler {
     #[inline]
     fn requeue_refilled(&mut self, port: PortIndex, now_tsc: u64) {
         let slot = &mut self.slots.0[port];
-        let wait_ticks = slot.bucket.wait_ticks();
+        let mut wait_ticks = slot.bucket.wait_ticks();
         let s = slot.state.as_mut().expect("requeue of a known port");
+        if wait_ticks > 0
+            && s.configured_priority.get() <= LATENCY_CLASSES
+            && self.latency.may_forgive(port, slot.bucket.debt_cycles(), now_tsc)
+        {
+            self.latency.forgave(port, slot.bucket.forgive_debt());
+            wait_ticks = 0;
+        }
         let class = s.current_priority;
         if wait_ticks > 0 {
             s.waits += 1;

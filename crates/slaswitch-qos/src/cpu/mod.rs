@@ -5,6 +5,7 @@ pub mod c2tb;
 pub mod drift;
 pub mod fallback;
 pub mod hbs;
+pub mod latency_class;
 pub mod model;
 pub mod promise;
 mod ready;

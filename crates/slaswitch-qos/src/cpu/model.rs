@@ -10,6 +10,12 @@
 //!    NUMA placement and the number of PMD cores, each from its own table.
 //! 3. C_alloc = prod(R_i) * C_single (Sec. III-D).
 //!
+//! Ours, beside step 1: a batch term ([`BatchTerm`]). The rows are measured with full batches,
+//! so they price a packet with a 32nd of a batch's fixed work (the poll, the descriptor rings,
+//! the misses of a port the cache has forgotten). A light VM polled often sends batches of one
+//! or two frames, each paying that whole fixed work; its profile says how many frames its
+//! batches hold, and the purchase is priced at that size (`docs/deviations.md`, batch term).
+//!
 //! Bandwidth counts Ethernet frame bits as the switch counts them (header included, no FCS,
 //! preamble or gap), the same bytes the policers and the statistics count.
 
@@ -47,6 +53,9 @@ impl FlowCount {
     }
 }
 
+/// Packets in a full batch: the PMD's burst size, at which the table's rows are measured.
+pub const FULL_BATCH_PACKETS: u32 = 32;
+
 /// What a tenant says its traffic looks like (part of its SLA).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TrafficProfile {
@@ -54,6 +63,88 @@ pub struct TrafficProfile {
     pub packet_bytes: u32,
     /// One flow or many.
     pub flows: FlowCount,
+    /// Frames the VM's batches hold, 1 to [`FULL_BATCH_PACKETS`]: full batches for a VM that
+    /// sends at or beyond what it bought, one or two for a light one polled often.
+    #[serde(default = "full_batch_packets")]
+    pub batch_packets: u32,
+}
+
+fn full_batch_packets() -> u32 {
+    FULL_BATCH_PACKETS
+}
+
+impl TrafficProfile {
+    /// A profile of full batches.
+    pub fn new(packet_bytes: u32, flows: FlowCount) -> TrafficProfile {
+        TrafficProfile { packet_bytes, flows, batch_packets: FULL_BATCH_PACKETS }
+    }
+}
+
+/// One point of the batch term: a batch of `packets_per_batch` frames (a mean, as measured)
+/// cost `overhead_cycles_per_batch` more than its frames' price in the table.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BatchPoint {
+    /// Frames per batch, as measured.
+    pub packets_per_batch: f64,
+    /// Cycles a batch cost beyond `packets_per_batch` times its row.
+    pub overhead_cycles_per_batch: f64,
+}
+
+/// What a batch costs beyond its frames' price in the full-batch rows, by batch size:
+/// measured by `slaswitch calibrate` on a light port beside backlogged ones (its port cold
+/// in the caches, as a light VM's is under load). Zero at a full batch, where the rows were
+/// measured; empty in a model calibrated before the term existed (no batch pricing).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct BatchTerm {
+    /// Points by batch size.
+    pub points: Vec<BatchPoint>,
+    /// How they were measured.
+    #[serde(default)]
+    pub method: String,
+}
+
+impl BatchTerm {
+    /// The overhead of a batch of `packets` frames: the points interpolated, the first point's
+    /// below it, falling linearly to zero at a full batch beyond the last.
+    pub fn overhead_cycles_per_batch(&self, packets: f64) -> f64 {
+        let full = f64::from(FULL_BATCH_PACKETS);
+        let n = packets.clamp(1.0, full);
+        // The points below a full batch, and the full batch itself at zero; no allocation
+        // (drift compensation prices every port's window with it).
+        let points = self
+            .points
+            .iter()
+            .filter(|p| p.packets_per_batch < full)
+            .map(|p| (p.packets_per_batch, p.overhead_cycles_per_batch.max(0.0)))
+            .chain(std::iter::once((full, 0.0)));
+        // (frames per batch, overhead) of the nearest points at or below and at or above `n`,
+        // and of the first point.
+        type Point = Option<(f64, f64)>;
+        let (mut below, mut above, mut first): (Point, Point, Point) = (None, None, None);
+        for p in points {
+            if first.is_none_or(|f| p.0 < f.0) {
+                first = Some(p);
+            }
+            if p.0 <= n && below.is_none_or(|b| p.0 > b.0) {
+                below = Some(p);
+            }
+            if p.0 >= n && above.is_none_or(|a| p.0 < a.0) {
+                above = Some(p);
+            }
+        }
+        match (below, above) {
+            (Some(a), Some(b)) if b.0 > a.0 => a.1 + (b.1 - a.1) * (n - a.0) / (b.0 - a.0),
+            (Some(a), _) => a.1,
+            // Below the first point: its overhead.
+            _ => first.map_or(0.0, |f| if f.0 < full { f.1 } else { 0.0 }),
+        }
+    }
+
+    /// The overhead per frame of batches of `packets` frames.
+    pub fn overhead_cycles_per_packet(&self, packets: u32) -> f64 {
+        let n = f64::from(packets.clamp(1, FULL_BATCH_PACKETS));
+        self.overhead_cycles_per_batch(n) / n
+    }
 }
 
 /// Cycles one packet costs in each stage.
@@ -170,6 +261,9 @@ pub struct BandwidthModel {
     pub numa_remote: FactorTable,
     /// R for the number of PMD cores of the switch.
     pub pmd_count: FactorTable,
+    /// What a batch costs beyond its frames' rows, by batch size.
+    #[serde(default)]
+    pub batch: BatchTerm,
 }
 
 /// Where a VM sits, the inputs of the deployment coefficients.
@@ -209,6 +303,10 @@ pub struct Allocation {
     pub entries: Vec<ModelEntry>,
     /// What a packet of the profile costs, by stage, on one VM's PMD.
     pub cycles_per_packet: StageCycles,
+    /// What a packet of the profile costs on top of its row in batches of the profile's size
+    /// (the batch term's overhead per batch over the frames a batch holds).
+    #[serde(default)]
+    pub batch_cycles_per_packet: f64,
     /// C_single: the cycles per second the purchase needs with one VM on the PMD.
     pub c_single_cycles_per_sec: f64,
     /// The deployment coefficients R_i applied.
@@ -260,12 +358,40 @@ impl BandwidthModel {
 
     /// The exact-match-cache miss share the `flows` rows were measured at (their mean).
     pub fn calibrated_miss_share(&self, flows: FlowCount) -> f64 {
-        let shares: Vec<f64> =
-            self.entries.iter().filter(|e| e.flows == flows).filter_map(|e| e.emc_miss_share).collect();
-        if shares.is_empty() {
+        let (sum, n) = self
+            .entries
+            .iter()
+            .filter(|e| e.flows == flows)
+            .filter_map(|e| e.emc_miss_share)
+            .fold((0.0, 0u32), |(sum, n), share| (sum + share, n + 1));
+        if n == 0 {
             return if flows == FlowCount::Single { 0.0 } else { 1.0 };
         }
-        shares.iter().sum::<f64>() / shares.len() as f64
+        sum / f64::from(n)
+    }
+
+    /// The total cycles of a `flows` row at `frame_bytes`: the rows around it interpolated,
+    /// the nearest row outside the table. Allocates nothing: drift compensation asks it for
+    /// every port in every window, on the PMD thread.
+    fn row_total_at(&self, flows: FlowCount, frame_bytes: f64) -> Option<f64> {
+        let (mut below, mut above): (Option<&ModelEntry>, Option<&ModelEntry>) = (None, None);
+        for e in self.entries.iter().filter(|e| e.flows == flows) {
+            let bytes = f64::from(e.packet_bytes);
+            if bytes <= frame_bytes && below.is_none_or(|b| e.packet_bytes > b.packet_bytes) {
+                below = Some(e);
+            }
+            if bytes >= frame_bytes && above.is_none_or(|a| e.packet_bytes < a.packet_bytes) {
+                above = Some(e);
+            }
+        }
+        match (below, above) {
+            (Some(a), Some(b)) if a.packet_bytes < b.packet_bytes => {
+                let f = (frame_bytes - f64::from(a.packet_bytes)) / f64::from(b.packet_bytes - a.packet_bytes);
+                Some(a.cycles_per_packet.total() + (b.cycles_per_packet.total() - a.cycles_per_packet.total()) * f)
+            }
+            (Some(e), _) | (None, Some(e)) => Some(e.cycles_per_packet.total()),
+            (None, None) => None,
+        }
     }
 
     /// Cycles per packet the model expects for traffic as observed: `frame_bytes` on average,
@@ -276,14 +402,8 @@ impl BandwidthModel {
     /// beyond the many-flow row's share the line is extended up to all misses. Sizes outside
     /// the table take its nearest row.
     pub fn predict_cycles_per_packet(&self, frame_bytes: f64, miss_share: f64) -> Option<f64> {
-        let at = |flows: FlowCount| -> Option<f64> {
-            let mut rows: Vec<&ModelEntry> = self.entries.iter().filter(|e| e.flows == flows).collect();
-            rows.sort_by_key(|e| e.packet_bytes);
-            let (first, last) = (rows.first()?, rows.last()?);
-            let bytes = (frame_bytes.round() as u32).clamp(first.packet_bytes, last.packet_bytes);
-            self.cycles_per_packet(&TrafficProfile { packet_bytes: bytes, flows }).ok().map(|(c, _)| c.total())
-        };
-        let (single, many) = (at(FlowCount::Single)?, at(FlowCount::Many)?);
+        let bytes = frame_bytes.round();
+        let (single, many) = (self.row_total_at(FlowCount::Single, bytes)?, self.row_total_at(FlowCount::Many, bytes)?);
         let (miss_single, miss_many) =
             (self.calibrated_miss_share(FlowCount::Single), self.calibrated_miss_share(FlowCount::Many));
         let miss = miss_share.clamp(0.0, 1.0);
@@ -296,7 +416,7 @@ impl BandwidthModel {
         Some(single + (many - single) * along)
     }
 
-    /// [`BandwidthModel::predict_cycles_per_packet`] for a port that bought `profile_flows`. A
+    /// [`BandwidthModel::predict_cycles_per_packet`] for a port that bought `profile`. A
     /// many-flow purchase is priced at the many-flow row, at the miss share that row was
     /// measured at, so its traffic is predicted there too: how many of its packets miss the
     /// cache moves with the cache's state (its neighbours' flows, the host), not with what it
@@ -304,12 +424,16 @@ impl BandwidthModel {
     /// predicting at each window's own share left such VMs short in Fig. 11b, and capping that
     /// noisy share at the row's put them over). A single-flow purchase is predicted at its traffic's real
     /// misses: switching to many flows buys it nothing.
-    pub fn predict_for_profile(&self, profile_flows: FlowCount, frame_bytes: f64, miss_share: f64) -> Option<f64> {
-        let miss = match profile_flows {
+    /// The profile's batch size is priced too: the batches a port really sends move its cost
+    /// like its frames' sizes do, and show in its drift factor (a light VM that bought
+    /// one-frame batches and is polled less often costs less, and is given less).
+    pub fn predict_for_profile(&self, profile: &TrafficProfile, frame_bytes: f64, miss_share: f64) -> Option<f64> {
+        let miss = match profile.flows {
             FlowCount::Many => self.calibrated_miss_share(FlowCount::Many),
             FlowCount::Single => miss_share,
         };
-        self.predict_cycles_per_packet(frame_bytes, miss)
+        let batch = self.batch.overhead_cycles_per_packet(profile.batch_packets);
+        self.predict_cycles_per_packet(frame_bytes, miss).map(|c| c + batch)
     }
 
     /// C_alloc = prod(R_i) * C_single for a purchased bandwidth (seed 000 Sec. III-D).
@@ -322,9 +446,13 @@ impl BandwidthModel {
         if profile.packet_bytes == 0 {
             return Err("profile_packet_bytes must be above 0".into());
         }
+        if !(1..=FULL_BATCH_PACKETS).contains(&profile.batch_packets) {
+            return Err(format!("profile_batch_packets={}: from 1 to {FULL_BATCH_PACKETS}", profile.batch_packets));
+        }
         let (cycles_per_packet, entries) = self.cycles_per_packet(&profile)?;
+        let batch_cycles_per_packet = self.batch.overhead_cycles_per_packet(profile.batch_packets);
         let packets_per_sec = bandwidth_bps as f64 / 8.0 / f64::from(profile.packet_bytes);
-        let c_single = packets_per_sec * cycles_per_packet.total();
+        let c_single = packets_per_sec * (cycles_per_packet.total() + batch_cycles_per_packet);
         let factor = |name: &str, table: &FactorTable, input: u32| AppliedFactor {
             name: name.into(),
             input,
@@ -345,6 +473,7 @@ impl BandwidthModel {
             packets_per_sec,
             entries,
             cycles_per_packet,
+            batch_cycles_per_packet,
             c_single_cycles_per_sec: c_single,
             factors,
             cycles_per_sec: (c_single * product).ceil() as u64,
@@ -380,7 +509,45 @@ mod tests {
             vm_count: FactorTable { points: vec![(1, 1.0), (4, 1.14), (8, 1.2)], source: "measured".into() },
             numa_remote: FactorTable { points: vec![(1, 1.4)], source: "given".into() },
             pmd_count: FactorTable { points: vec![(1, 1.0), (2, 1.47)], source: "given".into() },
+            batch: BatchTerm::default(),
         }
+    }
+
+    fn batch_term() -> BatchTerm {
+        let point =
+            |packets_per_batch, overhead_cycles_per_batch| BatchPoint { packets_per_batch, overhead_cycles_per_batch };
+        BatchTerm { points: vec![point(4.0, 1200.0), point(1.0, 1500.0)], method: "test".into() }
+    }
+
+    #[test]
+    fn the_batch_term_interpolates_its_points_and_vanishes_at_a_full_batch() {
+        let b = batch_term();
+        for (packets, overhead) in
+            [(0.5, 1500.0), (1.0, 1500.0), (2.0, 1400.0), (4.0, 1200.0), (18.0, 600.0), (32.0, 0.0)]
+        {
+            assert!((b.overhead_cycles_per_batch(packets) - overhead).abs() < 1e-9, "{packets}: {overhead}");
+        }
+        assert!((b.overhead_cycles_per_packet(2) - 700.0).abs() < 1e-9);
+        assert_eq!(BatchTerm::default().overhead_cycles_per_packet(1), 0.0);
+    }
+
+    #[test]
+    fn a_purchase_of_small_batches_pays_each_batchs_overhead() {
+        let mut m = model();
+        m.batch = batch_term();
+        let one_vm = Deployment { vm_count: 1, numa_remote: false, pmd_count: 1 };
+        let full = m.allocate(1_000_000, TrafficProfile::new(64, FlowCount::Single), one_vm).unwrap();
+        let light = TrafficProfile { batch_packets: 1, ..TrafficProfile::new(64, FlowCount::Single) };
+        let one = m.allocate(1_000_000, light, one_vm).unwrap();
+        assert_eq!(full.batch_cycles_per_packet, 0.0);
+        assert!((one.batch_cycles_per_packet - 1500.0).abs() < 1e-9);
+        // 1 Mbit/s of 64-byte frames: 1953.125 pps at 200 and at 200 + 1500 cycles.
+        assert_eq!(full.cycles_per_sec, (1953.125f64 * 200.0).ceil() as u64);
+        assert_eq!(one.cycles_per_sec, (1953.125f64 * 1700.0).ceil() as u64);
+        // Its traffic is predicted at the batches it bought.
+        assert!((m.predict_for_profile(&light, 64.0, 0.0).unwrap() - 1700.0).abs() < 1e-9);
+        let bad = TrafficProfile { batch_packets: 0, ..light };
+        assert!(m.allocate(1_000_000, bad, one_vm).unwrap_err().contains("profile_batch_packets=0: from 1 to 32"));
     }
 
     #[test]
@@ -388,7 +555,7 @@ mod tests {
         let a = model()
             .allocate(
                 1_000_000_000,
-                TrafficProfile { packet_bytes: 1500, flows: FlowCount::Single },
+                TrafficProfile::new(1500, FlowCount::Single),
                 Deployment { vm_count: 1, numa_remote: false, pmd_count: 1 },
             )
             .unwrap();
@@ -400,8 +567,7 @@ mod tests {
 
     #[test]
     fn sizes_between_rows_interpolate() {
-        let (c, rows) =
-            model().cycles_per_packet(&TrafficProfile { packet_bytes: 96, flows: FlowCount::Single }).unwrap();
+        let (c, rows) = model().cycles_per_packet(&TrafficProfile::new(96, FlowCount::Single)).unwrap();
         assert_eq!(rows.len(), 2);
         assert!((c.total() - 220.0).abs() < 1e-9);
     }
@@ -410,7 +576,7 @@ mod tests {
     fn coefficients_multiply_the_paper_example() {
         // Sec. III-C: 4 VMs, remote NUMA node, two PMD cores -> 1.4 * 1.14 * 1.47.
         let m = model();
-        let p = TrafficProfile { packet_bytes: 64, flows: FlowCount::Many };
+        let p = TrafficProfile::new(64, FlowCount::Many);
         let single = m.allocate(100_000_000, p, Deployment { vm_count: 1, numa_remote: false, pmd_count: 1 }).unwrap();
         let all = m.allocate(100_000_000, p, Deployment { vm_count: 5, numa_remote: true, pmd_count: 2 }).unwrap();
         let expected = single.c_single_cycles_per_sec * 1.4 * 1.14 * 1.47;
@@ -420,8 +586,7 @@ mod tests {
 
     #[test]
     fn outside_the_table_is_refused() {
-        let e =
-            model().cycles_per_packet(&TrafficProfile { packet_bytes: 9000, flows: FlowCount::Single }).unwrap_err();
+        let e = model().cycles_per_packet(&TrafficProfile::new(9000, FlowCount::Single)).unwrap_err();
         assert!(e.contains("64 to 1500"), "{e}");
     }
 
@@ -448,11 +613,20 @@ mod tests {
         }
         // A many-flow purchase: its row, whatever share of its packets missed.
         for miss in [0.0, 0.3, 0.9] {
-            assert!((m.predict_for_profile(FlowCount::Many, 64.0, miss).unwrap() - 400.0).abs() < 1e-9);
+            assert!(
+                (m.predict_for_profile(&TrafficProfile::new(64, FlowCount::Many), 64.0, miss).unwrap() - 400.0).abs()
+                    < 1e-9
+            );
         }
         // A single-flow purchase: what its traffic costs.
-        assert!((m.predict_for_profile(FlowCount::Single, 64.0, 0.9).unwrap() - 500.0).abs() < 1e-9);
-        assert!((m.predict_for_profile(FlowCount::Single, 64.0, 0.3).unwrap() - 300.0).abs() < 1e-9);
+        assert!(
+            (m.predict_for_profile(&TrafficProfile::new(64, FlowCount::Single), 64.0, 0.9).unwrap() - 500.0).abs()
+                < 1e-9
+        );
+        assert!(
+            (m.predict_for_profile(&TrafficProfile::new(64, FlowCount::Single), 64.0, 0.3).unwrap() - 300.0).abs()
+                < 1e-9
+        );
     }
 
     #[test]

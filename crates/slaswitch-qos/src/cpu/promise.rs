@@ -33,9 +33,9 @@ pub struct PromiseConfig {
     pub max_raise: f64,
     /// A strict port ahead of its purchase has its allocation lowered by at most this factor.
     pub min_raise: f64,
-    /// A window whose batches carried at least this many packets on average counts as held
-    /// (the port is backlogged), as does one in which it waited for tokens.
-    pub held_mean_batch: f64,
+    /// A window whose batches were on average at least this share of the port's full batch
+    /// counts as held (the port is backlogged), as does one in which it waited for tokens.
+    pub held_batch_share: f64,
 }
 
 impl Default for PromiseConfig {
@@ -46,7 +46,7 @@ impl Default for PromiseConfig {
             max_surplus_secs: 0.02,
             max_raise: 2.0,
             min_raise: 0.5,
-            held_mean_batch: 24.0,
+            held_batch_share: 0.75,
         }
     }
 }
@@ -66,6 +66,8 @@ pub struct LedgerWindow {
     pub waited: bool,
     /// Its traffic costs no more per byte than the profile it bought.
     pub within_profile: bool,
+    /// Packets in one of its full batches (the burst the PMD polls it with; 0: 32).
+    pub full_batch_packets: u32,
 }
 
 /// What one port is owed of its purchase.
@@ -103,7 +105,8 @@ impl PurchaseLedger {
 
     /// Whether the port was held back in `w`: it waited for tokens, or its batches were full.
     pub fn held(&self, w: &LedgerWindow) -> bool {
-        w.waited || (w.batches > 0 && w.packets as f64 >= self.cfg.held_mean_batch * w.batches as f64)
+        let full = if w.full_batch_packets == 0 { 32.0 } else { f64::from(w.full_batch_packets) };
+        w.waited || (w.batches > 0 && w.packets as f64 >= self.cfg.held_batch_share * full * w.batches as f64)
     }
 
     /// Feeds one window and returns the factor the port's allocation is raised by (1: none).
@@ -149,7 +152,15 @@ mod tests {
     const MBPS_800: u64 = 800_000_000;
 
     fn held(bytes: u64) -> LedgerWindow {
-        LedgerWindow { secs: 0.01, bytes, packets: 3200, batches: 100, waited: true, within_profile: true }
+        LedgerWindow {
+            secs: 0.01,
+            bytes,
+            packets: 3200,
+            batches: 100,
+            waited: true,
+            within_profile: true,
+            full_batch_packets: 32,
+        }
     }
 
     #[test]
@@ -182,6 +193,10 @@ mod tests {
         let l = PurchaseLedger::new(MBPS_800, false, PromiseConfig::default());
         assert!(l.held(&LedgerWindow { waited: false, ..held(0) }));
         assert!(!l.held(&LedgerWindow { waited: false, packets: 1000, ..held(0) }));
+        // A port polled with short bursts is held when those are full.
+        let short = LedgerWindow { waited: false, packets: 800, full_batch_packets: 8, ..held(0) };
+        assert!(l.held(&short));
+        assert!(!l.held(&LedgerWindow { packets: 500, ..short }));
     }
 
     #[test]

@@ -24,6 +24,14 @@ impl TokenBucket {
         TokenBucket { rate_per_sec, burst, tokens_scaled: burst * NS_PER_SEC, last_ns: now_ns, fill_ns }
     }
 
+    /// Changes the rate and the depth at `now_ns`, keeping the tokens earned so far (at most
+    /// the new depth).
+    pub fn set_rate(&mut self, rate_per_sec: u64, burst: u64, now_ns: u64) {
+        self.refill(now_ns);
+        let tokens_scaled = self.tokens_scaled.min(burst.saturating_mul(NS_PER_SEC));
+        *self = TokenBucket { tokens_scaled, ..TokenBucket::new(rate_per_sec, burst, now_ns) };
+    }
+
     /// Its rate, tokens per second.
     pub fn rate_per_sec(&self) -> u64 {
         self.rate_per_sec

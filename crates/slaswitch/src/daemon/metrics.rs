@@ -43,7 +43,28 @@ pub fn render(ports: &[PortStats], pmds: &[PmdStats], flows: &[FlowStats], tsc_h
         "Bytes that matched the flow.",
         flows.iter().map(|f| (flow(f), f.bytes)).collect(),
     );
+    residence_family(&mut out, ports);
     out.replace("{}", "")
+}
+
+/// Each port's residence times (`slaswitch_datapath` residence) as a Prometheus histogram with
+/// a bucket per power of two of nanoseconds.
+fn residence_family(out: &mut String, ports: &[PortStats]) {
+    let name = "slaswitch_port_residence_seconds";
+    let _ = writeln!(
+        out,
+        "# HELP {name} Time the port's frames spent in the switch, from the poll after which they arrived to the end of their egress stage.\n# TYPE {name} histogram"
+    );
+    for p in ports {
+        let port = escape(&p.name);
+        for (le_ns, count) in p.residence.cumulative_by_power_of_two() {
+            let _ = writeln!(out, "{name}_bucket{{port=\"{port}\",le=\"{:e}\"}} {count}", le_ns as f64 / 1e9);
+        }
+        let total = p.residence.count();
+        let _ = writeln!(out, "{name}_bucket{{port=\"{port}\",le=\"+Inf\"}} {total}");
+        let _ = writeln!(out, "{name}_sum{{port=\"{port}\"}} {}", p.residence.sum_ns() as f64 / 1e9);
+        let _ = writeln!(out, "{name}_count{{port=\"{port}\"}} {total}");
+    }
 }
 
 /// Per-port counters and gauges.

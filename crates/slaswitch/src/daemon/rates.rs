@@ -5,7 +5,35 @@
 use std::time::Instant;
 
 use serde::Serialize;
+use slaswitch_datapath::histogram::Histogram;
 use slaswitch_datapath::{PmdStats, PortStats};
+
+/// Percentiles of a port's residence times (`slaswitch_datapath` residence), microseconds.
+#[derive(Clone, Debug, Serialize)]
+pub struct ResidenceUs {
+    /// Frames timed.
+    pub frames: u64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub p999: f64,
+    pub max: f64,
+}
+
+impl ResidenceUs {
+    /// `None` when no frame was timed.
+    pub fn of(h: &Histogram) -> Option<ResidenceUs> {
+        let us = |q: f64| h.quantile_ns(q).map(|ns| ns as f64 / 1e3);
+        Some(ResidenceUs {
+            frames: h.count(),
+            p50: us(0.5)?,
+            p90: us(0.9)?,
+            p99: us(0.99)?,
+            p999: us(0.999)?,
+            max: h.max_ns() as f64 / 1e3,
+        })
+    }
+}
 
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct StageCycles {
@@ -27,6 +55,8 @@ pub struct PortRates {
     /// The port's busy cycles as a share of its PMD's cycles in the interval, in percent.
     pub pmd_share_pct: f64,
     pub emc_hit_pct: f64,
+    /// Its frames' residence in the switch over the interval.
+    pub residence_us: Option<ResidenceUs>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -101,6 +131,9 @@ pub fn rates(old: &Snapshot, new: &Snapshot) -> Vec<PmdRates> {
                         } else {
                             hits as f64 * 100.0 / (hits + misses) as f64
                         },
+                        residence_us: ResidenceUs::of(
+                            &o.map_or(p.residence.clone(), |o| p.residence.since(&o.residence)),
+                        ),
                     }
                 })
                 .collect();

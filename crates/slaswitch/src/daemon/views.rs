@@ -11,7 +11,7 @@ use slaswitch_datapath::probe::ProbeReport;
 use slaswitch_datapath::{Datapath, PmdStats, PortSpec, PortStats};
 use slaswitch_qos::cpu::{Allocation, C2tbConfig};
 
-use super::rates::{PmdRates, PortRates};
+use super::rates::{PmdRates, PortRates, ResidenceUs};
 
 /// `pmd-stats`: every PMD thread, its totals and its ports' stages.
 #[derive(Serialize)]
@@ -52,6 +52,8 @@ pub struct PmdPortView<'a> {
     pub idle_cycles: u64,
     pub emc_hits: u64,
     pub emc_misses: u64,
+    /// Its frames' residence in the switch since the port was added.
+    pub residence_us: Option<ResidenceUs>,
     pub interval: Option<&'a PortRates>,
 }
 
@@ -99,6 +101,7 @@ fn pmd_port<'a>(p: &PortStats, rate: Option<&'a PmdRates>) -> PmdPortView<'a> {
         idle_cycles: p.rx.idle_cycles,
         emc_hits: p.rx.emc_hits,
         emc_misses: p.rx.emc_misses,
+        residence_us: ResidenceUs::of(&p.residence),
         interval: rate.and_then(|r| r.ports.iter().find(|x| x.name == p.name)),
     }
 }
@@ -148,6 +151,9 @@ pub struct QosPortView<'a> {
     pub tokens_cycles: Option<f64>,
     pub current_class: u8,
     pub place: &'static str,
+    /// Cycles of debt forgiven it as a latency-class port within its purchase
+    /// (`slaswitch_qos::cpu::latency_class`).
+    pub latency_forgiven_cycles: u64,
     pub used_pct_of_core: Option<f64>,
     pub rx_mbps: Option<f64>,
     pub link_rate_bps: u64,
@@ -219,7 +225,7 @@ fn qos_port<'a>(
         drift_of(o).map_or(o.cycles_per_sec, |f| (o.cycles_per_sec as f64 * f * raise_of(o)).round() as u64)
     };
     let drift = drift_of(p);
-    let CpuQosState { tokens_cycles, class, place } = p.cpu_qos;
+    let CpuQosState { tokens_cycles, class, place, forgiven_cycles } = p.cpu_qos;
     QosPortView {
         name: &p.name,
         pmd_core: p.pmd_core,
@@ -248,6 +254,7 @@ fn qos_port<'a>(
         tokens_cycles,
         current_class: class,
         place,
+        latency_forgiven_cycles: forgiven_cycles,
         used_pct_of_core: used.map(|u| u.pmd_share_pct),
         rx_mbps: used.map(|u| u.rx_mbps),
         link_rate_bps: p.link_rate_bps,

@@ -2,7 +2,6 @@
 //! is: a DPDK virtio-user device per VM. It stands in for the seeds' VMs and pkt-gen.
 
 pub mod generator;
-pub mod latency;
 pub mod sink;
 
 pub use slaswitch_traffic::{frames, phase};

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use slaswitch_dpdk::{free_bulk, rdtsc, EthPort, Mbuf, Mempool, MAX_BURST};
 
-use super::latency::Histogram;
+use slaswitch_datapath::histogram::Histogram;
 use slaswitch_traffic::frames::{ip_for, mac_for, mac_text, read_stamp, sender_id, write_frame};
 
 /// One emulated VM that receives.

@@ -101,6 +101,12 @@ struct CalibrateArgs {
     security_group_masks: usize,
     #[arg(long, default_value_t = 20000)]
     many_flows: u32,
+    /// Paces of the light VM the batch term is measured at, kpps, each 1 to 5000.
+    #[arg(long, value_delimiter = ',', default_value = "10,60,200,500", value_parser = in_range(1.0, 5000.0))]
+    batch_rates: Vec<f64>,
+    /// Backlogged VMs beside the light one while the batch term is measured, 1 to 15.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=15))]
+    batch_neighbours: u32,
     #[arg(long, default_value_t = 0)]
     pmd_core: usize,
     #[arg(long, default_value_t = 1)]
@@ -298,6 +304,8 @@ fn calibrate(a: CalibrateArgs) -> Result<(), String> {
         vm_counts: a.vm_counts,
         security_group_masks: a.security_group_masks,
         many_flows: a.many_flows,
+        batch_rates_kpps: a.batch_rates,
+        batch_neighbours: a.batch_neighbours as usize,
         pmd_factors: a.pmd_factor,
         numa_remote: a.numa_remote,
         quiet: a.quiet,

@@ -87,14 +87,25 @@ pub fn render(verb: &str, r: &Value) -> String {
                     out += &render_compare(c, r["tsc_hz"].as_f64().unwrap_or(0.0));
                 }
                 out += &format!(
-                    "  {:<14} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>7} {:>7}\n",
-                    "port", "Kpps", "Mbps", "ingress", "classify", "egress", "cyc/pkt", "share%", "emc%"
+                    "  {:<14} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>7} {:>7} {:>9} {:>9}\n",
+                    "port",
+                    "Kpps",
+                    "Mbps",
+                    "ingress",
+                    "classify",
+                    "egress",
+                    "cyc/pkt",
+                    "share%",
+                    "emc%",
+                    "res.p50us",
+                    "res.p99us"
                 );
                 for p in pmd["ports"].as_array().into_iter().flatten() {
                     let i = &p["interval"];
                     let c = &i["cycles_per_packet"];
+                    let res = |q: &str| i["residence_us"][q].as_f64().map_or("-".into(), |us| format!("{us:.1}"));
                     out += &format!(
-                        "  {:<14} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>7} {:>7}\n",
+                        "  {:<14} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>7} {:>7} {:>9} {:>9}\n",
                         f(&p["name"]),
                         f(&i["rx_kpps"]),
                         f(&i["rx_mbps"]),
@@ -103,7 +114,9 @@ pub fn render(verb: &str, r: &Value) -> String {
                         f(&c["egress"]),
                         f(&c["total"]),
                         f(&i["pmd_share_pct"]),
-                        f(&i["emc_hit_pct"])
+                        f(&i["emc_hit_pct"]),
+                        res("p50"),
+                        res("p99")
                     );
                 }
             }
@@ -241,10 +254,15 @@ fn render_qos(r: &Value) -> String {
             c["classification"].as_f64().unwrap_or(0.0),
             c["egress"].as_f64().unwrap_or(0.0)
         );
+        let batch = a["batch_cycles_per_packet"].as_f64().unwrap_or(0.0);
+        out += &format!(
+            "  batch term: batches of {} frames, {batch:.0} cycles/packet beyond the row\n",
+            f(&a["profile"]["batch_packets"])
+        );
         out += &format!(
             "  C_single = {:.0} packets/s x {:.0} cycles = {:.0} cycles/s\n",
             a["packets_per_sec"].as_f64().unwrap_or(0.0),
-            total,
+            total + batch,
             a["c_single_cycles_per_sec"].as_f64().unwrap_or(0.0)
         );
         for fa in a["factors"].as_array().into_iter().flatten() {
@@ -267,6 +285,12 @@ fn render_qos(r: &Value) -> String {
             out += &format!(
                 "  x host speed factor {d:.3} (drift compensation){owed} = {} cycles/s in force\n",
                 f(&p["effective_cycles_per_sec"])
+            );
+        }
+        if p["latency_forgiven_cycles"].as_u64().unwrap_or(0) > 0 {
+            out += &format!(
+                "  latency class: {} cycles of debt forgiven within its purchase (never parked while within it)\n",
+                f(&p["latency_forgiven_cycles"])
             );
         }
     }

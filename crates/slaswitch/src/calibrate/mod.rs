@@ -10,6 +10,9 @@
 //! 2. VM count: 1, 2, 4, 8, 16 VMs at once (64-byte frames, many flows, every VM backlogged):
 //!    R = cycles per packet with n VMs over cycles per packet with one.
 //!
+//! 3. batch term: a light VM beside backlogged ones at several paces, what its batches cost
+//!    beyond their frames' rows by batch size ([`batch_term`]).
+//!
 //! NUMA placement and PMD count cannot be measured on a one-node, two-core machine (one core is
 //! the PMD, the other the VMs): their coefficients are given (`--numa-remote`, `--pmd-factor`)
 //! and stored as `given`.
@@ -21,6 +24,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use slaswitch_qos::cpu::model::{FactorTable, ModelEntry, StageCycles, PROFILE_PACKET_SIZES};
 use slaswitch_qos::cpu::{BandwidthModel, FlowCount};
+
+mod batch_term;
 
 use crate::control::request;
 use crate::protocol::Request;
@@ -45,6 +50,10 @@ pub struct CalibrateOptions {
     pub security_group_masks: usize,
     /// Flows of the many-flow rows.
     pub many_flows: u32,
+    /// Paces of the light VM the batch term is measured at, thousands of frames per second.
+    pub batch_rates_kpps: Vec<f64>,
+    /// Backlogged VMs beside it.
+    pub batch_neighbours: usize,
     /// (input, factor) for the number of PMD cores; 1 core is always 1.0.
     pub pmd_factors: Vec<(u32, f64)>,
     /// The remote-NUMA coefficient (given, not measured: the host has one node).
@@ -95,6 +104,7 @@ fn mac(name: &str) -> String {
 #[derive(Clone, Copy, Default)]
 struct Counts {
     packets: f64,
+    batches: f64,
     ingress: f64,
     classify: f64,
     egress: f64,
@@ -124,6 +134,7 @@ fn read_counts(sw: &PrivateSwitch, vms: &[String]) -> Result<Vec<Counts>, String
             let f = |k: &str| p["rx"][k].as_f64().unwrap_or(0.0);
             Ok(Counts {
                 packets: f("rx_packets"),
+                batches: f("batches"),
                 ingress: f("ingress_cycles"),
                 classify: f("classify_cycles"),
                 egress: f("egress_cycles"),
@@ -134,16 +145,58 @@ fn read_counts(sw: &PrivateSwitch, vms: &[String]) -> Result<Vec<Counts>, String
         .collect()
 }
 
-/// Runs `vm_count` VMs sending `size`-byte frames over `flows` flows as fast as they can and
-/// returns the per-stage cycles per packet over all of them, the total kpps and the share of
-/// exact-match-cache misses.
-fn measure(
+/// What each of the VMs forwarded over a measured window, and the window's length.
+struct Window {
+    per_vm: Vec<Counts>,
+    secs: f64,
+}
+
+impl Window {
+    /// All VMs' counts added up.
+    fn total(&self) -> Counts {
+        self.per_vm.iter().fold(Counts::default(), |acc, d| Counts {
+            packets: acc.packets + d.packets,
+            batches: acc.batches + d.batches,
+            ingress: acc.ingress + d.ingress,
+            classify: acc.classify + d.classify,
+            egress: acc.egress + d.egress,
+            emc_hits: acc.emc_hits + d.emc_hits,
+            emc_misses: acc.emc_misses + d.emc_misses,
+        })
+    }
+}
+
+impl Counts {
+    fn since(&self, before: &Counts) -> Counts {
+        Counts {
+            packets: self.packets - before.packets,
+            batches: self.batches - before.batches,
+            ingress: self.ingress - before.ingress,
+            classify: self.classify - before.classify,
+            egress: self.egress - before.egress,
+            emc_hits: self.emc_hits - before.emc_hits,
+            emc_misses: self.emc_misses - before.emc_misses,
+        }
+    }
+
+    fn busy(&self) -> f64 {
+        self.ingress + self.classify + self.egress
+    }
+
+    fn miss_share(&self) -> f64 {
+        self.emc_misses / (self.emc_hits + self.emc_misses).max(1.0)
+    }
+}
+
+/// Runs emulated VMs `vm1..=vm{vm_count}` with `phases` (slaswitch-tenant's phase text, `vm=`
+/// naming a VM or none for all), waits until every VM's frames flow, and measures a clean
+/// window of `opts.seconds`.
+fn measure_window(
     sw: &PrivateSwitch,
     opts: &CalibrateOptions,
     vm_count: usize,
-    size: u32,
-    flows: u32,
-) -> Result<RowMeasure, String> {
+    phases: &[String],
+) -> Result<Window, String> {
     let vms: Vec<String> = (1..=vm_count).map(|i| format!("vm{i}")).collect();
     let warmup = 1.5;
     let mut cmd = Command::new(opts.tools.join("slaswitch-tenant"));
@@ -159,7 +212,10 @@ fn measure(
     for vm in &vms {
         cmd.arg("--vm").arg(format!("{vm}={}", sw.dir.join(format!("{vm}.sock")).display()));
     }
-    cmd.args(["gen", "--phase", &format!("size={size},rate=max,flows={flows},dst-mac={}", mac("uplink"))]);
+    cmd.arg("gen");
+    for phase in phases {
+        cmd.args(["--phase", phase]);
+    }
     let mut tenant = cmd
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -187,26 +243,11 @@ fn measure(
         std::thread::sleep(Duration::from_secs_f64(opts.seconds));
         let b = read_counts(sw, &vms)?;
         let secs = t0.elapsed().as_secs_f64();
-        let d = a.iter().zip(&b).fold(Counts::default(), |acc, (a, b)| Counts {
-            packets: acc.packets + b.packets - a.packets,
-            ingress: acc.ingress + b.ingress - a.ingress,
-            classify: acc.classify + b.classify - a.classify,
-            egress: acc.egress + b.egress - a.egress,
-            emc_hits: acc.emc_hits + b.emc_hits - a.emc_hits,
-            emc_misses: acc.emc_misses + b.emc_misses - a.emc_misses,
-        });
-        if d.packets < 1000.0 {
-            return Err(format!("only {} packets forwarded in {secs:.1} s: the VMs are not sending", d.packets));
+        let per_vm: Vec<Counts> = b.iter().zip(&a).map(|(b, a)| b.since(a)).collect();
+        if per_vm.iter().any(|d| d.packets < 100.0) {
+            return Err(format!("a VM forwarded fewer than 100 packets in {secs:.1} s: the VMs are not sending"));
         }
-        Ok(RowMeasure {
-            cycles: StageCycles {
-                ingress: d.ingress / d.packets,
-                classification: d.classify / d.packets,
-                egress: d.egress / d.packets,
-            },
-            kpps: d.packets / secs / 1e3,
-            emc_miss_share: d.emc_misses / (d.emc_hits + d.emc_misses).max(1.0),
-        })
+        Ok(Window { per_vm, secs })
     })();
     let _ = tenant.kill();
     let out = tenant.wait_with_output();
@@ -216,6 +257,30 @@ fn measure(
         }
     }
     result
+}
+
+/// Runs `vm_count` VMs sending `size`-byte frames over `flows` flows as fast as they can and
+/// returns the per-stage cycles per packet over all of them, the total kpps and the share of
+/// exact-match-cache misses.
+fn measure(
+    sw: &PrivateSwitch,
+    opts: &CalibrateOptions,
+    vm_count: usize,
+    size: u32,
+    flows: u32,
+) -> Result<RowMeasure, String> {
+    let phase = format!("size={size},rate=max,flows={flows},dst-mac={}", mac("uplink"));
+    let w = measure_window(sw, opts, vm_count, &[phase])?;
+    let d = w.total();
+    Ok(RowMeasure {
+        cycles: StageCycles {
+            ingress: d.ingress / d.packets,
+            classification: d.classify / d.packets,
+            egress: d.egress / d.packets,
+        },
+        kpps: d.packets / w.secs / 1e3,
+        emc_miss_share: d.miss_share(),
+    })
 }
 
 fn machine_description(tsc_hz: u64) -> String {
@@ -248,8 +313,7 @@ fn progress(opts: &CalibrateOptions, done: usize, total: usize, what: &str) {
     }
 }
 
-/// [`measure`] `opts.repeats` times; the run with the median total cost. The host's speed
-/// drifts between seconds, and a single window can land on a slow one.
+/// [`measure`] `opts.repeats` times; the run with the median total cost.
 fn measure_median(
     sw: &PrivateSwitch,
     opts: &CalibrateOptions,
@@ -257,12 +321,22 @@ fn measure_median(
     size: u32,
     flows: u32,
 ) -> Result<RowMeasure, String> {
+    median_run(opts, || measure(sw, opts, vm_count, size, flows), |m| m.cycles.total())
+}
+
+/// Runs a measurement `opts.repeats` times and keeps the run with the median `key`: the
+/// host's speed drifts between seconds, and a single window can land on a slow one.
+fn median_run<T>(
+    opts: &CalibrateOptions,
+    mut run: impl FnMut() -> Result<T, String>,
+    key: impl Fn(&T) -> f64,
+) -> Result<T, String> {
     let mut runs = Vec::new();
     for _ in 0..opts.repeats.max(1) {
-        runs.push(measure(sw, opts, vm_count, size, flows)?);
+        runs.push(run()?);
     }
-    runs.sort_by(|a, b| a.cycles.total().total_cmp(&b.cycles.total()));
-    Ok(runs[runs.len() / 2])
+    runs.sort_by(|a, b| key(a).total_cmp(&key(b)));
+    Ok(runs.swap_remove(runs.len() / 2))
 }
 
 impl PrivateSwitch {
@@ -316,7 +390,7 @@ pub fn calibrate(opts: &CalibrateOptions) -> Result<BandwidthModel, String> {
         return Err("slaswitchd is running: calibrating beside it would measure both. Stop it, calibrate, and start it again (it reads the model at start), or calibrate elsewhere and `slaswitch load-model FILE`".into());
     }
     let sw = PrivateSwitch::start(opts)?;
-    let max_vms = opts.vm_counts.iter().copied().max().unwrap_or(1).max(1) as usize;
+    let max_vms = (opts.vm_counts.iter().copied().max().unwrap_or(1).max(1) as usize).max(opts.batch_neighbours + 1);
     sw.cmd(Request::AddPort {
         name: "uplink".into(),
         port_type: "null".into(),
@@ -342,7 +416,7 @@ pub fn calibrate(opts: &CalibrateOptions) -> Result<BandwidthModel, String> {
 
     let points: Vec<(u32, FlowCount)> =
         PROFILE_PACKET_SIZES.iter().flat_map(|&s| [(s, FlowCount::Single), (s, FlowCount::Many)]).collect();
-    let total_steps = points.len() + opts.vm_counts.len();
+    let total_steps = points.len() + opts.vm_counts.len() + opts.batch_rates_kpps.len();
     // (Each step is `opts.repeats` runs.)
     let mut entries = Vec::new();
     for (i, &(size, flows)) in points.iter().enumerate() {
@@ -365,7 +439,6 @@ pub fn calibrate(opts: &CalibrateOptions) -> Result<BandwidthModel, String> {
         let m = measure_median(&sw, opts, n.max(1) as usize, 64, opts.many_flows)?;
         per_count.push((n, m.cycles.total()));
     }
-    progress(opts, total_steps, total_steps, "done");
     let base = per_count
         .iter()
         .find(|(n, _)| *n == 1)
@@ -389,7 +462,7 @@ pub fn calibrate(opts: &CalibrateOptions) -> Result<BandwidthModel, String> {
     let measured_ratios: Vec<String> = per_count.iter().map(|&(n, c)| format!("{n}: {:.3}", c / base)).collect();
     let mut pmd_points = vec![(1, 1.0)];
     pmd_points.extend(opts.pmd_factors.iter().copied().filter(|(n, _)| *n != 1));
-    let model = BandwidthModel {
+    let mut model = BandwidthModel {
         machine: machine_description(tsc_hz),
         tsc_hz,
         measured_unix_secs: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
@@ -401,7 +474,14 @@ pub fn calibrate(opts: &CalibrateOptions) -> Result<BandwidthModel, String> {
         vm_count,
         numa_remote: FactorTable { points: vec![(1, opts.numa_remote)], source: "given".into() },
         pmd_count: FactorTable { points: pmd_points, source: if opts.pmd_factors.is_empty() { "measured".into() } else { "given".into() } },
+        batch: Default::default(),
     };
+    let mut step = points.len() + opts.vm_counts.len();
+    model.batch = batch_term::measure(&sw, opts, &model, |what| {
+        progress(opts, step, total_steps, what);
+        step += 1;
+    })?;
+    progress(opts, total_steps, total_steps, "done");
     drop(sw);
     if let Some(parent) = opts.out.parent() {
         std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
@@ -442,6 +522,21 @@ pub fn render(model: &BandwidthModel) -> String {
     {
         let pts: Vec<String> = t.points.iter().map(|(n, f)| format!("{n}: {f:.3}")).collect();
         out += &format!("R {name} ({}): {}\n", t.source, pts.join(", "));
+    }
+    if model.batch.points.is_empty() {
+        out += "batch term: none (calibrated before it was measured; every batch priced as a full one)\n";
+    } else {
+        let pts: Vec<String> = model
+            .batch
+            .points
+            .iter()
+            .map(|p| format!("{:.1} frames: {:.0}", p.packets_per_batch, p.overhead_cycles_per_batch))
+            .collect();
+        out += &format!(
+            "batch term, cycles per batch beyond its frames' rows: {} ({})\n",
+            pts.join(", "),
+            model.batch.method
+        );
     }
     out
 }

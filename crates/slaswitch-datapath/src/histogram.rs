@@ -1,0 +1,185 @@
+//! A log-linear latency histogram: 16 sub-buckets per power of two of nanoseconds (within about
+//! 6% of the true value), constant memory, O(1) record, percentiles by walking its buckets.
+//! The emulated sink VM measures one-way latency with it, the PMD its ports' residence time
+//! (`crate::residence`).
+
+/// A log-linear latency histogram in nanoseconds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Histogram {
+    counts: Vec<u64>,
+    total: u64,
+    max_ns: u64,
+    /// The samples added up.
+    sum_ns: u64,
+}
+
+const SUB: u64 = 16;
+/// Buckets: every power of two of nanoseconds a `u64` holds.
+pub const BUCKETS: usize = 64 * SUB as usize;
+
+impl Default for Histogram {
+    fn default() -> Self {
+        Histogram { counts: vec![0; BUCKETS], total: 0, max_ns: 0, sum_ns: 0 }
+    }
+}
+
+fn bucket(ns: u64) -> usize {
+    if ns < SUB {
+        return ns as usize;
+    }
+    let exp = 63 - ns.leading_zeros() as u64; // ns in [2^exp, 2^(exp+1))
+    let sub = (ns >> (exp - 4)) & (SUB - 1);
+    ((exp - 3) * SUB + sub) as usize
+}
+
+fn bucket_floor(b: usize) -> u64 {
+    let b = b as u64;
+    if b < SUB {
+        return b;
+    }
+    let exp = b / SUB + 3;
+    if exp >= 64 {
+        return u64::MAX;
+    }
+    let sub = b % SUB;
+    (1 << exp) + (sub << (exp - 4))
+}
+
+impl Histogram {
+    /// Counts one latency.
+    #[inline]
+    pub fn record(&mut self, ns: u64) {
+        self.record_n(ns, 1);
+    }
+
+    /// Counts `n` samples of one latency.
+    #[inline]
+    pub fn record_n(&mut self, ns: u64, n: u64) {
+        let last = self.counts.len() - 1;
+        self.counts[bucket(ns).min(last)] += n;
+        self.total += n;
+        self.max_ns = self.max_ns.max(ns);
+        self.sum_ns = self.sum_ns.wrapping_add(ns.wrapping_mul(n));
+    }
+
+    /// The samples added up, nanoseconds.
+    pub fn sum_ns(&self) -> u64 {
+        self.sum_ns
+    }
+
+    /// The count of each bucket.
+    pub fn counts(&self) -> &[u64] {
+        &self.counts
+    }
+
+    /// A histogram of these bucket counts ([`BUCKETS`] of them; missing ones are 0) whose
+    /// samples added up to `sum_ns`, its largest sample taken as the top of its highest
+    /// non-empty bucket.
+    pub fn from_counts(counts: &[u64], sum_ns: u64) -> Histogram {
+        let mut h = Histogram { sum_ns, ..Histogram::default() };
+        for (a, b) in h.counts.iter_mut().zip(counts) {
+            *a = *b;
+        }
+        h.total = h.counts.iter().sum();
+        h.max_ns = h.counts.iter().rposition(|&c| c > 0).map_or(0, |b| bucket_floor(b + 1).saturating_sub(1));
+        h
+    }
+
+    /// What was counted since `earlier`, a copy of this histogram taken before (counts only
+    /// grow); its largest sample is bounded by its highest non-empty bucket.
+    pub fn since(&self, earlier: &Histogram) -> Histogram {
+        let counts: Vec<u64> = self.counts.iter().zip(&earlier.counts).map(|(a, b)| a.saturating_sub(*b)).collect();
+        let mut h = Histogram::from_counts(&counts, self.sum_ns.wrapping_sub(earlier.sum_ns));
+        h.max_ns = h.max_ns.min(self.max_ns);
+        h
+    }
+
+    /// The upper bound of each power of two of nanoseconds up to the highest sample, with the
+    /// samples at or below it (a cumulative histogram, as Prometheus exposes one).
+    pub fn cumulative_by_power_of_two(&self) -> Vec<(u64, u64)> {
+        let Some(top) = self.counts.iter().rposition(|&c| c > 0) else { return Vec::new() };
+        let mut out = Vec::new();
+        let mut seen = 0;
+        for (b, &c) in self.counts.iter().enumerate().take(top + 1) {
+            seen += c;
+            if ((b + 1) as u64).is_multiple_of(SUB) || b == top {
+                out.push((bucket_floor(b + 1), seen));
+            }
+        }
+        out
+    }
+
+    /// Latencies counted.
+    pub fn count(&self) -> u64 {
+        self.total
+    }
+
+    /// The largest latency counted.
+    pub fn max_ns(&self) -> u64 {
+        self.max_ns
+    }
+
+    /// The latency at or below which `q` (0..1) of the samples fall; `None` when empty.
+    pub fn quantile_ns(&self, q: f64) -> Option<u64> {
+        if self.total == 0 {
+            return None;
+        }
+        let rank = ((q * self.total as f64).ceil() as u64).clamp(1, self.total);
+        let mut seen = 0;
+        for (b, &c) in self.counts.iter().enumerate() {
+            seen += c;
+            if seen >= rank {
+                return Some(bucket_floor(b).min(self.max_ns));
+            }
+        }
+        Some(self.max_ns)
+    }
+
+    /// Adds another histogram's counts.
+    pub fn merge(&mut self, other: &Histogram) {
+        for (a, b) in self.counts.iter_mut().zip(&other.counts) {
+            *a += b;
+        }
+        self.total += other.total;
+        self.max_ns = self.max_ns.max(other.max_ns);
+        self.sum_ns = self.sum_ns.wrapping_add(other.sum_ns);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantiles_are_within_the_bucket_width() {
+        let mut h = Histogram::default();
+        for ns in 1..=100_000u64 {
+            h.record(ns);
+        }
+        for q in [0.5, 0.9, 0.99] {
+            let got = h.quantile_ns(q).unwrap() as f64;
+            let want = q * 100_000.0;
+            assert!((got - want).abs() / want < 0.07, "q{q}: {got} vs {want}");
+        }
+        assert_eq!(h.max_ns(), 100_000);
+        assert_eq!(Histogram::default().quantile_ns(0.5), None);
+    }
+
+    #[test]
+    fn the_difference_of_two_copies_holds_what_came_between() {
+        let mut h = Histogram::default();
+        h.record_n(1_000, 10);
+        let before = h.clone();
+        h.record_n(50_000, 3);
+        let d = h.since(&before);
+        assert_eq!(d.count(), 3);
+        let p50 = d.quantile_ns(0.5).unwrap() as f64;
+        assert!((p50 - 50_000.0).abs() / 50_000.0 < 0.07, "{p50}");
+        assert_eq!(d.sum_ns(), 150_000);
+        assert_eq!(Histogram::from_counts(h.counts(), h.sum_ns()).count(), 13);
+        // Cumulative by power of two: 1000 ns is under 1024, 50000 under 65536.
+        let cum = h.cumulative_by_power_of_two();
+        assert_eq!(cum.iter().find(|(le, _)| *le == 1024).map(|c| c.1), Some(10));
+        assert_eq!(cum.last().map(|c| c.1), Some(13));
+    }
+}
