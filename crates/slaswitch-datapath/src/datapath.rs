@@ -52,6 +52,10 @@ pub struct DatapathSettings {
     /// Depth of every C2TB cycle bucket (Algorithm 1's `bucket_depth`), in microseconds of a
     /// whole core: how much of its allocation a port may save up while it has nothing to send.
     pub c2tb_bucket_us: u64,
+    /// While a latency-class port with a purchase is on a PMD, its lower-class ports beyond
+    /// their purchase are polled for at most this many packets at a time
+    /// (`slaswitch_qos::cpu::HbsConfig::lower_class_burst`; 0 or 32: full batches).
+    pub lower_class_burst: u32,
     /// Measure C2QoS's own work on every PMD, and optionally compare it live with round robin
     /// ([`crate::probe`]); `None`, the default, runs the PMDs without a probe.
     pub probe: Option<ProbeSettings>,
@@ -375,6 +379,7 @@ impl Datapath {
             pool: self.pool.clone(),
             mac_max_age_tsc: self.settings.mac_max_age_secs.saturating_mul(self.eal.tsc_hz()),
             c2tb_bucket_us: self.settings.c2tb_bucket_us,
+            lower_class_burst: self.settings.lower_class_burst,
             tsc_hz: self.eal.tsc_hz(),
             paced,
             fallback: self.fallback.clone(),

@@ -89,6 +89,8 @@ pub struct PmdConfig {
     pub mac_max_age_tsc: u64,
     /// Depth of every C2TB bucket, microseconds of the core (`DatapathSettings::c2tb_bucket_us`).
     pub c2tb_bucket_us: u64,
+    /// `DatapathSettings::lower_class_burst`.
+    pub lower_class_burst: u32,
     /// The TSC's frequency.
     pub tsc_hz: u64,
     /// Numbers of the paced ports (every PMD drains them).

@@ -213,7 +213,11 @@ impl C2qosOrder {
     fn new(cfg: &PmdConfig, now: u64) -> C2qosOrder {
         let c2tb = C2tbConfig::one_core_with_depth_us(cfg.tsc_hz, cfg.c2tb_bucket_us);
         let mut order = C2qosOrder {
-            sched: PortScheduler::new(c2tb, HbsConfig::default(), now),
+            sched: PortScheduler::new(
+                c2tb,
+                HbsConfig { lower_class_burst: cfg.lower_class_burst, ..HbsConfig::default() },
+                now,
+            ),
             rx_index: Vec::new(),
             decisions_left: 0,
             decisions_per_pass: 0,

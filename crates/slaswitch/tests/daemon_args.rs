@@ -23,6 +23,11 @@ fn a_bucket_depth_out_of_range_is_refused_before_the_switch_starts() {
 }
 
 #[test]
+fn a_lower_class_burst_out_of_range_is_refused_before_the_switch_starts() {
+    refused_before_the_switch_starts("lower-class-burst", &["0", "33", "short"]);
+}
+
+#[test]
 fn a_comparison_slice_out_of_range_is_refused_before_the_switch_starts() {
     refused_before_the_switch_starts("compare-slice-us", &["999", "10000001", "short"]);
 }

@@ -54,6 +54,12 @@ struct Cli {
     #[arg(long = "c2tb-bucket-us", default_value_t = C2tbConfig::DEFAULT_BUCKET_DEPTH_US,
           value_parser = parse_bucket_depth_us)]
     c2tb_bucket_us: u64,
+    /// While a latency-class port (priority 1-2, with a purchase) is on a PMD, its lower-class
+    /// ports beyond their purchase are polled for at most this many packets at a time, 1 to
+    /// 32 (32: full batches).
+    #[arg(long = "lower-class-burst", default_value_t = slaswitch_qos::cpu::hbs::DEFAULT_LOWER_CLASS_BURST,
+          value_parser = clap::value_parser!(u32).range(1..=32))]
+    lower_class_burst: u32,
     /// Measure C2QoS's own work on every PMD (pmd-stats `probe`, metrics `slaswitch_pmd_qos_*`).
     #[arg(long)]
     probe: bool,
@@ -108,6 +114,7 @@ fn run(cli: Cli) -> Result<(), String> {
         pci: cli.pci,
         mac_max_age_secs: cli.mac_age_secs,
         c2tb_bucket_us: cli.c2tb_bucket_us,
+        lower_class_burst: cli.lower_class_burst,
         probe,
     };
     let store = ConfigStore::new(cli.db);
