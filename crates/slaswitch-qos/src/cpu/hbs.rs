@@ -279,9 +279,9 @@ pub struct PortScheduler {
     deferred_parking: DeferredParking,
     /// Ours: a latency-class port within its purchase is never parked ([`LatencyClass`]).
     latency: LatencyClass,
-    /// A port of a latency class with a purchase is scheduled here: lower classes are polled
-    /// with [`HbsConfig::lower_class_burst`].
-    short_bursts: bool,
+    /// A port of a latency class with a purchase is scheduled here: its batches' bytes are
+    /// counted, and lower classes are polled with [`HbsConfig::lower_class_burst`].
+    latency_ports_present: bool,
     /// Per port: it forwards more than its purchase, or bought none, so its batches may be
     /// short ([`PortScheduler::set_beyond_purchase`]).
     beyond_purchase: Vec<bool>,
@@ -309,7 +309,7 @@ impl PortScheduler {
             expired: Vec::new(),
             deferred_parking: DeferredParking::default(),
             latency: LatencyClass::new(c2tb.tsc_hz),
-            short_bursts: false,
+            latency_ports_present: false,
             beyond_purchase: Vec::new(),
             counts: WaitCounts::default(),
             demoted_probe: DemotedProbe {
@@ -419,7 +419,7 @@ impl PortScheduler {
             self.states().filter(|s| s.current_priority > s.configured_priority.get()).count();
         self.turns.top_class = self.states().map(|s| s.configured_priority.get()).min().unwrap_or(DEFAULT_PRIORITY);
         let latency = &self.latency;
-        self.short_bursts = self.slots.0.iter().enumerate().any(|(port, slot)| {
+        self.latency_ports_present = self.slots.0.iter().enumerate().any(|(port, slot)| {
             slot.state.as_ref().is_some_and(|s| s.configured_priority.get() <= LATENCY_CLASSES)
                 && latency.has_purchase(port)
         });
@@ -433,7 +433,7 @@ impl PortScheduler {
     #[inline]
     pub fn burst_packets(&self, port: PortIndex) -> u32 {
         let full = self.config.full_batch_packets;
-        if !self.short_bursts || self.config.lower_class_burst == 0 || !self.is_beyond_purchase(port) {
+        if !self.latency_ports_present || self.config.lower_class_burst == 0 || !self.is_beyond_purchase(port) {
             return full;
         }
         match self.slots.0.get(port).and_then(|s| s.state.as_ref()) {
@@ -539,10 +539,13 @@ impl PortScheduler {
     }
 
     /// Charges the bytes of the batch the port in service just ran to its purchase; call
-    /// before [`PortScheduler::end_batch`]. Costs nothing while no port has a purchase.
+    /// before [`PortScheduler::end_batch`]. Costs a compare unless the port is of a latency
+    /// class with a purchase.
     #[inline]
     pub fn spend_bytes(&mut self, port: PortIndex, bytes: u64, now_tsc: u64) {
-        self.latency.spend(port, bytes, now_tsc);
+        if self.latency_ports_present && self.is_latency_class(port) {
+            self.latency.spend(port, bytes, now_tsc);
+        }
     }
 
     /// A port's scheduling state (`None`: not scheduled here).

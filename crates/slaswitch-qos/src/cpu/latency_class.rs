@@ -1,5 +1,6 @@
 //! Ours, an extension of HBS (seed 000 Sec. IV-B): a port of a latency class (priority 1 or 2)
-//! that is within its purchase is never parked for lack of cycle tokens.
+//! that is within its purchase is not parked for lack of cycle tokens while the core has
+//! cycles no port was promised.
 //!
 //! Why: HBS promises the top classes their latency while lower ones flood the core (Sec. IV-B,
 //! Fig. 11c), and C2TB prices their purchase in cycles from the model's per-packet rows. A
@@ -9,8 +10,7 @@
 //! milliseconds, though it sends no more than it bought. The seed's own reading of a purchase
 //! is bandwidth (Sec. III: the cycles are what that bandwidth needs), so a latency-class port
 //! is held to its purchase in bytes as well as in cycles: while its bytes are within it, a
-//! cycle debt is forgiven instead of parking the port. What that costs the lower classes is
-//! bounded by the purchase, at what its frames really cost.
+//! cycle debt is forgiven instead of parking the port.
 //!
 //! "Within its purchase": a byte bucket filling at the purchased rate, as deep as
 //! [`BURST_NS`] of it (at least one batch of the largest frames), charged every batch's bytes.
@@ -45,16 +45,22 @@ pub(crate) struct LatencyClass {
     cycle_budgets: Vec<Option<TokenBucket>>,
     /// Ports with a budget: none, and a batch's bytes are not looked at.
     ports: usize,
-    tsc_hz: u64,
+    /// Nanoseconds per TSC tick, [`NS_SHIFT`] fraction bits: a batch's clock without a division.
+    ns_per_tick: u64,
 }
+
+/// Fraction bits of [`LatencyClass`]'s ticks-to-nanoseconds multiplier.
+const NS_SHIFT: u32 = 32;
 
 impl LatencyClass {
     pub(crate) fn new(tsc_hz: u64) -> LatencyClass {
-        LatencyClass { tsc_hz: tsc_hz.max(1), ..Default::default() }
+        let ns_per_tick = ((u128::from(NS_PER_SEC) << NS_SHIFT) / u128::from(tsc_hz.max(1))) as u64;
+        LatencyClass { ns_per_tick, ..Default::default() }
     }
 
+    #[inline]
     fn ns(&self, tsc: u64) -> u64 {
-        (u128::from(tsc) * u128::from(NS_PER_SEC) / u128::from(self.tsc_hz)) as u64
+        ((u128::from(tsc) * u128::from(self.ns_per_tick)) >> NS_SHIFT) as u64
     }
 
     /// Gives `port` a byte budget of `purchase_bps` (bits per second of frames), or none.
