@@ -405,9 +405,9 @@ impl CyclePool {
 
     /// Sets several ports' limits and depths at once (see [`CyclePool::set_limit`] and
     /// [`CyclePool::set_depth`]): the buckets are settled and the rates worked out once, not
-    /// once per port. Drift compensation moves every port's allocation in one window, and
-    /// port by port that took the PMD tens of microseconds, which a latency-class port's
-    /// frames waited out.
+    /// once per port. Drift compensation moves every port's allocation in one window on the
+    /// PMD thread, and whatever that costs, a latency-class port's frames wait out (seed 000
+    /// Sec. IV-B: a class-1 wait is bounded by what runs before it).
     pub fn set_limits(
         &mut self,
         set: &mut impl BucketSet,

@@ -102,8 +102,8 @@ impl Default for HbsConfig {
 pub const DEFAULT_TURN_NS: u32 = 3_000;
 
 /// Half a full batch: a lower class's batch in service is what a latency-class frame waits
-/// for at worst, and a full one of cloud-like frames occasionally took 20-50 us on this host;
-/// a quarter cost the lower classes more of their purchases (`docs/deviations.md`, row 18).
+/// for at worst (seed 000 Sec. IV-B-2), and shorter ones make every lower-class frame pay
+/// more of a batch's fixed work (`docs/deviations.md`, row 18).
 pub const DEFAULT_LOWER_CLASS_BURST: u32 = 16;
 
 /// Where a port is now.
@@ -429,7 +429,7 @@ impl PortScheduler {
     /// with a purchase is scheduled here, [`HbsConfig::lower_class_burst`] for a port of a
     /// lower class that forwards more than its purchase or bought none. A port within its
     /// purchase keeps full batches: a short batch's fixed work would come out of what it
-    /// bought (TCP bulk transfers over af_packet lost a quarter of their purchase, Fig. 12).
+    /// bought (`docs/deviations.md`, row 18).
     #[inline]
     pub fn burst_packets(&self, port: PortIndex) -> u32 {
         let full = self.config.full_batch_packets;

@@ -17,9 +17,9 @@
 //!
 //! What is forgiven comes out of the cycles no port was promised: drift compensation hands
 //! each latency-class port a share of what the compensated allocations leave of the core
-//! ([`LatencyClass::set_cycle_budget`]), and a debt beyond it is not forgiven. Without that
-//! bound, light VMs priced for full batches took their real cost (twice their allocation, or
-//! more on port kinds the model was not calibrated on) from the lowest classes' purchases.
+//! ([`LatencyClass::set_cycle_budget`]), and a debt beyond it is not forgiven: a latency-class
+//! VM priced below its real cost would otherwise take the difference from the lowest
+//! classes' purchases, which HBS serves last.
 
 use crate::meter::TokenBucket;
 use crate::NS_PER_SEC;

@@ -279,9 +279,9 @@ pub fn run(
         }
         for vm in vms.iter_mut() {
             vm.step(pool, t, tsc);
-            // The sink is polled after every sender, not once per round of them: fifteen
-            // senders at full speed take tens of microseconds a round, which a frame waiting
-            // in the sink's ring would count as latency through the switch.
+            // The sink is polled after every sender, not once per round of them: a round of
+            // many senders at full speed is long, and a frame waiting in the sink's ring for
+            // it would count that as latency through the switch.
             if let Some((s, _)) = sink.as_mut() {
                 s.poll();
             }
