@@ -20,6 +20,7 @@ pub fn deliverable_cycles_per_sec(capacity: u64) -> u64 {
 
 use crate::bandwidth::{BandwidthSla, LinkSpec};
 use crate::cpu_qos::CpuQos;
+use crate::link_policy::{EgressSpec, VmLinkSpec};
 use crate::policing::PolicingSpec;
 use crate::port::PortSpec;
 use crate::port_settings::PortSettings;
@@ -39,6 +40,10 @@ pub struct PortPlan {
     pub allocation: Option<Allocation>,
     /// Its line rate and uplink role.
     pub link: LinkSpec,
+    /// Its link's scheduler, when paced.
+    pub egress: EgressSpec,
+    /// Its settings on paced ports' schedulers.
+    pub vm_link: VmLinkSpec,
 }
 
 /// A port as the planner sees it.
@@ -95,6 +100,8 @@ pub fn plan(
             sla,
             allocation,
             link: settings.link,
+            egress: settings.egress,
+            vm_link: settings.vm_link.clone(),
         };
         plans.insert(c.spec.name.clone(), plan);
     }
@@ -163,6 +170,20 @@ fn admit_bandwidth(
         let list: Vec<String> = purchased.iter().map(|(n, b)| format!("{n} {b}")).collect();
         return Err(format!(
             "{changed}: purchased bandwidth would add up to {total} bit/s, more than the uplink {}'s link_rate_bps {line_rate} ({})",
+            uplink.spec.name,
+            list.join(", ")
+        ));
+    }
+    // The link's half: minimums set by hand are reserved on the uplink too (seed 002 Sec. 3.3).
+    let minimums: Vec<(&str, u64)> = candidates
+        .iter()
+        .filter_map(|c| plans[&c.spec.name].vm_link.min_bps.map(|m| (c.spec.name.as_str(), m)))
+        .collect();
+    let total: u64 = minimums.iter().map(|(_, m)| m).sum();
+    if total > line_rate {
+        let list: Vec<String> = minimums.iter().map(|(n, m)| format!("{n} {m}")).collect();
+        return Err(format!(
+            "{changed}: link_min_bps would add up to {total} bit/s, more than the uplink {}'s link_rate_bps {line_rate} ({})",
             uplink.spec.name,
             list.join(", ")
         ));

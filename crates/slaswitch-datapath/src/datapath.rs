@@ -23,12 +23,16 @@ use slaswitch_qos::cpu::{Allocation, BandwidthModel};
 
 use crate::allocation::{self, Candidate, PortPlan};
 use crate::counters::{PmdCounters, PmdTotals, PortCounters, RuleCounters, RxTotals};
+use crate::link_policy::DEFAULT_TENANT;
 use crate::paced_tx::{Fallback, PacedLink};
 use crate::pmd;
 use crate::pmd_config::{ModelCycles, PmdConfig, PmdMessage, RxPort, TxPort, MAX_PORTS};
 use crate::policing::PolicingSpec;
 use crate::port::{DeviceRecipe, PortSpec, PortType};
 use crate::probe::{ProbeCounters, ProbeReport, ProbeSettings};
+
+mod links;
+pub use links::{LinkOut, LinkStats, LinkVmStats, Tenant, TENANT_WEIGHTS};
 
 /// How the data plane is started.
 #[derive(Clone, Debug)]
@@ -167,6 +171,9 @@ pub struct PortStats {
     pub link_queued: usize,
     /// It is the host's uplink.
     pub uplink: bool,
+    /// Its frames through the paced ports' schedulers (as a source VM), all paced ports
+    /// together.
+    pub link_out: LinkOut,
     /// The port's options (its QoS settings among them).
     pub options: BTreeMap<String, String>,
     /// Its frames' residence times in the switch since it was added, nanoseconds
@@ -214,6 +221,8 @@ pub struct Datapath {
     pmds: Vec<PmdHandle>,
     /// The bandwidth-CPU model purchases are turned into cycles with.
     model: Option<BandwidthModel>,
+    /// PIE-VDE's tenants by name (always holds [`DEFAULT_TENANT`]).
+    tenants: BTreeMap<String, Tenant>,
     fallback: Arc<Fallback>,
     pool: Arc<Mempool>,
     eal: Eal,
@@ -275,6 +284,7 @@ impl Datapath {
             rule_counters,
             pmds: Vec::new(),
             model: None,
+            tenants: BTreeMap::from([(DEFAULT_TENANT.to_string(), Tenant { index: 0, weight: 1 })]),
             fallback: Arc::new(Fallback::default()),
             pool,
             eal,
@@ -493,28 +503,39 @@ impl Datapath {
             [(s, _)] => format!("port {}", s.name),
             several => format!("ports {}", several.iter().map(|(s, _)| s.name.as_str()).collect::<Vec<_>>().join(", ")),
         };
-        allocation::plan(&candidates, model, self.pmds.len(), self.eal.tsc_hz(), &who)
+        let plans = allocation::plan(&candidates, model, self.pmds.len(), self.eal.tsc_hz(), &who)?;
+        for c in &candidates {
+            let tenant = &plans[&c.spec.name].vm_link.tenant;
+            if !self.tenants.contains_key(tenant) {
+                return Err(format!(
+                    "port {}: tenant={tenant} does not exist (create it first: slaswitch set-tenant {tenant} weight=W)",
+                    c.spec.name
+                ));
+            }
+        }
+        let numbers: BTreeMap<&str, u16> = candidates.iter().map(|c| (c.spec.name.as_str(), c.spec.number)).collect();
+        for name in plans.iter().filter(|(_, p)| p.link.link_rate_bps > 0).map(|(n, _)| n) {
+            self.link_plan(name, &plans, &numbers, &self.tenants)
+                .validate()
+                .map_err(|e| format!("{who}: the link scheduler of {name} would refuse it: {e}"))?;
+        }
+        Ok(plans)
     }
 
-    /// Gives each port its new plan and makes its paced link match (a new link when its rate
-    /// or role changed). Returns the previous plans and links, for [`Self::restore_plans`].
-    fn apply_plans(&mut self, plans: BTreeMap<String, PortPlan>) -> Vec<(String, PortPlan, Option<Arc<PacedLink>>)> {
-        let now_ns = crate::pmd_config::tsc_to_ns(slaswitch_dpdk::rdtsc(), self.eal.tsc_hz());
+    /// Gives each port its new plan and makes the paced links match ([`Self::configure_links`]).
+    /// Returns the previous plans, for [`Self::restore_plans`].
+    fn apply_plans(&mut self, plans: BTreeMap<String, PortPlan>) -> Vec<(String, PortPlan)> {
         let mut before = Vec::new();
         for (name, plan) in plans {
             let Some(entry) = self.ports.get_mut(&name) else { continue };
-            let link = plan.link;
-            let keep =
-                entry.paced.as_ref().is_some_and(|l| l.rate_bps() == link.link_rate_bps) && entry.plan.link == link;
-            let paced = if link.link_rate_bps == 0 {
-                None
-            } else if keep {
-                entry.paced.clone()
-            } else {
-                let queue = usize::from(plan.tx_ring_descriptors);
-                Some(Arc::new(PacedLink::new(link.link_rate_bps, queue, link.nic_fallback, now_ns)))
-            };
-            before.push((name, std::mem::replace(&mut entry.plan, plan), std::mem::replace(&mut entry.paced, paced)));
+            if plan.link.link_rate_bps == 0 {
+                entry.paced = None;
+            }
+            before.push((name, std::mem::replace(&mut entry.plan, plan)));
+        }
+        if let Err(e) = self.configure_links() {
+            // Cannot happen: `plan_with` validated every link's plan.
+            tracing::error!("a link scheduler refused a validated plan: {e}");
         }
         if !self.ports.values().any(|p| p.plan.link.nic_fallback) {
             self.fallback.engaged.store(false, std::sync::atomic::Ordering::Relaxed);
@@ -522,12 +543,14 @@ impl Datapath {
         before
     }
 
-    fn restore_plans(&mut self, before: Vec<(String, PortPlan, Option<Arc<PacedLink>>)>) {
-        for (name, plan, paced) in before {
+    fn restore_plans(&mut self, before: Vec<(String, PortPlan)>) {
+        for (name, plan) in before {
             if let Some(entry) = self.ports.get_mut(&name) {
                 entry.plan = plan;
-                entry.paced = paced;
             }
+        }
+        if let Err(e) = self.configure_links() {
+            tracing::error!("restoring a link scheduler failed: {e}");
         }
     }
 
@@ -834,6 +857,7 @@ impl Datapath {
                     link_rate_bps: p.plan.link.link_rate_bps,
                     link_queued: p.paced.as_ref().map_or(0, |l| l.queued()),
                     uplink: p.plan.link.uplink,
+                    link_out: self.link_out(p.spec.number),
                     options: p.spec.options.clone(),
                     residence: p.counters.residence(),
                 }

@@ -9,6 +9,7 @@ pub mod cpu_qos;
 pub mod datapath;
 mod drift;
 pub mod histogram;
+pub mod link_policy;
 pub mod paced_tx;
 pub mod pmd;
 pub mod pmd_config;
@@ -18,6 +19,7 @@ pub mod port;
 pub mod port_settings;
 pub mod probe;
 mod residence;
+mod spin;
 mod stages;
 
 pub use datapath::{Datapath, DatapathSettings, FlowStats, PmdStats, PortStats};

@@ -1,23 +1,33 @@
 //! Paced ports: a port with `link_rate_bps` sends no faster than a NIC of that line rate. The
-//! switch puts its frames into the port's queue (as deep as its `tx_ring`, like the NIC's
-//! descriptor ring; a full queue drops, as a full ring does) and releases them as the link
-//! serialises them ([`slaswitch_qos::link::LinkPacer`]). The egress schedulers of ANCS, SoftBW
-//! and PIE-VDE will decide the order in this queue; for now it is first in, first out.
+//! egress stage puts each frame into its source VM's queue on the port; the port's link
+//! scheduler ([`LinkScheduler`]: FIFO, ANCS, SoftBW, PIE-VDE or the rate-limit baseline)
+//! decides which frame goes next, and the frames are released as the link serialises them
+//! ([`LinkPacer`]). With a PCI NIC the same code paces to the NIC's line rate; the NIC's own
+//! ring then only ever holds what the scheduler released.
 //!
-//! The uplink's link also runs the NIC-bottleneck detector (seed 000 Sec. VII) and publishes
-//! its verdict in [`Fallback`], which every PMD reads before policing.
+//! The uplink's link also runs the NIC-bottleneck detector (seed 000 Sec. VII) while its
+//! scheduler is FIFO, and publishes its verdict in [`Fallback`], which every PMD reads before
+//! policing.
 //!
-//! State is touched only under the port's tx spin lock, which every PMD takes for a paced port.
+//! State is touched only under the port's tx spin lock, which every PMD takes for a paced port
+//! and the control thread takes to reconfigure the scheduler.
 
 use std::cell::UnsafeCell;
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 
-use slaswitch_dpdk::{free_bulk, EthPort, Mbuf, MAX_BURST};
+use slaswitch_dpdk::{free_bulk, rdtsc, EthPort, Mbuf, MAX_BURST};
 use slaswitch_qos::cpu::{FallbackConfig, FallbackDetector};
-use slaswitch_qos::link::LinkPacer;
+use slaswitch_qos::egress::link_scheduler::{LinkPlan, LinkScheduler, QueueView, Queued};
+use slaswitch_qos::link::{LinkPacer, WIRE_OVERHEAD_BYTES};
 
 use crate::counters::PortCounters;
+use crate::pmd_config::MAX_PORTS;
+use crate::spin::SpinGuard;
+
+/// How much idle wire time a link may make up after its scheduler held frames back (a maximum,
+/// a credit or a limit run out): that time must not be sent later as a burst above the line
+/// rate. Frames that only waited for a late PMD are all made up, as a NIC's queue would.
+const MAX_LATENESS_NS: u64 = 20_000;
 
 /// The switch-wide state of the NIC-bottleneck fallback.
 #[derive(Debug, Default)]
@@ -39,43 +49,64 @@ impl Fallback {
     }
 }
 
-struct LinkState {
-    pacer: LinkPacer,
-    queue: VecDeque<Mbuf>,
-    detector: Option<FallbackDetector>,
+/// One source VM's traffic through a paced port, readable without the lock.
+#[derive(Debug, Default)]
+pub struct VmLinkCounters {
+    /// Frames sent onto the link.
+    pub sent_packets: AtomicU64,
+    /// Their wire bytes (frames plus [`WIRE_OVERHEAD_BYTES`]).
+    pub sent_wire_bytes: AtomicU64,
+    /// Frames its full queue (or the device) dropped.
+    pub dropped: AtomicU64,
+    /// TSC cycles the scheduler spent on its frames: queueing them, and its share of the
+    /// dequeues that released them.
+    pub sched_cycles: AtomicU64,
 }
 
-/// One paced port's link and queue.
+struct LinkState {
+    pacer: LinkPacer,
+    sched: LinkScheduler<Mbuf>,
+    detector: Option<FallbackDetector>,
+    /// The last drain ended with the wire free and frames waiting that the scheduler held.
+    held: bool,
+}
+
+/// One paced port's link, scheduler and queues.
 pub struct PacedLink {
     state: UnsafeCell<LinkState>,
-    capacity: usize,
     /// Frames waiting, readable without the lock (a cheap "anything to do?").
     queued: AtomicUsize,
+    rate_bps: AtomicU64,
+    /// By source port number.
+    per_vm: Box<[VmLinkCounters]>,
 }
 
 // SAFETY: `state` is only reached through methods whose callers hold the port's tx spin lock
-// (see `Pmd::flush` and `Pmd::drain_links`), so one thread at a time uses it.
+// (the egress stage, `drain_links`, and `configure`/`view`, which take it), so one thread at a
+// time uses it.
 unsafe impl Sync for PacedLink {}
 unsafe impl Send for PacedLink {}
 
 impl PacedLink {
-    /// A link of `rate_bps` with room for `queue_frames`; `watch_for_fallback`: the uplink.
-    pub fn new(rate_bps: u64, queue_frames: usize, watch_for_fallback: bool, now_ns: u64) -> PacedLink {
-        PacedLink {
+    /// A link for `plan`; `watch_for_fallback`: the uplink, with its detector running.
+    pub fn new(plan: LinkPlan, watch_for_fallback: bool, now_ns: u64) -> Result<PacedLink, String> {
+        let rate_bps = plan.settings.link_rate_bps;
+        Ok(PacedLink {
             state: UnsafeCell::new(LinkState {
                 pacer: LinkPacer::new(rate_bps, now_ns),
-                queue: VecDeque::with_capacity(queue_frames),
+                sched: LinkScheduler::new(plan, now_ns)?,
                 detector: watch_for_fallback.then(|| FallbackDetector::new(FallbackConfig::default(), now_ns)),
+                held: false,
             }),
-            capacity: queue_frames,
             queued: AtomicUsize::new(0),
-        }
+            rate_bps: AtomicU64::new(rate_bps),
+            per_vm: (0..MAX_PORTS).map(|_| VmLinkCounters::default()).collect(),
+        })
     }
 
     /// Its line rate.
     pub fn rate_bps(&self) -> u64 {
-        // SAFETY: the rate never changes after creation; reading it races with nothing.
-        unsafe { (*self.state.get()).pacer.rate_bps() }
+        self.rate_bps.load(Relaxed)
     }
 
     /// Frames waiting.
@@ -83,46 +114,120 @@ impl PacedLink {
         self.queued.load(Relaxed)
     }
 
-    /// Queues `frames`; what does not fit is freed and counted as dropped.
+    /// Source port `number`'s counters.
+    pub fn vm_counters(&self, number: u16) -> &VmLinkCounters {
+        &self.per_vm[usize::from(number)]
+    }
+
+    /// Takes a new plan live, under the port's tx `lock`: no queued frame is lost except those
+    /// of VMs the plan no longer has (freed and counted as theirs). Refused whole, changing
+    /// nothing, if the scheduler refuses the plan.
+    pub fn configure(
+        &self,
+        lock: &AtomicBool,
+        plan: LinkPlan,
+        watch_for_fallback: bool,
+        now_ns: u64,
+    ) -> Result<(), String> {
+        let _guard = SpinGuard::lock(lock);
+        // SAFETY: the port's tx lock is held.
+        let s = unsafe { &mut *self.state.get() };
+        let gone: Vec<usize> = s.sched.plan().vms.keys().filter(|q| !plan.vms.contains_key(q)).copied().collect();
+        let gone: Vec<(usize, usize)> =
+            gone.into_iter().map(|q| (q, s.sched.view(q).map_or(0, |v| v.packets))).collect();
+        let rate_bps = plan.settings.link_rate_bps;
+        let freed = s.sched.reconfigure(plan, now_ns)?;
+        for (q, lost) in gone {
+            self.per_vm[q].dropped.fetch_add(lost as u64, Relaxed);
+        }
+        if !freed.is_empty() {
+            free_bulk(&freed);
+        }
+        if rate_bps != s.pacer.rate_bps() {
+            s.pacer.set_rate(rate_bps);
+            self.rate_bps.store(rate_bps, Relaxed);
+        }
+        match (&s.detector, watch_for_fallback) {
+            (None, true) => s.detector = Some(FallbackDetector::new(FallbackConfig::default(), now_ns)),
+            (Some(_), false) => s.detector = None,
+            _ => {}
+        }
+        self.queued.store(s.sched.backlog_packets(), Relaxed);
+        Ok(())
+    }
+
+    /// What each VM has waiting and its state in the scheduler, under the port's tx `lock`.
+    pub fn view(&self, lock: &AtomicBool, numbers: &[u16]) -> (LinkPlan, Vec<Option<QueueView>>) {
+        let _guard = SpinGuard::lock(lock);
+        // SAFETY: the port's tx lock is held.
+        let s = unsafe { &mut *self.state.get() };
+        let views = numbers.iter().map(|&n| s.sched.view(usize::from(n))).collect();
+        (s.sched.plan().clone(), views)
+    }
+
+    /// Queues `frames` from source port `source`; what its queue cannot take is freed and
+    /// counted as dropped (for the port and for the VM).
     ///
     /// # Safety
     /// The caller holds the port's tx lock.
-    pub unsafe fn enqueue(&self, frames: &[Mbuf], now_ns: u64, counters: &PortCounters) {
+    pub unsafe fn enqueue(&self, frames: &[Mbuf], source: u16, now_ns: u64, counters: &PortCounters) {
+        let t0 = rdtsc();
         let s = &mut *self.state.get();
-        if s.queue.is_empty() && !frames.is_empty() {
+        if self.queued.load(Relaxed) == 0 && !frames.is_empty() {
             s.pacer.queue_was_empty(now_ns);
         }
-        let room = self.capacity - s.queue.len();
-        let (taken, dropped) = frames.split_at(frames.len().min(room));
-        s.queue.extend(taken.iter().copied());
-        if !dropped.is_empty() {
-            counters.add_tx(0, 0, dropped.len() as u64);
-            free_bulk(dropped);
+        let mut dropped = 0u64;
+        for &m in frames {
+            match s.sched.enqueue(usize::from(source), m.pkt_len() + WIRE_OVERHEAD_BYTES, m, now_ns) {
+                Queued::Yes => {}
+                Queued::DroppedOldest(old) | Queued::No(old) => {
+                    free_bulk(std::slice::from_ref(&old));
+                    dropped += 1;
+                }
+            }
         }
-        self.queued.store(s.queue.len(), Relaxed);
+        self.queued.store(s.sched.backlog_packets(), Relaxed);
+        let vm = &self.per_vm[usize::from(source)];
+        if dropped > 0 {
+            counters.add_tx(0, 0, dropped);
+            vm.dropped.fetch_add(dropped, Relaxed);
+        }
+        vm.sched_cycles.fetch_add(rdtsc() - t0, Relaxed);
     }
 
-    /// Sends what the link has had time for by `now_ns`; runs the fallback detector when this
-    /// is the uplink.
+    /// Sends what the scheduler releases and the link has had time for by `now_ns`; runs the
+    /// fallback detector when this is the uplink.
     ///
     /// # Safety
     /// The caller holds the port's tx lock.
     pub unsafe fn drain(&self, eth: EthPort, now_ns: u64, counters: &PortCounters, fallback: &Fallback) {
         let s = &mut *self.state.get();
+        if s.held {
+            s.pacer.bound_lateness(now_ns, MAX_LATENESS_NS);
+        }
+        s.held = false;
         let mut burst = [Mbuf(std::ptr::NonNull::dangling()); MAX_BURST];
+        let mut sources = [0u16; MAX_BURST];
         loop {
+            let t0 = rdtsc();
             let mut n = 0;
             let mut bytes = 0u64;
             while n < MAX_BURST && s.pacer.may_send(now_ns) {
-                let Some(m) = s.queue.pop_front() else { break };
-                s.pacer.send(m.pkt_len());
-                bytes += u64::from(m.pkt_len());
-                burst[n] = m;
+                let Some(d) = s.sched.dequeue(now_ns) else {
+                    s.held = s.sched.backlog_packets() > 0;
+                    break;
+                };
+                let frame_bytes = d.len_bytes - WIRE_OVERHEAD_BYTES;
+                s.pacer.send(frame_bytes);
+                bytes += u64::from(frame_bytes);
+                burst[n] = d.item;
+                sources[n] = d.queue as u16;
                 n += 1;
             }
             if n == 0 {
                 break;
             }
+            let share = (rdtsc() - t0) / n as u64;
             let mut sent = 0;
             for _ in 0..4 {
                 let k = eth.tx_burst(&mut burst[sent..n]);
@@ -131,12 +236,22 @@ impl PacedLink {
                     break;
                 }
             }
+            for (i, (&src, m)) in sources[..n].iter().zip(&burst[..n]).enumerate() {
+                let vm = &self.per_vm[usize::from(src)];
+                vm.sched_cycles.fetch_add(share, Relaxed);
+                if i < sent {
+                    vm.sent_packets.fetch_add(1, Relaxed);
+                    vm.sent_wire_bytes.fetch_add(u64::from(m.pkt_len() + WIRE_OVERHEAD_BYTES), Relaxed);
+                } else {
+                    vm.dropped.fetch_add(1, Relaxed);
+                }
+            }
             let unsent = &burst[sent..n];
             let unsent_bytes: u64 = unsent.iter().map(|m| u64::from(m.pkt_len())).sum();
             counters.add_tx(sent as u64, bytes - unsent_bytes, unsent.len() as u64);
             free_bulk(unsent);
         }
-        self.queued.store(s.queue.len(), Relaxed);
+        self.queued.store(s.sched.backlog_packets(), Relaxed);
         if let Some(d) = s.detector.as_mut() {
             let busy = s.pacer.take_busy_ns();
             if let Some(engaged) = d.observe(now_ns, busy, fallback.drops.load(Relaxed)) {
@@ -153,7 +268,8 @@ impl PacedLink {
 impl Drop for PacedLink {
     fn drop(&mut self) {
         let s = self.state.get_mut();
-        let left: Vec<Mbuf> = s.queue.drain(..).collect();
-        free_bulk(&left);
+        let plan = s.sched.plan().clone();
+        let sched = std::mem::replace(&mut s.sched, LinkScheduler::new(plan, 0).expect("the plan in force is valid"));
+        free_bulk(&sched.into_packets());
     }
 }

@@ -160,7 +160,7 @@ impl Pmd {
         }
         let bytes = if ingress.kept > 0 { self.stages.classify(&batch[..ingress.kept], idx, t_rx) } else { 0 };
         let t_classified = rdtsc();
-        self.stages.egress();
+        self.stages.egress(idx);
         let t_sent = rdtsc();
         self.residence[idx].poll(t_rx, t_sent, ingress.received, ingress.kept, batch.len());
         self.charge_stages(idx, ingress, bytes, [t, t_rx, t_classified, t_sent], decision_cycles)

@@ -13,8 +13,9 @@
 //! Every type also takes `ofport_request` (the port number rules use), `rx_ring` and `tx_ring`
 //! (descriptors, default 2048), `pmd` (the core whose PMD polls it) and the ingress policing
 //! options of [`crate::policing`], the C2QoS options of [`crate::cpu_qos`] and the bandwidth
-//! options of [`crate::bandwidth`]. `pmd`, policing, C2QoS and bandwidth change live; the others
-//! recreate the device.
+//! options of [`crate::bandwidth`] and the link schedulers' options of [`crate::link_policy`].
+//! `pmd`, policing, C2QoS, bandwidth and link options change live; the others recreate the
+//! device.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -92,6 +93,7 @@ pub fn common_options() -> impl Iterator<Item = &'static str> {
         .chain(crate::policing::POLICING_OPTIONS)
         .chain(crate::cpu_qos::CPU_QOS_OPTIONS)
         .chain(crate::bandwidth::BANDWIDTH_OPTIONS)
+        .chain(crate::link_policy::LINK_POLICY_OPTIONS)
         .copied()
 }
 
@@ -101,6 +103,7 @@ pub fn is_live_option(key: &str) -> bool {
         || crate::policing::POLICING_OPTIONS.contains(&key)
         || crate::cpu_qos::CPU_QOS_OPTIONS.contains(&key)
         || crate::bandwidth::BANDWIDTH_OPTIONS.contains(&key)
+        || crate::link_policy::LINK_POLICY_OPTIONS.contains(&key)
 }
 
 /// A port as configured (and persisted).

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use crate::bandwidth::{BandwidthSla, LinkSpec};
 use crate::cpu_qos::CpuQos;
+use crate::link_policy::{EgressSpec, VmLinkSpec};
 use crate::pmd_config::MAX_PORTS;
 use crate::policing::PolicingSpec;
 
@@ -17,7 +18,7 @@ const RING_DESCRIPTORS: std::ops::RangeInclusive<u16> = 64..=32768;
 pub const DEFAULT_RING_DESCRIPTORS: u16 = 2048;
 
 /// Every setting of a port besides its device's own (`path`, `iface`, `devargs`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PortSettings {
     /// The port number asked for (`ofport_request`), 1 to `MAX_PORTS - 1`.
     pub ofport_request: Option<u16>,
@@ -35,11 +36,20 @@ pub struct PortSettings {
     pub sla: Option<BandwidthSla>,
     /// Line rate and uplink role ([`crate::bandwidth`]).
     pub link: LinkSpec,
+    /// The scheduler of its link, when paced ([`crate::link_policy`]).
+    pub egress: EgressSpec,
+    /// Its settings on paced ports' schedulers ([`crate::link_policy`]).
+    pub vm_link: VmLinkSpec,
 }
 
 impl PortSettings {
     /// Parses every option this module knows; other keys are the caller's to check.
     pub fn parse(options: &BTreeMap<String, String>) -> Result<PortSettings, String> {
+        let mut link = LinkSpec::from_options(options)?;
+        let egress = EgressSpec::from_options(options)?;
+        // The NIC-bottleneck fallback (seed 000 Sec. VII) stands in for a link that cannot
+        // schedule; a link scheduler keeps the purchases itself, without cutting VMs at ingress.
+        link.nic_fallback &= egress.kind == slaswitch_qos::egress::link_scheduler::SchedulerKind::Fifo;
         Ok(PortSettings {
             ofport_request: options.get("ofport_request").map(|v| ofport_request(v)).transpose()?,
             rx_ring_descriptors: ring_descriptors(options, "rx_ring")?,
@@ -51,7 +61,9 @@ impl PortSettings {
             policing: PolicingSpec::from_options(options)?,
             cpu_qos: CpuQos::from_options(options)?,
             sla: BandwidthSla::from_options(options)?,
-            link: LinkSpec::from_options(options)?,
+            link,
+            egress,
+            vm_link: VmLinkSpec::from_options(options)?,
         })
     }
 }

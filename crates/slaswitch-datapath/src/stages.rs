@@ -11,7 +11,7 @@
 //! stage came from the batch's own port and the egress cycles belong to it entirely (OVS
 //! flushes at the end of an iteration and would have to split them by packet count).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use slaswitch_classifier::emc::NO_RULE;
@@ -23,6 +23,7 @@ use slaswitch_qos::meter::{Color, Srtcm, SrtcmParams};
 use crate::counters::RxTotals;
 use crate::pmd_config::{tsc_to_ns, PmdConfig, RxPort, MAX_PORTS};
 use crate::policing::Policer;
+use crate::spin::SpinGuard;
 
 /// vhost tx bursts retried when the guest's ring is momentarily full (OVS: vhost-tx-retries).
 const TX_RETRIES: usize = 4;
@@ -33,25 +34,6 @@ const TX_RETRIES: usize = 4;
 pub(crate) struct Ingress {
     pub(crate) received: usize,
     pub(crate) kept: usize,
-}
-
-/// A port's tx spin lock, taken when several PMDs may transmit on it, as OVS does when a port
-/// has fewer tx queues than PMDs.
-struct SpinGuard<'a>(&'a AtomicBool);
-
-impl<'a> SpinGuard<'a> {
-    fn lock(flag: &'a AtomicBool) -> Self {
-        while flag.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
-            std::hint::spin_loop();
-        }
-        SpinGuard(flag)
-    }
-}
-
-impl Drop for SpinGuard<'_> {
-    fn drop(&mut self) {
-        self.0.store(false, Ordering::Release);
-    }
 }
 
 /// The packet path's state on one PMD thread.
@@ -387,9 +369,11 @@ impl Stages {
     }
 
     /// The egress stage: one tx burst per output port that has packets (a paced port queues
-    /// them on its link instead). Every packet here came from the batch just classified.
+    /// them in the source's queue on its link instead). Every packet here came from the batch
+    /// just classified, polled from rx port `idx`.
     #[inline]
-    pub(crate) fn egress(&mut self) {
+    pub(crate) fn egress(&mut self, idx: usize) {
+        let source = self.cfg.rx_ports[idx].number;
         while let Some(port) = self.dirty.pop() {
             let p = port as usize;
             let mut pending = std::mem::take(&mut self.out[p]);
@@ -402,7 +386,7 @@ impl Stages {
                     let now_ns = tsc_to_ns(rdtsc(), self.cfg.tsc_hz);
                     // SAFETY: the port's tx lock is held.
                     unsafe {
-                        link.enqueue(&pending, now_ns, &tx.counters);
+                        link.enqueue(&pending, source, now_ns, &tx.counters);
                         link.drain(tx.eth, now_ns, &tx.counters, &self.cfg.fallback);
                     }
                 }

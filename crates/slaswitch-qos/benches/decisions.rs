@@ -9,7 +9,10 @@ use std::hint::black_box;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use slaswitch_qos::cpu::{C2tbConfig, CycleLimit, HbsConfig, PortScheduler};
 use slaswitch_qos::egress::ancs::{Ancs, AncsConfig, AncsPolicy};
+use slaswitch_qos::egress::fifo::Fifo;
+use slaswitch_qos::egress::link_scheduler::{LinkPlan, LinkScheduler, LinkSettings, SchedulerKind, VmLinkPolicy};
 use slaswitch_qos::egress::pievde::PieVde;
+use slaswitch_qos::egress::ratelimit::{RateLimit, RateLimitConfig};
 use slaswitch_qos::egress::softbw::{Guarantee, SoftBw, SoftBwConfig};
 use slaswitch_qos::egress::EgressScheduler;
 
@@ -138,9 +141,56 @@ fn egress(c: &mut Criterion) {
             pievde.set_vm(q, q % tenants, 1, 64).unwrap();
         }
         bench_egress(&mut group, "pievde", queues, pievde);
+
+        let mut fifo = Fifo::new();
+        for q in 0..queues {
+            fifo.set_queue(q, 64);
+        }
+        bench_egress(&mut group, "fifo", queues, fifo);
+
+        let mut limits = RateLimit::new(RateLimitConfig::new(LINK_BPS), 0).unwrap();
+        for q in 0..queues {
+            limits.set_guarantee(q, if q % 2 == 0 { LINK_BPS / queues as u64 } else { 0 }, 64, 0);
+        }
+        bench_egress(&mut group, "ratelimit", queues, limits);
     }
     group.finish();
 }
 
-criterion_group!(benches, c2tb_hbs, c2tb_hbs_cold, egress);
+/// The paced port's dispatch around the scheduler (`LinkScheduler`, what the data plane
+/// calls): SoftBW behind it at 256 queues, to compare with `egress_per_packet/softbw/256`.
+fn link_scheduler(c: &mut Criterion) {
+    let mut group = c.benchmark_group("link_scheduler_per_packet");
+    group.throughput(Throughput::Elements(1));
+    let queues = 256;
+    let mut plan = LinkPlan {
+        settings: LinkSettings { kind: SchedulerKind::SoftBw, ..LinkSettings::new(LINK_BPS) },
+        tenants: [(0, 1)].into(),
+        vms: (0..queues).map(|q| (q, VmLinkPolicy::new(64))).collect(),
+    };
+    for (q, vm) in plan.vms.iter_mut() {
+        if q % 2 == 0 {
+            vm.guarantee = Guarantee::Strict { rate_bps: LINK_BPS / queues as u64 };
+        }
+    }
+    let mut s: LinkScheduler<u64> = LinkScheduler::new(plan, 0).unwrap();
+    for q in 0..queues {
+        for i in 0..8 {
+            s.enqueue(q, 1500, i, 0);
+        }
+    }
+    let tx_ns = 1500 * 8 * 1_000_000_000 / LINK_BPS;
+    let mut now = 0u64;
+    group.bench_function(BenchmarkId::new("softbw", queues), |b| {
+        b.iter(|| {
+            now += tx_ns;
+            if let Some(d) = s.dequeue(now) {
+                let _ = s.enqueue(d.queue, d.len_bytes, black_box(d.item), now);
+            }
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, c2tb_hbs, c2tb_hbs_cold, egress, link_scheduler);
 criterion_main!(benches);

@@ -37,6 +37,19 @@ impl LinkPacer {
         (u64::from(frame_bytes + WIRE_OVERHEAD_BYTES) * 8 * crate::NS_PER_SEC).div_ceil(self.rate_bps)
     }
 
+    /// A new line rate, from the next frame on.
+    pub fn set_rate(&mut self, rate_bps: u64) {
+        assert!(rate_bps > 0, "a link needs a rate");
+        self.rate_bps = rate_bps;
+    }
+
+    /// The wire was idle for longer than `max_ns` before `now_ns`: it cannot send that time
+    /// later. A link whose frames were held back (by a scheduler, not by a late caller) must
+    /// not make up for it with a burst above its line rate.
+    pub fn bound_lateness(&mut self, now_ns: u64, max_ns: u64) {
+        self.busy_until_ns = self.busy_until_ns.max(now_ns.saturating_sub(max_ns));
+    }
+
     /// Called when a frame arrives at an empty queue: the link cannot have been sending it
     /// before it arrived.
     pub fn queue_was_empty(&mut self, now_ns: u64) {
@@ -85,6 +98,20 @@ mod tests {
         // 1 ms / 12 us = 83.3 frames started by t = 1 ms (the last may start at 1 ms).
         assert!((83..=85).contains(&sent), "{sent}");
         assert!((link.take_busy_ns() as i64 - (sent * 12_000) as i64).abs() < 100);
+    }
+
+    #[test]
+    fn held_back_frames_go_at_line_rate_not_in_a_catch_up_burst() {
+        let mut link = LinkPacer::new(1_000_000_000, 0);
+        link.send(1476);
+        // Frames held back for 1 ms, then released: at most 50 us (4 frames) are made up.
+        link.bound_lateness(1_012_000, 50_000);
+        let mut at_once = 0;
+        while link.may_send(1_012_000) {
+            link.send(1476);
+            at_once += 1;
+        }
+        assert_eq!(at_once, 5, "the frame at 1,012 us and the 50 us owed");
     }
 
     #[test]

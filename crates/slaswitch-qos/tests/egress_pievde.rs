@@ -153,3 +153,26 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Work conservation under any pattern of arrivals and departures: while a packet waits,
+    /// a dequeue returns one.
+    #[test]
+    fn a_waiting_packet_is_always_sent(steps in prop::collection::vec((0usize..6, 0u32..4, 0u32..4), 1..400)) {
+        let mut s = pievde(&[(0, 5), (1, 3), (2, 1)], &[(0, 0, 1), (1, 0, 1), (2, 0, 1), (3, 1, 1), (4, 1, 1), (5, 2, 1)]);
+        let mut seq = 0u64;
+        for (vm, arrivals, departures) in steps {
+            for _ in 0..arrivals {
+                seq += 1;
+                let _ = s.enqueue(vm, 1538, seq, 0);
+            }
+            for _ in 0..departures {
+                let waiting = s.backlog_packets();
+                let got = s.dequeue(0);
+                prop_assert_eq!(got.is_some(), waiting > 0, "{} waiting", waiting);
+            }
+        }
+    }
+}

@@ -153,3 +153,20 @@ proptest! {
         prop_assert!(run.busy_ns as f64 >= 0.99 * SEC as f64, "link busy {} ns", run.busy_ns);
     }
 }
+
+/// Sec. 5's fairness guarantee with unequal guarantees: each VM gets its guarantee and an
+/// equal part of the rest, whatever the guarantees (residual departures do not count against
+/// a guarantee).
+#[test]
+fn the_residual_is_shared_equally_whatever_the_guarantees() {
+    let link = 200 * M;
+    for (g, fair0, fair1) in [(Guarantee::Fairness, 175.0, 25.0), (strict(10), 170.0, 30.0)] {
+        let mut s = SoftBw::new(SoftBwConfig::new(link), 0).unwrap();
+        s.set_guarantee(0, strict(150), 256, 0).unwrap();
+        s.set_guarantee(1, g, 256, 0).unwrap();
+        let run = run_link(&mut s, &[Source::greedy(0, 1500), Source::greedy(1, 1500)], link, 0, 2 * SEC, SEC);
+        let w = &run.windows[1];
+        assert_within(bps(w[0], SEC), fair0 * 1e6, 0.02, "the larger guarantee plus half the rest");
+        assert_within(bps(w[1], SEC), fair1 * 1e6, 0.05, "the smaller guarantee plus half the rest");
+    }
+}

@@ -62,6 +62,15 @@ pub trait Driver {
                 .map_err(|e| format!("cannot start {}: {e}", cmd.join(" ")))?;
             crate::cleanup::process(child.id(), &cmd[0]);
         }
+        for cmd in &plan.after_daemons {
+            let t = std::time::Instant::now();
+            while let Err(e) = run(cmd) {
+                if t.elapsed() > Duration::from_secs(10) {
+                    return Err(e);
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
         Ok(())
     }
 

@@ -62,6 +62,28 @@ pub fn add_namespace(p: &mut SwitchPlan, name: &str, ip: &str) -> String {
     b
 }
 
+/// A namespace whose interface a daemon creates inside it (VDE2's tap plug, run in the
+/// namespace): the namespace now, the interface's address and offloads once it exists.
+pub fn add_namespace_for_daemon(p: &mut SwitchPlan, name: &str, ip: &str, iface: &str) {
+    let ns = ns_name(name);
+    p.undo_with(&["ip", "netns", "del", &ns]);
+    p.cmd(&["ip", "netns", "add", &ns]);
+    p.cmd(&["ip", "-n", &ns, "link", "set", "lo", "up"]);
+    let (mac, cidr) = (crate::plan::mac_of(name), format!("{ip}/24"));
+    let after = [
+        vec!["ip", "-n", &ns, "link", "set", iface, "address", &mac],
+        vec!["ip", "-n", &ns, "addr", "add", &cidr, "dev", iface],
+        vec!["ip", "-n", &ns, "link", "set", iface, "up"],
+        vec![
+            "ip", "netns", "exec", &ns, "ethtool", "-K", iface, "tx", "off", "rx", "off", "tso", "off", "gso", "off",
+            "gro", "off",
+        ],
+    ];
+    for a in after {
+        p.after_daemons.push(a.into_iter().map(str::to_string).collect());
+    }
+}
+
 /// A command with `{uplink_ip}`, `{vm_ip}` and `{duration}` filled in.
 pub fn fill(cmd: &str, scenario: &Scenario, step: &Step, name: &str) -> String {
     cmd.replace("{uplink_ip}", &ip_of(scenario, step, &scenario.uplink.name))

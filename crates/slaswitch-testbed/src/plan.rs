@@ -29,7 +29,7 @@ impl Attach {
 
 /// What a switch is to be told for one step: files, commands, attachments, and what it cannot
 /// express.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct SwitchPlan {
     /// Files the commands read (flow tables), written before they run.
     pub files: Vec<(PathBuf, String)>,
@@ -39,6 +39,9 @@ pub struct SwitchPlan {
     pub undo: Vec<Vec<String>>,
     /// Long-running helper processes the switch needs (e.g. VDE2's tap plugs).
     pub daemons: Vec<Vec<String>>,
+    /// Commands that need what the daemons create (a tap they open), retried until they
+    /// succeed or 10 s pass.
+    pub after_daemons: Vec<Vec<String>>,
     /// Per VM and for the uplink: (name, attachment). The uplink comes first.
     pub attach: Vec<(String, Attach)>,
     /// Settings this switch has no equivalent for (the report lists them).
@@ -47,6 +50,8 @@ pub struct SwitchPlan {
     pub notes: Vec<String>,
     /// Namespace members (VMs or the uplink) this switch has plumbed: (name, namespace).
     pub namespaces: Vec<(String, String)>,
+    /// The scenario's `[[change]]`s: (seconds from the start, the commands that make it).
+    pub changes: Vec<(f64, Vec<Vec<String>>)>,
 }
 
 impl SwitchPlan {
@@ -89,9 +94,26 @@ pub fn phase_with_destination(phase: &str, uplink: &str) -> String {
 /// folder of slaswitch's own programs.
 pub fn plan(switch: SwitchKind, scenario: &Scenario, step: &Step, dir: &Path, tools: &Path) -> SwitchPlan {
     let mut p = switch_plan(switch, scenario, step, dir, tools);
-    // Two-level (tenant, then VM) scheduling is PIE-VDE's, which no switch here has yet.
-    for t in &scenario.tenants {
-        p.unsupported.push(format!("tenant {} (weight {}): no tenant-level scheduling on {switch}", t.name, t.weight));
+    // Two-level (tenant, then VM) scheduling is PIE-VDE's: slaswitch's `pievde` link scheduler.
+    if switch != SwitchKind::Slaswitch {
+        for t in &scenario.tenants {
+            p.unsupported
+                .push(format!("tenant {} (weight {}): no tenant-level scheduling on {switch}", t.name, t.weight));
+        }
+    }
+    for (k, change) in scenario.changes.iter().enumerate() {
+        let commands = match switch {
+            SwitchKind::Slaswitch => crate::switch_slaswitch::change_commands(scenario, step, change, dir, tools),
+            SwitchKind::LinuxTc => {
+                crate::switch_linux_tc::change_commands(scenario, &step.after_changes(&scenario.changes[..=k]))
+            }
+            SwitchKind::OvsDpdk | SwitchKind::Vde2 => {
+                p.unsupported
+                    .push(format!("change at {} s to {} (not applied live on {switch})", change.at_secs, change.vm));
+                Vec::new()
+            }
+        };
+        p.changes.push((change.at_secs, commands));
     }
     p
 }

@@ -11,7 +11,7 @@ use crate::plot::{self, Panel, Series};
 use crate::samples::{self, mean_in, series, Sample};
 use crate::scenario::{HeadlineType, Scenario, Step};
 
-/// Times at which some VM's phase starts or ends, inside the run.
+/// Times at which some VM's phase starts or ends, or a setting changes, inside the run.
 pub fn phase_boundaries(s: &Scenario) -> Vec<f64> {
     let mut b: Vec<f64> = Vec::new();
     for step in s.steps().iter().take(1) {
@@ -23,6 +23,11 @@ pub fn phase_boundaries(s: &Scenario) -> Vec<f64> {
                     }
                 }
             }
+        }
+    }
+    for c in &s.changes {
+        if !b.iter().any(|x| (x - c.at_secs).abs() < 1e-9) {
+            b.push(c.at_secs);
         }
     }
     b.sort_by(f64::total_cmp);
@@ -176,6 +181,14 @@ fn purchased_mbps(s: &Scenario, vm: &str, run_label: &str) -> Option<f64> {
     stated.filter_map(|q| q.bandwidth_bps).next().map(|b| b as f64 / 1e6)
 }
 
+/// A target headline's `vm`: a VM, a VM group, `all`, or `tenant:NAME` (its VMs together).
+fn target_includes(target: &str, vm: &crate::scenario::Vm) -> bool {
+    match target.strip_prefix("tenant:") {
+        Some(t) => vm.tenant.as_deref() == Some(t),
+        None => target == "all" || target == vm.name || target == vm.group,
+    }
+}
+
 /// One headline figure per switch: (switch, value, explanation).
 pub fn headline_values(s: &Scenario, samples: &[Sample], switches: &[String]) -> Headlines {
     let steps = s.steps();
@@ -243,6 +256,34 @@ pub fn headline_values(s: &Scenario, samples: &[Sample], switches: &[String]) ->
                                 (sw.clone(), Some(d), if n > 1 { format!("farthest of {n}: {why}") } else { why })
                             }
                             None => (sw.clone(), None, format!("{}: nothing received or nothing purchased", h.vm)),
+                        }
+                    }
+                    HeadlineType::Target => {
+                        // Every step (a sweep's values): the one farthest from the target.
+                        let w = h.window.unwrap_or_default();
+                        let expected = h.expected_mbps.unwrap_or(1.0);
+                        let mut worst: Option<(f64, String)> = None;
+                        for step in &steps {
+                            let names: Vec<&str> = step
+                                .vms
+                                .iter()
+                                .filter(|v| target_includes(&h.vm, v))
+                                .map(|v| v.name.as_str())
+                                .collect();
+                            let got: Option<f64> = names
+                                .iter()
+                                .map(|vm| mean_in(&received(s, samples, sw, &step.label, vm, "mbps"), w[0], w[1]))
+                                .sum();
+                            let Some(g) = got else { continue };
+                            let dev = 100.0 * (g - expected) / expected;
+                            let at = if steps.len() > 1 { format!(" at {}", step.label) } else { String::new() };
+                            if worst.as_ref().is_none_or(|(d, _)| dev.abs() > d.abs()) {
+                                worst = Some((dev, format!("{}{at} got {} Mbps", h.vm, fmt(Some(g)))));
+                            }
+                        }
+                        match worst {
+                            Some((d, why)) => (sw.clone(), Some(d), format!("{why}, expected {}", fmt(Some(expected)))),
+                            None => (sw.clone(), None, format!("{}: nothing received", h.vm)),
                         }
                     }
                     HeadlineType::Latency => {
@@ -484,9 +525,19 @@ pub fn generate(dir: &Path) -> Result<(), String> {
         let _ = writeln!(md, "{}\n", s.description.trim());
     }
     let pin = &run["pinning"];
+    let (measured_by, vms) = match s.uplink.kind {
+        crate::scenario::UplinkKind::Namespace => (
+            "by the programs in the namespace VMs (iperf3's received rate per second, the latency tools' own figures) and each switch's own counters",
+            "the namespace VMs' programs (real kernel TCP) and the test bed itself",
+        ),
+        _ => (
+            "by each switch's own counters and by the emulated sink VM",
+            "emulated VMs (senders and sink, one process) and the test bed itself",
+        ),
+    };
     let _ = writeln!(
         md,
-        "**Where the numbers come from:** measured on this machine's data plane, by each switch's own counters and by the emulated sink VM. PMD core(s) {}, emulated VMs (senders and sink, one process) and the test bed itself on core {}. Machine: {}, {} cores, {}, kernel {}, DPDK {}.\n",
+        "**Where the numbers come from:** measured on this machine's data plane, {measured_by}. PMD core(s) {}, {vms} on core {}. Machine: {}, {} cores, {}, kernel {}, DPDK {}.\n",
         pin["pmd_cores"], pin["vm_core"], run["machine"]["cpu"].as_str().unwrap_or("?"), run["machine"]["cores"], run["machine"]["memory"].as_str().unwrap_or("?"),
         run["machine"]["kernel"].as_str().unwrap_or("?"), run["machine"]["dpdk"].as_str().unwrap_or("?")
     );
@@ -565,6 +616,9 @@ fn write_per_vm(md: &mut String, s: &Scenario, samples: &[Sample], switches: &[S
     let measured = match s.uplink.kind {
         crate::scenario::UplinkKind::Null => {
             "of what the switch forwarded to the uplink (a null port; the switch's own per-VM counters after policing)"
+        }
+        crate::scenario::UplinkKind::Namespace => {
+            "of each VM's TCP goodput as iperf3 measured it at the receiver, per second"
         }
         _ => "of what the uplink's sink VM received",
     };

@@ -203,6 +203,7 @@ fn run_step(
         };
         driver.wait_for_vms(&names, Duration::from_secs(90))?;
         let connected_at = unix_now();
+        let mut pending_changes = p.changes.iter().peekable();
         let mut times: Vec<f64> = Vec::new();
         let mut readings: Vec<Vec<Reading>> = Vec::new();
         let interval = Duration::from_secs_f64(scenario.sample_interval_secs);
@@ -227,6 +228,16 @@ fn run_step(
                         break None;
                     }
                 }
+            }
+            // The scenario's live changes, each when its time comes.
+            while let Some((at, commands)) = pending_changes.peek() {
+                if unix_now() - connected_at < *at {
+                    break;
+                }
+                for c in commands {
+                    crate::driver::run(c).map_err(|e| format!("change at {at} s: {e}"))?;
+                }
+                pending_changes.next();
             }
             if Instant::now() >= next {
                 times.push(unix_now());
@@ -365,7 +376,8 @@ pub fn machine() -> Value {
         .map_or("unknown".into(), |(_, m)| m.trim().to_string());
     json!({
         "cpu": model,
-        "cores": std::thread::available_parallelism().map_or(1, |n| n.get()),
+        // The machine's, not this process's: the test bed pins itself to the VM core.
+        "cores": cpuinfo.lines().filter(|l| l.starts_with("processor")).count().max(1),
         "kernel": command_output("uname", &["-r"]),
         "dpdk": command_output("pkg-config", &["--modversion", "libdpdk"]),
         "memory": command_output("sh", &["-c", "free -g | awk '/Mem:/ {print $2 \" GiB\"}'"]),

@@ -116,6 +116,9 @@ pub struct Scenario {
     /// Configurations to compare (see [`Variant`]); none: one run per switch as the file says.
     #[serde(rename = "variant", default)]
     pub variants: Vec<Variant>,
+    /// Settings changed during the run, in time order.
+    #[serde(rename = "change", default)]
+    pub changes: Vec<Change>,
 }
 
 /// One configuration of one switch: the scenario with some VM groups' QoS replaced. A file with
@@ -136,6 +139,21 @@ pub struct Variant {
     pub qos: std::collections::BTreeMap<String, Qos>,
     /// Turns the uplink's NIC-bottleneck fallback on or off (slaswitch).
     pub nic_fallback: Option<bool>,
+    /// The uplink's link scheduler (slaswitch): fifo, ancs, softbw, pievde or ratelimit.
+    pub egress_scheduler: Option<String>,
+}
+
+/// A setting changed while the run goes on (`[[change]]`): at `at_secs`, the VM (or every VM
+/// of the group) takes the fields of `qos` given, live, on every switch that can.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Change {
+    /// When, seconds from the start.
+    pub at_secs: f64,
+    /// A VM or a VM group.
+    pub vm: String,
+    /// The fields that change.
+    pub qos: Qos,
 }
 
 fn one_sec() -> f64 {
@@ -227,6 +245,8 @@ pub struct Uplink {
     pub commands: Vec<String>,
     /// slaswitch: the NIC-bottleneck fallback on the paced uplink (default on; seed 000 Sec. VII).
     pub nic_fallback: Option<bool>,
+    /// slaswitch: the uplink's link scheduler (fifo, ancs, softbw, pievde, ratelimit; default fifo).
+    pub egress_scheduler: Option<String>,
 }
 
 fn default_uplink_name() -> String {
@@ -244,6 +264,7 @@ impl Default for Uplink {
             line_rate: None,
             commands: Vec::new(),
             nic_fallback: None,
+            egress_scheduler: None,
         }
     }
 }
@@ -326,12 +347,52 @@ pub struct Qos {
     pub profile_batch_packets: Option<u32>,
     /// slaswitch: false pins a model allocation instead of following the host's speed.
     pub drift_compensation: Option<bool>,
+    /// The VM's weight on the uplink's scheduler (ANCS; PIE-VDE within its tenant; Linux tc:
+    /// its share of the line rate as htb rate).
+    pub link_weight: Option<u32>,
+    /// Its minimum on the uplink, wire bits/s (ANCS MinimumCredit; Linux tc: htb rate).
+    pub link_min_bps: Option<u64>,
+    /// Its maximum on the uplink, wire bits/s (ANCS MaximumCredit; Linux tc: htb ceil).
+    pub link_max_bps: Option<u64>,
+    /// SoftBW's guarantee: `strict:RATE`, `dynamic:SIZE,SECONDS` or `fairness`.
+    pub link_guarantee: Option<String>,
+    /// Frames its queue on the uplink holds (slaswitch).
+    pub link_queue_frames: Option<u32>,
 }
 
 impl Qos {
+    /// `self` with every field `change` sets replaced.
+    pub fn merged(&self, change: &Qos) -> Qos {
+        macro_rules! pick {
+            ($($f:ident),*) => { Qos { $($f: change.$f.clone().or_else(|| self.$f.clone()),)* } };
+        }
+        pick!(
+            ingress_policing_rate_kbps,
+            ingress_policing_burst_kb,
+            ingress_policing_kpps,
+            ingress_policing_kpkts_burst,
+            min_rate_kbps,
+            max_rate_kbps,
+            weight,
+            priority,
+            cycles_per_sec,
+            mode,
+            bandwidth_bps,
+            profile_packet_bytes,
+            profile_flows,
+            profile_batch_packets,
+            drift_compensation,
+            link_weight,
+            link_min_bps,
+            link_max_bps,
+            link_guarantee,
+            link_queue_frames
+        )
+    }
+
     /// (field, value) of every setting present, in a fixed order.
     pub fn settings(&self) -> Vec<(&'static str, u64)> {
-        let fields: [(&str, Option<u64>); 12] = [
+        let fields: [(&str, Option<u64>); 15] = [
             ("ingress_policing_rate_kbps", self.ingress_policing_rate_kbps),
             ("ingress_policing_burst_kb", self.ingress_policing_burst_kb),
             ("ingress_policing_kpps", self.ingress_policing_kpps),
@@ -344,6 +405,9 @@ impl Qos {
             ("bandwidth_bps", self.bandwidth_bps),
             ("profile_packet_bytes", self.profile_packet_bytes.map(u64::from)),
             ("profile_batch_packets", self.profile_batch_packets.map(u64::from)),
+            ("link_weight", self.link_weight.map(u64::from)),
+            ("link_min_bps", self.link_min_bps),
+            ("link_max_bps", self.link_max_bps),
         ];
         fields.into_iter().filter_map(|(k, v)| v.map(|v| (k, v))).collect()
     }
@@ -364,7 +428,9 @@ fn one_weight() -> u32 {
     1
 }
 
-/// Runs the scenario once per value, with the VM group `vm` resized to it.
+/// Runs the scenario once per value, with the VM group `vm` resized to it, or (`flows =
+/// true`) with `{count}` in its commands replaced by it (e.g. `iperf3 -P {count}`: one VM with
+/// that many flows, seed 003 Fig. 5).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Sweep {
@@ -372,6 +438,9 @@ pub struct Sweep {
     pub vm: String,
     /// Its sizes, one run each.
     pub counts: Vec<usize>,
+    /// The value is a count of flows in the group's commands, not of VMs.
+    #[serde(default)]
+    pub flows: bool,
 }
 
 /// A figure the report puts first.
@@ -398,6 +467,8 @@ pub struct Headline {
     /// purchase is kept in every second, not only on average).
     #[serde(default)]
     pub per_second: bool,
+    /// target: the rate the VM (or `all` VMs together) should get over `window`, Mbit/s.
+    pub expected_mbps: Option<f64>,
 }
 
 /// The figures a headline can be.
@@ -416,6 +487,10 @@ pub enum HeadlineType {
     /// The switch's own figure of `vm`'s residence time (us, the median of the per-second
     /// percentiles it reports) over `window`; slaswitch only.
     Residence,
+    /// How far `vm`'s received rate over `window` lies from `expected_mbps`, in % (a share,
+    /// minimum or maximum a link scheduler should give); `vm` may also be a group, `all`, or
+    /// `tenant:NAME` (that tenant's VMs together). With a sweep, the step farthest off.
+    Target,
 }
 
 /// A concrete VM after `count` and `sweep` are expanded.
@@ -448,6 +523,26 @@ pub struct Step {
     pub sweep_value: Option<usize>,
     /// Its VMs.
     pub vms: Vec<Vm>,
+}
+
+impl Change {
+    /// True when the change is about `vm` (named, or one of its group).
+    pub fn applies_to(&self, vm: &Vm) -> bool {
+        self.vm == vm.name || self.vm == vm.group
+    }
+}
+
+impl Step {
+    /// The step as it stands once `changes` have been made.
+    pub fn after_changes(&self, changes: &[Change]) -> Step {
+        let mut step = self.clone();
+        for c in changes {
+            for vm in step.vms.iter_mut().filter(|v| c.applies_to(v)) {
+                vm.qos = vm.qos.merged(&c.qos);
+            }
+        }
+        step
+    }
 }
 
 /// A scenario error: where (line, field) and what.
@@ -731,6 +826,33 @@ fn validate_runs(s: &Scenario, c: &Checker) -> Result<(), ScenarioError> {
             validate_qos(q, c, &[Key("variant"), Index(i), Key("qos")])?;
         }
     }
+    for (i, v) in s.variants.iter().enumerate() {
+        check_scheduler(v.egress_scheduler.as_deref(), c, &[Key("variant"), Index(i), Key("egress_scheduler")])?;
+    }
+    check_scheduler(s.uplink.egress_scheduler.as_deref(), c, &[Key("uplink"), Key("egress_scheduler")])?;
+    let mut last_change = 0.0;
+    for (i, ch) in s.changes.iter().enumerate() {
+        let at = |field: &'static str| vec![Key("change"), Index(i), Key(field)];
+        if !(ch.at_secs > 0.0 && ch.at_secs < s.duration_secs && ch.at_secs >= last_change) {
+            return Err(c.err(
+                &at("at_secs"),
+                format!(
+                    "{}: within the run (0 to {} s) and not before the change above it",
+                    ch.at_secs, s.duration_secs
+                ),
+            ));
+        }
+        last_change = ch.at_secs;
+        let vm = &ch.vm;
+        if !s
+            .vms
+            .iter()
+            .any(|v| &v.name == vm || (vm.starts_with(&v.name) && vm[v.name.len()..].parse::<usize>().is_ok()))
+        {
+            return Err(c.err(&at("vm"), format!("no VM named '{vm}'")));
+        }
+        validate_qos(&ch.qos, c, &at("qos"))?;
+    }
     for (i, t) in s.tenants.iter().enumerate() {
         if t.weight == 0 {
             return Err(c.err(&[Key("tenant"), Index(i), Key("weight")], "must be at least 1"));
@@ -770,7 +892,10 @@ fn validate_runs(s: &Scenario, c: &Checker) -> Result<(), ScenarioError> {
                     }
                 }
             }
-            HeadlineType::Deviation | HeadlineType::Latency | HeadlineType::Residence => {
+            HeadlineType::Deviation | HeadlineType::Latency | HeadlineType::Residence | HeadlineType::Target => {
+                if h.kind == HeadlineType::Target && !h.expected_mbps.is_some_and(|e| e > 0.0 && e.is_finite()) {
+                    return Err(c.err(&at("expected_mbps"), "a target headline needs expected_mbps > 0"));
+                }
                 let Some(w) = h.window else {
                     return Err(c.err(&at("window"), "this headline needs the window [from, to] in seconds"));
                 };
@@ -802,10 +927,13 @@ fn validate_runs(s: &Scenario, c: &Checker) -> Result<(), ScenarioError> {
             }
         }
         let vm = &h.vm;
-        if !s
-            .vms
-            .iter()
-            .any(|v| &v.name == vm || (vm.starts_with(&v.name) && vm[v.name.len()..].parse::<usize>().is_ok()))
+        let all = h.kind == HeadlineType::Target
+            && (vm == "all" || vm.strip_prefix("tenant:").is_some_and(|t| s.tenants.iter().any(|x| x.name == t)));
+        if !all
+            && !s
+                .vms
+                .iter()
+                .any(|v| &v.name == vm || (vm.starts_with(&v.name) && vm[v.name.len()..].parse::<usize>().is_ok()))
         {
             return Err(c.err(&at("vm"), format!("no VM named '{vm}'")));
         }
@@ -863,7 +991,30 @@ fn validate_qos(q: &Qos, c: &Checker, at: &[Seg]) -> Result<(), ScenarioError> {
     if q.bandwidth_bps == Some(0) {
         return Err(c.err(&field("bandwidth_bps"), "0 means no purchase: leave the field out"));
     }
+    if q.link_weight == Some(0) {
+        return Err(c.err(&field("link_weight"), "must be at least 1"));
+    }
+    if let (Some(min), Some(max)) = (q.link_min_bps, q.link_max_bps) {
+        if min > max {
+            return Err(c.err(&field("link_min_bps"), format!("{min} is above link_max_bps {max}")));
+        }
+    }
+    if let Some(g) = &q.link_guarantee {
+        if !(g == "fairness" || g.starts_with("strict:") || g.starts_with("dynamic:")) {
+            return Err(
+                c.err(&field("link_guarantee"), format!("'{g}': strict:RATE, dynamic:SIZE,SECONDS or fairness"))
+            );
+        }
+    }
     Ok(())
+}
+
+fn check_scheduler(name: Option<&str>, c: &Checker, at: &[Seg]) -> Result<(), ScenarioError> {
+    const KINDS: [&str; 5] = ["fifo", "ancs", "softbw", "pievde", "ratelimit"];
+    match name {
+        Some(n) if !KINDS.contains(&n) => Err(c.err(at, format!("'{n}': one of {}", KINDS.join(", ")))),
+        _ => Ok(()),
+    }
 }
 
 /// Bits per second from "10gbps", "800mbps", "100kbps" or a plain number.
@@ -915,6 +1066,9 @@ impl Scenario {
                 if v.nic_fallback.is_some() {
                     s.uplink.nic_fallback = v.nic_fallback;
                 }
+                if v.egress_scheduler.is_some() {
+                    s.uplink.egress_scheduler = v.egress_scheduler.clone();
+                }
                 RunConfig { label: format!("{}/{}", v.switch.name(), v.name), switch: v.switch, scenario: s }
             })
             .collect()
@@ -941,26 +1095,35 @@ impl Scenario {
             .map(|value| {
                 let mut vms = Vec::new();
                 for spec in &self.vms {
-                    let count = match (&self.sweep, value) {
-                        (Some(sw), Some(n)) if sw.vm == spec.name => n,
+                    let swept = self.sweep.as_ref().filter(|sw| sw.vm == spec.name).zip(value);
+                    let count = match swept {
+                        Some((sw, n)) if !sw.flows => n,
                         _ => spec.count,
+                    };
+                    let commands: Vec<String> = match swept {
+                        Some((sw, n)) if sw.flows => {
+                            spec.commands.iter().map(|c| c.replace("{count}", &n.to_string())).collect()
+                        }
+                        _ => spec.commands.clone(),
                     };
                     let phases: Vec<Phase> = spec.phases.iter().map(|p| p.parse().expect("validated")).collect();
                     for k in 1..=count {
-                        let grouped = spec.count > 1 || self.sweep.as_ref().is_some_and(|s| s.vm == spec.name);
+                        let grouped =
+                            spec.count > 1 || self.sweep.as_ref().is_some_and(|s| s.vm == spec.name && !s.flows);
                         vms.push(Vm {
                             name: if grouped { format!("{}{k}", spec.name) } else { spec.name.clone() },
                             group: spec.name.clone(),
                             kind: spec.kind,
                             phases: phases.clone(),
                             phase_texts: spec.phases.clone(),
-                            commands: spec.commands.clone(),
+                            commands: commands.clone(),
                             qos: spec.qos.clone(),
                             tenant: spec.tenant.clone(),
                         });
                     }
                 }
                 let label = match (value, &self.sweep) {
+                    (Some(n), Some(sw)) if sw.flows => format!("{}-flows={n}", sw.vm),
                     (Some(n), Some(sw)) => format!("{}={n}", sw.vm),
                     _ => "run".to_string(),
                 };

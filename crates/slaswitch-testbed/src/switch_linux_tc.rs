@@ -1,8 +1,10 @@
 //! A Linux bridge with tc as the egress-scheduling baseline. Each VM is a veth pair: the
 //! emulated VM opens its end with af_packet, the other end is in the bridge. Translation:
-//! - `min_rate_kbps`, `max_rate_kbps`, `weight`, `priority`: an htb class per VM on the uplink's
-//!   bridge end (rate = min, ceil = max or the line rate, quantum = weight x 1514 bytes,
-//!   prio = priority - 1), chosen by the VM's source MAC with a u32 filter;
+//! - `min_rate_kbps`/`link_min_bps`, `max_rate_kbps`/`link_max_bps`, `link_weight`/`weight`,
+//!   `priority`: an htb class per VM on the uplink's bridge end (rate = the minimum, or with
+//!   link weights the weight's share of the line rate; ceil = the maximum or the line rate;
+//!   quantum = weight x 1514 bytes; prio = priority - 1), chosen by the VM's source MAC with a
+//!   u32 filter; a `[[change]]` becomes `tc class change`;
 //! - byte-rate ingress policing becomes that class's ceiling (a shaper, not a policer: the
 //!   kernels we run on lack the tc `police` action and the matchall and flower classifiers);
 //!   packet-rate policing has no equivalent in htb;
@@ -46,16 +48,19 @@ pub fn plan(scenario: &Scenario, step: &Step) -> SwitchPlan {
         p.attach.push((name.clone(), Attach::AfPacket(v)));
     }
     let (up_b, _) = veth_names(&scenario.uplink.name);
-    let line_kbit =
-        scenario.uplink.line_rate.as_deref().and_then(|r| parse_rate_bps(r).ok()).map_or(10_000_000, |b| b / 1000);
-    let shaped = step.vms.iter().any(|v| {
-        let q = &v.qos;
-        q.min_rate_kbps.is_some()
-            || q.max_rate_kbps.is_some()
-            || q.weight.is_some()
-            || q.priority.is_some()
-            || q.ingress_policing_rate_kbps.is_some()
-    });
+    let line_kbit = line_kbit(scenario);
+    let shaped = !scenario.changes.is_empty()
+        || step.vms.iter().any(|v| {
+            let q = &v.qos;
+            q.min_rate_kbps.is_some()
+                || q.max_rate_kbps.is_some()
+                || q.link_weight.is_some()
+                || q.link_min_bps.is_some()
+                || q.link_max_bps.is_some()
+                || q.weight.is_some()
+                || q.priority.is_some()
+                || q.ingress_policing_rate_kbps.is_some()
+        });
     if shaped || scenario.uplink.line_rate.is_some() {
         htb_root(&mut p, &up_b, line_kbit);
     }
@@ -71,7 +76,13 @@ pub fn plan(scenario: &Scenario, step: &Step) -> SwitchPlan {
         if !shaped {
             continue;
         }
-        shape_vm(&mut p, i, vm, &up_b, line_kbit);
+        if q.link_guarantee.is_some() {
+            p.unsupported.push(format!(
+                "{}: qos.link_guarantee (htb has no SoftBW guarantee; its rate is the closest)",
+                vm.name
+            ));
+        }
+        shape_vm(&mut p, step, i, &up_b, line_kbit);
     }
     if scenario.classification.security_group_masks > 0 {
         p.unsupported.push(format!(
@@ -163,37 +174,73 @@ fn htb_root(p: &mut SwitchPlan, up_b: &str, line_kbit: u64) {
     }
 }
 
-/// VM number `i`'s htb class on the uplink (its rate, ceiling, weight and priority) and the
-/// filter that sends its frames there.
-fn shape_vm(p: &mut SwitchPlan, i: usize, vm: &crate::scenario::Vm, up_b: &str, line_kbit: u64) {
-    let q = &vm.qos;
-    let class = format!("1:{:x}", 10 + i);
-    let ceil = match (q.max_rate_kbps, q.ingress_policing_rate_kbps) {
+/// VM number `i`'s htb class: (rate kbit, ceiling kbit, quantum bytes, prio). With link
+/// weights, a VM's assured rate is its weight's share of the line rate (htb shares the rest
+/// by quantum); a link minimum raises it, a link maximum or byte-rate policing caps it.
+fn class_of(step: &Step, i: usize, line_kbit: u64) -> (u64, u64, Option<u64>, Option<u8>) {
+    let q = &step.vms[i].qos;
+    let max_kbit = q.link_max_bps.map(|b| b / 1000).or(q.max_rate_kbps);
+    let ceil = match (max_kbit, q.ingress_policing_rate_kbps) {
         (Some(m), Some(r)) => m.min(r),
         (m, r) => m.or(r).unwrap_or(line_kbit),
     };
-    if let Some(r) = q.ingress_policing_rate_kbps {
+    let min_kbit = q.link_min_bps.map(|b| b / 1000).or(q.min_rate_kbps);
+    let weighted = step.vms.iter().any(|v| v.qos.link_weight.is_some()).then(|| {
+        let total: u64 = step.vms.iter().map(|v| u64::from(v.qos.link_weight.unwrap_or(1))).sum();
+        line_kbit * u64::from(q.link_weight.unwrap_or(1)) / total.max(1)
+    });
+    let rate = match (min_kbit, weighted) {
+        (Some(m), Some(w)) => m.max(w),
+        (m, w) => m.or(w).unwrap_or(8),
+    }
+    .min(ceil);
+    let quantum = q.link_weight.or(q.weight).map(|w| u64::from(w) * 1514);
+    (rate, ceil, quantum, q.priority.map(|p| p - 1))
+}
+
+fn class_args(up_b: &str, verb: &str, i: usize, class: (u64, u64, Option<u64>, Option<u8>)) -> Vec<String> {
+    let (rate, ceil, quantum, prio) = class;
+    let mut c: Vec<String> =
+        ["tc", "class", verb, "dev", up_b, "parent", "1:1", "classid", &format!("1:{:x}", 10 + i), "htb"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+    c.extend(["rate".into(), format!("{rate}kbit"), "ceil".into(), format!("{ceil}kbit")]);
+    if let Some(q) = quantum {
+        c.extend(["quantum".into(), q.to_string()]);
+    }
+    if let Some(p) = prio {
+        c.extend(["prio".into(), p.to_string()]);
+    }
+    c
+}
+
+/// VM number `i`'s htb class on the uplink and the filter that sends its frames there.
+fn shape_vm(p: &mut SwitchPlan, step: &Step, i: usize, up_b: &str, line_kbit: u64) {
+    let vm = &step.vms[i];
+    if let Some(r) = vm.qos.ingress_policing_rate_kbps {
         p.notes.push(format!(
             "{}: ingress_policing_rate_kbps {r} -> htb ceil on the uplink (shaped, not policed)",
             vm.name
         ));
     }
-    let rate = q.min_rate_kbps.unwrap_or(8).min(ceil);
-    let mut c: Vec<String> = ["tc", "class", "add", "dev", up_b, "parent", "1:1", "classid", &class, "htb"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    c.extend(["rate".into(), format!("{rate}kbit"), "ceil".into(), format!("{ceil}kbit")]);
-    if let Some(w) = q.weight {
-        c.extend(["quantum".into(), format!("{}", u64::from(w) * 1514)]);
-    }
-    if let Some(pr) = q.priority {
-        c.extend(["prio".into(), format!("{}", pr - 1)]);
-    }
-    p.commands.push(c);
+    p.commands.push(class_args(up_b, "add", i, class_of(step, i, line_kbit)));
     let filter = format!(
-        "tc filter add dev {up_b} parent 1: protocol all prio 1 u32 match ether src {} classid {class}",
-        mac_of(&vm.name)
+        "tc filter add dev {up_b} parent 1: protocol all prio 1 u32 match ether src {} classid 1:{:x}",
+        mac_of(&vm.name),
+        10 + i
     );
     p.cmd(&filter.split_whitespace().collect::<Vec<_>>());
+}
+
+/// The `tc class change` commands that bring every VM's class to `step` (the scenario's step
+/// after a `[[change]]`).
+pub fn change_commands(scenario: &Scenario, step: &Step) -> Vec<Vec<String>> {
+    let (up_b, _) = veth_names(&scenario.uplink.name);
+    let line_kbit = line_kbit(scenario);
+    (0..step.vms.len()).map(|i| class_args(&up_b, "change", i, class_of(step, i, line_kbit))).collect()
+}
+
+fn line_kbit(scenario: &Scenario) -> u64 {
+    scenario.uplink.line_rate.as_deref().and_then(|r| parse_rate_bps(r).ok()).map_or(10_000_000, |b| b / 1000)
 }

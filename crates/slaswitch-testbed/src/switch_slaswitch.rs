@@ -13,7 +13,7 @@ use crate::cleanup;
 use crate::driver::{on_every_core, run, version_of, wait_for_path, wait_until_connected, Driver, Reading};
 use crate::namespaces;
 use crate::plan::{port_numbers, Attach, SwitchPlan};
-use crate::scenario::{Scenario, Step, UplinkKind};
+use crate::scenario::{Change, Qos, Scenario, Step, UplinkKind};
 
 /// The flow table, the same on every OpenFlow switch: one rule per VM on its input port (so
 /// the switch counts each VM's forwarded traffic the same way), then either the
@@ -55,6 +55,10 @@ pub fn plan(scenario: &Scenario, step: &Step, dir: &Path, tools: &Path) -> Switc
     let mut p = SwitchPlan::default();
     let cli = tools.join("slaswitch").display().to_string();
     let socket = dir.join("slaswitchd.ctl").display().to_string();
+    // PIE-VDE's tenants exist before the ports that name them (seed 004 Sec. IV).
+    for t in &scenario.tenants {
+        p.cmd(&[&cli, "--socket", &socket, "set-tenant", &t.name, &format!("weight={}", t.weight)]);
+    }
     for (name, number) in port_numbers(scenario, step) {
         let null_uplink = name == scenario.uplink.name && scenario.uplink.kind == UplinkKind::Null;
         let namespace = namespaces::is_namespace(scenario, step, &name);
@@ -80,53 +84,9 @@ pub fn plan(scenario: &Scenario, step: &Step, dir: &Path, tools: &Path) -> Switc
             p.namespaces.push((name.clone(), namespaces::ns_name(&name)));
         }
         if let Some(vm) = step.vms.iter().find(|v| v.name == name) {
-            let q = &vm.qos;
-            for (key, value) in [
-                ("ingress_policing_rate", q.ingress_policing_rate_kbps),
-                ("ingress_policing_burst", q.ingress_policing_burst_kb),
-                ("ingress_policing_kpkts_rate", q.ingress_policing_kpps),
-                ("ingress_policing_kpkts_burst", q.ingress_policing_kpkts_burst),
-            ] {
-                if let Some(v) = value {
-                    cmd.push(format!("{key}={v}"));
-                }
-            }
-            // C2QoS: the PMD's cycle scheduler (seed 000 Sec. IV).
-            for (key, value) in [
-                ("cycles_per_sec", q.cycles_per_sec),
-                ("priority", q.priority.map(u64::from)),
-                ("weight", q.weight.map(u64::from)),
-            ] {
-                if let Some(v) = value {
-                    cmd.push(format!("{key}={v}"));
-                }
-            }
-            if let Some(m) = &q.mode {
-                cmd.push(format!("mode={m}"));
-            }
-            // The normal way: a purchase and its profile, turned into cycles by the model.
-            if let Some(b) = q.bandwidth_bps {
-                cmd.push(format!("bandwidth_bps={b}"));
-            }
-            if let Some(b) = q.profile_packet_bytes {
-                cmd.push(format!("profile_packet_bytes={b}"));
-            }
-            if let Some(b) = q.profile_batch_packets {
-                cmd.push(format!("profile_batch_packets={b}"));
-            }
-            if let Some(f) = &q.profile_flows {
-                cmd.push(format!("profile_flows={f}"));
-            }
-            if let Some(d) = q.drift_compensation {
-                cmd.push(format!("drift_compensation={d}"));
-            }
-            for field in ["min_rate_kbps", "max_rate_kbps"] {
-                if q.settings().iter().any(|(f, _)| *f == field) {
-                    p.unsupported.push(format!(
-                        "{}: qos.{field} (slaswitch's egress schedulers are not in the data plane yet)",
-                        vm.name
-                    ));
-                }
+            cmd.extend(vm_options(&vm.qos));
+            if let Some(t) = &vm.tenant {
+                cmd.push(format!("tenant={t}"));
             }
         }
         if name == scenario.uplink.name {
@@ -137,6 +97,9 @@ pub fn plan(scenario: &Scenario, step: &Step, dir: &Path, tools: &Path) -> Switc
                 cmd.push("uplink=true".into());
                 if let Some(on) = scenario.uplink.nic_fallback {
                     cmd.push(format!("nic_fallback={on}"));
+                }
+                if let Some(kind) = &scenario.uplink.egress_scheduler {
+                    cmd.push(format!("egress_scheduler={kind}"));
                 }
             }
         }
@@ -152,6 +115,67 @@ pub fn plan(scenario: &Scenario, step: &Step, dir: &Path, tools: &Path) -> Switc
     ));
     p.commands.push(vec![cli, "--socket".into(), socket, "add-flows".into(), flows_file.display().to_string()]);
     p
+}
+
+/// A VM's QoS as slaswitch port options: ingress policing, C2QoS (the PMD's cycles, seed 000
+/// Sec. IV), its purchase and profile, and its settings on the uplink's link scheduler (the
+/// generic `min_rate_kbps`/`max_rate_kbps` become its link minimum and maximum).
+pub fn vm_options(q: &Qos) -> Vec<String> {
+    let mut out = Vec::new();
+    let numbers = [
+        ("ingress_policing_rate", q.ingress_policing_rate_kbps),
+        ("ingress_policing_burst", q.ingress_policing_burst_kb),
+        ("ingress_policing_kpkts_rate", q.ingress_policing_kpps),
+        ("ingress_policing_kpkts_burst", q.ingress_policing_kpkts_burst),
+        ("cycles_per_sec", q.cycles_per_sec),
+        ("priority", q.priority.map(u64::from)),
+        ("weight", q.weight.map(u64::from)),
+        ("bandwidth_bps", q.bandwidth_bps),
+        ("profile_packet_bytes", q.profile_packet_bytes.map(u64::from)),
+        ("profile_batch_packets", q.profile_batch_packets.map(u64::from)),
+        ("link_weight", q.link_weight.map(u64::from)),
+        ("link_min_bps", q.link_min_bps.or(q.min_rate_kbps.map(|k| k * 1000))),
+        ("link_max_bps", q.link_max_bps.or(q.max_rate_kbps.map(|k| k * 1000))),
+        ("link_queue_frames", q.link_queue_frames.map(u64::from)),
+    ];
+    for (key, value) in numbers {
+        if let Some(v) = value {
+            out.push(format!("{key}={v}"));
+        }
+    }
+    for (key, value) in [("mode", &q.mode), ("profile_flows", &q.profile_flows), ("link_guarantee", &q.link_guarantee)]
+    {
+        if let Some(v) = value {
+            out.push(format!("{key}={v}"));
+        }
+    }
+    if let Some(d) = q.drift_compensation {
+        out.push(format!("drift_compensation={d}"));
+    }
+    out
+}
+
+/// The `set-port` commands that make `change` live.
+pub fn change_commands(
+    scenario: &Scenario,
+    step: &Step,
+    change: &Change,
+    dir: &Path,
+    tools: &Path,
+) -> Vec<Vec<String>> {
+    let _ = scenario;
+    let cli = tools.join("slaswitch").display().to_string();
+    let socket = dir.join("slaswitchd.ctl").display().to_string();
+    let options = vm_options(&change.qos);
+    step.vms
+        .iter()
+        .filter(|vm| change.applies_to(vm) && !options.is_empty())
+        .map(|vm| {
+            let mut cmd = vec![cli.clone(), "--socket".into(), socket.clone(), "set-port".into(), vm.name.clone()];
+            cmd.extend(options.iter().cloned());
+            cmd
+        })
+        .collect()
 }
 
 /// slaswitch, as a switch of the test bed.

@@ -1,6 +1,7 @@
 //! The plain VDE2 switch (vde_switch), the baseline PIE-VDE (seed 004) improves on. Each VM is
 //! a tap device plugged into the switch by `vde_plug2tap`; the emulated VM opens the tap with
-//! af_packet. VDE2 has no QoS settings and no classifier: every QoS field and the security
+//! af_packet, and a namespace VM has the plug run inside its namespace, so the tap is its
+//! interface. VDE2 has no QoS settings and no classifier: every QoS field and the security
 //! groups are listed as having no equivalent.
 
 use std::os::unix::process::CommandExt;
@@ -26,15 +27,24 @@ pub fn plan(scenario: &Scenario, step: &Step, dir: &Path) -> SwitchPlan {
     names.extend(step.vms.iter().map(|v| v.name.clone()));
     for name in &names {
         let tap = tap_name(name);
+        if crate::namespaces::is_namespace(scenario, step, name) {
+            // The plug runs inside the VM's namespace, so its tap is created there.
+            let ip = crate::namespaces::ip_of(scenario, step, name);
+            crate::namespaces::add_namespace_for_daemon(&mut p, name, &ip, &tap);
+            let ns = crate::namespaces::ns_name(name);
+            p.daemons.push(
+                ["ip", "netns", "exec", &ns, "vde_plug2tap", "--sock", &sock, &tap]
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect(),
+            );
+            p.namespaces.push((name.clone(), ns));
+            continue;
+        }
         p.daemons.push(vec!["vde_plug2tap".into(), "--sock".into(), sock.clone(), tap.clone()]);
         // A null uplink is a tap nobody reads: the kernel drops what the switch sends it.
         if !(*name == scenario.uplink.name && scenario.uplink.kind == UplinkKind::Null) {
             p.attach.push((name.clone(), Attach::AfPacket(tap)));
-        }
-    }
-    for name in &names {
-        if crate::namespaces::is_namespace(scenario, step, name) {
-            p.unsupported.push(format!("{name}: namespace VMs (the runner plugs only emulated VMs into VDE2)"));
         }
     }
     for vm in &step.vms {

@@ -158,3 +158,36 @@ fn vms_name_known_tenants() {
     assert_eq!(line, Some(line_of(&bad, "t9")));
     assert!(message.contains("t9"));
 }
+
+/// Every committed scenario parses.
+#[test]
+fn the_committed_experiments_parse() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            let text = std::fs::read_to_string(&path).unwrap();
+            parse(&path.display().to_string(), &text).unwrap_or_else(|e| panic!("{e}"));
+            n += 1;
+        }
+    }
+    assert!(n >= 15, "{n} scenarios");
+}
+
+#[test]
+fn changes_and_targets_are_checked() {
+    let base = "title = \"t\"\nduration_secs = 20\n[[vm]]\nname = \"vm1\"\nphases = [\"size=64,rate=1kpps\"]\n";
+    let late = format!("{base}[[change]]\nat_secs = 25\nvm = \"vm1\"\nqos = {{ link_weight = 2 }}\n");
+    let e = parse("t.toml", &late).unwrap_err();
+    assert_eq!(e.field, "change[0].at_secs");
+    let who = format!("{base}[[change]]\nat_secs = 5\nvm = \"vm9\"\nqos = {{ link_weight = 2 }}\n");
+    assert!(parse("t.toml", &who).unwrap_err().message.contains("vm9"));
+    let bad = format!("{base}[[variant]]\nname = \"x\"\nswitch = \"slaswitch\"\negress_scheduler = \"wfq\"\n");
+    let e = parse("t.toml", &bad).unwrap_err();
+    assert!(e.message.contains("fifo, ancs, softbw, pievde, ratelimit"), "{e}");
+    let target = format!("{base}[[headline]]\nlabel = \"x\"\nkind = \"target\"\nvm = \"all\"\nwindow = [1, 20]\n");
+    assert!(parse("t.toml", &target).unwrap_err().message.contains("expected_mbps"));
+    let ok = format!("{target}expected_mbps = 100\n");
+    parse("t.toml", &ok).expect("a target for all VMs");
+}

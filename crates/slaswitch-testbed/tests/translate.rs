@@ -50,9 +50,9 @@ fn slaswitch_gets_its_policers_and_lists_what_it_lacks() {
     let flows = &p.files[0].1;
     assert!(flows.contains("priority=1,in_port=vm1,actions=output:uplink"), "{flows}");
     assert_eq!(flows.lines().filter(|l| l.contains("nw_src=172.")).count(), 3, "{flows}");
-    for field in ["min_rate_kbps", "max_rate_kbps"] {
-        assert!(p.unsupported.iter().any(|u| u.contains(field)), "{field} not listed: {:?}", p.unsupported);
-    }
+    // The generic egress minimum and maximum become the VM's minimum and maximum on the
+    // uplink's link scheduler.
+    assert!(cmds[2].contains("link_min_bps=1000000") && cmds[2].contains("link_max_bps=5000000"), "{cmds:?}");
     // C2QoS settings go to the port.
     assert!(cmds[2].contains("priority=2") && cmds[2].contains("weight=3"), "{cmds:?}");
     assert_eq!(p.attach[1], ("vm1".to_string(), Attach::VhostUser("/run/x/vm1.sock".into())));
@@ -178,6 +178,76 @@ commands = ["iperf3 -c {uplink_ip} -t {duration} -J"]
         .commands
         .iter()
         .any(|c| c.join(" ").contains("options:dpdk-devargs=net_af_packet2,iface=svm1b,qpairs=1")));
+    // VDE2: the tap plug runs inside the namespace, and the tap is given the VM's address.
     let vde = plan(SwitchKind::Vde2, &s, &st, Path::new("/run/x"), Path::new("/opt/bin"));
-    assert!(vde.namespaces.is_empty() && vde.unsupported.iter().any(|u| u.contains("namespace VMs")));
+    assert!(vde.namespaces.iter().any(|(n, ns)| n == "vm1" && ns == "ss-vm1"), "{:?}", vde.namespaces);
+    let daemons: Vec<String> = vde.daemons.iter().map(|c| c.join(" ")).collect();
+    assert!(
+        daemons.contains(&"ip netns exec ss-vm1 vde_plug2tap --sock /run/x/vde.ctl vvm1".to_string()),
+        "{daemons:?}"
+    );
+    let after: Vec<String> = vde.after_daemons.iter().map(|c| c.join(" ")).collect();
+    assert!(after.contains(&"ip -n ss-vm1 addr add 10.77.0.10/24 dev vvm1".to_string()), "{after:?}");
+    assert!(vde.attach.is_empty(), "a namespace VM is not attached by af_packet: {:?}", vde.attach);
+}
+
+const LINK: &str = r#"
+title = "link"
+duration_secs = 30
+[uplink]
+name = "server"
+kind = "namespace"
+line_rate = "1gbps"
+egress_scheduler = "pievde"
+commands = ["iperf3 -s"]
+[[tenant]]
+name = "c1"
+weight = 2
+[[vm]]
+name = "vm1"
+kind = "namespace"
+tenant = "c1"
+commands = ["iperf3 -c {uplink_ip} -P {count}"]
+qos = { link_weight = 2, link_guarantee = "strict:450M" }
+[[vm]]
+name = "vm2"
+kind = "namespace"
+commands = ["iperf3 -c {uplink_ip}"]
+[sweep]
+vm = "vm1"
+counts = [1, 4]
+flows = true
+[[change]]
+at_secs = 10
+vm = "vm2"
+qos = { link_max_bps = 100000000 }
+"#;
+
+#[test]
+fn link_schedulers_tenants_and_live_changes_translate() {
+    let s = parse("l.toml", LINK).expect("parses");
+    let steps = s.steps();
+    assert_eq!(steps[1].label, "vm1-flows=4");
+    assert_eq!(steps[1].vms[0].name, "vm1", "a flow sweep keeps one VM");
+    assert_eq!(steps[1].vms[0].commands[0], "iperf3 -c {uplink_ip} -P 4");
+    let p = plan(SwitchKind::Slaswitch, &s, &steps[0], Path::new("/run/x"), Path::new("/opt/bin"));
+    let cmds: Vec<String> = p.commands.iter().map(|c| c.join(" ")).collect();
+    let tenant = cmds.iter().position(|c| c.ends_with("set-tenant c1 weight=2")).expect("tenant set");
+    let vm1 = cmds.iter().position(|c| c.contains("add-port vm1")).expect("vm1 added");
+    assert!(tenant < vm1, "the tenant exists before the port naming it: {cmds:?}");
+    assert!(cmds[vm1].contains("tenant=c1") && cmds[vm1].contains("link_weight=2"), "{cmds:?}");
+    assert!(cmds[vm1].contains("link_guarantee=strict:450M"), "{cmds:?}");
+    assert!(cmds.iter().any(|c| c.contains("add-port server") && c.contains("egress_scheduler=pievde")), "{cmds:?}");
+    assert!(p.unsupported.iter().all(|u| !u.contains("tenant")), "{:?}", p.unsupported);
+    let (at, change) = &p.changes[0];
+    assert_eq!(*at, 10.0);
+    assert!(change[0].join(" ").ends_with("set-port vm2 link_max_bps=100000000"), "{change:?}");
+    // Linux tc: htb classes changed live; weights become shares of the line rate.
+    let tc = plan(SwitchKind::LinuxTc, &s, &steps[0], Path::new("/run/x"), Path::new("/opt/bin"));
+    let changed: Vec<String> = tc.changes[0].1.iter().map(|c| c.join(" ")).collect();
+    assert!(changed[1].contains("class change") && changed[1].contains("ceil 100000kbit"), "{changed:?}");
+    assert!(changed[0].contains("rate 666666kbit"), "vm1 has weight 2 of 3: {changed:?}");
+    assert!(tc.unsupported.iter().any(|u| u.contains("tenant c1")), "{:?}", tc.unsupported);
+    let vde = plan(SwitchKind::Vde2, &s, &steps[0], Path::new("/run/x"), Path::new("/opt/bin"));
+    assert!(vde.unsupported.iter().any(|u| u.contains("change at 10 s")), "{:?}", vde.unsupported);
 }

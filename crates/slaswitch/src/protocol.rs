@@ -79,6 +79,24 @@ pub enum Request {
     },
     /// The model in use.
     ModelShow,
+    /// A paced port's link scheduler and every VM in it.
+    LinkShow {
+        /// The paced port (the only one when absent).
+        #[serde(default)]
+        name: Option<String>,
+    },
+    /// Adds a tenant (PIE-VDE's first level) or changes its weight.
+    SetTenant {
+        /// Its name.
+        name: String,
+        /// Its weight among tenants.
+        weight: u32,
+    },
+    /// Removes a tenant no port names.
+    DelTenant {
+        /// Its name.
+        name: String,
+    },
     /// The persisted configuration.
     Show,
 }

@@ -183,8 +183,8 @@ impl<T> Ancs<T> {
         Ok(())
     }
 
-    /// Removes a vif; returns its queued packets for the caller to free.
-    pub fn remove(&mut self, queue: QueueIndex) -> Vec<T> {
+    /// Removes a vif; returns its queued packets (with their lengths) for the caller to free.
+    pub fn remove(&mut self, queue: QueueIndex) -> Vec<(u32, T)> {
         if let Some(slot) = self.vifs.get_mut(queue) {
             *slot = None;
         }
@@ -207,11 +207,6 @@ impl<T> Ancs<T> {
             credit_fair_bytes: v.credit_fair,
             credit_peak_bytes: v.credit_peak,
         })
-    }
-
-    /// The packets waiting.
-    pub fn queues(&self) -> &PacketQueues<T> {
-        &self.queues
     }
 
     fn claims(&self, indices: &[QueueIndex], with_floor: bool) -> Vec<Claim> {
@@ -328,11 +323,12 @@ impl<T> EgressScheduler<T> for Ancs<T> {
         None
     }
 
-    fn backlog_packets(&self) -> usize {
-        self.queues.backlog_packets()
+    fn queues(&self) -> &PacketQueues<T> {
+        &self.queues
     }
 
-    fn queue_backlog(&self, queue: QueueIndex) -> (usize, u64) {
-        self.queues.backlog(queue)
+    fn drop_head(&mut self, queue: QueueIndex) -> Option<(u32, T)> {
+        // The ring finds an emptied vif at its next visit and unlists it.
+        self.queues.pop(queue)
     }
 }

@@ -8,11 +8,20 @@
 //! * [`softbw::SoftBw`]: fulfillment-based round robin with time-to-send (seed 003 Sec. 5).
 //! * [`pievde::PieVde`]: VTRR among tenants by weight, then fair among each tenant's VMs
 //!   (seed 004 Sec. IV).
+//! * [`fifo::Fifo`]: first in, first out, what a plain NIC queue does (the baseline).
+//! * [`ratelimit::RateLimit`]: per-VM rate limits recomputed from measured demand, the
+//!   ElasticSwitch-style baseline SoftBW is compared against (seed 003 Sec. 6).
+//!
+//! [`link_scheduler::LinkScheduler`] holds any one of them for a paced port, with every VM's
+//! settings for all of them, so the scheduler can be swapped live without losing a packet.
 
 pub mod ancs;
+pub mod fifo;
 pub mod fill;
+pub mod link_scheduler;
 pub mod pievde;
 pub mod queues;
+pub mod ratelimit;
 pub mod softbw;
 pub mod vtrr;
 
@@ -38,8 +47,17 @@ pub trait EgressScheduler<T> {
     fn enqueue(&mut self, queue: QueueIndex, len_bytes: u32, item: T, now_ns: u64) -> Result<(), T>;
     /// The next packet to transmit now, or `None` if none may go now.
     fn dequeue(&mut self, now_ns: u64) -> Option<Dequeued<T>>;
+    /// The packets waiting.
+    fn queues(&self) -> &PacketQueues<T>;
     /// Packets queued across all queues.
-    fn backlog_packets(&self) -> usize;
+    fn backlog_packets(&self) -> usize {
+        self.queues().backlog_packets()
+    }
     /// (packets, bytes) queued in one queue.
-    fn queue_backlog(&self, queue: QueueIndex) -> (usize, u64);
+    fn queue_backlog(&self, queue: QueueIndex) -> (usize, u64) {
+        self.queues().backlog(queue)
+    }
+    /// Takes the oldest packet of `queue` out without sending it: how a head-drop policy makes
+    /// room for a new one.
+    fn drop_head(&mut self, queue: QueueIndex) -> Option<(u32, T)>;
 }

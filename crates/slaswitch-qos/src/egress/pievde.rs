@@ -96,8 +96,8 @@ impl<T> PieVde<T> {
         Ok(())
     }
 
-    /// Removes a VM queue; returns its packets for the caller to free.
-    pub fn remove_vm(&mut self, queue: QueueIndex) -> Vec<T> {
+    /// Removes a VM queue; returns its packets (with their lengths) for the caller to free.
+    pub fn remove_vm(&mut self, queue: QueueIndex) -> Vec<(u32, T)> {
         let Some(Some(vm)) = self.vms.get(queue).copied() else { return Vec::new() };
         if self.queues.is_backlogged(queue) {
             self.vm_emptied(queue, vm.tenant);
@@ -120,11 +120,6 @@ impl<T> PieVde<T> {
         }
         self.tenant_sched.remove(tenant);
         Ok(())
-    }
-
-    /// The packets waiting.
-    pub fn queues(&self) -> &PacketQueues<T> {
-        &self.queues
     }
 
     fn tenant_mut(&mut self, tenant: usize) -> &mut Tenant {
@@ -188,11 +183,19 @@ impl<T> EgressScheduler<T> for PieVde<T> {
         }
     }
 
-    fn backlog_packets(&self) -> usize {
-        self.queues.backlog_packets()
+    fn queues(&self) -> &PacketQueues<T> {
+        &self.queues
     }
 
-    fn queue_backlog(&self, queue: QueueIndex) -> (usize, u64) {
-        self.queues.backlog(queue)
+    fn drop_head(&mut self, queue: QueueIndex) -> Option<(u32, T)> {
+        let dropped = self.queues.pop(queue)?;
+        if !self.queues.is_backlogged(queue) {
+            let tenant = self.vms[queue].expect("a queue exists only with its VM").tenant;
+            self.vm_emptied(queue, tenant);
+            if self.turn == Some(queue) {
+                self.turn = None;
+            }
+        }
+        Some(dropped)
     }
 }

@@ -42,15 +42,21 @@ impl<T> PacketQueues<T> {
         }
     }
 
-    /// Removes a queue and hands back its packets so the caller can free them.
-    pub fn remove(&mut self, queue: QueueIndex) -> Vec<T> {
+    /// Removes a queue and hands back its packets, oldest first, with their lengths, so the
+    /// caller can free them or queue them elsewhere.
+    pub fn remove(&mut self, queue: QueueIndex) -> Vec<(u32, T)> {
         match self.queues.get_mut(queue).and_then(Option::take) {
             Some(fifo) => {
                 self.backlog_packets -= fifo.packets.len();
-                fifo.packets.into_iter().map(|(_, item)| item).collect()
+                fifo.packets.into()
             }
             None => Vec::new(),
         }
+    }
+
+    /// The queue's packet limit (0 for a queue that does not exist).
+    pub fn limit(&self, queue: QueueIndex) -> usize {
+        self.queues.get(queue).and_then(|q| q.as_ref()).map_or(0, |f| f.limit_packets)
     }
 
     /// Pushes a packet; true when the queue went from empty to non-empty.
@@ -81,6 +87,12 @@ impl<T> PacketQueues<T> {
     #[inline]
     pub fn head_len(&self, queue: QueueIndex) -> Option<u32> {
         self.queues.get(queue)?.as_ref()?.packets.front().map(|&(len, _)| len)
+    }
+
+    /// Length of the queue's `index`-th oldest packet.
+    #[inline]
+    pub fn len_at(&self, queue: QueueIndex, index: usize) -> Option<u32> {
+        self.queues.get(queue)?.as_ref()?.packets.get(index).map(|&(len, _)| len)
     }
 
     /// True when the queue holds a packet.

@@ -196,8 +196,15 @@ impl<T> SoftBw<T> {
         Ok(())
     }
 
-    /// Removes a queue; returns the packets it held.
-    pub fn remove(&mut self, queue: QueueIndex) -> Vec<T> {
+    /// Changes how many packets a queue holds, keeping its guarantee and state.
+    pub fn set_limit(&mut self, queue: QueueIndex, limit_packets: usize) {
+        if self.queues.contains(queue) {
+            self.queues.add(queue, limit_packets);
+        }
+    }
+
+    /// Removes a queue; returns the packets it held, with their lengths.
+    pub fn remove(&mut self, queue: QueueIndex) -> Vec<(u32, T)> {
         if let Some(slot) = self.state.get_mut(queue) {
             *slot = None;
         }
@@ -217,11 +224,6 @@ impl<T> SoftBw<T> {
             tts_ns: q.tts_ns,
             sent_bytes_since_start: q.sent_bytes_since_start,
         })
-    }
-
-    /// The packets waiting.
-    pub fn queues(&self) -> &PacketQueues<T> {
-        &self.queues
     }
 
     /// Recomputes every dynamic guarantee now (done by dequeue every `guarantee_update_ns`).
@@ -272,23 +274,33 @@ impl<T> SoftBw<T> {
         }
     }
 
-    /// Eqs. 4-6 for the queue, and the same accumulation for the link.
-    fn record_departure(&mut self, queue: QueueIndex, len_bytes: u32, now_ns: u64) {
+    /// Eqs. 4-6 for the queue after a departure its guarantee paid for, and the same
+    /// accumulation for the link after every departure.
+    ///
+    /// Reading taken: a departure from the residual (step 2 of `dequeue`) moves neither the
+    /// queue's error nor its time-to-send. Counted against the guarantee, each residual
+    /// departure would push the next guaranteed one back by p / B, and a VM above its
+    /// guarantee would be held at exactly it while a fairness-only neighbour took the whole
+    /// residual (strict 150 and fairness on a 200 Mbit/s link: 150 / 50, not Sec. 5's equal
+    /// shares of the rest, 175 / 25; `tests/egress_softbw.rs`).
+    fn record_departure(&mut self, queue: QueueIndex, len_bytes: u32, now_ns: u64, guaranteed: bool) {
         let tau_max = self.config.tau_max_ns as f64;
         let q = self.state[queue].as_mut().expect("known queue");
-        let expected_ns = f64::from(len_bytes) * q.ns_per_byte;
-        let tau_ns = q.last_departure_ns.map_or(expected_ns, |last| now_ns.saturating_sub(last) as f64);
-        let previous = q.dtau_ns;
-        q.dtau_ns = (previous + tau_ns - expected_ns).clamp(-tau_max, tau_max);
-        q.tts_ns = if q.dtau_ns >= 0.0 {
-            0
-        } else if previous > 0.0 {
-            (now_ns as f64 + expected_ns - previous).max(1.0) as u64
-        } else {
-            now_ns + expected_ns as u64
-        };
-        q.last_departure_ns = Some(now_ns);
         q.sent_bytes_since_start += u64::from(len_bytes);
+        if guaranteed {
+            let expected_ns = f64::from(len_bytes) * q.ns_per_byte;
+            let tau_ns = q.last_departure_ns.map_or(expected_ns, |last| now_ns.saturating_sub(last) as f64);
+            let previous = q.dtau_ns;
+            q.dtau_ns = (previous + tau_ns - expected_ns).clamp(-tau_max, tau_max);
+            q.tts_ns = if q.dtau_ns >= 0.0 {
+                0
+            } else if previous > 0.0 {
+                (now_ns as f64 + expected_ns - previous).max(1.0) as u64
+            } else {
+                now_ns + expected_ns as u64
+            };
+            q.last_departure_ns = Some(now_ns);
+        }
 
         let link_tau = now_ns.saturating_sub(self.link_last_departure_ns) as f64;
         self.link_dtau_ns =
@@ -302,9 +314,9 @@ impl<T> SoftBw<T> {
         self.link_dtau_ns + idle - f64::from(len_bytes) * self.link_ns_per_byte >= 0.0
     }
 
-    fn send(&mut self, queue: QueueIndex, now_ns: u64) -> Dequeued<T> {
+    fn send(&mut self, queue: QueueIndex, now_ns: u64, guaranteed: bool) -> Dequeued<T> {
         let (len_bytes, item) = self.queues.pop(queue).expect("backlogged queue");
-        self.record_departure(queue, len_bytes, now_ns);
+        self.record_departure(queue, len_bytes, now_ns, guaranteed);
         if self.queues.is_backlogged(queue) {
             self.place(queue, now_ns);
         }
@@ -348,7 +360,7 @@ impl<T> EgressScheduler<T> for SoftBw<T> {
                 self.place(queue, now_ns);
                 continue;
             }
-            return Some(self.send(queue, now_ns));
+            return Some(self.send(queue, now_ns, true));
         }
         // 2. Residual link capacity, shared round robin among all backlogged queues.
         while let Some(&queue) = self.ring.front() {
@@ -364,16 +376,17 @@ impl<T> EgressScheduler<T> for SoftBw<T> {
             }
             self.ring.pop_front();
             self.state[queue].as_mut().expect("ring queue").in_ring = false;
-            return Some(self.send(queue, now_ns));
+            return Some(self.send(queue, now_ns, false));
         }
         None
     }
 
-    fn backlog_packets(&self) -> usize {
-        self.queues.backlog_packets()
+    fn queues(&self) -> &PacketQueues<T> {
+        &self.queues
     }
 
-    fn queue_backlog(&self, queue: QueueIndex) -> (usize, u64) {
-        self.queues.backlog(queue)
+    fn drop_head(&mut self, queue: QueueIndex) -> Option<(u32, T)> {
+        // The round robins skip a queue found empty.
+        self.queues.pop(queue)
     }
 }

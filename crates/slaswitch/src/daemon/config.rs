@@ -1,4 +1,4 @@
-//! The persisted configuration: ports and flows, written atomically (temp file + rename) after
+//! The persisted configuration: tenants, ports and flows, written atomically (temp file + rename) after
 //! every change that succeeded, and replayed at start so the daemon restarts into the same state.
 
 use std::path::{Path, PathBuf};
@@ -6,9 +6,12 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use slaswitch_datapath::PortSpec;
 
-/// What is persisted: ports and flows.
+/// What is persisted: tenants, ports and flows.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SavedConfig {
+    /// PIE-VDE's tenants and their weights (restored before the ports that name them).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub tenants: std::collections::BTreeMap<String, u32>,
     /// Every port, as configured.
     pub ports: Vec<PortSpec>,
     /// Flows as `add-flow` text, with port names.
@@ -78,6 +81,7 @@ mod tests {
         assert_eq!(saved.ports[0].options["bandwidth_bps"], "2G");
         assert!(saved.ports[1].options.is_empty());
         assert_eq!(saved.flows, ["in_port=vm1,actions=output:up"]);
+        assert!(saved.tenants.is_empty());
         store.save(&saved).unwrap();
         assert_eq!(store.load().unwrap(), saved, "saving and loading again changes nothing");
         let _ = std::fs::remove_dir_all(&dir);

@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use slaswitch_classifier::parse::ParseError;
+use slaswitch_datapath::datapath::{LinkStats, LinkVmStats};
 use slaswitch_datapath::probe::compare::CompareSide;
 use slaswitch_datapath::probe::ProbeTotals;
 use slaswitch_datapath::{FlowStats, PmdStats, PortStats};
@@ -19,7 +20,7 @@ fn escape(s: &str) -> String {
 type Family<'a> = dyn FnMut(&str, &str, &str, Vec<(String, u64)>) + 'a;
 
 /// The text of every metric family, in Prometheus' text format 0.0.4.
-pub fn render(ports: &[PortStats], pmds: &[PmdStats], flows: &[FlowStats], tsc_hz: u64) -> String {
+pub fn render(ports: &[PortStats], pmds: &[PmdStats], flows: &[FlowStats], links: &[LinkStats], tsc_hz: u64) -> String {
     let mut out = String::new();
     let mut family = |name: &str, kind: &str, help: &str, samples: Vec<(String, u64)>| {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
@@ -29,6 +30,7 @@ pub fn render(ports: &[PortStats], pmds: &[PmdStats], flows: &[FlowStats], tsc_h
     };
     port_families(&mut family, ports);
     pmd_families(&mut family, pmds);
+    link_families(&mut family, links);
     family("slaswitch_tsc_hz", "gauge", "TSC frequency, to turn cycles into seconds.", vec![(String::new(), tsc_hz)]);
     let flow = |f: &FlowStats| format!("flow=\"{}\"", escape(&f.flow));
     family(
@@ -65,6 +67,63 @@ fn residence_family(out: &mut String, ports: &[PortStats]) {
         let _ = writeln!(out, "{name}_sum{{port=\"{port}\"}} {}", p.residence.sum_ns() as f64 / 1e9);
         let _ = writeln!(out, "{name}_count{{port=\"{port}\"}} {total}");
     }
+}
+
+/// Each paced port's scheduler, per source VM (`link-show`).
+fn link_families(family: &mut Family<'_>, links: &[LinkStats]) {
+    let per_vm = |f: &dyn Fn(&LinkVmStats) -> u64| {
+        links
+            .iter()
+            .flat_map(|l| {
+                l.vms.iter().map(move |v| (format!("link=\"{}\",vm=\"{}\"", escape(&l.name), escape(&v.name)), f(v)))
+            })
+            .collect::<Vec<_>>()
+    };
+    family(
+        "slaswitch_link_rate_bps",
+        "gauge",
+        "Line rate of the paced port, wire bits per second.",
+        links
+            .iter()
+            .map(|l| (format!("link=\"{}\",scheduler=\"{}\"", escape(&l.name), l.scheduler), l.link_rate_bps))
+            .collect(),
+    );
+    family(
+        "slaswitch_link_sent_packets_total",
+        "counter",
+        "Frames the VM sent onto the paced link.",
+        per_vm(&|v| v.out.sent_packets),
+    );
+    family(
+        "slaswitch_link_sent_wire_bytes_total",
+        "counter",
+        "Wire bytes (frames plus 24) the VM sent onto the paced link.",
+        per_vm(&|v| v.out.sent_wire_bytes),
+    );
+    family(
+        "slaswitch_link_dropped_total",
+        "counter",
+        "The VM's frames its full queue on the link dropped.",
+        per_vm(&|v| v.out.dropped),
+    );
+    family(
+        "slaswitch_link_sched_cycles_total",
+        "counter",
+        "TSC cycles the link scheduler spent on the VM's frames.",
+        per_vm(&|v| v.out.sched_cycles),
+    );
+    family(
+        "slaswitch_link_queued_frames",
+        "gauge",
+        "The VM's frames waiting on the link.",
+        per_vm(&|v| v.queued_frames as u64),
+    );
+    family(
+        "slaswitch_link_guarantee_bps",
+        "gauge",
+        "The rate the link's scheduler guarantees the VM now, wire bits per second (0: none).",
+        per_vm(&|v| v.guarantee_bps),
+    );
 }
 
 /// Per-port counters and gauges.

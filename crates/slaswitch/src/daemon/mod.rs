@@ -2,6 +2,7 @@
 //! time; each either succeeds whole (and is persisted) or changes nothing and says why.
 
 pub mod config;
+mod link_view;
 pub mod metrics;
 mod rates;
 mod views;
@@ -60,6 +61,11 @@ impl Daemon {
             Err(e) => tracing::warn!("{e}"),
         }
         let mut d = Daemon { dp, store, unrestored_ports: Vec::new(), previous: None, latest: None, model_path };
+        for (name, weight) in saved.tenants {
+            if let Err(e) = d.dp.set_tenant(&name, weight) {
+                tracing::warn!("tenant {name} not restored: {e}");
+            }
+        }
         for spec in saved.ports {
             if let Err(e) = d.dp.add_port(spec.clone()) {
                 tracing::warn!("port {} not restored: {e}", spec.name);
@@ -87,7 +93,12 @@ impl Daemon {
     fn saved(&self) -> SavedConfig {
         let mut ports = self.dp.port_specs();
         ports.extend(self.unrestored_ports.iter().map(|(s, _)| s.clone()));
-        SavedConfig { ports, flows: self.dp.flow_texts() }
+        let mut tenants = self.dp.tenants();
+        // The default tenant at its default weight is not configuration.
+        if tenants.get(slaswitch_datapath::link_policy::DEFAULT_TENANT) == Some(&1) {
+            tenants.remove(slaswitch_datapath::link_policy::DEFAULT_TENANT);
+        }
+        SavedConfig { tenants, ports, flows: self.dp.flow_texts() }
     }
 
     fn persist(&self) -> Result<(), String> {
@@ -96,13 +107,15 @@ impl Daemon {
 
     /// Takes a snapshot of the counters, for the rates of the last interval.
     pub fn sample(&mut self) {
-        let snap = Snapshot { at: Instant::now(), ports: self.dp.port_stats(), pmds: self.dp.pmd_stats() };
+        let links = self.dp.paced_ports().iter().filter_map(|n| self.dp.link_stats(n).ok()).collect();
+        let snap = Snapshot { at: Instant::now(), ports: self.dp.port_stats(), pmds: self.dp.pmd_stats(), links };
         self.previous = self.latest.replace(snap);
     }
 
     /// Every metric, in Prometheus' text format.
     pub fn metrics(&self) -> String {
-        metrics::render(&self.dp.port_stats(), &self.dp.pmd_stats(), &self.dp.dump_flows(), self.dp.tsc_hz())
+        let links: Vec<_> = self.dp.paced_ports().iter().filter_map(|n| self.dp.link_stats(n).ok()).collect();
+        metrics::render(&self.dp.port_stats(), &self.dp.pmd_stats(), &self.dp.dump_flows(), &links, self.dp.tsc_hz())
     }
 
     /// Runs one request: it either succeeds whole (and is persisted) or changes nothing and
@@ -136,7 +149,8 @@ impl Daemon {
             }
             Request::QosShow { name } => {
                 let (ports, pmds, rates) = (self.dp.port_stats(), self.dp.pmd_stats(), self.rates());
-                to_json(views::qos_show(&self.dp, &ports, &pmds, &rates, name.as_deref(), &self.model_path)?)
+                let links = self.link_rows();
+                to_json(views::qos_show(&self.dp, &ports, &pmds, &rates, &links, name.as_deref(), &self.model_path)?)
             }
             Request::LoadModel { path } => self.load_model(path),
             Request::ModelShow => match self.dp.model() {
@@ -146,6 +160,11 @@ impl Daemon {
                     self.model_path.display()
                 )),
             },
+            Request::LinkShow { name } => self.link_show(name),
+            Request::SetTenant { name, weight } => {
+                self.changed(|d| d.dp.set_tenant(&name, weight).map(|()| json!({"tenant": name, "weight": weight})))
+            }
+            Request::DelTenant { name } => self.changed(|d| d.dp.del_tenant(&name).map(|()| json!({"deleted": name}))),
             Request::Show => to_json(self.saved()),
         }
     }
@@ -213,6 +232,32 @@ impl Daemon {
         self.retry_unrestored();
         self.persist()?;
         Ok(json!({"loaded": path, "saved_as": self.model_path}))
+    }
+
+    /// `link-show`: paced port `name`, or the only one.
+    fn link_show(&self, name: Option<String>) -> Result<Value, String> {
+        let name = match name {
+            Some(n) => n,
+            None => match self.dp.paced_ports().as_slice() {
+                [one] => one.clone(),
+                [] => return Err("no port is paced (set link_rate_bps on the uplink)".into()),
+                several => return Err(format!("several ports are paced ({}): name one", several.join(", "))),
+            },
+        };
+        let now = self.dp.link_stats(&name)?;
+        to_json(link_view::link_show(now, self.previous.as_ref(), self.latest.as_ref()))
+    }
+
+    /// The link half of every VM's purchase: its row on the uplink's scheduler (or the only
+    /// paced port's).
+    fn link_rows(&self) -> Vec<link_view::LinkVmRow> {
+        let paced = self.dp.paced_ports();
+        let uplink = self.dp.fallback_status().uplink.filter(|u| paced.contains(u));
+        let Some(name) = uplink.or_else(|| (paced.len() == 1).then(|| paced[0].clone())) else { return Vec::new() };
+        match self.dp.link_stats(&name) {
+            Ok(now) => link_view::link_show(now, self.previous.as_ref(), self.latest.as_ref()).vms,
+            Err(_) => Vec::new(),
+        }
     }
 
     fn interval_secs(&self) -> Option<f64> {

@@ -71,6 +71,8 @@ pub struct Snapshot {
     pub at: Instant,
     pub ports: Vec<PortStats>,
     pub pmds: Vec<PmdStats>,
+    /// Every paced port's scheduler and VMs.
+    pub links: Vec<slaswitch_datapath::datapath::LinkStats>,
 }
 
 fn per_packet(cycles: u64, packets: u64) -> f64 {

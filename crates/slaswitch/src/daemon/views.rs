@@ -11,6 +11,7 @@ use slaswitch_datapath::probe::ProbeReport;
 use slaswitch_datapath::{Datapath, PmdStats, PortSpec, PortStats};
 use slaswitch_qos::cpu::{Allocation, C2tbConfig};
 
+use super::link_view::LinkVmRow;
 use super::rates::{PmdRates, PortRates, ResidenceUs};
 
 /// `pmd-stats`: every PMD thread, its totals and its ports' stages.
@@ -54,6 +55,10 @@ pub struct PmdPortView<'a> {
     pub emc_misses: u64,
     /// Its frames' residence in the switch since the port was added.
     pub residence_us: Option<ResidenceUs>,
+    /// Its frames through paced ports' link schedulers: sent, dropped at its queue, and the
+    /// schedulers' cycles spent on them (queueing in its egress stage, and a share of the
+    /// dequeues that released them).
+    pub link_out: slaswitch_datapath::datapath::LinkOut,
     pub interval: Option<&'a PortRates>,
 }
 
@@ -102,6 +107,7 @@ fn pmd_port<'a>(p: &PortStats, rate: Option<&'a PmdRates>) -> PmdPortView<'a> {
         emc_hits: p.rx.emc_hits,
         emc_misses: p.rx.emc_misses,
         residence_us: ResidenceUs::of(&p.residence),
+        link_out: p.link_out,
         interval: rate.and_then(|r| r.ports.iter().find(|x| x.name == p.name)),
     }
 }
@@ -163,6 +169,8 @@ pub struct QosPortView<'a> {
     /// Ingress policing (kbit/s, kpackets/s), 0 when off.
     pub ingress_policing_rate: u64,
     pub ingress_policing_kpkts_rate: u64,
+    /// The link half of its purchase: its row on the uplink's scheduler (`link-show`).
+    pub link: Option<&'a LinkVmRow>,
 }
 
 #[derive(Serialize)]
@@ -179,6 +187,7 @@ pub fn qos_show<'a>(
     ports: &'a [PortStats],
     pmds: &[PmdStats],
     rates: &[PmdRates],
+    links: &'a [LinkVmRow],
     wanted: Option<&str>,
     model_path: &'a Path,
 ) -> Result<QosShowView<'a>, String> {
@@ -190,7 +199,10 @@ pub fn qos_show<'a>(
     let ports = ports
         .iter()
         .filter(|p| wanted.is_none_or(|n| n == p.name))
-        .map(|p| qos_port(p, ports, pmds, rates, hz, switch_depth))
+        .map(|p| QosPortView {
+            link: links.iter().find(|l| l.stats.name == p.name),
+            ..qos_port(p, ports, pmds, rates, hz, switch_depth)
+        })
         .collect();
     let model = dp.model().map(|m| ModelView {
         path: model_path,
@@ -263,6 +275,7 @@ fn qos_port<'a>(
         fallback_drops: p.rx.fallback_drops,
         ingress_policing_rate: p.policing.map_or(0, |s| s.rate_kbps),
         ingress_policing_kpkts_rate: p.policing.map_or(0, |s| s.rate_kpps),
+        link: None,
     }
 }
 

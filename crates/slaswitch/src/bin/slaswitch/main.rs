@@ -1,6 +1,7 @@
 //! slaswitch: the command line for slaswitchd, with verbs in the style of ovs-vsctl/ovs-appctl.
 
 mod render;
+mod render_link;
 
 use std::path::PathBuf;
 
@@ -76,6 +77,19 @@ enum Verb {
     },
     /// The bandwidth-CPU model in use.
     ModelShow,
+    /// A paced port's link scheduler, per VM: queue, settings, rate, share, fulfillment, drops.
+    LinkShow {
+        name: Option<String>,
+    },
+    /// Add a tenant (PIE-VDE's first level) or change its weight: weight=W.
+    SetTenant {
+        name: String,
+        options: Vec<String>,
+    },
+    /// Remove a tenant no port names.
+    DelTenant {
+        name: String,
+    },
     /// The persisted configuration.
     Show,
     /// Measure this host's bandwidth-CPU model (slaswitchd stopped).
@@ -224,6 +238,9 @@ fn to_request(verb: Verb, joined: &[String]) -> Result<(&'static str, Request), 
             ("load-model", Request::LoadModel { path })
         }
         Verb::ModelShow => ("model-show", Request::ModelShow),
+        Verb::LinkShow { name } => ("link-show", Request::LinkShow { name }),
+        Verb::SetTenant { name, options } => ("set-tenant", set_tenant(name, &options)?),
+        Verb::DelTenant { name } => ("del-tenant", Request::DelTenant { name }),
         Verb::Show => ("show", Request::Show),
         Verb::Calibrate(_) | Verb::Experiment(_) => unreachable!("handled by run"),
     })
@@ -243,6 +260,17 @@ fn set_port(name: String, options: &[String], joined: &[String]) -> Result<Reque
         }
     }
     Ok(Request::SetPort { ports })
+}
+
+/// `set-tenant NAME weight=W`.
+fn set_tenant(name: String, options: &[String]) -> Result<Request, String> {
+    let mut kv = key_values(options)?;
+    let w = kv.remove("weight").ok_or("set-tenant NAME weight=W: the weight is missing")?;
+    if let Some(k) = kv.keys().next() {
+        return Err(format!("set-tenant: unknown option '{k}' (known: weight)"));
+    }
+    let weight = w.parse::<u32>().map_err(|_| format!("weight={w}: a whole number from 1 to 10000"))?;
+    Ok(Request::SetTenant { name, weight })
 }
 
 /// Parses `key=value` words; errors name the word without `=`.

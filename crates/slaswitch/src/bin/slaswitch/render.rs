@@ -119,9 +119,23 @@ pub fn render(verb: &str, r: &Value) -> String {
                         res("p99")
                     );
                 }
+                for p in pmd["ports"].as_array().into_iter().flatten() {
+                    let l = &p["link_out"];
+                    let frames = l["sent_packets"].as_f64().unwrap_or(0.0);
+                    if frames > 0.0 || l["dropped"].as_u64().unwrap_or(0) > 0 {
+                        out += &format!(
+                            "  {:<14} link scheduler: {} frames sent, {} dropped at its queue, {:.0} cycles/frame\n",
+                            f(&p["name"]),
+                            f(&l["sent_packets"]),
+                            f(&l["dropped"]),
+                            l["sched_cycles"].as_f64().unwrap_or(0.0) / frames.max(1.0)
+                        );
+                    }
+                }
             }
         }
         "qos-show" => out += &render_qos(r),
+        "link-show" => out += &crate::render_link::render_link_show(r),
         "model-show" => match serde_json::from_value::<slaswitch_qos::cpu::BandwidthModel>(r["model"].clone()) {
             Ok(m) => out += &format!("{}{}\n", slaswitch::calibrate::render(&m), f(&r["path"])),
             Err(e) => out += &format!("unreadable model: {e}\n"),
@@ -287,6 +301,7 @@ fn render_qos(r: &Value) -> String {
                 f(&p["effective_cycles_per_sec"])
             );
         }
+        out += &crate::render_link::link_half(p);
         if p["latency_forgiven_cycles"].as_u64().unwrap_or(0) > 0 {
             out += &format!(
                 "  latency class: {} cycles of debt forgiven within its purchase (never parked while within it)\n",

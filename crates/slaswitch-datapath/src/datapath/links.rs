@@ -1,0 +1,306 @@
+//! The data plane's side of the paced ports' link schedulers: each link's plan built from every
+//! port's settings (a purchase supplying the guarantee and minimum a VM did not set), applied
+//! live to the links, PIE-VDE's tenants, and what `link-show` and `pmd-stats` read of the
+//! links' counters.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::Serialize;
+use slaswitch_qos::egress::link_scheduler::{LinkPlan, LinkSettings, VmLinkPolicy};
+
+use super::{Datapath, PortEntry};
+use crate::allocation::PortPlan;
+use crate::link_policy::DEFAULT_TENANT;
+use crate::paced_tx::PacedLink;
+
+/// A tenant of PIE-VDE's first level (seed 004 Sec. IV).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Tenant {
+    /// Its index in the link schedulers, fixed for its life.
+    #[serde(skip)]
+    pub index: usize,
+    /// Its weight among tenants.
+    pub weight: u32,
+}
+
+/// Tenant weights an operator may set.
+pub const TENANT_WEIGHTS: std::ops::RangeInclusive<u32> = 1..=10_000;
+
+/// A source VM's frames through paced ports: what `pmd-stats` shows of the link schedulers.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct LinkOut {
+    /// Frames sent onto paced links.
+    pub sent_packets: u64,
+    /// Their wire bytes.
+    pub sent_wire_bytes: u64,
+    /// Frames dropped at its full queues.
+    pub dropped: u64,
+    /// TSC cycles the link schedulers spent on its frames.
+    pub sched_cycles: u64,
+}
+
+/// One VM's row of `link-show`.
+#[derive(Clone, Debug, Serialize)]
+pub struct LinkVmStats {
+    /// The source port.
+    pub name: String,
+    /// Its number (the scheduler's queue).
+    pub number: u16,
+    /// Its settings in the scheduler.
+    pub weight: u32,
+    /// ANCS minimum in force, wire bits/s.
+    pub min_bps: Option<u64>,
+    /// ANCS maximum, wire bits/s.
+    pub max_bps: Option<u64>,
+    /// SoftBW's guarantee in force, as text (`strict:450000000`, `dynamic:BYTES,SECONDS`, `fairness`).
+    pub guarantee: String,
+    /// PIE-VDE tenant.
+    pub tenant: String,
+    /// Frames its queue holds at most.
+    pub queue_limit: usize,
+    /// Frames waiting now.
+    pub queued_frames: usize,
+    /// Their bytes (wire).
+    pub queued_bytes: u64,
+    /// The rate the scheduler in force guarantees it now, wire bits/s (0: none).
+    pub guarantee_bps: u64,
+    /// The scheduler's own state of it.
+    pub state: slaswitch_qos::egress::link_scheduler::SchedulerState,
+    /// Cumulative counters.
+    pub out: LinkOut,
+}
+
+/// What `link-show` shows of one paced port.
+#[derive(Clone, Debug, Serialize)]
+pub struct LinkStats {
+    /// The paced port.
+    pub name: String,
+    /// Its scheduler.
+    pub scheduler: &'static str,
+    /// Line rate, wire bits/s.
+    pub link_rate_bps: u64,
+    /// `tail` or `head`.
+    pub drop_policy: &'static str,
+    /// ANCS's accounting period.
+    pub ancs_period_us: u64,
+    /// The baseline's period.
+    pub ratelimit_period_us: u64,
+    /// Frames waiting in all queues.
+    pub queued_frames: usize,
+    /// Its tenants and their weights.
+    pub tenants: BTreeMap<String, u32>,
+    /// Every VM.
+    pub vms: Vec<LinkVmStats>,
+}
+
+impl Datapath {
+    /// The scheduler plan of paced port `link` given every port's plan: each other port a VM
+    /// with its own settings, its purchase supplying the minimum and guarantee it did not set.
+    /// Minimums that come from purchases are scaled down together if, with those set by hand,
+    /// they would exceed the link (purchases are admitted in frame bits, the link counts wire
+    /// bits).
+    pub(super) fn link_plan(
+        &self,
+        link: &str,
+        plans: &BTreeMap<String, PortPlan>,
+        numbers: &BTreeMap<&str, u16>,
+        tenants: &BTreeMap<String, Tenant>,
+    ) -> LinkPlan {
+        let lp = &plans[link];
+        let e = lp.egress;
+        let settings = LinkSettings {
+            kind: e.kind,
+            link_rate_bps: lp.link.link_rate_bps,
+            ancs_period_ns: e.ancs_period_ns,
+            ratelimit_period_ns: e.ratelimit_period_ns,
+            head_drop: e.head_drop,
+            ..LinkSettings::new(lp.link.link_rate_bps)
+        };
+        let vms: Vec<(&str, &PortPlan)> =
+            plans.iter().filter(|(n, _)| n.as_str() != link).map(|(n, p)| (n.as_str(), p)).collect();
+        let explicit: u64 = vms.iter().filter_map(|(_, p)| p.vm_link.min_bps).sum();
+        let derived: u64 = vms
+            .iter()
+            .filter(|(_, p)| p.vm_link.min_bps.is_none())
+            .filter_map(|(_, p)| p.vm_link.min_in_force(p.sla.as_ref()))
+            .sum();
+        let room = settings.link_rate_bps.saturating_sub(explicit);
+        let scale = if derived > room { room as f64 / derived as f64 } else { 1.0 };
+        let vms = vms
+            .into_iter()
+            .map(|(name, p)| {
+                let v = &p.vm_link;
+                let min_bps = match v.min_bps {
+                    Some(m) => Some(m),
+                    None => v.min_in_force(p.sla.as_ref()).map(|m| (m as f64 * scale) as u64).filter(|&m| m > 0),
+                };
+                let policy = VmLinkPolicy {
+                    weight: v.weight,
+                    min_bps,
+                    max_bps: v.max_bps,
+                    guarantee: v.guarantee_in_force(p.sla.as_ref()),
+                    tenant: tenants.get(&v.tenant).map_or(usize::MAX, |t| t.index),
+                    limit_packets: v.queue_frames,
+                };
+                (usize::from(numbers[name]), policy)
+            })
+            .collect();
+        LinkPlan { settings, tenants: tenants.values().map(|t| (t.index, t.weight)).collect(), vms }
+    }
+
+    /// Makes every paced port's link and scheduler match the ports' plans: a new link for a
+    /// newly paced port, the same link reconfigured live (no frame lost) otherwise.
+    pub(super) fn configure_links(&mut self) -> Result<(), String> {
+        let now_ns = crate::pmd_config::tsc_to_ns(slaswitch_dpdk::rdtsc(), self.eal.tsc_hz());
+        let plans: BTreeMap<String, PortPlan> = self.ports.iter().map(|(n, e)| (n.clone(), e.plan.clone())).collect();
+        let numbers: BTreeMap<&str, u16> = self.ports.iter().map(|(n, e)| (n.as_str(), e.spec.number)).collect();
+        let mut links = Vec::new();
+        for (name, entry) in &self.ports {
+            if entry.plan.link.link_rate_bps > 0 {
+                links.push((name.clone(), self.link_plan(name, &plans, &numbers, &self.tenants)));
+            }
+        }
+        for (name, link_plan) in links {
+            let entry = self.ports.get_mut(&name).expect("listed");
+            let watch = entry.plan.link.nic_fallback;
+            match &entry.paced {
+                Some(link) => link.configure(&entry.tx_lock, link_plan, watch, now_ns)?,
+                None => entry.paced = Some(Arc::new(PacedLink::new(link_plan, watch, now_ns)?)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Port `number`'s frames through every paced link, summed.
+    pub(super) fn link_out(&self, number: u16) -> LinkOut {
+        use std::sync::atomic::Ordering::Relaxed;
+        let mut out = LinkOut::default();
+        for link in self.ports.values().filter_map(|p| p.paced.as_ref()) {
+            let c = link.vm_counters(number);
+            out.sent_packets += c.sent_packets.load(Relaxed);
+            out.sent_wire_bytes += c.sent_wire_bytes.load(Relaxed);
+            out.dropped += c.dropped.load(Relaxed);
+            out.sched_cycles += c.sched_cycles.load(Relaxed);
+        }
+        out
+    }
+
+    /// The scheduler of paced port `name` and every VM in it.
+    pub fn link_stats(&self, name: &str) -> Result<LinkStats, String> {
+        use slaswitch_qos::egress::softbw::Guarantee;
+        use std::sync::atomic::Ordering::Relaxed;
+        let entry = self.ports.get(name).ok_or_else(|| format!("no port named '{name}'"))?;
+        let link = entry
+            .paced
+            .as_ref()
+            .ok_or_else(|| format!("port {name} has no link scheduler: it is not paced (set link_rate_bps on it)"))?;
+        let sources: Vec<&PortEntry> = self.ports.values().filter(|p| p.spec.name != name).collect();
+        let numbers: Vec<u16> = sources.iter().map(|p| p.spec.number).collect();
+        let (plan, views) = link.view(&entry.tx_lock, &numbers);
+        let tenant_name = |index: usize| {
+            self.tenants.iter().find(|(_, t)| t.index == index).map_or("?".to_string(), |(n, _)| n.clone())
+        };
+        let mut vms = Vec::new();
+        for (p, view) in sources.iter().zip(views) {
+            let (Some(view), Some(policy)) = (view, plan.vms.get(&usize::from(p.spec.number))) else { continue };
+            let c = link.vm_counters(p.spec.number);
+            vms.push(LinkVmStats {
+                name: p.spec.name.clone(),
+                number: p.spec.number,
+                weight: policy.weight,
+                min_bps: policy.min_bps,
+                max_bps: policy.max_bps,
+                guarantee: match policy.guarantee {
+                    Guarantee::Strict { rate_bps } => format!("strict:{rate_bps}"),
+                    Guarantee::Dynamic { total_bytes, duration_ns } => {
+                        format!("dynamic:{total_bytes},{}", duration_ns as f64 / 1e9)
+                    }
+                    Guarantee::Fairness => "fairness".into(),
+                },
+                tenant: tenant_name(policy.tenant),
+                queue_limit: policy.limit_packets,
+                queued_frames: view.packets,
+                queued_bytes: view.bytes,
+                guarantee_bps: view.guarantee_bps,
+                state: view.state,
+                out: LinkOut {
+                    sent_packets: c.sent_packets.load(Relaxed),
+                    sent_wire_bytes: c.sent_wire_bytes.load(Relaxed),
+                    dropped: c.dropped.load(Relaxed),
+                    sched_cycles: c.sched_cycles.load(Relaxed),
+                },
+            });
+        }
+        let s = plan.settings;
+        Ok(LinkStats {
+            name: name.to_string(),
+            scheduler: s.kind.name(),
+            link_rate_bps: s.link_rate_bps,
+            drop_policy: if s.head_drop { "head" } else { "tail" },
+            ancs_period_us: s.ancs_period_ns / 1_000,
+            ratelimit_period_us: s.ratelimit_period_ns / 1_000,
+            queued_frames: link.queued(),
+            tenants: self.tenants(),
+            vms,
+        })
+    }
+
+    /// Every paced port's name.
+    pub fn paced_ports(&self) -> Vec<String> {
+        self.ports.values().filter(|p| p.paced.is_some()).map(|p| p.spec.name.clone()).collect()
+    }
+
+    /// Tenants and their weights.
+    pub fn tenants(&self) -> BTreeMap<String, u32> {
+        self.tenants.iter().map(|(n, t)| (n.clone(), t.weight)).collect()
+    }
+
+    /// Adds a tenant or changes its weight, live on every paced link.
+    pub fn set_tenant(&mut self, name: &str, weight: u32) -> Result<(), String> {
+        crate::link_policy::valid_tenant_name(name)?;
+        if !TENANT_WEIGHTS.contains(&weight) {
+            return Err(format!(
+                "weight={weight}: a whole number from {} to {}",
+                TENANT_WEIGHTS.start(),
+                TENANT_WEIGHTS.end()
+            ));
+        }
+        let index = match self.tenants.get(name) {
+            Some(t) => t.index,
+            None => (0..).find(|i| !self.tenants.values().any(|t| t.index == *i)).expect("a free index"),
+        };
+        let old = self.tenants.insert(name.to_string(), Tenant { index, weight });
+        if let Err(e) = self.configure_links() {
+            match old {
+                Some(t) => self.tenants.insert(name.to_string(), t),
+                None => self.tenants.remove(name),
+            };
+            let _ = self.configure_links();
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Removes a tenant no port names.
+    pub fn del_tenant(&mut self, name: &str) -> Result<(), String> {
+        if name == DEFAULT_TENANT {
+            return Err(format!("tenant {DEFAULT_TENANT} always exists (ports that name no tenant are in it)"));
+        }
+        if !self.tenants.contains_key(name) {
+            return Err(format!("no tenant named '{name}'"));
+        }
+        let users: Vec<&str> =
+            self.ports.values().filter(|p| p.plan.vm_link.tenant == name).map(|p| p.spec.name.as_str()).collect();
+        if !users.is_empty() {
+            return Err(format!("tenant {name} still has ports: {} (move them first)", users.join(", ")));
+        }
+        let old = self.tenants.remove(name).expect("checked");
+        if let Err(e) = self.configure_links() {
+            self.tenants.insert(name.to_string(), old);
+            let _ = self.configure_links();
+            return Err(e);
+        }
+        Ok(())
+    }
+}

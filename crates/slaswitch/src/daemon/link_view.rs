@@ -1,0 +1,92 @@
+//! What `link-show` answers: a paced port's scheduler and, per VM, its queue, its settings,
+//! its state in the scheduler, and what it got over the last interval (rate, share of the link,
+//! fulfillment = rate / guarantee as seed 003 Sec. 3.3 defines it, the scheduler's cycles per
+//! frame). `qos-show` shows the same row as the link half of a VM's purchase.
+
+use serde::Serialize;
+use slaswitch_datapath::datapath::{LinkStats, LinkVmStats};
+
+use super::rates::Snapshot;
+
+/// One VM's row.
+#[derive(Clone, Debug, Serialize)]
+pub struct LinkVmRow {
+    #[serde(flatten)]
+    pub stats: LinkVmStats,
+    /// Wire bits/s sent over the last interval.
+    pub rate_bps: Option<f64>,
+    /// Of the link's rate, percent.
+    pub share_pct: Option<f64>,
+    /// rate / the guarantee in force, percent (none without a guarantee).
+    pub fulfillment_pct: Option<f64>,
+    /// Frames dropped over the interval.
+    pub dropped_interval: Option<u64>,
+    /// The scheduler's TSC cycles per frame over the interval.
+    pub sched_cycles_per_frame: Option<f64>,
+}
+
+/// `link-show PORT`.
+#[derive(Clone, Debug, Serialize)]
+pub struct LinkShowView {
+    pub name: String,
+    pub scheduler: &'static str,
+    pub link_rate_bps: u64,
+    pub drop_policy: &'static str,
+    pub ancs_period_us: u64,
+    pub ratelimit_period_us: u64,
+    pub queued_frames: usize,
+    pub tenants: std::collections::BTreeMap<String, u32>,
+    pub interval_secs: Option<f64>,
+    /// All VMs' rates over the interval, of the link's rate, percent.
+    pub utilisation_pct: Option<f64>,
+    pub vms: Vec<LinkVmRow>,
+}
+
+fn find<'a>(s: Option<&'a Snapshot>, name: &str) -> Option<(std::time::Instant, &'a LinkStats)> {
+    s.and_then(|s| s.links.iter().find(|l| l.name == name).map(|l| (s.at, l)))
+}
+
+/// The view of `now`, with rates from the two latest snapshots when both have the link.
+pub fn link_show(now: LinkStats, previous: Option<&Snapshot>, latest: Option<&Snapshot>) -> LinkShowView {
+    let pair = find(previous, &now.name).zip(find(latest, &now.name));
+    let interval_secs = pair.map(|((a, _), (b, _))| b.duration_since(a).as_secs_f64()).filter(|&s| s > 0.0);
+    let link_rate = now.link_rate_bps as f64;
+    let vms: Vec<LinkVmRow> = now
+        .vms
+        .iter()
+        .map(|vm| {
+            let delta = pair.zip(interval_secs).and_then(|(((_, a), (_, b)), secs)| {
+                let before = a.vms.iter().find(|v| v.number == vm.number)?;
+                let after = b.vms.iter().find(|v| v.number == vm.number)?;
+                let bytes = after.out.sent_wire_bytes.saturating_sub(before.out.sent_wire_bytes);
+                let frames = after.out.sent_packets.saturating_sub(before.out.sent_packets);
+                let cycles = after.out.sched_cycles.saturating_sub(before.out.sched_cycles);
+                let dropped = after.out.dropped.saturating_sub(before.out.dropped);
+                Some((bytes as f64 * 8.0 / secs, frames, cycles, dropped))
+            });
+            let rate = delta.map(|d| d.0);
+            LinkVmRow {
+                stats: vm.clone(),
+                rate_bps: rate,
+                share_pct: rate.map(|r| 100.0 * r / link_rate),
+                fulfillment_pct: rate.filter(|_| vm.guarantee_bps > 0).map(|r| 100.0 * r / vm.guarantee_bps as f64),
+                dropped_interval: delta.map(|d| d.3),
+                sched_cycles_per_frame: delta.filter(|d| d.1 > 0).map(|d| d.2 as f64 / d.1 as f64),
+            }
+        })
+        .collect();
+    let utilisation_pct = interval_secs.map(|_| vms.iter().filter_map(|v| v.share_pct).sum());
+    LinkShowView {
+        name: now.name,
+        scheduler: now.scheduler,
+        link_rate_bps: now.link_rate_bps,
+        drop_policy: now.drop_policy,
+        ancs_period_us: now.ancs_period_us,
+        ratelimit_period_us: now.ratelimit_period_us,
+        queued_frames: now.queued_frames,
+        tenants: now.tenants,
+        interval_secs,
+        utilisation_pct,
+        vms,
+    }
+}

@@ -1,0 +1,190 @@
+//! The paced uplink's link schedulers through the daemon: settings validated and admitted as a
+//! whole, tenants, `link-show`, persistence; and each scheduler carrying real kernel TCP from
+//! namespace VMs (a short run per scheduler, through the test bed).
+
+mod common;
+
+use std::process::Command;
+
+use common::*;
+
+#[test]
+fn link_settings_are_validated_admitted_whole_and_persisted() {
+    let _g = serial();
+    if !can_run() {
+        return;
+    }
+    let mut sw = Switch::start("link", &[]);
+    sw.ok(&["add-port", "up", "null", "link_rate_bps=1G", "uplink=true"]);
+    sw.ok(&["add-port", "vm1", "null"]);
+    sw.ok(&["add-port", "vm2", "null"]);
+
+    // Bad values name the option, the value and what is allowed; nothing changes.
+    for (port, kv, want) in [
+        ("up", "egress_scheduler=wfq", "egress_scheduler=wfq: one of fifo, ancs, softbw, pievde, ratelimit"),
+        ("up", "link_drop=random", "link_drop=random: tail or head"),
+        ("vm1", "link_guarantee=strict:0", "link_guarantee=strict:0"),
+        ("vm1", "link_weight=0", "link_weight=0: a whole number from 1 to 10000"),
+        ("vm1", "link_queue_frames=0", "link_queue_frames=0"),
+    ] {
+        let (ok, _, err) = sw.cli(&["set-port", port, kv]);
+        assert!(!ok && err.contains(want), "{port} {kv}: {err}");
+    }
+    // Minimums are reserved on the uplink: refused whole when they exceed its line rate.
+    sw.ok(&["set-port", "vm1", "link_min_bps=600M"]);
+    let (ok, _, err) = sw.cli(&["set-port", "vm2", "link_min_bps=600M"]);
+    assert!(!ok && err.contains("link_min_bps would add up to 1200000000"), "{err}");
+    let show = sw.json(&["show"]);
+    let vm2 = show["ports"].as_array().unwrap().iter().find(|p| p["name"] == "vm2").unwrap();
+    assert!(vm2["options"].get("link_min_bps").is_none(), "a refused minimum stayed: {vm2}");
+    // So are purchases, the other half (cycles given, so no model is needed).
+    let (ok, _, err) = sw.cli(&["set-port", "vm2", "bandwidth_bps=1.5G", "cycles_per_sec=1000"]);
+    assert!(!ok && err.contains("purchased bandwidth would add up to 1500000000"), "{err}");
+
+    // Tenants exist before a port names them, and cannot go while one does.
+    let (ok, _, err) = sw.cli(&["set-port", "vm1", "tenant=t1"]);
+    assert!(!ok && err.contains("tenant=t1 does not exist"), "{err}");
+    sw.ok(&["set-tenant", "t1", "weight=2"]);
+    sw.ok(&["set-port", "vm1", "tenant=t1"]);
+    let (ok, _, err) = sw.cli(&["del-tenant", "t1"]);
+    assert!(!ok && err.contains("still has ports: vm1"), "{err}");
+    let (ok, _, err) = sw.cli(&["set-tenant", "t1", "weight=0"]);
+    assert!(!ok && err.contains("weight=0"), "{err}");
+
+    // One purchase, both halves: the VM's guarantee and minimum on the link come from it.
+    sw.ok(&["set-port", "vm2", "bandwidth_bps=400M", "cycles_per_sec=1000000", "profile_packet_bytes=1500"]);
+    sw.ok(&["set-port", "up", "egress_scheduler=softbw"]);
+    let link = sw.json(&["link-show", "up"]);
+    assert_eq!(link["scheduler"], "softbw");
+    let row = |name: &str| link["vms"].as_array().unwrap().iter().find(|v| v["name"] == name).unwrap().clone();
+    assert_eq!(row("vm2")["guarantee"], "strict:406400000", "400 Mbit/s of 1500-byte frames on the wire");
+    assert_eq!(row("vm2")["guarantee_bps"], 406_400_000u64);
+    // Its minimum from the purchase fits into what vm1's 600 Mbit/s minimum leaves of the link.
+    assert_eq!(row("vm2")["min_bps"], 400_000_000u64);
+    assert_eq!(row("vm1")["tenant"], "t1");
+    assert!(row("vm1")["state"].get("softbw").is_some(), "{}", row("vm1"));
+    let qos = sw.json(&["qos-show", "vm2"]);
+    assert_eq!(qos["ports"][0]["link"]["guarantee"], "strict:406400000", "qos-show explains the link half");
+    // A port that is not paced has no scheduler to show.
+    let (ok, _, err) = sw.cli(&["link-show", "vm1"]);
+    assert!(!ok && err.contains("not paced"), "{err}");
+
+    // Everything survives a restart: tenants before the ports that name them.
+    sw.restart();
+    let link = sw.json(&["link-show"]);
+    assert_eq!(link["scheduler"], "softbw");
+    assert_eq!(link["tenants"]["t1"], 2);
+    assert!(link["vms"].as_array().unwrap().iter().any(|v| v["name"] == "vm1" && v["tenant"] == "t1"));
+}
+
+const TCP: &str = r#"
+title = "CI: two TCP VMs through each link scheduler"
+duration_secs = 5
+switches = ["slaswitch"]
+[uplink]
+name = "server"
+kind = "namespace"
+line_rate = "200mbps"
+commands = ["iperf3 -s -p 5201", "iperf3 -s -p 5202"]
+[[tenant]]
+name = "t1"
+weight = 3
+[[tenant]]
+name = "t2"
+weight = 1
+[[vm]]
+name = "vm1"
+kind = "namespace"
+tenant = "t1"
+commands = ["iperf3 -c {uplink_ip} -p 5201 -t {duration} -J"]
+qos = { link_weight = 3, link_guarantee = "strict:150M" }
+[[vm]]
+name = "vm2"
+kind = "namespace"
+tenant = "t2"
+commands = ["iperf3 -c {uplink_ip} -p 5202 -t {duration} -J"]
+[[variant]]
+name = "fifo"
+switch = "slaswitch"
+egress_scheduler = "fifo"
+[[variant]]
+name = "ancs"
+switch = "slaswitch"
+egress_scheduler = "ancs"
+[[variant]]
+name = "softbw"
+switch = "slaswitch"
+egress_scheduler = "softbw"
+[[variant]]
+name = "pievde"
+switch = "slaswitch"
+egress_scheduler = "pievde"
+[[variant]]
+name = "ratelimit"
+switch = "slaswitch"
+egress_scheduler = "ratelimit"
+"#;
+
+/// Mean iperf3 goodput of `vm` under configuration `label`, seconds 2 to 5.
+fn goodput(samples: &str, label: &str, vm: &str) -> f64 {
+    let v: Vec<f64> = samples
+        .lines()
+        .filter(|l| l.starts_with(&format!("{label},")) && l.contains(&format!(",app,{vm},iperf3_mbps,")))
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            let t: f64 = f[2].parse().ok()?;
+            (t > 2.0 && t <= 5.0).then(|| f[6].parse().ok())?
+        })
+        .collect();
+    assert!(!v.is_empty(), "{label} {vm}: no iperf3 samples");
+    v.iter().sum::<f64>() / v.len() as f64
+}
+
+/// On a 200 Mbit/s uplink (188 of goodput): vm1 has weight 3, a 150 Mbit/s guarantee and the
+/// tenant of weight 3; vm2 nothing. Each scheduler gives vm1 what its rule says, and the link
+/// stays full; FIFO has no rule, and TCP decides.
+#[test]
+fn each_scheduler_shares_real_tcp_by_its_rule() {
+    let _g = serial();
+    if !can_run() {
+        return;
+    }
+    if Command::new("iperf3").arg("--version").output().is_err() {
+        eprintln!("SKIP: iperf3 is not installed (scripts/install-deps installs it)");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("slaswitch-link-tcp-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let scenario = dir.join("ci-link-tcp.toml");
+    std::fs::write(&scenario, TCP).unwrap();
+    let out = dir.join("out");
+    let run = Command::new(CLI)
+        .args(["experiment", "run"])
+        .arg(&scenario)
+        .args(["--quiet", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "experiment run failed: {}", String::from_utf8_lossy(&run.stderr));
+    let samples = std::fs::read_to_string(out.join("samples.csv")).unwrap();
+    // vm1's share of what both got, per scheduler: (lowest, highest) its rule allows.
+    for (label, lo, hi) in [
+        // FIFO has no rule: TCP decides; only the link must be full.
+        ("slaswitch/fifo", 0.0, 1.0),
+        // 3:1 by weight (ANCS) and by tenant (PIE-VDE).
+        ("slaswitch/ancs", 0.68, 0.82),
+        ("slaswitch/pievde", 0.68, 0.82),
+        // 150 of 200 guaranteed, the rest shared equally: 175 of 200.
+        ("slaswitch/softbw", 0.80, 0.95),
+        // Its guarantee, and the rest in proportion to guarantees.
+        ("slaswitch/ratelimit", 0.72, 1.0),
+    ] {
+        let (a, b) = (goodput(&samples, label, "vm1"), goodput(&samples, label, "vm2"));
+        let share = a / (a + b);
+        eprintln!("{label}: vm1 {a:.1} Mbit/s, vm2 {b:.1} Mbit/s, vm1's share {share:.3}");
+        assert!((lo..=hi).contains(&share), "{label}: vm1's share {share:.3} is outside {lo}-{hi}");
+        assert!(a + b > 0.85 * 188.3, "{label}: the link carried only {:.1} Mbit/s of 188", a + b);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
