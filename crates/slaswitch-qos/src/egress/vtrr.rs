@@ -41,6 +41,9 @@ pub struct Vtrr {
     qvt_step: f64,
     counters_left: u64,
     cycle: u64,
+    /// No client before this position in `run_queue` has counter left this cycle: going back
+    /// to the head starts here, so a pick never walks past spent clients (amortized O(1)).
+    first_live: usize,
 }
 
 impl Vtrr {
@@ -118,6 +121,13 @@ impl Vtrr {
                 self.last_pos = Some(last + 1);
             }
         }
+        if pos < self.first_live {
+            if counter > 0 {
+                self.first_live = pos;
+            } else {
+                self.first_live += 1;
+            }
+        }
         self.runnable_weight += weight;
         self.qvt_step = 1.0 / self.runnable_weight as f64;
         self.counters_left += counter;
@@ -127,6 +137,9 @@ impl Vtrr {
     pub fn leave(&mut self, id: usize) {
         let Some(pos) = self.run_queue.iter().position(|&x| x == id) else { return };
         self.run_queue.remove(pos);
+        if pos < self.first_live {
+            self.first_live -= 1;
+        }
         let m = self.members[id].as_mut().expect("runnable member");
         m.runnable = false;
         self.runnable_weight -= m.weight;
@@ -152,17 +165,19 @@ impl Vtrr {
         }
         let qvt_after = self.qvt + self.qvt_step;
         let candidate = self.last_pos.map_or(0, |p| p + 1);
-        let mut pos = 0;
-        if let Some(&id) = self.run_queue.get(candidate) {
+        let next_ok = self.run_queue.get(candidate).is_some_and(|&id| {
             let m = self.members[id].as_ref().expect("runnable");
-            if m.counter > 0 && m.vft - qvt_after < m.inv_weight {
-                pos = candidate;
+            m.counter > 0 && m.vft - qvt_after < m.inv_weight
+        });
+        let pos = if next_ok {
+            candidate
+        } else {
+            // Back at the head: the first client with counter left (the head, but for ties).
+            while self.members[self.run_queue[self.first_live]].as_ref().expect("runnable").counter == 0 {
+                self.first_live += 1;
             }
-        }
-        // Back at the head: the first client with counter left (the head, but for ties).
-        while self.members[self.run_queue[pos]].as_ref().expect("runnable").counter == 0 {
-            pos += 1;
-        }
+            self.first_live
+        };
         let id = self.run_queue[pos];
         let m = self.members[id].as_mut().expect("runnable");
         m.counter -= 1;
@@ -177,6 +192,7 @@ impl Vtrr {
         self.cycle += 1;
         self.counters_left = 0;
         self.last_pos = None;
+        self.first_live = 0;
         // Keep virtual times small so f64 keeps its precision over long runs.
         let base = self.qvt;
         self.qvt = 0.0;
