@@ -546,6 +546,9 @@ impl Datapath {
     fn restore_plans(&mut self, before: Vec<(String, PortPlan)>) {
         for (name, plan) in before {
             if let Some(entry) = self.ports.get_mut(&name) {
+                if plan.link.link_rate_bps == 0 {
+                    entry.paced = None;
+                }
                 entry.plan = plan;
             }
         }
