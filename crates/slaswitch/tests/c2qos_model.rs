@@ -350,7 +350,7 @@ fn drift_compensation_holds_a_purchase_the_model_underprices() {
         90.0,
         &["gen", "--phase", &format!("size=512,rate={:.0}pps,flows=1", purchase_pps * 1.5)],
     );
-    let (fixed_pps, _) = sample(2.0, 3.0);
+    let (fixed_pps, fixed_cost) = sample(2.0, 3.0);
     sw.ok(&["set-port", "vm1", "drift_compensation=true"]);
     std::thread::sleep(Duration::from_secs(3));
     // A window counts when the host let both cores run and the compensator had settled (its
@@ -373,10 +373,16 @@ fn drift_compensation_holds_a_purchase_the_model_underprices() {
     let ((compensated_pps, cost_now), steal) = quiet_window(4, settled_window);
     let q = qos_port(&sw.json(&["qos-show"]), "vm1");
     gen.kill();
-    // Fixed, as the paper allocates: the model's cheap rows buy about 60% of the purchase.
+    // Fixed, as the paper allocates: the model's cheap rows buy about 60% of the purchase,
+    // while packets still cost what they did when measured (two CI runs here saw the host
+    // speed up 2.2x within a minute, and the "cheap" model then bought more than the purchase).
+    let fixed_premise = fixed_cost / (0.6 * cost) >= 1.25;
+    if !fixed_premise {
+        eprintln!("packets cost {fixed_cost:.0} cycles against {cost:.0} when measured: the model is no longer cheap; the fixed rate is not judged");
+    }
     assert!(
-        fixed_pps < 0.85 * purchase_pps,
-        "fixed allocation gave {fixed_pps:.0} pps of {purchase_pps:.0} purchased (cost {cost:.0} cycles)"
+        fixed_pps < 0.85 * purchase_pps || !fixed_premise,
+        "fixed allocation gave {fixed_pps:.0} pps of {purchase_pps:.0} purchased (cost {fixed_cost:.0} cycles against {cost:.0} measured)"
     );
     // Compensated: the port's measured cost restores the purchase. The premise is that the
     // model underprices by 1/0.6 = 1.67x; if the host's speed moved between measuring and now
