@@ -32,7 +32,8 @@ use crate::port::{DeviceRecipe, PortSpec, PortType};
 use crate::probe::{ProbeCounters, ProbeReport, ProbeSettings};
 
 mod links;
-pub use links::{LinkOut, LinkStats, LinkVmStats, Tenant, TENANT_WEIGHTS};
+pub use crate::paced_tx::LinkOut;
+pub use links::{LinkStats, LinkVmStats, Tenant, TENANT_WEIGHTS};
 
 /// How the data plane is started.
 #[derive(Clone, Debug)]

@@ -63,6 +63,42 @@ pub struct VmLinkCounters {
     pub sched_cycles: AtomicU64,
 }
 
+impl VmLinkCounters {
+    /// The counters now.
+    pub fn read(&self) -> LinkOut {
+        LinkOut {
+            sent_packets: self.sent_packets.load(Relaxed),
+            sent_wire_bytes: self.sent_wire_bytes.load(Relaxed),
+            dropped: self.dropped.load(Relaxed),
+            sched_cycles: self.sched_cycles.load(Relaxed),
+        }
+    }
+}
+
+/// A source VM's frames through paced ports, read from [`VmLinkCounters`]: what `pmd-stats`
+/// and `link-show` show of the link schedulers.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct LinkOut {
+    /// Frames sent onto paced links.
+    pub sent_packets: u64,
+    /// Their wire bytes.
+    pub sent_wire_bytes: u64,
+    /// Frames dropped at its full queues.
+    pub dropped: u64,
+    /// TSC cycles the link schedulers spent on its frames.
+    pub sched_cycles: u64,
+}
+
+impl LinkOut {
+    /// Adds another link's counters of the same VM.
+    pub fn add(&mut self, o: LinkOut) {
+        self.sent_packets += o.sent_packets;
+        self.sent_wire_bytes += o.sent_wire_bytes;
+        self.dropped += o.dropped;
+        self.sched_cycles += o.sched_cycles;
+    }
+}
+
 struct LinkState {
     pacer: LinkPacer,
     sched: LinkScheduler<Mbuf>,

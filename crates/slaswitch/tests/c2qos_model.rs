@@ -374,8 +374,8 @@ fn drift_compensation_holds_a_purchase_the_model_underprices() {
     let q = qos_port(&sw.json(&["qos-show"]), "vm1");
     gen.kill();
     // Fixed, as the paper allocates: the model's cheap rows buy about 60% of the purchase,
-    // while packets still cost what they did when measured (two CI runs here saw the host
-    // speed up 2.2x within a minute, and the "cheap" model then bought more than the purchase).
+    // while packets still cost what they did when measured. The host's speed can change by
+    // half or more within a minute, and the "cheap" model then buys the whole purchase.
     let fixed_premise = fixed_cost / (0.6 * cost) >= 1.25;
     if !fixed_premise {
         eprintln!("packets cost {fixed_cost:.0} cycles against {cost:.0} when measured: the model is no longer cheap; the fixed rate is not judged");

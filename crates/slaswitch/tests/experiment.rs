@@ -40,20 +40,7 @@ fn a_short_run_reports_what_the_sink_counted() {
     if !can_run() {
         return;
     }
-    let dir = std::env::temp_dir().join(format!("slaswitch-exp-test-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let scenario = dir.join("ci-two-vms.toml");
-    std::fs::write(&scenario, SCENARIO).unwrap();
-    let out = dir.join("out");
-    let run = Command::new(CLI)
-        .args(["experiment", "run"])
-        .arg(&scenario)
-        .args(["--switch", "slaswitch", "--quiet", "--out"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(run.status.success(), "experiment run failed: {}", String::from_utf8_lossy(&run.stderr));
+    let (dir, out) = run_experiment("exp-test", SCENARIO, &["--switch", "slaswitch"]);
 
     let meta: Value = serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap();
     let totals = &meta["runs"][0]["tenant_summary"]["sink_totals"];

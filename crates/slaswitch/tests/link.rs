@@ -153,20 +153,7 @@ fn each_scheduler_shares_real_tcp_by_its_rule() {
         eprintln!("SKIP: iperf3 is not installed (scripts/install-deps installs it)");
         return;
     }
-    let dir = std::env::temp_dir().join(format!("slaswitch-link-tcp-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let scenario = dir.join("ci-link-tcp.toml");
-    std::fs::write(&scenario, TCP).unwrap();
-    let out = dir.join("out");
-    let run = Command::new(CLI)
-        .args(["experiment", "run"])
-        .arg(&scenario)
-        .args(["--quiet", "--out"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(run.status.success(), "experiment run failed: {}", String::from_utf8_lossy(&run.stderr));
+    let (dir, out) = run_experiment("link-tcp", TCP, &[]);
     let samples = std::fs::read_to_string(out.join("samples.csv")).unwrap();
     // vm1's share of what both got, per scheduler: (lowest, highest) its rule allows.
     for (label, lo, hi) in [

@@ -12,7 +12,7 @@ use slaswitch_qos::egress::link_scheduler::{LinkPlan, LinkSettings, VmLinkPolicy
 use super::{Datapath, PortEntry};
 use crate::allocation::PortPlan;
 use crate::link_policy::DEFAULT_TENANT;
-use crate::paced_tx::PacedLink;
+use crate::paced_tx::{LinkOut, PacedLink};
 
 /// A tenant of PIE-VDE's first level (seed 004 Sec. IV).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -26,19 +26,6 @@ pub struct Tenant {
 
 /// Tenant weights an operator may set.
 pub const TENANT_WEIGHTS: std::ops::RangeInclusive<u32> = 1..=10_000;
-
-/// A source VM's frames through paced ports: what `pmd-stats` shows of the link schedulers.
-#[derive(Clone, Copy, Debug, Default, Serialize)]
-pub struct LinkOut {
-    /// Frames sent onto paced links.
-    pub sent_packets: u64,
-    /// Their wire bytes.
-    pub sent_wire_bytes: u64,
-    /// Frames dropped at its full queues.
-    pub dropped: u64,
-    /// TSC cycles the link schedulers spent on its frames.
-    pub sched_cycles: u64,
-}
 
 /// One VM's row of `link-show`.
 #[derive(Clone, Debug, Serialize)]
@@ -90,7 +77,8 @@ pub struct LinkStats {
     pub queued_frames: usize,
     /// Its tenants and their weights.
     pub tenants: BTreeMap<String, u32>,
-    /// Every VM.
+    /// Every VM (left out when a view puts its own rows there).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub vms: Vec<LinkVmStats>,
 }
 
@@ -174,14 +162,9 @@ impl Datapath {
 
     /// Port `number`'s frames through every paced link, summed.
     pub(super) fn link_out(&self, number: u16) -> LinkOut {
-        use std::sync::atomic::Ordering::Relaxed;
         let mut out = LinkOut::default();
         for link in self.ports.values().filter_map(|p| p.paced.as_ref()) {
-            let c = link.vm_counters(number);
-            out.sent_packets += c.sent_packets.load(Relaxed);
-            out.sent_wire_bytes += c.sent_wire_bytes.load(Relaxed);
-            out.dropped += c.dropped.load(Relaxed);
-            out.sched_cycles += c.sched_cycles.load(Relaxed);
+            out.add(link.vm_counters(number).read());
         }
         out
     }
@@ -189,7 +172,6 @@ impl Datapath {
     /// The scheduler of paced port `name` and every VM in it.
     pub fn link_stats(&self, name: &str) -> Result<LinkStats, String> {
         use slaswitch_qos::egress::softbw::Guarantee;
-        use std::sync::atomic::Ordering::Relaxed;
         let entry = self.ports.get(name).ok_or_else(|| format!("no port named '{name}'"))?;
         let link = entry
             .paced
@@ -224,12 +206,7 @@ impl Datapath {
                 queued_bytes: view.bytes,
                 guarantee_bps: view.guarantee_bps,
                 state: view.state,
-                out: LinkOut {
-                    sent_packets: c.sent_packets.load(Relaxed),
-                    sent_wire_bytes: c.sent_wire_bytes.load(Relaxed),
-                    dropped: c.dropped.load(Relaxed),
-                    sched_cycles: c.sched_cycles.load(Relaxed),
-                },
+                out: c.read(),
             });
         }
         let s = plan.settings;

@@ -279,10 +279,9 @@ impl<T> SoftBw<T> {
     ///
     /// Reading taken: a departure from the residual (step 2 of `dequeue`) moves neither the
     /// queue's error nor its time-to-send. Counted against the guarantee, each residual
-    /// departure would push the next guaranteed one back by p / B, and a VM above its
-    /// guarantee would be held at exactly it while a fairness-only neighbour took the whole
-    /// residual (strict 150 and fairness on a 200 Mbit/s link: 150 / 50, not Sec. 5's equal
-    /// shares of the rest, 175 / 25; `tests/egress_softbw.rs`).
+    /// departure would push the next guaranteed one back by p / B, so a VM with the larger
+    /// guarantee would be held at exactly it while its neighbour took the whole residual,
+    /// not Sec. 5's equal shares of the rest (`docs/deviations.md` row 26).
     fn record_departure(&mut self, queue: QueueIndex, len_bytes: u32, now_ns: u64, guaranteed: bool) {
         let tau_max = self.config.tau_max_ns as f64;
         let q = self.state[queue].as_mut().expect("known queue");

@@ -25,17 +25,11 @@ pub struct LinkVmRow {
     pub sched_cycles_per_frame: Option<f64>,
 }
 
-/// `link-show PORT`.
+/// `link-show PORT`: the link as the data plane reports it, its VMs as rows with rates.
 #[derive(Clone, Debug, Serialize)]
 pub struct LinkShowView {
-    pub name: String,
-    pub scheduler: &'static str,
-    pub link_rate_bps: u64,
-    pub drop_policy: &'static str,
-    pub ancs_period_us: u64,
-    pub ratelimit_period_us: u64,
-    pub queued_frames: usize,
-    pub tenants: std::collections::BTreeMap<String, u32>,
+    #[serde(flatten)]
+    pub link: LinkStats,
     pub interval_secs: Option<f64>,
     /// All VMs' rates over the interval, of the link's rate, percent.
     pub utilisation_pct: Option<f64>,
@@ -47,13 +41,12 @@ fn find<'a>(s: Option<&'a Snapshot>, name: &str) -> Option<(std::time::Instant, 
 }
 
 /// The view of `now`, with rates from the two latest snapshots when both have the link.
-pub fn link_show(now: LinkStats, previous: Option<&Snapshot>, latest: Option<&Snapshot>) -> LinkShowView {
+pub fn link_show(mut now: LinkStats, previous: Option<&Snapshot>, latest: Option<&Snapshot>) -> LinkShowView {
     let pair = find(previous, &now.name).zip(find(latest, &now.name));
     let interval_secs = pair.map(|((a, _), (b, _))| b.duration_since(a).as_secs_f64()).filter(|&s| s > 0.0);
     let link_rate = now.link_rate_bps as f64;
-    let vms: Vec<LinkVmRow> = now
-        .vms
-        .iter()
+    let vms: Vec<LinkVmRow> = std::mem::take(&mut now.vms)
+        .into_iter()
         .map(|vm| {
             let delta = pair.zip(interval_secs).and_then(|(((_, a), (_, b)), secs)| {
                 let before = a.vms.iter().find(|v| v.number == vm.number)?;
@@ -66,27 +59,16 @@ pub fn link_show(now: LinkStats, previous: Option<&Snapshot>, latest: Option<&Sn
             });
             let rate = delta.map(|d| d.0);
             LinkVmRow {
-                stats: vm.clone(),
+                // Before `vm` moves into the row.
+                fulfillment_pct: rate.filter(|_| vm.guarantee_bps > 0).map(|r| 100.0 * r / vm.guarantee_bps as f64),
+                stats: vm,
                 rate_bps: rate,
                 share_pct: rate.map(|r| 100.0 * r / link_rate),
-                fulfillment_pct: rate.filter(|_| vm.guarantee_bps > 0).map(|r| 100.0 * r / vm.guarantee_bps as f64),
                 dropped_interval: delta.map(|d| d.3),
                 sched_cycles_per_frame: delta.filter(|d| d.1 > 0).map(|d| d.2 as f64 / d.1 as f64),
             }
         })
         .collect();
     let utilisation_pct = interval_secs.map(|_| vms.iter().filter_map(|v| v.share_pct).sum());
-    LinkShowView {
-        name: now.name,
-        scheduler: now.scheduler,
-        link_rate_bps: now.link_rate_bps,
-        drop_policy: now.drop_policy,
-        ancs_period_us: now.ancs_period_us,
-        ratelimit_period_us: now.ratelimit_period_us,
-        queued_frames: now.queued_frames,
-        tenants: now.tenants,
-        interval_secs,
-        utilisation_pct,
-        vms,
-    }
+    LinkShowView { link: now, interval_secs, utilisation_pct, vms }
 }

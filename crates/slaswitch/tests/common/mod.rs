@@ -296,3 +296,24 @@ pub fn metrics(addr: &str) -> String {
     s.read_to_string(&mut body).unwrap();
     body
 }
+
+/// Runs `slaswitch experiment run` on scenario `text` (written as `tag.toml` in a fresh folder)
+/// with `args`, and requires it to succeed; returns (the folder, the run's output folder).
+pub fn run_experiment(tag: &str, text: &str, args: &[&str]) -> (PathBuf, PathBuf) {
+    let dir = std::env::temp_dir().join(format!("slaswitch-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let scenario = dir.join(format!("{tag}.toml"));
+    std::fs::write(&scenario, text).unwrap();
+    let out = dir.join("out");
+    let run = Command::new(CLI)
+        .args(["experiment", "run"])
+        .arg(&scenario)
+        .args(args)
+        .args(["--quiet", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "experiment run failed: {}", String::from_utf8_lossy(&run.stderr));
+    (dir, out)
+}
