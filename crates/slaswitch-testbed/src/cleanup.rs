@@ -75,14 +75,16 @@ fn reap(pid: i32) {
     unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
 }
 
-/// Stops a process group: SIGTERM, then SIGKILL after `grace`.
+/// Stops a process group: SIGTERM, then SIGKILL after `grace`. Returns once every member
+/// has gone, not only the leader: a program that reports when stopped (a meter) has then
+/// written its output.
 pub fn stop_group(pid: i32, grace: Duration) {
     // SAFETY: signals to a process group we created.
     unsafe { libc::kill(-pid, libc::SIGTERM) };
     let t = Instant::now();
     loop {
         reap(pid);
-        if !alive(pid) {
+        if !alive(pid) && !alive(-pid) {
             break;
         }
         if t.elapsed() > grace {

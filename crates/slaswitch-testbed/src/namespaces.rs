@@ -84,11 +84,27 @@ pub fn add_namespace_for_daemon(p: &mut SwitchPlan, name: &str, ip: &str, iface:
     }
 }
 
-/// A command with `{uplink_ip}`, `{vm_ip}` and `{duration}` filled in.
+/// A command with `{uplink_ip}`, `{vm_ip}`, `{duration}`, `{names}` (`--name IP=VM` for every
+/// namespace VM of the step, for a receiver that reports per sender), `{index}` (the VM's
+/// place in its group, from 1) and `{group_count}` (its group's size) filled in; with the
+/// last two, `sh` arithmetic splits a load or picks a port (`-p $((5200 + {index}))`).
 pub fn fill(cmd: &str, scenario: &Scenario, step: &Step, name: &str) -> String {
+    let group = step.vms.iter().find(|v| v.name == name).map(|v| v.group.as_str());
+    let members: Vec<&str> =
+        step.vms.iter().filter(|v| Some(v.group.as_str()) == group).map(|v| v.name.as_str()).collect();
+    let index = members.iter().position(|m| *m == name).map_or(1, |i| i + 1);
+    let names: Vec<String> = step
+        .vms
+        .iter()
+        .filter(|v| v.kind == VmKind::Namespace)
+        .map(|v| format!("--name {}={}", ip_of(scenario, step, &v.name), v.name))
+        .collect();
     cmd.replace("{uplink_ip}", &ip_of(scenario, step, &scenario.uplink.name))
         .replace("{vm_ip}", &ip_of(scenario, step, name))
         .replace("{duration}", &format!("{}", scenario.duration_secs.floor() as u64))
+        .replace("{names}", &names.join(" "))
+        .replace("{index}", &index.to_string())
+        .replace("{group_count}", &members.len().max(1).to_string())
 }
 
 fn sample(t: f64, vm: &str, metric: &str, value: f64) -> Sample {
@@ -232,10 +248,81 @@ pub fn parse_sockperf(text: &str, vm: &str, t: f64) -> Vec<Sample> {
     out
 }
 
-/// Samples from one program's output; the program is the command's first word.
+/// ping's summary: round-trip times (microseconds) and the share of probes lost.
+pub fn parse_ping(text: &str, vm: &str, t: f64) -> Vec<Sample> {
+    let mut out = Vec::new();
+    for l in text.lines().map(str::trim) {
+        // "rtt min/avg/max/mdev = 0.045/0.061/0.102/0.012 ms"
+        if let Some((names, values)) = l.strip_prefix("rtt ").and_then(|r| r.split_once(" = ")) {
+            let (values, unit) = values.split_once(' ').unwrap_or((values, "ms"));
+            for (n, v) in names.split('/').zip(values.split('/')) {
+                if let Some(us) = v.parse::<f64>().ok().and_then(|v| to_us(v, unit)) {
+                    out.push(sample(t, vm, &format!("ping_rtt_{n}_us"), us));
+                }
+            }
+        } else if let Some(loss) = l.split(", ").find_map(|p| p.strip_suffix("% packet loss")) {
+            if let Ok(x) = loss.parse::<f64>() {
+                out.push(sample(t, vm, "ping_loss_pct", x));
+            }
+        }
+    }
+    out
+}
+
+/// slaswitch-flows: short-flow completion times per workload (`fct_8KB_10ms_p50_us`), or the
+/// meter's per-source rates (every bin around the last start as `rate_fine_mbps`, its time in
+/// seconds since that start; per 100 ms as `rate_100ms_mbps`) and convergence (`converge_ms`,
+/// `steady_mbps`).
+pub fn parse_flows(text: &str, vm: &str, t: f64) -> Vec<Sample> {
+    let Some(doc) = text.lines().rev().find_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for w in doc["short_flows"].as_array().into_iter().flatten() {
+        let (Some(size), Some(ms)) = (w["size_bytes"].as_u64(), w["interval_ms"].as_u64()) else { continue };
+        let tag = format!("{}KB_{ms}ms", size / 1024);
+        for key in ["fct_mean_us", "fct_p50_us", "fct_p90_us", "fct_p99_us"] {
+            if let Some(v) = w[key].as_f64() {
+                out.push(sample(t, vm, &format!("fct_{tag}_{}", &key[4..]), v));
+            }
+        }
+        if let (Some(s), Some(c)) = (w["started"].as_f64(), w["completed"].as_f64()) {
+            out.push(sample(t, vm, &format!("fct_{tag}_incomplete"), s - c));
+        }
+    }
+    let m = &doc["meter"];
+    let bin_us = m["bin_us"].as_f64().unwrap_or(1000.0);
+    let event_secs = m["event_secs"].as_f64().unwrap_or(0.0);
+    for src in m["sources"].as_array().into_iter().flatten() {
+        let name = src["name"].as_str().unwrap_or("?");
+        for key in ["converge_ms", "steady_mbps"] {
+            if let Some(v) = src[key].as_f64() {
+                out.push(sample(t, name, key, v));
+            }
+        }
+        let from = src["fine_from_bin"].as_f64().unwrap_or(0.0);
+        for (i, v) in src["fine_mbps"].as_array().into_iter().flatten().enumerate() {
+            if let Some(v) = v.as_f64() {
+                out.push(sample((from + i as f64) * bin_us / 1e6 - event_secs, name, "rate_fine_mbps", v));
+            }
+        }
+        for (i, v) in src["per_100ms_mbps"].as_array().into_iter().flatten().enumerate() {
+            if let Some(v) = v.as_f64() {
+                out.push(sample((i + 1) as f64 / 10.0, name, "rate_100ms_mbps", v));
+            }
+        }
+    }
+    out
+}
+
+/// Samples from one program's output; the program is the first word of the command's last
+/// part (`sleep 5; iperf3 ...` runs iperf3).
 pub fn parse_output(command: &str, text: &str, vm: &str, t_end: f64) -> Vec<Sample> {
-    match command.split_whitespace().next().unwrap_or("") {
+    let last = command.rsplit([';', '&']).next().unwrap_or(command);
+    match last.split_whitespace().next().unwrap_or("") {
         "iperf3" => parse_iperf3(text, vm),
+        "ping" => parse_ping(text, vm, t_end),
+        "slaswitch-flows" => parse_flows(text, vm, t_end),
         "wrk" => parse_wrk(text, vm, t_end),
         "qperf" => parse_qperf(text, vm, t_end),
         "sockperf" => parse_sockperf(text, vm, t_end),

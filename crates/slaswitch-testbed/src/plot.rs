@@ -91,14 +91,14 @@ pub fn lines(path: &Path, title: &str, x_label: &str, y_label: &str, panels: &[P
     for (panel, area) in panels.iter().zip(areas.iter()) {
         let xs = panel.series.iter().flat_map(|s| s.points.iter().map(|p| p.0));
         let ys = panel.series.iter().flat_map(|s| s.points.iter().map(|p| p.1));
-        let x_max = xs.fold(1.0f64, f64::max);
+        let (x_min, x_max) = xs.fold((0.0f64, 1.0f64), |(lo, hi), x| (lo.min(x), hi.max(x)));
         let y_max = ys.fold(0.0f64, f64::max).max(1e-9) * 1.1;
         let mut chart = ChartBuilder::on(area)
             .caption(&panel.title, ("sans-serif", 18))
             .margin(10)
             .x_label_area_size(40)
             .y_label_area_size(70)
-            .build_cartesian_2d(0.0..x_max, 0.0..y_max)
+            .build_cartesian_2d(x_min..x_max, 0.0..y_max)
             .map_err(e)?;
         chart.configure_mesh().x_desc(x_label).y_desc(y_label).label_style(("sans-serif", 14)).draw().map_err(e)?;
         for &m in &panel.markers {

@@ -91,7 +91,7 @@ pub fn check(scenario: &Scenario, switches: &[SwitchKind], tools: &Path) -> Resu
     if free < 512 {
         return Err(format!("only {free} of {total} hugepages are free (another DPDK process is running?); the emulated VMs and the switch need 512"));
     }
-    for program in ["slaswitchd", "slaswitch", "slaswitch-tenant"] {
+    for program in ["slaswitchd", "slaswitch", "slaswitch-tenant", "slaswitch-flows"] {
         if !tools.join(program).exists() {
             return Err(format!("{} is missing: build with `cargo build --release`", tools.join(program).display()));
         }

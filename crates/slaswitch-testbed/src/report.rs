@@ -301,6 +301,29 @@ pub fn headline_values(s: &Scenario, samples: &[Sample], switches: &[String]) ->
                         let v = median(ser.into_iter().filter(|p| p.0 >= w[0] && p.0 < w[1]).map(|p| p.1).collect());
                         (sw.clone(), v, format!("{} {percentile} us in the switch (its own figure)", h.vm))
                     }
+                    HeadlineType::App => {
+                        let metric = h.metric.as_deref().unwrap_or("");
+                        let per_step: Vec<(String, Option<f64>)> = steps
+                            .iter()
+                            .map(|step| {
+                                let v = median(
+                                    series(samples, sw, &step.label, "app", &h.vm, metric)
+                                        .into_iter()
+                                        .map(|p| p.1)
+                                        .collect(),
+                                );
+                                (step.label.clone(), v)
+                            })
+                            .collect();
+                        let worst = per_step.iter().filter_map(|(_, v)| *v).reduce(f64::max);
+                        let why = if per_step.len() > 1 {
+                            let each: Vec<String> = per_step.iter().map(|(l, v)| format!("{l}: {}", fmt(*v))).collect();
+                            format!("{} {metric}, the largest of {}", h.vm, each.join(", "))
+                        } else {
+                            format!("{} {metric}", h.vm)
+                        };
+                        (sw.clone(), worst, why)
+                    }
                     HeadlineType::LatencyGrowth => {
                         let (vm, percentile) = (&h.vm, h.percentile.as_deref().unwrap_or("p50"));
                         let metric = format!("lat_{percentile}_us");
@@ -428,6 +451,36 @@ fn write_plots(
             &panels("sink", "lat_p99_us", None),
         )?;
         made.push(("latency.png".into(), "Per-VM one-way latency (99th percentile per second).".into()));
+    }
+    if samples.iter().any(|x| x.source == "app" && x.metric == "rate_fine_mbps") {
+        let fine: Vec<Panel> = switches
+            .iter()
+            .map(|sw| {
+                let mut subjects: Vec<&str> = samples
+                    .iter()
+                    .filter(|x| x.switch == *sw && x.step == step.label && x.metric == "rate_fine_mbps")
+                    .map(|x| x.subject.as_str())
+                    .collect();
+                subjects.sort_unstable();
+                subjects.dedup();
+                let series_list = subjects
+                    .iter()
+                    .map(|vm| Series {
+                        label: vm.to_string(),
+                        points: series(samples, sw, &step.label, "app", vm, "rate_fine_mbps"),
+                    })
+                    .collect();
+                Panel { title: format!("{sw} ({})", step.label), series: series_list, markers: Vec::new() }
+            })
+            .collect();
+        plot::lines(
+            &dir.join("convergence.png"),
+            "Rate per VM at the receiver, per millisecond bin, around the last VM's start",
+            "seconds since the last VM's first frame",
+            "Mbit/s (frames)",
+            &fine,
+        )?;
+        made.push(("convergence.png".into(), "Per-VM rate at the receiver in 1 ms bins (slaswitch-flows meter, kernel receive timestamps), from 100 ms before the last VM started to 500 ms after.".into()));
     }
     let last = *windows(s).last().expect("a window");
     let groups: Vec<(String, Vec<f64>)> = shown
@@ -706,10 +759,12 @@ fn write_per_vm(md: &mut String, s: &Scenario, samples: &[Sample], switches: &[S
             noisy.iter().map(|n| format!("- {n}")).collect::<Vec<_>>().join("\n")
         );
     }
-    let apps: Vec<&Sample> =
-        samples.iter().filter(|x| x.source == "app" && !x.metric.starts_with("iperf3_mbps")).collect();
+    let apps: Vec<&Sample> = samples
+        .iter()
+        .filter(|x| x.source == "app" && !x.metric.starts_with("iperf3_mbps") && !x.metric.starts_with("rate_"))
+        .collect();
     if !apps.is_empty() {
-        let _ = writeln!(md, "## Programs in the namespace VMs\n\nFrom each program's own machine-readable output (iperf3 -J, wrk --latency, qperf, sockperf).\n\n| switch | step | VM | figure | value |\n|---|---|---|---|---|");
+        let _ = writeln!(md, "## Programs in the namespace VMs\n\nFrom each program's own output (iperf3 -J, wrk --latency, qperf, sockperf, ping, slaswitch-flows).\n\n| switch | step | VM | figure | value |\n|---|---|---|---|---|");
         for a in apps {
             let _ =
                 writeln!(md, "| {} | {} | {} | {} | {} |", a.switch, a.step, a.subject, a.metric, fmt(Some(a.value)));

@@ -120,10 +120,13 @@ struct App {
 }
 
 impl App {
-    /// Runs `command` in namespace `ns`, pinned to `core` (the VM core: the PMD keeps its own).
-    fn start(ns: &str, command: &str, vm: &str, output: &Path, core: usize) -> Result<App, String> {
+    /// Runs `command` in namespace `ns`, pinned to `core` (the VM core: the PMD keeps its own),
+    /// with the test bed's own tools (`tools`) on its PATH.
+    fn start(ns: &str, command: &str, vm: &str, output: &Path, core: usize, tools: &Path) -> Result<App, String> {
         let file = std::fs::File::create(output).map_err(|e| format!("{}: {e}", output.display()))?;
+        let path = format!("{}:{}", tools.display(), std::env::var("PATH").unwrap_or_default());
         let child = Command::new("ip")
+            .env("PATH", path)
             .args(["netns", "exec", ns, "taskset", "-c", &core.to_string(), "sh", "-c", command])
             .stdin(Stdio::null())
             .stdout(file.try_clone().map_err(|e| e.to_string())?)
@@ -186,7 +189,7 @@ fn run_step(
         let cmd = tenant_command(scenario, step, &p, &opts.tools, &tenant_out, &format!("{prefix}vm"));
         let log = work.join("tenant.log");
         let names: Vec<String> = p.attach.iter().map(|(n, _)| n.clone()).collect();
-        let (mut apps, servers) = start_apps(scenario, step, &p, work)?;
+        let (mut apps, servers) = start_apps(scenario, step, &p, work, &opts.tools)?;
         let mut child = if names.is_empty() {
             None
         } else {
@@ -265,7 +268,11 @@ fn run_step(
             json!({"start_unix_secs": connected_at})
         };
         let start = doc["start_unix_secs"].as_f64().unwrap_or(connected_at);
-        let (app_samples, app_outputs) = stop_apps(&mut apps[servers..], scenario, step, run_label);
+        // The clients first, then the uplink's programs (a receiver-side meter reports when stopped).
+        let (mut app_samples, mut app_outputs) = stop_apps(&mut apps[servers..], scenario, step, run_label);
+        let (server_samples, server_outputs) = stop_apps(&mut apps[..servers], scenario, step, run_label);
+        app_samples.extend(server_samples);
+        app_outputs.extend(server_outputs);
         let rel: Vec<f64> = times.iter().map(|t| t - start).collect();
         let mut out = samples::from_tenant(&doc, run_label, &step.label);
         out.extend(app_samples);
@@ -308,7 +315,13 @@ fn step_meta(
 
 /// Starts the namespace VMs' programs: the uplink's servers first, then the VMs' clients.
 /// Returns them and how many are servers.
-fn start_apps(scenario: &Scenario, step: &Step, p: &SwitchPlan, work: &Path) -> Result<(Vec<App>, usize), String> {
+fn start_apps(
+    scenario: &Scenario,
+    step: &Step,
+    p: &SwitchPlan,
+    work: &Path,
+    tools: &Path,
+) -> Result<(Vec<App>, usize), String> {
     // Namespace programs: the uplink's servers first, then the VMs' clients.
     let mut apps: Vec<App> = Vec::new();
     if let Some((_, ns)) = p.namespaces.iter().find(|(n, _)| *n == scenario.uplink.name) {
@@ -319,6 +332,7 @@ fn start_apps(scenario: &Scenario, step: &Step, p: &SwitchPlan, work: &Path) -> 
                 &scenario.uplink.name,
                 &work.join(format!("app-{}-{i}.out", scenario.uplink.name)),
                 scenario.host.vm_core,
+                tools,
             )?);
         }
         std::thread::sleep(Duration::from_secs(1));
@@ -333,6 +347,7 @@ fn start_apps(scenario: &Scenario, step: &Step, p: &SwitchPlan, work: &Path) -> 
                 &vm.name,
                 &work.join(format!("app-{}-{i}.out", vm.name)),
                 scenario.host.vm_core,
+                tools,
             )?);
         }
     }

@@ -441,6 +441,9 @@ pub struct Sweep {
     /// The value is a count of flows in the group's commands, not of VMs.
     #[serde(default)]
     pub flows: bool,
+    /// With `flows`, what the value is, for the steps' labels (default "flows"; e.g. "mbps"
+    /// when `{count}` is a rate).
+    pub label: Option<String>,
 }
 
 /// A figure the report puts first.
@@ -491,6 +494,10 @@ pub enum HeadlineType {
     /// minimum or maximum a link scheduler should give); `vm` may also be a group, `all`, or
     /// `tenant:NAME` (that tenant's VMs together). With a sweep, the step farthest off.
     Target,
+    /// A figure a namespace VM's program reported (`metric`, e.g. `fct_8KB_10ms_p50_us` or
+    /// `ping_rtt_avg_us`; see the parsers in `namespaces`) for `vm`; with a sweep, the largest
+    /// over the steps, each step's value in the explanation.
+    App,
 }
 
 /// A concrete VM after `count` and `sweep` are expanded.
@@ -868,7 +875,7 @@ fn validate_runs(s: &Scenario, c: &Checker) -> Result<(), ScenarioError> {
         if sweep.counts.is_empty() {
             return Err(c.err(&[Key("sweep"), Key("counts")], "give at least one count"));
         }
-        if let Some(j) = sweep.counts.iter().position(|&n| n > 64) {
+        if let Some(j) = sweep.counts.iter().position(|&n| n > 64 && !sweep.flows) {
             return Err(c.err(&[Key("sweep"), Key("counts"), Index(j)], format!("{}: at most 64 VMs", sweep.counts[j])));
         }
     }
@@ -925,10 +932,18 @@ fn validate_runs(s: &Scenario, c: &Checker) -> Result<(), ScenarioError> {
                     return Err(c.err(&at("kind"), "latency-growth compares sweep steps: add a [sweep]"));
                 }
             }
+            HeadlineType::App => {
+                if h.metric.as_deref().is_none_or(str::is_empty) {
+                    return Err(
+                        c.err(&at("metric"), "an app headline needs the program's metric, e.g. \"ping_rtt_avg_us\"")
+                    );
+                }
+            }
         }
         let vm = &h.vm;
-        let all = h.kind == HeadlineType::Target
-            && (vm == "all" || vm.strip_prefix("tenant:").is_some_and(|t| s.tenants.iter().any(|x| x.name == t)));
+        let all = (h.kind == HeadlineType::Target
+            && (vm == "all" || vm.strip_prefix("tenant:").is_some_and(|t| s.tenants.iter().any(|x| x.name == t))))
+            || (h.kind == HeadlineType::App && *vm == s.uplink.name);
         if !all
             && !s
                 .vms
@@ -1123,7 +1138,9 @@ impl Scenario {
                     }
                 }
                 let label = match (value, &self.sweep) {
-                    (Some(n), Some(sw)) if sw.flows => format!("{}-flows={n}", sw.vm),
+                    (Some(n), Some(sw)) if sw.flows => {
+                        format!("{}-{}={n}", sw.vm, sw.label.as_deref().unwrap_or("flows"))
+                    }
                     (Some(n), Some(sw)) => format!("{}={n}", sw.vm),
                     _ => "run".to_string(),
                 };

@@ -140,3 +140,38 @@ sockperf: ---> percentile 50.000 =   11.000";
     );
     assert!(parse_output("nginx -g 'daemon off;'", "whatever", "up", 1.0).is_empty());
 }
+
+#[test]
+fn ping_summary_and_loss() {
+    let text = "PING 10.77.0.1 (10.77.0.1) 56(84) bytes of data.
+
+--- 10.77.0.1 ping statistics ---
+1000 packets transmitted, 998 received, 0.2% packet loss, time 9990ms
+rtt min/avg/max/mdev = 0.045/0.061/0.102/0.012 ms";
+    let s = parse_output("sleep 1; ping -q -c 1000 10.77.0.1", text, "vm1", 10.0);
+    let get = |m: &str| s.iter().find(|x| x.metric == m).map(|x| x.value);
+    assert_eq!(get("ping_rtt_avg_us"), Some(61.0));
+    assert_eq!(get("ping_rtt_max_us"), Some(102.0));
+    assert_eq!(get("ping_loss_pct"), Some(0.2));
+    assert_eq!(s.len(), 5);
+}
+
+#[test]
+fn short_flow_times_and_meter_rates() {
+    let flows = r#"{"short_flows":[{"size_bytes":8192,"interval_ms":10,"started":100,"completed":98,"fct_mean_us":300.5,"fct_p50_us":250.0,"fct_p90_us":400.0,"fct_p99_us":900.0}]}"#;
+    let s = parse_output("slaswitch-flows client --to 10.77.0.1:5300", flows, "x", 20.0);
+    let get = |m: &str| s.iter().find(|x| x.metric == m).map(|x| x.value);
+    assert_eq!(get("fct_8KB_10ms_mean_us"), Some(300.5));
+    assert_eq!(get("fct_8KB_10ms_p99_us"), Some(900.0));
+    assert_eq!(get("fct_8KB_10ms_incomplete"), Some(2.0));
+    let meter = r#"{"meter":{"bin_us":1000,"event_secs":5.0,"sources":[{"name":"y","ip":"10.77.0.11","converge_ms":2.0,"steady_mbps":310.0,"fine_from_bin":4900,"fine_mbps":[0.0,300.0],"per_100ms_mbps":[0.0,305.0]}]}}"#;
+    let s = parse_output("slaswitch-flows meter --name 10.77.0.11=y", meter, "server", 20.0);
+    let fine: Vec<(f64, f64)> =
+        s.iter().filter(|x| x.metric == "rate_fine_mbps").map(|x| (x.t_secs, x.value)).collect();
+    assert_eq!(fine.len(), 2);
+    assert!((fine[0].0 + 0.1).abs() < 1e-9 && (fine[1].0 + 0.099).abs() < 1e-9, "seconds since y started: {fine:?}");
+    assert_eq!((fine[0].1, fine[1].1), (0.0, 300.0));
+    assert!(s.iter().all(|x| x.subject == "y"), "samples name the sender, not the receiver");
+    assert!(s.iter().any(|x| x.metric == "converge_ms" && x.value == 2.0));
+    assert_eq!(s.iter().filter(|x| x.metric == "rate_100ms_mbps").count(), 2);
+}

@@ -3,4 +3,6 @@
 //! bed (which checks scenario files and knows each VM's addresses).
 
 pub mod frames;
+pub mod meter;
 pub mod phase;
+pub mod short_flows;
