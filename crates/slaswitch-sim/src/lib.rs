@@ -3,6 +3,13 @@
 //!
 //! [`overcommit`]: how far bandwidth guarantees can be over-committed for a failure rate
 //! (SoftBW, seed 003 Sec. 2.2): Eq. 2 from `slaswitch-qos`, checked by [`monte_carlo`].
+//!
+//! [`datacenter`]: seed 003's datacenter (Sec. 6.4) with SoftBW's fluid allocation from
+//! `slaswitch-qos`, its outputs in [`datacenter_report`], its fluid step checked against the
+//! packet scheduler by [`validate`].
 
+pub mod datacenter;
+pub mod datacenter_report;
 pub mod monte_carlo;
 pub mod overcommit;
+pub mod validate;

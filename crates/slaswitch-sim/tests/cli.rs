@@ -29,3 +29,30 @@ fn a_bad_utilization_is_refused_naming_the_option_and_the_range() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--utilization 2") && err.contains("at most 1"), "{err}");
 }
+
+#[test]
+fn a_short_datacenter_study_writes_its_figures_and_checks_the_fluid_step() {
+    let dir = std::env::temp_dir().join(format!("slaswitch-sim-dc-{}", std::process::id()));
+    let args = ["datacenter", "--servers", "60", "--secs", "40", "--oc", "1,4", "--check-servers", "2", "--json"];
+    let out = sim(&[&args[..], &["--out", dir.to_str().unwrap()]].concat());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let rows = doc["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 4, "strict and dynamic, at 1x and 4x");
+    let util = |load: &str, oc: f64| {
+        rows.iter().find(|r| r["load"] == load && r["oc"] == oc).and_then(|r| r["utilization"].as_f64()).unwrap()
+    };
+    assert!(util("strict", 4.0) > 3.0 * util("strict", 1.0), "over-commitment fills the links: {rows:?}");
+    let checks = doc["fluid_check"].as_array().expect("checks");
+    assert!(!checks.is_empty());
+    for c in checks {
+        assert!(c["check"]["worst_of_link"].as_f64().unwrap() < 0.02, "packets within 2% of the fluid step: {c}");
+    }
+    for f in ["fig11.png", "fig12.png", "fig13.png", "summary.json"] {
+        assert!(dir.join(f).exists(), "{f}");
+    }
+    let bad = sim(&["datacenter", "--loads", "bursty", "--out", dir.to_str().unwrap()]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("loads: 'bursty'"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -23,6 +23,7 @@ pub mod pievde;
 pub mod queues;
 pub mod ratelimit;
 pub mod softbw;
+pub mod softbw_fluid;
 pub mod vtrr;
 
 pub use queues::PacketQueues;
