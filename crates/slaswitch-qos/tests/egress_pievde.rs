@@ -55,6 +55,36 @@ fn vtrr_leaving_and_rejoining_buys_no_extra_quanta() {
     assert!((count[0] - count[1]).abs() <= 1, "{count:?}");
 }
 
+#[test]
+fn vtrr_a_client_away_for_many_cycles_rejoins_at_its_share() {
+    // Sparse ids (a tenant's VMs keep their global queue numbers) and weights 2:1:1; client
+    // 200 leaves for many cycles and comes back: it is neither starved by a stale virtual
+    // time nor given a burst for the time it was away.
+    let mut v = Vtrr::new();
+    for (id, w) in [(3, 2), (70, 1), (200, 1)] {
+        v.set_weight(id, w);
+        v.join(id);
+    }
+    for _ in 0..40 {
+        v.pick();
+    }
+    v.leave(200);
+    for _ in 0..3000 {
+        assert_ne!(v.pick(), Some(200));
+    }
+    v.join(200);
+    let mut count = std::collections::HashMap::new();
+    for _ in 0..400 {
+        *count.entry(v.pick().unwrap()).or_insert(0i32) += 1;
+    }
+    assert!(
+        (count[&3] - 200).abs() <= 2 && (count[&70] - 100).abs() <= 2 && (count[&200] - 100).abs() <= 2,
+        "{count:?}"
+    );
+    let first: Vec<usize> = (0..4).map(|_| v.pick().unwrap()).collect();
+    assert_eq!(first.iter().filter(|&&id| id == 200).count(), 1, "one quantum per cycle of four: {first:?}");
+}
+
 fn pievde(tenants: &[(usize, u32)], vms: &[(usize, usize, u32)]) -> PieVde<u64> {
     let mut p = PieVde::new(1514);
     for &(t, w) in tenants {

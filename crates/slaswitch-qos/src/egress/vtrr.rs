@@ -24,6 +24,8 @@ struct Member {
     vft: f64,
     /// Cycle in which `counter` was last valid (for a member that left).
     cycle: u64,
+    /// `Vtrr::shift_total` when `vft` was last rebased (see `new_cycle`).
+    shift_seen: f64,
     runnable: bool,
 }
 
@@ -44,6 +46,10 @@ pub struct Vtrr {
     /// No client before this position in `run_queue` has counter left this cycle: going back
     /// to the head starts here, so a pick never walks past spent clients (amortized O(1)).
     first_live: usize,
+    /// Sum of the QVT bases every new cycle took off the virtual times. A new cycle rebases
+    /// only the runnable members; one that was away catches up when it joins, so a cycle costs
+    /// the runnable clients, not every id ever registered (a tenant's VMs have sparse ids).
+    shift_total: f64,
 }
 
 impl Vtrr {
@@ -69,6 +75,7 @@ impl Vtrr {
             counter: weight,
             vft: 0.0,
             cycle: u64::MAX,
+            shift_seen: self.shift_total,
             runnable: false,
         });
         if runnable {
@@ -98,7 +105,7 @@ impl Vtrr {
 
     /// The client becomes runnable (its queue became non-empty).
     pub fn join(&mut self, id: usize) {
-        let (cycle, qvt) = (self.cycle, self.qvt);
+        let (cycle, qvt, shift_total) = (self.cycle, self.qvt, self.shift_total);
         let m = self.members[id].as_mut().expect("join of a registered client");
         if m.runnable {
             return;
@@ -108,6 +115,8 @@ impl Vtrr {
             m.counter = m.weight;
             m.cycle = cycle;
         }
+        m.vft -= shift_total - m.shift_seen;
+        m.shift_seen = shift_total;
         m.vft = m.vft.max(qvt + m.inv_weight);
         let (weight, counter) = (m.weight, m.counter);
         let members = &self.members;
@@ -196,13 +205,14 @@ impl Vtrr {
         // Keep virtual times small so f64 keeps its precision over long runs.
         let base = self.qvt;
         self.qvt = 0.0;
-        for m in self.members.iter_mut().flatten() {
+        self.shift_total += base;
+        for &id in &self.run_queue {
+            let m = self.members[id].as_mut().expect("runnable member");
             m.vft -= base;
-            if m.runnable {
-                m.counter = m.weight;
-                m.cycle = self.cycle;
-                self.counters_left += m.weight;
-            }
+            m.shift_seen = self.shift_total;
+            m.counter = m.weight;
+            m.cycle = self.cycle;
+            self.counters_left += m.weight;
         }
     }
 }
