@@ -16,7 +16,30 @@
 
 use rayon::prelude::*;
 use serde::Serialize;
+use slaswitch_qos::egress::fill::{weighted_fill, Claim};
 use slaswitch_qos::egress::softbw_fluid::{fluid_rates, FluidDemand, FluidScratch};
+
+/// How a link is shared among the VMs that send over it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Sharing {
+    /// SoftBW's per-VM queues (the fluid form of the data plane's scheduler).
+    Softbw,
+    /// Best effort: one first-in-first-out queue, so TCP shares the link per flow and a VM gets
+    /// a part in proportion to its flows (the FIFO baseline of seed 003 Figs. 5 and 8).
+    PerFlow,
+}
+
+impl std::str::FromStr for Sharing {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "softbw" => Ok(Sharing::Softbw),
+            "per-flow" => Ok(Sharing::PerFlow),
+            other => Err(format!("sharing: '{other}' is not allowed; give softbw or per-flow")),
+        }
+    }
+}
 
 /// What to simulate.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -37,6 +60,11 @@ pub struct DcConfig {
     pub dynamic_share: f64,
     /// Seed of every draw.
     pub seed: u64,
+    /// How each link is shared.
+    pub sharing: Sharing,
+    /// Flows per VM, repeated over each server's VMs (the test bed's 1:1:2 is `[1, 1, 2]`);
+    /// only best-effort sharing looks at them.
+    pub flows: Vec<u32>,
 }
 
 impl DcConfig {
@@ -51,6 +79,8 @@ impl DcConfig {
             guarantee_mbps: 250.0,
             dynamic_share: 0.5,
             seed,
+            sharing: Sharing::Softbw,
+            flows: vec![1],
         }
     }
 
@@ -79,6 +109,9 @@ impl DcConfig {
         positive("guarantee_mbps", self.guarantee_mbps)?;
         if !(0.0..=1.0).contains(&self.dynamic_share) {
             return Err(format!("dynamic_share: {} is not allowed; give 0 to 1", self.dynamic_share));
+        }
+        if self.flows.is_empty() || self.flows.contains(&0) {
+            return Err(format!("flows: {:?} is not allowed; give one or more counts of at least 1", self.flows));
         }
         if self.servers < 2 || self.secs == 0 {
             return Err(format!(
@@ -146,6 +179,8 @@ pub struct DcResult {
     pub utilization: Vec<f64>,
     /// Per strict VM, the seconds it got less than min(demand, guarantee).
     pub strict_failure_secs: Vec<u32>,
+    /// Per number of flows a VM has: the share of those strict VMs that failed at least once.
+    pub strict_failed_by_flows: Vec<(u32, f64)>,
     /// Per dynamic VM that finished, or whose deadline passed within the run: completion time
     /// over its deadline (unfinished ones: the time they had, a lower bound).
     pub dynamic_completion_ratio: Vec<f64>,
@@ -237,6 +272,7 @@ pub fn run(cfg: &DcConfig, capture: Option<(u32, usize)>, progress: &(dyn Fn(u32
     let mut ingress = vec![0.0f64; vms];
     let mut utilization = Vec::with_capacity(cfg.secs as usize);
     let mut captured = Vec::new();
+    let vm_flows: Vec<u32> = (0..per).map(|k| cfg.flows[k % cfg.flows.len()]).collect();
     for t in 0..cfg.secs {
         // Egress: every server shares its link among its VMs' offers.
         flows.par_chunks_mut(per).zip(transfers.par_chunks(per)).enumerate().for_each_init(
@@ -248,7 +284,7 @@ pub fn run(cfg: &DcConfig, capture: Option<(u32, usize)>, progress: &(dyn Fn(u32
                     *f = offer(cfg, vm, server, t, tr[k].as_ref(), (g_bps, fairness_bps, link_bps));
                     demands.push(f.demand);
                 }
-                fluid_rates(link_bps, demands, scratch, rates);
+                share_link(cfg.sharing, link_bps, demands, &vm_flows, scratch, rates);
                 for (f, r) in fl.iter_mut().zip(rates.iter()) {
                     f.egress_mbps = r / 1e6;
                 }
@@ -266,7 +302,7 @@ pub fn run(cfg: &DcConfig, capture: Option<(u32, usize)>, progress: &(dyn Fn(u32
         }
         // Ingress: every server shares its link among what the egresses sent it.
         group_by_destination(&flows, cfg.servers, &mut by_dst, &mut offsets);
-        ingress_rates(&flows, &by_dst, &offsets, link_bps, &mut ingress);
+        ingress_rates(cfg, &flows, &by_dst, &offsets, &mut ingress);
         let mut total_mbps = 0.0;
         for (j, &vm) in by_dst.iter().enumerate() {
             flows[vm].got_mbps = ingress[j];
@@ -277,6 +313,28 @@ pub fn run(cfg: &DcConfig, capture: Option<(u32, usize)>, progress: &(dyn Fn(u32
         progress(t + 1);
     }
     (summarize(cfg, utilization, &strict_fail, &transfers, per, dynamic), captured)
+}
+
+/// Shares one link among `demands` (their flows in `flows`) by `sharing`, into `rates`.
+fn share_link(
+    sharing: Sharing,
+    link_bps: f64,
+    demands: &[FluidDemand],
+    flows: &[u32],
+    scratch: &mut FluidScratch,
+    rates: &mut Vec<f64>,
+) {
+    match sharing {
+        Sharing::Softbw => fluid_rates(link_bps, demands, scratch, rates),
+        Sharing::PerFlow => {
+            let claims: Vec<Claim> = demands
+                .iter()
+                .zip(flows)
+                .map(|(d, &f)| Claim { weight: f64::from(f), floor: 0.0, ceiling: d.demand_bps })
+                .collect();
+            *rates = weighted_fill(&claims, link_bps);
+        }
+    }
 }
 
 /// A VM's offer in second `t`: its demand, guarantee and destination.
@@ -334,7 +392,8 @@ fn group_by_destination(flows: &[Flow], servers: usize, by_dst: &mut Vec<usize>,
 
 /// Each destination's link shared among the rates its senders' egresses gave them (demand),
 /// with the senders' guarantees; `out[j]` is the rate of `by_dst[j]`, Mbit/s.
-fn ingress_rates(flows: &[Flow], by_dst: &[usize], offsets: &[usize], link_bps: f64, out: &mut Vec<f64>) {
+fn ingress_rates(cfg: &DcConfig, flows: &[Flow], by_dst: &[usize], offsets: &[usize], out: &mut Vec<f64>) {
+    let (link_bps, per) = (cfg.link_mbps * 1e6, cfg.vms_per_server());
     out.clear();
     out.resize(by_dst.len(), 0.0);
     let mut groups: Vec<(&[usize], &mut [f64])> = Vec::with_capacity(offsets.len());
@@ -345,14 +404,16 @@ fn ingress_rates(flows: &[Flow], by_dst: &[usize], offsets: &[usize], link_bps: 
         rest = tail;
     }
     groups.into_par_iter().for_each_init(
-        || (FluidScratch::default(), Vec::new(), Vec::new()),
-        |(scratch, demands, rates), (vms, got)| {
+        || (FluidScratch::default(), Vec::new(), Vec::new(), Vec::new()),
+        |(scratch, demands, counts, rates), (vms, got)| {
             demands.clear();
             demands.extend(vms.iter().map(|&vm| FluidDemand {
                 demand_bps: flows[vm].egress_mbps * 1e6,
                 guarantee_bps: flows[vm].demand.guarantee_bps,
             }));
-            fluid_rates(link_bps, demands, scratch, rates);
+            counts.clear();
+            counts.extend(vms.iter().map(|&vm| cfg.flows[(vm % per) % cfg.flows.len()]));
+            share_link(cfg.sharing, link_bps, demands, counts, scratch, rates);
             for (g, r) in got.iter_mut().zip(rates.iter()) {
                 *g = r / 1e6;
             }
@@ -399,6 +460,21 @@ fn summarize(
     let mut r = DcResult { config: Some(cfg.clone()), utilization, ..DcResult::default() };
     r.strict_failure_secs =
         strict_fail.iter().enumerate().filter(|(vm, _)| vm % per >= dynamic).map(|(_, &s)| s).collect();
+    let mut counts: Vec<u32> = cfg.flows.clone();
+    counts.sort_unstable();
+    counts.dedup();
+    for n in counts {
+        let of_n: Vec<u32> = strict_fail
+            .iter()
+            .enumerate()
+            .filter(|(vm, _)| vm % per >= dynamic && cfg.flows[(vm % per) % cfg.flows.len()] == n)
+            .map(|(_, &s)| s)
+            .collect();
+        if !of_n.is_empty() {
+            let failed = of_n.iter().filter(|&&s| s > 0).count() as f64 / of_n.len() as f64;
+            r.strict_failed_by_flows.push((n, failed));
+        }
+    }
     for x in transfers.iter().flatten() {
         match x.done_secs {
             Some(done) => {

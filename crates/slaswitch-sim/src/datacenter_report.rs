@@ -16,6 +16,10 @@ use crate::validate::FluidCheck;
 pub struct Row {
     /// The traffic load: "strict", "dynamic" or "mixed".
     pub load: String,
+    /// How links were shared: "softbw" or "per-flow".
+    pub sharing: String,
+    /// Flows per VM, the mix repeated over each server's VMs.
+    pub flows: Vec<u32>,
     /// Over-commitment ratio.
     pub oc: f64,
     /// VMs per server.
@@ -24,6 +28,8 @@ pub struct Row {
     pub utilization: f64,
     /// Share of strict VMs that failed at least one second.
     pub strict_failed: f64,
+    /// Per flow count: the share of those strict VMs that failed.
+    pub strict_failed_by_flows: Vec<(u32, f64)>,
     /// Share of strict VM-seconds that failed.
     pub strict_failed_seconds: f64,
     /// Longest failure of a strict VM, seconds.
@@ -46,11 +52,17 @@ impl Row {
         let cfg = r.config.as_ref().expect("a run's settings");
         Row {
             load: load.to_string(),
+            sharing: match cfg.sharing {
+                crate::datacenter::Sharing::Softbw => "softbw".into(),
+                crate::datacenter::Sharing::PerFlow => "per-flow".into(),
+            },
+            flows: cfg.flows.clone(),
             oc: cfg.oc,
             vms_per_server: cfg.vms_per_server(),
             utilization: r.mean_utilization(),
             strict_failed: r.strict_failed_share(),
             strict_failed_seconds: r.strict_failed_seconds_share(),
+            strict_failed_by_flows: r.strict_failed_by_flows.clone(),
             strict_longest_secs: r.strict_longest_failure_secs(),
             dynamic_on_time: r.dynamic_on_time_share(),
             dynamic_worst_ratio: r.dynamic_worst_ratio(0.0),
@@ -64,19 +76,32 @@ impl Row {
 /// The table, as text.
 pub fn table(rows: &[Row]) -> String {
     let mut s = String::from(
-        "| load | over-commitment | VMs/server | utilization | strict VMs failing | strict VM-seconds failing | longest failure | dynamic on time | worst completion/deadline (all; T >= 1 s) | wall time |\n|---|---|---|---|---|---|---|---|---|---|\n",
+        "| load | sharing | flows | over-commitment | VMs/server | utilization | strict VMs failing | strict VM-seconds failing | longest failure | dynamic on time | worst completion/deadline (all; T >= 1 s) | wall time |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in rows {
         let strict = r.load != "dynamic";
         let dynamic = r.load != "strict";
         let _ = writeln!(
             s,
-            "| {} | {:.1}x | {} | {:.1}% | {} | {} | {} | {} | {} | {:.1} s |",
+            "| {} | {} | {} | {:.1}x | {} | {:.1}% | {} | {} | {} | {} | {} | {:.1} s |",
             r.load,
+            r.sharing,
+            r.flows.iter().map(|f| f.to_string()).collect::<Vec<_>>().join(":"),
             r.oc,
             r.vms_per_server,
             100.0 * r.utilization,
-            if strict { format!("{:.1}%", 100.0 * r.strict_failed) } else { "-".into() },
+            if !strict {
+                "-".into()
+            } else if r.strict_failed_by_flows.len() > 1 {
+                let each: Vec<String> = r
+                    .strict_failed_by_flows
+                    .iter()
+                    .map(|(n, f)| format!("{n} flow{}: {:.1}%", if *n == 1 { "" } else { "s" }, 100.0 * f))
+                    .collect();
+                format!("{:.1}% ({})", 100.0 * r.strict_failed, each.join(", "))
+            } else {
+                format!("{:.1}%", 100.0 * r.strict_failed)
+            },
             if strict { format!("{:.2}%", 100.0 * r.strict_failed_seconds) } else { "-".into() },
             if strict { format!("{} s", r.strict_longest_secs) } else { "-".into() },
             if dynamic { format!("{:.1}%", 100.0 * r.dynamic_on_time) } else { "-".into() },
@@ -103,13 +128,17 @@ fn cdf(values: &[f64]) -> Vec<(f64, f64)> {
 /// over deadline from the runs with dynamic guarantees, failure time from those with strict.
 pub fn plots(dir: &Path, runs: &[(String, DcResult)], rows: &[Row]) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let mut loads: Vec<&str> = rows.iter().map(|r| r.load.as_str()).collect();
-    loads.dedup();
-    let mut util: Vec<Series> = loads
+    let mut kinds: Vec<(&str, &str)> = rows.iter().map(|r| (r.load.as_str(), r.sharing.as_str())).collect();
+    kinds.dedup();
+    let mut util: Vec<Series> = kinds
         .iter()
-        .map(|l| Series {
-            label: format!("{l} (simulated)"),
-            points: rows.iter().filter(|r| r.load == *l).map(|r| (r.oc, 100.0 * r.utilization)).collect(),
+        .map(|&(l, sh)| Series {
+            label: format!("{l}, {sh} (simulated)"),
+            points: rows
+                .iter()
+                .filter(|r| r.load == l && r.sharing == sh)
+                .map(|r| (r.oc, 100.0 * r.utilization))
+                .collect(),
         })
         .collect();
     util.push(Series { label: "paper (1x, 4x)".into(), points: vec![(1.0, 9.5), (4.0, 37.4)] });
@@ -124,7 +153,14 @@ pub fn plots(dir: &Path, runs: &[(String, DcResult)], rows: &[Row]) -> Result<()
         runs.iter()
             .filter(|(_, r)| !f(r).is_empty())
             .map(|(load, r)| Series {
-                label: format!("{load} {:.0}x", r.config.as_ref().map_or(0.0, |c| c.oc)),
+                label: format!(
+                    "{load} {}{:.0}x",
+                    match r.config.as_ref().map(|c| c.sharing) {
+                        Some(crate::datacenter::Sharing::PerFlow) => "per-flow ",
+                        _ => "",
+                    },
+                    r.config.as_ref().map_or(0.0, |c| c.oc)
+                ),
                 points: cdf(&f(r)),
             })
             .collect()

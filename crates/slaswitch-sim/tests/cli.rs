@@ -51,6 +51,14 @@ fn a_short_datacenter_study_writes_its_figures_and_checks_the_fluid_step() {
     for f in ["fig11.png", "fig12.png", "fig13.png", "summary.json"] {
         assert!(dir.join(f).exists(), "{f}");
     }
+    let mix = ["datacenter", "--servers", "60", "--secs", "40", "--oc", "6", "--loads", "strict", "--json"];
+    let out =
+        sim(&[&mix[..], &["--sharing", "softbw,per-flow", "--flows", "1,2", "--out", dir.to_str().unwrap()]].concat());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let rows = doc["rows"].as_array().expect("rows");
+    assert_eq!(rows.iter().map(|r| r["sharing"].as_str().unwrap()).collect::<Vec<_>>(), ["softbw", "per-flow"]);
+    assert_eq!(rows[1]["strict_failed_by_flows"].as_array().map(Vec::len), Some(2), "{rows:?}");
     let bad = sim(&["datacenter", "--loads", "bursty", "--out", dir.to_str().unwrap()]);
     assert_eq!(bad.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("loads: 'bursty'"));
