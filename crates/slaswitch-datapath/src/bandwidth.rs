@@ -35,18 +35,61 @@ pub const BANDWIDTH_OPTIONS: &[&str] = &[
 /// names none, as the paper suggests (Sec. III-D).
 pub const DEFAULT_PROFILE_PACKET_BYTES: u32 = 358;
 
-/// A rate with an optional SI suffix: `2G`, `2.5g`, `500M`, `64k`, `1000`.
+/// The largest rate or size an option takes: 10 T (ten terabits per second).
+pub const MAX_RATE_BPS: u64 = 10_000_000_000_000;
+
+/// A rate with an optional SI suffix: `2G`, `2.5g`, `500M`, `64k`, `1000`, `1e9`. The value is
+/// read as a decimal, exactly: a number that is not a whole count of bits per second (`0.5`,
+/// `1e-400`) or above 10 T is refused, never rounded.
 pub fn parse_rate_bps(key: &str, v: &str) -> Result<u64, String> {
-    let (num, scale) = match v.chars().last() {
-        Some('k' | 'K') => (&v[..v.len() - 1], 1e3),
-        Some('m' | 'M') => (&v[..v.len() - 1], 1e6),
-        Some('g' | 'G') => (&v[..v.len() - 1], 1e9),
-        _ => (v, 1.0),
+    let (num, pow10) = match v.chars().last() {
+        Some('k' | 'K') => (&v[..v.len() - 1], 3),
+        Some('m' | 'M') => (&v[..v.len() - 1], 6),
+        Some('g' | 'G') => (&v[..v.len() - 1], 9),
+        _ => (v, 0),
     };
-    match num.parse::<f64>() {
-        Ok(x) if x.is_finite() && x >= 0.0 && x * scale <= 1e13 => Ok((x * scale).round() as u64),
-        _ => Err(format!("{key}={v}: a rate in bits per second, e.g. 2G, 500M, 64k or 1000000")),
+    exact_decimal(num, pow10)
+        .and_then(|n| u64::try_from(n).ok().filter(|&n| n <= MAX_RATE_BPS).ok_or("above 10T"))
+        .map_err(|why| {
+            format!("{key}={v}: {why}; a whole number of bits per second from 0 to 10T, e.g. 2G, 500M, 64k or 1000000")
+        })
+}
+
+/// `text` (digits, an optional fraction and exponent) times 10^`pow10`, in integers, so that
+/// nothing is rounded: the number, or why there is none.
+fn exact_decimal(text: &str, pow10: i32) -> Result<u128, &'static str> {
+    let (mantissa, exp) = match text.find(['e', 'E']) {
+        Some(i) => (&text[..i], text[i + 1..].parse::<i32>().map_err(|_| "not a number")?),
+        None => (text, 0),
+    };
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    if (int.is_empty() && frac.is_empty()) || !int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit()) {
+        return Err("not a number");
     }
+    let mut n: u128 = 0;
+    for b in int.bytes().chain(frac.bytes()) {
+        n = n.checked_mul(10).and_then(|n| n.checked_add(u128::from(b - b'0'))).ok_or("above 10T")?;
+    }
+    let exp = exp.saturating_add(pow10).saturating_sub(frac.len() as i32);
+    if n == 0 {
+        return Ok(0);
+    }
+    if exp > 30 {
+        return Err("above 10T");
+    }
+    for _ in 0..exp.max(0) {
+        n = n.checked_mul(10).ok_or("above 10T")?;
+    }
+    for _ in 0..(-exp).clamp(0, 60) {
+        if !n.is_multiple_of(10) {
+            return Err("not a whole number");
+        }
+        n /= 10;
+    }
+    if exp < -60 {
+        return Err("not a whole number");
+    }
+    Ok(n)
 }
 
 /// An option with two words for no and yes (`words[0]`, `words[1]`); absent: `default`.
@@ -148,6 +191,24 @@ mod tests {
         assert_eq!(parse_rate_bps("x", "1000").unwrap(), 1000);
         assert!(parse_rate_bps("bandwidth_bps", "fast").unwrap_err().contains("bandwidth_bps=fast"));
         assert!(parse_rate_bps("x", "-1").is_err());
+        assert_eq!(parse_rate_bps("x", "406.3M").unwrap(), 406_300_000, "decimals are exact");
+        assert_eq!(parse_rate_bps("x", "1e9").unwrap(), 1_000_000_000);
+        assert_eq!(parse_rate_bps("x", "0").unwrap(), 0);
+        assert!(parse_rate_bps("x", "10T").is_err(), "no T suffix");
+        for (v, why) in [
+            ("1e-400", "not a whole number"),
+            ("0.5", "not a whole number"),
+            ("1.0005k", "not a whole number"),
+            ("10001G", "above 10T"),
+            ("1e400", "above 10T"),
+            ("99999999999999999999999999999999999999999", "above 10T"),
+            (".", "not a number"),
+            ("1e", "not a number"),
+            ("", "not a number"),
+        ] {
+            let e = parse_rate_bps("bandwidth_bps", v).unwrap_err();
+            assert!(e.starts_with(&format!("bandwidth_bps={v}: {why}")) && e.contains("from 0 to 10T"), "{v}: {e}");
+        }
     }
 
     #[test]

@@ -10,6 +10,7 @@ pub mod datapath;
 mod drift;
 pub mod histogram;
 pub mod link_policy;
+pub mod names;
 pub mod paced_tx;
 pub mod pmd;
 pub mod pmd_config;

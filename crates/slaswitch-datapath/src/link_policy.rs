@@ -143,17 +143,9 @@ impl EgressSpec {
     }
 }
 
-/// Checks a tenant's name: what a port's name may hold, up to 32 characters.
+/// Checks a tenant's name: the names' pattern, up to 32 characters.
 pub fn valid_tenant_name(name: &str) -> Result<(), String> {
-    let ok = !name.is_empty()
-        && name.len() <= 32
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-        && !name.starts_with('-');
-    if ok {
-        Ok(())
-    } else {
-        Err(format!("tenant name '{name}': 1 to 32 letters, digits, '-' or '_', not starting with '-'"))
-    }
+    crate::names::valid_name("tenant name", name, 32)
 }
 
 /// A size in bytes with an optional `k`, `M` or `G` (powers of ten).
@@ -272,6 +264,7 @@ mod tests {
             ("link_queue_frames", "40000", "from 1 to 32768"),
             ("link_min_bps", "-5", "bits per second"),
             ("tenant", "-x", "1 to 32 letters"),
+            ("tenant", "_x", "starting with a letter or a digit"),
         ] {
             let o = opts(&[(key, value)]);
             let e = EgressSpec::from_options(&o).and_then(|_| VmLinkSpec::from_options(&o)).unwrap_err();

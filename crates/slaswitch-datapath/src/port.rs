@@ -132,14 +132,9 @@ pub struct DeviceRecipe {
     pub is_vdev: bool,
 }
 
+/// Port names may become interface names: at most 15 characters (IFNAMSIZ - 1).
 fn valid_name(name: &str) -> Result<(), String> {
-    if name.is_empty() || name.len() > 15 {
-        return Err(format!("port name '{name}' must be 1 to 15 characters (it may become an interface name)"));
-    }
-    if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
-        return Err(format!("port name '{name}' may only hold letters, digits, '-' and '_'"));
-    }
-    Ok(())
+    crate::names::valid_name("port name", name, 15)
 }
 
 impl PortSpec {

@@ -349,6 +349,9 @@ fn rejected_commands_say_why_and_change_nothing() {
         (vec!["add-flow", "tp_dst=80,actions=drop"], "tcp, udp"),
         (vec!["del-flows", "in_port=zz"], "no port named 'zz'"),
         (vec!["port-stats", "nope"], "no port named 'nope'"),
+        (vec!["add-port", "_x", "null"], "starting with a letter or a digit"),
+        (vec!["set-port", "vm1", "bandwidth_bps=1e-400"], "bandwidth_bps=1e-400: not a whole number"),
+        (vec!["set-port", "vm1", "bandwidth_bps=20T"], "bandwidth_bps=20T: not a number"),
     ] {
         let (ok, _, err) = sw.cli(&args);
         assert!(!ok, "{args:?} should fail");
