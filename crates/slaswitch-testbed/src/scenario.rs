@@ -1032,20 +1032,16 @@ fn check_scheduler(name: Option<&str>, c: &Checker, at: &[Seg]) -> Result<(), Sc
     }
 }
 
-/// Bits per second from "10gbps", "800mbps", "100kbps" or a plain number.
+/// Bits per second from "10gbps", "800mbps", "100kbps" or a plain number: the switch's own
+/// exact reading of rates, with the "bps" of the scenario files' spelling.
 pub fn parse_rate_bps(s: &str) -> Result<u64, String> {
-    let lower = s.to_ascii_lowercase();
-    for (suffix, scale) in [("gbps", 1e9), ("mbps", 1e6), ("kbps", 1e3), ("bps", 1.0), ("", 1.0)] {
-        if let Some(num) = lower.strip_suffix(suffix) {
-            if let Ok(v) = num.trim().parse::<f64>() {
-                if v > 0.0 && v.is_finite() {
-                    return Ok((v * scale) as u64);
-                }
-                return Err(format!("rate '{s}' must be positive"));
-            }
-        }
+    let lower = s.trim().to_ascii_lowercase();
+    let num = lower.strip_suffix("bps").unwrap_or(&lower);
+    match slaswitch_datapath::bandwidth::parse_rate_bps("rate", num) {
+        Ok(0) => Err(format!("rate '{s}' must be positive")),
+        Ok(bps) => Ok(bps),
+        Err(_) => Err(format!("rate '{s}': a whole number of bits per second, e.g. 10gbps or 800mbps")),
     }
-    Err(format!("rate '{s}': use e.g. 10gbps or 800mbps"))
 }
 
 /// One configuration to run: a label for the samples, the switch, and the scenario as that

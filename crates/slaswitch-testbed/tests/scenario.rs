@@ -191,3 +191,15 @@ fn changes_and_targets_are_checked() {
     let ok = format!("{target}expected_mbps = 100\n");
     parse("t.toml", &ok).expect("a target for all VMs");
 }
+
+#[test]
+fn line_rates_are_read_exactly_as_the_switch_reads_rates() {
+    use slaswitch_testbed::scenario::parse_rate_bps;
+    assert_eq!(parse_rate_bps("1gbps"), Ok(1_000_000_000));
+    assert_eq!(parse_rate_bps("500Mbps"), Ok(500_000_000));
+    assert_eq!(parse_rate_bps("2.5gbps"), Ok(2_500_000_000));
+    assert_eq!(parse_rate_bps("1000"), Ok(1000));
+    for bad in ["0bps", "1e-400bps", "0.5", "fast", "20tbps"] {
+        assert!(parse_rate_bps(bad).is_err(), "{bad}");
+    }
+}
