@@ -1,5 +1,7 @@
-//! The persisted configuration: tenants, ports and flows, written atomically (temp file + rename) after
-//! every change that succeeded, and replayed at start so the daemon restarts into the same state.
+//! The persisted configuration: tenants, ports and flows, written atomically (temp file, fsync,
+//! rename, fsync of the directory) after every change that succeeded, and replayed at start so
+//! the daemon restarts into the same state. A file that does not parse is never overwritten:
+//! the daemon refuses to start and keeps a copy of it aside.
 
 use std::path::{Path, PathBuf};
 
@@ -34,31 +36,74 @@ impl ConfigStore {
         &self.path
     }
 
-    /// Reads the file; an absent file is an empty configuration.
+    /// Reads the file; an absent file is an empty configuration. A corrupt or truncated file is
+    /// refused, and a copy of it is kept beside it (`NAME.corrupt-UNIXSECS`).
     pub fn load(&self) -> Result<SavedConfig, String> {
-        match std::fs::read_to_string(&self.path) {
-            Ok(text) => serde_json::from_str(&text)
-                .map_err(|e| format!("{} is not a valid slaswitch configuration: {e}", self.path.display())),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(SavedConfig::default()),
-            Err(e) => Err(format!("cannot read {}: {e}", self.path.display())),
-        }
+        let text = match std::fs::read_to_string(&self.path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(SavedConfig::default()),
+            Err(e) => return Err(format!("cannot read {}: {e}", self.path.display())),
+        };
+        serde_json::from_str(&text).map_err(|e| {
+            let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+            let aside = PathBuf::from(format!("{}.corrupt-{secs}", self.path.display()));
+            let kept = match std::fs::copy(&self.path, &aside) {
+                Ok(_) => format!("a copy is kept at {}", aside.display()),
+                Err(c) => format!("no copy could be kept ({c})"),
+            };
+            format!(
+                "{} is not a valid slaswitch configuration ({e}); {kept}; the daemon will not overwrite it: fix or remove it to start",
+                self.path.display()
+            )
+        })
     }
 
-    /// Writes the file atomically (a temporary file, then a rename).
+    /// Writes the file atomically and durably: a temporary file, synced, renamed over the old
+    /// one, and the directory synced so the rename survives a power cut.
     pub fn save(&self, config: &SavedConfig) -> Result<(), String> {
-        if let Some(dir) = self.path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        }
+        use std::io::Write;
+        let dir = self.path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         let tmp = self.path.with_extension("tmp");
         let text = serde_json::to_string_pretty(config).expect("config serialises");
-        std::fs::write(&tmp, text).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
-        std::fs::rename(&tmp, &self.path).map_err(|e| format!("cannot replace {}: {e}", self.path.display()))
+        let write = || -> std::io::Result<()> {
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(text.as_bytes())?;
+            f.sync_all()
+        };
+        write().map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+        std::fs::rename(&tmp, &self.path).map_err(|e| format!("cannot replace {}: {e}", self.path.display()))?;
+        std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(|e| format!("cannot sync {}: {e}", dir.display()))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_corrupt_or_truncated_file_is_refused_kept_aside_and_never_overwritten() {
+        let dir = std::env::temp_dir().join(format!("slaswitch-config-bad-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("conf.json");
+        for text in ["{\"ports\": [{\"name\": \"vm1\", \"ty", "\u{0}\u{0}garbage"] {
+            std::fs::write(&path, text).unwrap();
+            let e = ConfigStore::new(path.clone()).load().unwrap_err();
+            assert!(e.contains("is not a valid slaswitch configuration") && e.contains("will not overwrite"), "{e}");
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), text, "the file is left as it was");
+            let copies: Vec<_> = std::fs::read_dir(&dir)
+                .unwrap()
+                .filter_map(|e| e.ok())
+                .filter(|e| e.file_name().to_string_lossy().starts_with("conf.json.corrupt-"))
+                .collect();
+            assert!(!copies.is_empty(), "a copy is kept aside");
+            assert_eq!(std::fs::read_to_string(copies[0].path()).unwrap(), text);
+            for c in copies {
+                std::fs::remove_file(c.path()).unwrap();
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     /// A configuration file as earlier versions wrote it still loads, unchanged: its format
     /// is the persisted contract, whatever the control protocol does.
