@@ -290,7 +290,7 @@ pub fn run(cfg: &DcConfig, capture: Option<(u32, usize)>, progress: &(dyn Fn(u32
                 }
             },
         );
-        if let Some((when, n)) = capture.filter(|&(when, n)| when == t && n > 0) {
+        if let Some((_, n)) = capture.filter(|&(when, n)| when == t && n > 0) {
             let offered = |s: usize| flows[s * per..(s + 1) * per].iter().map(|f| f.demand.demand_bps).sum::<f64>();
             let mut busiest: Vec<usize> = (0..cfg.servers).collect();
             busiest.sort_by(|&a, &b| offered(b).total_cmp(&offered(a)));
@@ -298,7 +298,6 @@ pub fn run(cfg: &DcConfig, capture: Option<(u32, usize)>, progress: &(dyn Fn(u32
                 .iter()
                 .map(|&s| (s, flows[s * per..(s + 1) * per].iter().map(|f| f.demand).collect()))
                 .collect();
-            let _ = when;
         }
         // Ingress: every server shares its link among what the egresses sent it.
         group_by_destination(&flows, cfg.servers, &mut by_dst, &mut offsets);
