@@ -362,6 +362,42 @@ fn rejected_commands_say_why_and_change_nothing() {
     sw.ok(&["add-port", "x", "null"]);
 }
 
+/// A client that connects and sends nothing holds up no one, and a request without end is
+/// cut at the limit with an answer.
+#[test]
+fn a_silent_or_endless_client_delays_no_other_command() {
+    use std::io::{Read, Write};
+    let _serial = serial();
+    if !can_run() {
+        return;
+    }
+    let sw = Switch::start("silent", &[]);
+    let mut silent = std::os::unix::net::UnixStream::connect(sw.socket()).unwrap();
+    sw.ok(&["add-port", "vm1", "null"]);
+    assert!(sw.ok(&["show"]).contains("vm1"));
+    // The silent client is still connected and unanswered: the commands did not wait for it
+    // to be timed out.
+    silent.set_nonblocking(true).unwrap();
+    let mut buf = [0u8; 256];
+    assert!(
+        matches!(silent.read(&mut buf), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "the silent client was answered (timed out) before the other commands ran"
+    );
+    let mut endless = std::os::unix::net::UnixStream::connect(sw.socket()).unwrap();
+    let chunk = vec![b'x'; 64 * 1024];
+    let mut sent = 0;
+    while sent <= (1 << 20) {
+        if endless.write_all(&chunk).is_err() {
+            break;
+        }
+        sent += chunk.len();
+    }
+    let mut reply = String::new();
+    let _ = endless.read_to_string(&mut reply);
+    assert!(reply.contains("longer than 1048576 bytes"), "{reply}");
+    assert!(sw.ok(&["show"]).contains("vm1"), "the daemon still serves");
+}
+
 fn sh(cmd: &str) -> (bool, String) {
     let out = std::process::Command::new("sh").arg("-c").arg(cmd).output().unwrap();
     (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))

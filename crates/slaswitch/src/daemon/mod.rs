@@ -297,6 +297,35 @@ pub fn install_signal_handlers() {
     }
 }
 
+/// The longest request line the control socket reads, bytes.
+pub const MAX_REQUEST_BYTES: u64 = 1 << 20;
+/// Control connections served at once; more are answered "busy" at once.
+pub const MAX_CONNECTIONS: usize = 64;
+/// How long a client may take to send its request, or to take its reply.
+const CLIENT_DEADLINE: Duration = Duration::from_secs(10);
+
+/// Reads one request (at most `MAX_REQUEST_BYTES`, within `CLIENT_DEADLINE`), handles it and
+/// always replies.
+fn serve_connection(daemon: &Mutex<Daemon>, stream: std::os::unix::net::UnixStream) {
+    stream.set_nonblocking(false).ok();
+    stream.set_read_timeout(Some(CLIENT_DEADLINE)).ok();
+    stream.set_write_timeout(Some(CLIENT_DEADLINE)).ok();
+    let mut line = String::new();
+    let mut reader = BufReader::new(&stream).take(MAX_REQUEST_BYTES + 1);
+    let reply = match reader.read_line(&mut line) {
+        Ok(n) if n as u64 > MAX_REQUEST_BYTES => {
+            Reply::Err(format!("the request is longer than {MAX_REQUEST_BYTES} bytes"))
+        }
+        Ok(_) => match parse_request(&line) {
+            Ok(req) => daemon.lock().expect("daemon lock").handle(req),
+            Err(e) => Reply::Err(e),
+        },
+        Err(e) => Reply::Err(format!("cannot read the request: {e}")),
+    };
+    let mut w = &stream;
+    let _ = writeln!(w, "{}", serde_json::to_string(&reply).expect("replies serialise"));
+}
+
 /// Serves the control socket, the sampler and (optionally) metrics until a signal arrives.
 pub fn serve(daemon: Daemon, socket: PathBuf, metrics_addr: Option<String>) -> Result<(), String> {
     let _ = std::fs::remove_file(&socket);
@@ -342,25 +371,32 @@ pub fn serve(daemon: Daemon, socket: PathBuf, metrics_addr: Option<String>) -> R
         }
     };
 
+    let open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     while !STOP.load(Ordering::SeqCst) {
         match listener.accept() {
             Ok((stream, _)) => {
-                stream.set_nonblocking(false).ok();
-                stream.set_read_timeout(Some(Duration::from_secs(10))).ok();
-                let mut line = String::new();
-                let mut reader = BufReader::new(&stream);
-                let reply = match reader.read_line(&mut line) {
-                    Ok(_) => match parse_request(&line) {
-                        Ok(req) => daemon.lock().expect("daemon lock").handle(req),
-                        Err(e) => Reply::Err(e),
-                    },
-                    Err(e) => Reply::Err(format!("cannot read the request: {e}")),
-                };
-                let mut w = &stream;
-                let _ = writeln!(w, "{}", serde_json::to_string(&reply).expect("replies serialise"));
+                // Every connection on its own thread: a slow or silent client delays nobody;
+                // the lock is taken only to handle a request already read.
+                if open.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
+                    open.fetch_sub(1, Ordering::SeqCst);
+                    let mut w = &stream;
+                    let busy = Reply::Err(format!("slaswitchd is serving {MAX_CONNECTIONS} connections; try again"));
+                    let _ = writeln!(w, "{}", serde_json::to_string(&busy).expect("replies serialise"));
+                    continue;
+                }
+                let (daemon, open) = (daemon.clone(), open.clone());
+                std::thread::spawn(move || {
+                    serve_connection(&daemon, stream);
+                    open.fetch_sub(1, Ordering::SeqCst);
+                });
             }
             Err(_) => std::thread::sleep(Duration::from_millis(20)),
         }
+    }
+    // Connections still open end within their deadline; the data plane shuts down after them.
+    let waited = std::time::Instant::now();
+    while open.load(Ordering::SeqCst) > 0 && waited.elapsed() < CLIENT_DEADLINE + Duration::from_secs(1) {
+        std::thread::sleep(Duration::from_millis(20));
     }
     let _ = sampler.join();
     if let Some(m) = metrics {
