@@ -153,6 +153,18 @@ fn parse_bytes(key: &str, v: &str) -> Result<u64, String> {
     parse_rate_bps(key, v).ok().filter(|&b| b > 0).ok_or_else(|| format!("{key}: size '{v}': bytes, e.g. 32k or 500M"))
 }
 
+/// A guarantee as `link_guarantee` writes it, in bits/s, bytes and seconds; what
+/// [`parse_guarantee`] reads back.
+pub fn guarantee_text(g: &Guarantee) -> String {
+    match *g {
+        Guarantee::Strict { rate_bps } => format!("strict:{rate_bps}"),
+        Guarantee::Dynamic { total_bytes, duration_ns } => {
+            format!("dynamic:{total_bytes},{}", duration_ns as f64 / 1e9)
+        }
+        Guarantee::Fairness => "fairness".into(),
+    }
+}
+
 /// `strict:RATE`, `dynamic:SIZE,SECONDS` or `fairness`.
 pub fn parse_guarantee(v: &str) -> Result<Guarantee, String> {
     let bad = |why: &str| format!("link_guarantee={v}: {why}; strict:RATE, dynamic:SIZE,SECONDS or fairness");

@@ -15,6 +15,8 @@
 //! [`overcommit`] is SoftBW's failure model of over-committed guarantees (seed 003 Sec. 2.2),
 //! which the simulator and a provider's placement use.
 //!
+//! [`pricing`] is SoftBW's usage-based charge per billing cycle (seed 003 Sec. 3.3).
+//!
 //! [`meter`] holds the baselines the seeds compare against: srTCM, trTCM and a packet-rate
 //! bucket applied after rx, the way OVS ingress policing works.
 
@@ -23,6 +25,7 @@ pub mod egress;
 pub mod link;
 pub mod meter;
 pub mod overcommit;
+pub mod pricing;
 pub mod timer_wheel;
 
 /// Nanoseconds per second, used when converting rates in bits or bytes per second.

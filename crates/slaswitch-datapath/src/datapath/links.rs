@@ -171,7 +171,6 @@ impl Datapath {
 
     /// The scheduler of paced port `name` and every VM in it.
     pub fn link_stats(&self, name: &str) -> Result<LinkStats, String> {
-        use slaswitch_qos::egress::softbw::Guarantee;
         let entry = self.ports.get(name).ok_or_else(|| format!("no port named '{name}'"))?;
         let link = entry
             .paced
@@ -193,13 +192,7 @@ impl Datapath {
                 weight: policy.weight,
                 min_bps: policy.min_bps,
                 max_bps: policy.max_bps,
-                guarantee: match policy.guarantee {
-                    Guarantee::Strict { rate_bps } => format!("strict:{rate_bps}"),
-                    Guarantee::Dynamic { total_bytes, duration_ns } => {
-                        format!("dynamic:{total_bytes},{}", duration_ns as f64 / 1e9)
-                    }
-                    Guarantee::Fairness => "fairness".into(),
-                },
+                guarantee: crate::link_policy::guarantee_text(&policy.guarantee),
                 tenant: tenant_name(policy.tenant),
                 queue_limit: policy.limit_packets,
                 queued_frames: view.packets,

@@ -6,6 +6,7 @@ use clap::Parser;
 
 use slaswitch::control::{DEFAULT_MODEL_PATH, DEFAULT_RUN_DIR, SOCKET_NAME};
 use slaswitch::daemon::{config::ConfigStore, install_signal_handlers, serve, Daemon};
+use slaswitch_cluster::agent::AgentSettings;
 use slaswitch_datapath::probe::ProbeSettings;
 use slaswitch_datapath::{Datapath, DatapathSettings};
 use slaswitch_qos::cpu::C2tbConfig;
@@ -75,6 +76,27 @@ struct Cli {
     /// Let EAL scan the PCI bus (for `dpdk` ports).
     #[arg(long)]
     pci: bool,
+    /// etcd client URLs, comma-separated: run the cluster agent (purchases from
+    /// `slaswitch-master`, usage reports for billing). Needs --host-id.
+    #[arg(long, value_delimiter = ',', requires = "host_id")]
+    etcd: Vec<String>,
+    /// This host's id in the cluster.
+    #[arg(long, requires = "etcd", value_parser = parse_host_id)]
+    host_id: Option<String>,
+    /// The cluster's key prefix in etcd.
+    #[arg(long, default_value = slaswitch_cluster::keys::DEFAULT_PREFIX)]
+    etcd_prefix: String,
+    /// The billing cycle, milliseconds (100 to 3600000).
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(100..=3_600_000))]
+    billing_cycle_ms: u64,
+    /// The agent's lease in etcd, seconds (2 to 600): a switch silent this long is dead to the
+    /// master.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(i64).range(2..=600))]
+    lease_secs: i64,
+}
+
+fn parse_host_id(s: &str) -> Result<String, String> {
+    slaswitch_datapath::names::valid_name("host id", s, slaswitch_cluster::purchase::MAX_NAME).map(|()| s.to_string())
 }
 
 fn parse_bucket_depth_us(s: &str) -> Result<u64, String> {
@@ -130,5 +152,12 @@ fn run(cli: Cli) -> Result<(), String> {
         socket.display(),
         metrics.as_ref().map_or(String::new(), |m| format!(", metrics http://{m}/metrics"))
     );
-    serve(daemon, socket, metrics)
+    let agent = cli.host_id.map(|host| {
+        let mut a = AgentSettings::new(cli.etcd, host);
+        a.prefix = cli.etcd_prefix;
+        a.cycle_ms = cli.billing_cycle_ms;
+        a.lease_ttl_secs = cli.lease_secs;
+        a
+    });
+    serve(daemon, socket, metrics, agent)
 }

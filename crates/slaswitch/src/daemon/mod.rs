@@ -1,6 +1,7 @@
 //! slaswitchd: the data plane plus its control plane. Commands arrive on a Unix socket one at a
 //! time; each either succeeds whole (and is persisted) or changes nothing and says why.
 
+pub mod cluster_agent;
 pub mod config;
 mod link_view;
 pub mod metrics;
@@ -251,13 +252,18 @@ impl Daemon {
     /// The link half of every VM's purchase: its row on the uplink's scheduler (or the only
     /// paced port's).
     fn link_rows(&self) -> Vec<link_view::LinkVmRow> {
+        match self.uplink_stats() {
+            Some(now) => link_view::link_show(now, self.previous.as_ref(), self.latest.as_ref()).vms,
+            None => Vec::new(),
+        }
+    }
+
+    /// The scheduler of the uplink if it is paced, or of the only paced port.
+    fn uplink_stats(&self) -> Option<slaswitch_datapath::datapath::LinkStats> {
         let paced = self.dp.paced_ports();
         let uplink = self.dp.fallback_status().uplink.filter(|u| paced.contains(u));
-        let Some(name) = uplink.or_else(|| (paced.len() == 1).then(|| paced[0].clone())) else { return Vec::new() };
-        match self.dp.link_stats(&name) {
-            Ok(now) => link_view::link_show(now, self.previous.as_ref(), self.latest.as_ref()).vms,
-            Err(_) => Vec::new(),
-        }
+        let name = uplink.or_else(|| (paced.len() == 1).then(|| paced[0].clone()))?;
+        self.dp.link_stats(&name).ok()
     }
 
     fn interval_secs(&self) -> Option<f64> {
@@ -326,8 +332,14 @@ fn serve_connection(daemon: &Mutex<Daemon>, stream: std::os::unix::net::UnixStre
     let _ = writeln!(w, "{}", serde_json::to_string(&reply).expect("replies serialise"));
 }
 
-/// Serves the control socket, the sampler and (optionally) metrics until a signal arrives.
-pub fn serve(daemon: Daemon, socket: PathBuf, metrics_addr: Option<String>) -> Result<(), String> {
+/// Serves the control socket, the sampler, (optionally) metrics and the cluster agent until a
+/// signal arrives.
+pub fn serve(
+    daemon: Daemon,
+    socket: PathBuf,
+    metrics_addr: Option<String>,
+    agent: Option<slaswitch_cluster::agent::AgentSettings>,
+) -> Result<(), String> {
     let _ = std::fs::remove_file(&socket);
     let listener = UnixListener::bind(&socket).map_err(|e| format!("cannot listen on {}: {e}", socket.display()))?;
     listener.set_nonblocking(true).map_err(|e| e.to_string())?;
@@ -371,6 +383,9 @@ pub fn serve(daemon: Daemon, socket: PathBuf, metrics_addr: Option<String>) -> R
         }
     };
 
+    let agent_stop = Arc::new(AtomicBool::new(false));
+    let agent = agent.map(|settings| cluster_agent::spawn(daemon.clone(), settings, agent_stop.clone()));
+
     let open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     while !STOP.load(Ordering::SeqCst) {
         match listener.accept() {
@@ -392,6 +407,12 @@ pub fn serve(daemon: Daemon, socket: PathBuf, metrics_addr: Option<String>) -> R
             }
             Err(_) => std::thread::sleep(Duration::from_millis(20)),
         }
+    }
+    // The agent reports the last partial cycle and gives its lease back while the data plane
+    // still counts.
+    agent_stop.store(true, Ordering::SeqCst);
+    if let Some(a) = agent {
+        let _ = a.join();
     }
     // Connections still open end within their deadline; the data plane shuts down after them.
     let waited = std::time::Instant::now();

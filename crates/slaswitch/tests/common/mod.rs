@@ -35,6 +35,7 @@ pub fn can_run() -> bool {
 pub const DAEMON: &str = env!("CARGO_BIN_EXE_slaswitchd");
 pub const CLI: &str = env!("CARGO_BIN_EXE_slaswitch");
 pub const TENANT: &str = env!("CARGO_BIN_EXE_slaswitch-tenant");
+pub const MASTER: &str = env!("CARGO_BIN_EXE_slaswitch-master");
 
 pub struct Switch {
     pub dir: PathBuf,
@@ -102,6 +103,19 @@ impl Switch {
 
     pub fn restart(&mut self) {
         self.stop();
+        self.spawn();
+    }
+
+    /// Kills the daemon with SIGKILL and leaves it down.
+    pub fn crash(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts a daemon that was crashed.
+    pub fn start_again(&mut self) {
         self.spawn();
     }
 

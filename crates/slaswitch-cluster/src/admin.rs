@@ -1,0 +1,189 @@
+//! The operator's verbs on the cluster: buy, change and release a VM's purchase; list hosts and
+//! VMs. Each is one etcd transaction, checked first with the switch's own validation, so a bad
+//! purchase is refused before any host sees it.
+
+use std::collections::BTreeMap;
+
+use etcd_client::{Client, Compare, CompareOp, GetOptions, Txn, TxnOp};
+use serde::Serialize;
+
+use crate::etcd::e;
+use crate::keys::Keys;
+use crate::master::to_json;
+use crate::purchase::{unix_ns, Enforcement, HostInfo, Purchase, Status};
+use crate::store::{Record, Store};
+
+/// The host whose port announces `vm`, if any.
+async fn announced_on(client: &mut Client, keys: &Keys, vm: &str) -> Result<Option<String>, String> {
+    let got = client.get(keys.hosts(), Some(GetOptions::new().with_prefix().with_keys_only())).await.map_err(e)?;
+    for kv in got.kvs() {
+        if let Some((host, "ports", name)) = keys.parse_host_key(kv.key_str().map_err(e)?) {
+            if name == vm {
+                return Ok(Some(host.to_string()));
+            }
+        }
+    }
+    Ok(None)
+}
+
+async fn purchase_of(client: &mut Client, keys: &Keys, vm: &str) -> Result<(i64, Purchase), String> {
+    let got = client.get(keys.vm(vm), None).await.map_err(e)?;
+    let kv = got.kvs().first().ok_or_else(|| format!("vm {vm}: nothing is bought for it"))?;
+    let p = serde_json::from_slice(kv.value()).map_err(|err| format!("{}: not a purchase: {err}", keys.vm(vm)))?;
+    Ok((kv.mod_revision(), p))
+}
+
+/// Buys `purchase`; it goes at once to its host (given, or the one whose port announces it).
+/// Refused if the VM already has a purchase.
+pub async fn buy(client: &mut Client, keys: &Keys, mut purchase: Purchase) -> Result<Purchase, String> {
+    purchase.validate()?;
+    if purchase.host.is_none() {
+        purchase.host = announced_on(client, keys, &purchase.vm).await?;
+    }
+    let mut ops = vec![TxnOp::put(keys.vm(&purchase.vm), to_json(&purchase), None)];
+    if let Some(host) = &purchase.host {
+        ops.push(TxnOp::put(keys.guarantee(host, &purchase.vm), to_json(&enforcement(&purchase)?), None));
+    }
+    let txn = Txn::new().when([Compare::version(keys.vm(&purchase.vm), CompareOp::Equal, 0)]).and_then(ops);
+    if !client.txn(txn).await.map_err(e)?.succeeded() {
+        let (_, held) = purchase_of(client, keys, &purchase.vm).await?;
+        return Err(format!(
+            "vm {}: already bought by tenant {} ({}); use set-guarantee, or release it first",
+            purchase.vm, held.tenant, held.guarantee
+        ));
+    }
+    Ok(purchase)
+}
+
+/// The enforcement of a new purchase: all of it (nothing is sent yet).
+fn enforcement(p: &Purchase) -> Result<Enforcement, String> {
+    Ok(Enforcement {
+        vm: p.vm.clone(),
+        options: p.enforcement_options(&p.link_guarantee()?),
+        issued_unix_ns: unix_ns(),
+    })
+}
+
+/// Changes a VM's guarantee (a dynamic one starts counting again now) and, when given, its
+/// cycle purchase.
+pub async fn set_guarantee(
+    client: &mut Client,
+    keys: &Keys,
+    vm: &str,
+    guarantee: &str,
+    cycles: Option<BTreeMap<String, String>>,
+) -> Result<Purchase, String> {
+    let (revision, mut p) = purchase_of(client, keys, vm).await?;
+    p.guarantee = guarantee.to_string();
+    if let Some(c) = cycles {
+        p.cycles = c;
+    }
+    p.bought_unix_ms = unix_ns() / 1_000_000;
+    p.validate()?;
+    let mut ops = vec![TxnOp::put(keys.vm(vm), to_json(&p), None)];
+    if let Some(host) = &p.host {
+        ops.push(TxnOp::put(keys.guarantee(host, vm), to_json(&enforcement(&p)?), None));
+    }
+    let txn = Txn::new().when([Compare::mod_revision(keys.vm(vm), CompareOp::Equal, revision)]).and_then(ops);
+    if !client.txn(txn).await.map_err(e)?.succeeded() {
+        return Err(format!("vm {vm}: its purchase changed meanwhile; try again"));
+    }
+    Ok(p)
+}
+
+/// Ends a VM's purchase; its host puts the port back to the switch's defaults.
+pub async fn release(client: &mut Client, keys: &Keys, vm: &str) -> Result<Purchase, String> {
+    let (revision, p) = purchase_of(client, keys, vm).await?;
+    let mut ops = vec![TxnOp::delete(keys.vm(vm), None)];
+    if let Some(host) = &p.host {
+        ops.push(TxnOp::delete(keys.guarantee(host, vm), None));
+    }
+    let txn = Txn::new().when([Compare::mod_revision(keys.vm(vm), CompareOp::Equal, revision)]).and_then(ops);
+    if !client.txn(txn).await.map_err(e)?.succeeded() {
+        return Err(format!("vm {vm}: its purchase changed meanwhile; try again"));
+    }
+    Ok(p)
+}
+
+/// A host as `hosts` shows it.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct HostView {
+    /// Its id.
+    pub host: String,
+    /// It holds its lease.
+    pub alive: bool,
+    /// Its agent's last (re)connection, Unix milliseconds.
+    pub since_unix_ms: Option<u64>,
+    /// The VM ports it announces.
+    pub ports: Vec<String>,
+    /// Purchases it is asked to enforce.
+    pub guarantees: usize,
+    /// Of those, applied and refused.
+    pub applied: usize,
+    /// Refused.
+    pub refused: usize,
+}
+
+/// Every host with keys in etcd.
+pub async fn hosts(client: &mut Client, keys: &Keys) -> Result<Vec<HostView>, String> {
+    let got = client.get(keys.hosts(), Some(GetOptions::new().with_prefix())).await.map_err(e)?;
+    let mut hosts: BTreeMap<String, HostView> = BTreeMap::new();
+    for kv in got.kvs() {
+        let Some((host, kind, name)) = keys.parse_host_key(kv.key_str().map_err(e)?) else { continue };
+        let h = hosts.entry(host.to_string()).or_insert_with(|| HostView { host: host.into(), ..HostView::default() });
+        match kind {
+            "alive" => {
+                h.alive = true;
+                h.since_unix_ms = serde_json::from_slice::<HostInfo>(kv.value()).ok().map(|i| i.since_unix_ms);
+            }
+            "ports" => h.ports.push(name.to_string()),
+            "guarantees" => h.guarantees += 1,
+            "status" => match serde_json::from_slice::<Status>(kv.value()).map(|s| s.state) {
+                Ok(s) if s == "applied" => h.applied += 1,
+                Ok(s) if s == "refused" => h.refused += 1,
+                _ => {}
+            },
+            _ => {}
+        }
+    }
+    Ok(hosts.into_values().collect())
+}
+
+/// A VM as `vms` shows it.
+#[derive(Clone, Debug, Serialize)]
+pub struct VmView {
+    /// What was bought.
+    #[serde(flatten)]
+    pub purchase: Purchase,
+    /// Its host's answer.
+    pub status: Option<Status>,
+    /// Its host holds its lease.
+    pub host_alive: bool,
+    /// Its latest billed cycle.
+    pub latest: Option<Record>,
+}
+
+/// Every purchase with its host's answer and its latest billed cycle (from `store`, if given).
+pub async fn vms(client: &mut Client, keys: &Keys, store: Option<&mut Store>) -> Result<Vec<VmView>, String> {
+    let got = client.get(keys.vms(), Some(GetOptions::new().with_prefix())).await.map_err(e)?;
+    let purchases: Vec<Purchase> = got.kvs().iter().filter_map(|kv| serde_json::from_slice(kv.value()).ok()).collect();
+    let now_ms = unix_ns() / 1_000_000;
+    let recent = match store {
+        Some(s) => s.records(None, now_ms.saturating_sub(10_000), now_ms + 60_000)?,
+        None => Vec::new(),
+    };
+    let mut views = Vec::new();
+    for p in purchases {
+        let (status, host_alive) = match &p.host {
+            Some(h) => {
+                let s = client.get(keys.status(h, &p.vm), None).await.map_err(e)?;
+                let a = client.get(keys.alive(h), None).await.map_err(e)?;
+                (s.kvs().first().and_then(|kv| serde_json::from_slice(kv.value()).ok()), !a.kvs().is_empty())
+            }
+            None => (None, false),
+        };
+        let latest = recent.iter().rev().find(|r| r.vm == p.vm).cloned();
+        views.push(VmView { purchase: p, status, host_alive, latest });
+    }
+    Ok(views)
+}

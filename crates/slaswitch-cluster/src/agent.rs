@@ -1,0 +1,358 @@
+//! The agent in every switch (seed 003 Sec. 4.1, Fig. 4): it watches what the master wants its
+//! host to enforce, applies it to the switch (which admits or refuses it whole), answers in
+//! etcd, announces the VM ports it has, keeps a lease so the master sees it alive, and reports
+//! every billing cycle what each VM sent.
+//!
+//! etcd going away changes nothing in the switch: it keeps enforcing what it last applied, the
+//! agent keeps measuring cycles into a bounded queue, and on reconnection it re-announces
+//! itself, catches up with what changed, and sends the queued reports.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use etcd_client::{Client, EventType, GetOptions, PutOptions, WatchOptions};
+
+use crate::etcd::{connect, e};
+use crate::keys::Keys;
+use crate::purchase::{release_options, unix_ns, Enforcement, HostInfo, Status};
+use crate::usage::{Deltas, UsageReport, VmCounters};
+
+/// What the agent needs of a switch. The data plane implements it over the daemon; the scale
+/// simulation implements it with counters.
+pub trait LocalSwitch: Send + Sync + 'static {
+    /// The ports that are VMs (not uplinks).
+    fn vm_ports(&self) -> Vec<String>;
+    /// Sets `options` on port `vm`, exactly as `slaswitch set-port` does: whole or not at all.
+    fn apply(&self, vm: &str, options: &BTreeMap<String, String>) -> Result<(), String>;
+    /// Every VM's cumulative counters.
+    fn counters(&self) -> Vec<VmCounters>;
+}
+
+/// How an agent runs.
+#[derive(Clone, Debug)]
+pub struct AgentSettings {
+    /// etcd's client URLs.
+    pub endpoints: Vec<String>,
+    /// This host's id.
+    pub host: String,
+    /// The cluster's key prefix.
+    pub prefix: String,
+    /// The lease's time to live: a host silent this long is dead to the master.
+    pub lease_ttl_secs: i64,
+    /// The billing cycle (seed 003 Sec. 3.3: per second).
+    pub cycle_ms: u64,
+    /// Reports kept while etcd cannot be reached; older ones are dropped first.
+    pub max_pending_reports: usize,
+}
+
+impl AgentSettings {
+    /// Defaults: 5 s lease, 1 s cycle, an hour of reports kept offline.
+    pub fn new(endpoints: Vec<String>, host: String) -> AgentSettings {
+        AgentSettings {
+            endpoints,
+            host,
+            prefix: crate::keys::DEFAULT_PREFIX.into(),
+            lease_ttl_secs: 5,
+            cycle_ms: 1000,
+            max_pending_reports: 3600,
+        }
+    }
+}
+
+struct Wanted {
+    revision: i64,
+    enforcement: Enforcement,
+}
+
+struct Applied {
+    revision: i64,
+    /// The options in force on the port (a refusal keeps the previous ones).
+    options: BTreeMap<String, String>,
+}
+
+/// One host's agent.
+pub struct Agent<S: LocalSwitch> {
+    settings: AgentSettings,
+    keys: Keys,
+    switch: Arc<S>,
+    wanted: BTreeMap<String, Wanted>,
+    applied: BTreeMap<String, Applied>,
+    statuses: BTreeMap<String, Status>,
+    /// Statuses to write (`None`: delete).
+    dirty: BTreeMap<String, Option<Status>>,
+    ports: BTreeSet<String>,
+    announced: BTreeSet<String>,
+    deltas: Deltas,
+    pending: VecDeque<UsageReport>,
+    last_sample: Instant,
+    next_cycle_ms: u64,
+    last_cycle: u64,
+    /// Reports dropped because etcd was away too long.
+    pub dropped_reports: u64,
+}
+
+fn unix_ms() -> u64 {
+    unix_ns() / 1_000_000
+}
+
+const TICK: Duration = Duration::from_millis(50);
+
+impl<S: LocalSwitch> Agent<S> {
+    /// An agent for `switch`.
+    pub fn new(settings: AgentSettings, switch: Arc<S>) -> Agent<S> {
+        let keys = Keys::new(&settings.prefix);
+        let next_cycle_ms = (unix_ms() / settings.cycle_ms + 1) * settings.cycle_ms;
+        Agent {
+            settings,
+            keys,
+            switch,
+            wanted: BTreeMap::new(),
+            applied: BTreeMap::new(),
+            statuses: BTreeMap::new(),
+            dirty: BTreeMap::new(),
+            ports: BTreeSet::new(),
+            announced: BTreeSet::new(),
+            deltas: Deltas::default(),
+            pending: VecDeque::new(),
+            last_sample: Instant::now(),
+            next_cycle_ms,
+            last_cycle: 0,
+            dropped_reports: 0,
+        }
+    }
+
+    /// Runs until `stop`; then reports the last partial cycle and gives its lease back, so the
+    /// master sees the host leave at once.
+    pub async fn run(mut self, stop: Arc<AtomicBool>) {
+        let mut backoff = Duration::from_millis(200);
+        while !stop.load(Ordering::SeqCst) {
+            match self.session(&stop).await {
+                Ok(()) => return,
+                Err(err) => tracing::warn!(
+                    "agent {}: etcd: {err}; enforcing what was last applied, {} reports queued",
+                    self.settings.host,
+                    self.pending.len()
+                ),
+            }
+            let until = Instant::now() + backoff;
+            while Instant::now() < until && !stop.load(Ordering::SeqCst) {
+                self.step();
+                tokio::time::sleep(TICK).await;
+            }
+            backoff = (backoff * 2).min(Duration::from_secs(3));
+        }
+    }
+
+    /// One connection to etcd, until it fails or `stop`.
+    async fn session(&mut self, stop: &AtomicBool) -> Result<(), String> {
+        let mut client = connect(&self.settings.endpoints).await?;
+        let lease = client.lease_grant(self.settings.lease_ttl_secs, None).await.map_err(e)?.id();
+        let (mut keeper, mut alive_stream) = client.lease_keep_alive(lease).await.map_err(e)?;
+        let info =
+            HostInfo { host: self.settings.host.clone(), cycle_ms: self.settings.cycle_ms, since_unix_ms: unix_ms() };
+        let leased = || Some(PutOptions::new().with_lease(lease));
+        client.put(self.keys.alive(&self.settings.host), json(&info), leased()).await.map_err(e)?;
+        let prefix = self.keys.guarantees(&self.settings.host);
+        let got = client.get(prefix.as_str(), Some(GetOptions::new().with_prefix())).await.map_err(e)?;
+        let revision = got.header().map_or(0, |h| h.revision());
+        self.wanted.clear();
+        for kv in got.kvs() {
+            self.want(kv.key_str().map_err(e)?, kv.value(), kv.mod_revision());
+        }
+        // Keys under the old lease may be gone: write them again.
+        self.announced.clear();
+        self.dirty.extend(self.statuses.iter().map(|(vm, s)| (vm.clone(), Some(s.clone()))));
+        let opts = WatchOptions::new().with_prefix().with_start_revision(revision + 1);
+        let mut watch = client.watch(prefix.as_str(), Some(opts)).await.map_err(e)?;
+        tracing::info!("agent {}: connected to etcd, lease {lease:x}", self.settings.host);
+        let renew_every = Duration::from_millis((self.settings.lease_ttl_secs as u64 * 1000 / 3).max(100));
+        let mut renewed = Instant::now();
+        loop {
+            if stop.load(Ordering::SeqCst) {
+                self.sample(true);
+                self.flush(&mut client, lease).await?;
+                let _ = client.lease_revoke(lease).await;
+                return Ok(());
+            }
+            tokio::select! {
+                msg = watch.message() => {
+                    let msg = msg.map_err(e)?.ok_or("the watch ended")?;
+                    if msg.canceled() {
+                        return Err(format!("the watch was cancelled: {}", msg.cancel_reason()));
+                    }
+                    for ev in msg.events() {
+                        let Some(kv) = ev.kv() else { continue };
+                        let key = kv.key_str().map_err(e)?;
+                        match ev.event_type() {
+                            EventType::Put => self.want(key, kv.value(), kv.mod_revision()),
+                            EventType::Delete => {
+                                if let Some(vm) = key.strip_prefix(prefix.as_str()) {
+                                    self.wanted.remove(vm);
+                                }
+                            }
+                        }
+                    }
+                }
+                _ = tokio::time::sleep(TICK) => {}
+            }
+            if renewed.elapsed() >= renew_every {
+                keeper.keep_alive().await.map_err(e)?;
+                let ttl = alive_stream.message().await.map_err(e)?.map_or(0, |r| r.ttl());
+                if ttl <= 0 {
+                    return Err("the lease expired".into());
+                }
+                renewed = Instant::now();
+            }
+            self.step();
+            self.flush(&mut client, lease).await?;
+        }
+    }
+
+    /// Records what the master wants for the VM of `key`.
+    fn want(&mut self, key: &str, value: &[u8], revision: i64) {
+        let Some(vm) = key.strip_prefix(self.keys.guarantees(&self.settings.host).as_str()) else { return };
+        match serde_json::from_slice::<Enforcement>(value) {
+            Ok(enforcement) => {
+                self.wanted.insert(vm.to_string(), Wanted { revision, enforcement });
+            }
+            Err(err) => {
+                self.wanted.remove(vm);
+                let reason = format!("the enforcement at {key} is not readable: {err}");
+                self.answer(vm, "refused", Some(reason), revision, 0);
+            }
+        }
+    }
+
+    fn answer(&mut self, vm: &str, state: &str, reason: Option<String>, revision: i64, issued_unix_ns: u64) {
+        let same =
+            self.statuses.get(vm).is_some_and(|s| s.state == state && s.revision == revision && s.reason == reason);
+        if same {
+            return;
+        }
+        let status = Status { state: state.into(), reason, revision, issued_unix_ns, answered_unix_ns: unix_ns() };
+        self.statuses.insert(vm.to_string(), status.clone());
+        self.dirty.insert(vm.to_string(), Some(status));
+    }
+
+    /// Everything local: ports, enforcement, the billing cycle. Runs with or without etcd.
+    pub fn step(&mut self) {
+        self.ports = self.switch.vm_ports().into_iter().collect();
+        // A port that went away takes what was applied to it: a new port of that name starts
+        // from its own options.
+        let ports = &self.ports;
+        self.applied.retain(|vm, _| ports.contains(vm));
+        let mut todo = Vec::new();
+        for (vm, w) in &self.wanted {
+            if self.applied.get(vm).is_some_and(|a| a.revision == w.revision) {
+                continue;
+            }
+            todo.push((vm.clone(), w.revision, w.enforcement.options.clone(), w.enforcement.issued_unix_ns));
+        }
+        for (vm, revision, options, issued) in todo {
+            if !self.ports.contains(&vm) {
+                self.answer(&vm, "waiting", Some("no port of this name on the host yet".into()), revision, issued);
+                continue;
+            }
+            match self.switch.apply(&vm, &options) {
+                Ok(()) => {
+                    self.applied.insert(vm.clone(), Applied { revision, options });
+                    self.answer(&vm, "applied", None, revision, issued);
+                }
+                Err(reason) => {
+                    let before = self.applied.get(&vm).map(|a| a.options.clone()).unwrap_or_default();
+                    self.applied.insert(vm.clone(), Applied { revision, options: before });
+                    self.answer(&vm, "refused", Some(reason), revision, issued);
+                }
+            }
+        }
+        self.release_unwanted();
+        self.sample(false);
+    }
+
+    /// Purchases that were released: their options go back to the switch's defaults.
+    fn release_unwanted(&mut self) {
+        let released: Vec<String> = self.applied.keys().filter(|vm| !self.wanted.contains_key(*vm)).cloned().collect();
+        for vm in released {
+            let applied = self.applied.remove(&vm).expect("listed");
+            let reset = release_options(&applied.options);
+            if !reset.is_empty() {
+                if let Err(err) = self.switch.apply(&vm, &reset) {
+                    tracing::warn!("agent {}: releasing {vm}: {err}", self.settings.host);
+                }
+            }
+        }
+        let gone: Vec<String> = self.statuses.keys().filter(|vm| !self.wanted.contains_key(*vm)).cloned().collect();
+        for vm in gone {
+            self.statuses.remove(&vm);
+            self.dirty.insert(vm, None);
+        }
+    }
+
+    /// At the end of every cycle (or at once with `last`), what each VM sent since the last.
+    fn sample(&mut self, last: bool) {
+        let now_ms = unix_ms();
+        if now_ms < self.next_cycle_ms && !last {
+            return;
+        }
+        let cycle_ms = self.settings.cycle_ms;
+        // A cycle is named by its end, rounded up (a partial last cycle is the one it is in),
+        // and never twice: a record per VM per cycle is the billing store's key.
+        let cycle = now_ms.div_ceil(cycle_ms).max(self.last_cycle + 1);
+        self.last_cycle = cycle;
+        let vms = self.deltas.take(&self.switch.counters());
+        let secs = self.last_sample.elapsed().as_secs_f64();
+        self.last_sample = Instant::now();
+        self.next_cycle_ms = (now_ms / cycle_ms + 1) * cycle_ms;
+        if vms.is_empty() {
+            return;
+        }
+        self.pending.push_back(UsageReport {
+            host: self.settings.host.clone(),
+            cycle,
+            cycle_ms,
+            secs,
+            read_unix_ms: now_ms,
+            vms,
+        });
+        while self.pending.len() > self.settings.max_pending_reports {
+            self.pending.pop_front();
+            self.dropped_reports += 1;
+        }
+    }
+
+    /// Writes what changed: ports, answers, reports. A report leaves the queue once etcd has it.
+    async fn flush(&mut self, client: &mut Client, lease: i64) -> Result<(), String> {
+        let host = self.settings.host.clone();
+        let leased = || Some(PutOptions::new().with_lease(lease));
+        for vm in self.ports.difference(&self.announced).cloned().collect::<Vec<_>>() {
+            client.put(self.keys.port(&host, &vm), "{}", leased()).await.map_err(e)?;
+            self.announced.insert(vm);
+        }
+        for vm in self.announced.difference(&self.ports).cloned().collect::<Vec<_>>() {
+            client.delete(self.keys.port(&host, &vm), None).await.map_err(e)?;
+            self.announced.remove(&vm);
+        }
+        while let Some((vm, status)) = self.dirty.pop_first() {
+            let key = self.keys.status(&host, &vm);
+            let done = match &status {
+                Some(s) => client.put(key, json(s), leased()).await.map(|_| ()),
+                None => client.delete(key, None).await.map(|_| ()),
+            };
+            if let Err(err) = done {
+                self.dirty.insert(vm, status);
+                return Err(e(err));
+            }
+        }
+        while let Some(report) = self.pending.front() {
+            client.put(self.keys.usage_report(&host, report.cycle), json(report), None).await.map_err(e)?;
+            self.pending.pop_front();
+        }
+        Ok(())
+    }
+}
+
+fn json(v: &impl serde::Serialize) -> String {
+    serde_json::to_string(v).expect("cluster values serialise")
+}

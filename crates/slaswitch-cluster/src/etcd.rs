@@ -1,0 +1,22 @@
+//! Connecting to etcd, the same way everywhere: bounded connect and request times, so a dead
+//! etcd is noticed in seconds, not minutes.
+
+use std::time::Duration;
+
+use etcd_client::{Client, ConnectOptions};
+
+/// An etcd error as text.
+pub fn e(err: impl std::fmt::Display) -> String {
+    err.to_string()
+}
+
+/// Connects to the first of `endpoints` that answers.
+pub async fn connect(endpoints: &[String]) -> Result<Client, String> {
+    let opts = ConnectOptions::new()
+        .with_connect_timeout(Duration::from_secs(2))
+        .with_timeout(Duration::from_secs(5))
+        .with_keep_alive(Duration::from_secs(2), Duration::from_secs(2));
+    Client::connect(endpoints, Some(opts))
+        .await
+        .map_err(|err| format!("cannot reach etcd at {}: {err}", endpoints.join(",")))
+}

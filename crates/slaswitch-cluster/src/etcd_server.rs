@@ -1,0 +1,93 @@
+//! A private etcd (Debian's `etcd-server`) on loopback, for the tests and for the scale
+//! experiment when no cluster is given. Stopped, and its data removed, when dropped.
+
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running etcd.
+pub struct EtcdServer {
+    child: Option<Child>,
+    dir: PathBuf,
+    /// Its client port on 127.0.0.1.
+    pub client_port: u16,
+    peer_port: u16,
+}
+
+/// A loopback port nobody listens on now.
+fn free_port() -> Result<u16, String> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no free port: {e}"))?;
+    l.local_addr().map(|a| a.port()).map_err(|e| e.to_string())
+}
+
+impl EtcdServer {
+    /// Starts etcd with its data in `dir` (created; removed on drop).
+    pub fn start(dir: &Path) -> Result<EtcdServer, String> {
+        let mut s =
+            EtcdServer { child: None, dir: dir.to_path_buf(), client_port: free_port()?, peer_port: free_port()? };
+        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        s.spawn()?;
+        Ok(s)
+    }
+
+    /// The client URL.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.client_port)
+    }
+
+    fn spawn(&mut self) -> Result<(), String> {
+        let client = self.url();
+        let peer = format!("http://127.0.0.1:{}", self.peer_port);
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("etcd.log"))
+            .map_err(|e| e.to_string())?;
+        let child = Command::new("etcd")
+            .args(["--name", "slaswitch-test", "--data-dir"])
+            .arg(self.dir.join("data"))
+            .args(["--listen-client-urls", &client, "--advertise-client-urls", &client])
+            .args(["--listen-peer-urls", &peer, "--initial-advertise-peer-urls", &peer])
+            .args(["--initial-cluster", &format!("slaswitch-test={peer}")])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("cannot start etcd (apt-get install etcd-server): {e}"))?;
+        self.child = Some(child);
+        let t = Instant::now();
+        while TcpStream::connect(("127.0.0.1", self.client_port)).is_err() {
+            if t.elapsed() > Duration::from_secs(20) {
+                return Err(format!("etcd did not come up: {}", self.log()));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(())
+    }
+
+    /// Its log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("etcd.log")).unwrap_or_default()
+    }
+
+    /// Kills it (its data stays, as after a crash).
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts it again on the same ports and data.
+    pub fn restart(&mut self) -> Result<(), String> {
+        self.kill();
+        self.spawn()
+    }
+}
+
+impl Drop for EtcdServer {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

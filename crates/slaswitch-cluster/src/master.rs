@@ -1,0 +1,370 @@
+//! The master (seed 003 Sec. 4, Fig. 4): it keeps what each VM bought, sends each purchase to
+//! the host whose port announces the VM (Sec. 4.1), bills every usage report
+//! ([`crate::billing`]) and, every cycle, rewrites each dynamic guarantee as what is left of it.
+//!
+//! All of its state is in etcd and the billing store: a restarted master reads both and goes on
+//! where it stopped. A report is deleted from etcd only once its records are committed, and the
+//! store ignores a record it already has, so a restart loses and duplicates nothing.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use etcd_client::{Client, Compare, CompareOp, EventType, GetOptions, Txn, TxnOp, WatchOptions};
+use slaswitch_qos::egress::softbw::Guarantee;
+use slaswitch_qos::pricing::PriceParams;
+
+use crate::billing::{dynamic_in_force, price_report};
+use crate::etcd::{connect, e};
+use crate::keys::Keys;
+use crate::purchase::{unix_ns, Enforcement, Purchase};
+use crate::store::Store;
+use crate::usage::UsageReport;
+
+/// Where billing records go.
+#[derive(Clone, Debug)]
+pub enum StoreSpec {
+    /// A SQLite file (the default).
+    Sqlite(PathBuf),
+    /// A PostgreSQL URL.
+    Postgres(String),
+}
+
+impl StoreSpec {
+    /// Opens it.
+    pub fn open(&self) -> Result<Store, String> {
+        match self {
+            StoreSpec::Sqlite(p) => Store::open_sqlite(p),
+            StoreSpec::Postgres(url) => Store::open_postgres(url),
+        }
+    }
+}
+
+/// How the master runs.
+#[derive(Clone, Debug)]
+pub struct MasterSettings {
+    /// etcd's client URLs.
+    pub endpoints: Vec<String>,
+    /// The cluster's key prefix.
+    pub prefix: String,
+    /// The price functions' parameters.
+    pub prices: PriceParams,
+    /// The billing store.
+    pub store: StoreSpec,
+}
+
+/// What the master has done, for its log and the scale experiment.
+#[derive(Clone, Debug, Default)]
+pub struct MasterStats {
+    /// Reports billed.
+    pub reports: u64,
+    /// Records written.
+    pub records: u64,
+    /// Records already in the store (a report seen twice).
+    pub duplicates: u64,
+    /// Purchases sent to a host because its port announced the VM.
+    pub placements: u64,
+    /// Dynamic guarantees rewritten.
+    pub dynamic_updates: u64,
+    /// Per report, milliseconds from its counters read to its records committed.
+    pub billing_lag_ms: Vec<u64>,
+}
+
+/// The master.
+pub struct Master {
+    settings: MasterSettings,
+    keys: Keys,
+    store: StoreThread,
+    /// Every purchase with its key's revision.
+    purchases: BTreeMap<String, (i64, Purchase)>,
+    /// Announced ports: VM -> host.
+    announced: BTreeMap<String, String>,
+    /// The guarantee text last written for each dynamic VM.
+    dynamic_written: BTreeMap<String, String>,
+    /// Shared with whoever wants to watch.
+    pub stats: Arc<Mutex<MasterStats>>,
+}
+
+impl Master {
+    /// Opens the store.
+    pub fn new(settings: MasterSettings) -> Result<Master, String> {
+        settings.prices.validate()?;
+        let store = StoreThread::open(settings.store.clone())?;
+        Ok(Master {
+            keys: Keys::new(&settings.prefix),
+            settings,
+            store,
+            purchases: BTreeMap::new(),
+            announced: BTreeMap::new(),
+            dynamic_written: BTreeMap::new(),
+            stats: Arc::default(),
+        })
+    }
+
+    /// Serves until `stop`, reconnecting to etcd whenever it goes away.
+    pub async fn serve(mut self, stop: Arc<AtomicBool>) -> Result<(), String> {
+        while !stop.load(Ordering::SeqCst) {
+            match self.session(&stop).await {
+                Ok(()) => return Ok(()),
+                Err(err) => tracing::warn!("master: {err}; retrying"),
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        Ok(())
+    }
+
+    async fn session(&mut self, stop: &AtomicBool) -> Result<(), String> {
+        let mut client = connect(&self.settings.endpoints).await?;
+        let root = format!("{}/", self.settings.prefix.trim_end_matches('/'));
+        let got = client.get(root.as_str(), Some(GetOptions::new().with_prefix())).await.map_err(e)?;
+        let revision = got.header().map_or(0, |h| h.revision());
+        self.purchases.clear();
+        self.announced.clear();
+        let mut reports = Vec::new();
+        for kv in got.kvs() {
+            let key = kv.key_str().map_err(e)?.to_string();
+            if key.starts_with(self.keys.usage().as_str()) {
+                reports.push((key, kv.value().to_vec()));
+            } else {
+                self.observe(&key, kv.value(), kv.mod_revision(), true);
+            }
+        }
+        tracing::info!(
+            "master: {} purchases, {} ports, {} reports waiting",
+            self.purchases.len(),
+            self.announced.len(),
+            reports.len()
+        );
+        for vm in self.purchases.keys().cloned().collect::<Vec<_>>() {
+            self.place_if_announced(&mut client, &vm).await?;
+        }
+        for chunk in reports.chunks(512) {
+            self.bill(&mut client, chunk.to_vec()).await?;
+        }
+        let opts = WatchOptions::new().with_prefix().with_start_revision(revision + 1);
+        let mut watch = client.watch(root.as_str(), Some(opts)).await.map_err(e)?;
+        while !stop.load(Ordering::SeqCst) {
+            tokio::select! {
+                msg = watch.message() => {
+                    let msg = msg.map_err(e)?.ok_or("the watch ended")?;
+                    if msg.canceled() {
+                        return Err(format!("the watch was cancelled: {}", msg.cancel_reason()));
+                    }
+                    let mut reports = Vec::new();
+                    for ev in msg.events() {
+                        let Some(kv) = ev.kv() else { continue };
+                        let key = kv.key_str().map_err(e)?.to_string();
+                        let put = ev.event_type() == EventType::Put;
+                        if key.starts_with(self.keys.usage().as_str()) {
+                            if put {
+                                reports.push((key, kv.value().to_vec()));
+                            }
+                        } else if let Some(vm) = self.observe(&key, kv.value(), kv.mod_revision(), put) {
+                            self.place_if_announced(&mut client, &vm).await?;
+                        }
+                    }
+                    if !reports.is_empty() {
+                        self.bill(&mut client, reports).await?;
+                    }
+                }
+                _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes in a purchase or host key; returns the VM that may now need placing.
+    fn observe(&mut self, key: &str, value: &[u8], revision: i64, put: bool) -> Option<String> {
+        if let Some(vm) = self.keys.parse_vm_key(key) {
+            if !put {
+                self.purchases.remove(vm);
+                self.dynamic_written.remove(vm);
+                return None;
+            }
+            match serde_json::from_slice::<Purchase>(value) {
+                Ok(p) => {
+                    self.purchases.insert(vm.to_string(), (revision, p));
+                    return Some(vm.to_string());
+                }
+                Err(err) => tracing::warn!("master: {key} is not a purchase: {err}"),
+            }
+            return None;
+        }
+        let (host, kind, name) = self.keys.parse_host_key(key)?;
+        match (kind, put) {
+            ("ports", true) => {
+                self.announced.insert(name.to_string(), host.to_string());
+                return Some(name.to_string());
+            }
+            ("ports", false) if self.announced.get(name).is_some_and(|h| h == host) => {
+                self.announced.remove(name);
+            }
+            ("alive", true) => tracing::info!("master: host {host} is up"),
+            ("alive", false) => tracing::warn!("master: host {host} lost its lease"),
+            _ => {}
+        }
+        None
+    }
+
+    /// Sends a purchase to the host that announced its VM, if that is not where it is already
+    /// (the VM started, or moved).
+    async fn place_if_announced(&mut self, client: &mut Client, vm: &str) -> Result<(), String> {
+        let (Some(host), Some((revision, purchase))) = (self.announced.get(vm), self.purchases.get(vm)) else {
+            return Ok(());
+        };
+        if purchase.host.as_deref() == Some(host.as_str()) {
+            return Ok(());
+        }
+        let (host, revision, mut moved) = (host.clone(), *revision, purchase.clone());
+        let old_host = moved.host.replace(host.clone());
+        let in_force = self.in_force(&moved).await?;
+        let enforcement =
+            Enforcement { vm: vm.into(), options: moved.enforcement_options(&in_force), issued_unix_ns: unix_ns() };
+        let mut ops = vec![
+            TxnOp::put(self.keys.vm(vm), to_json(&moved), None),
+            TxnOp::put(self.keys.guarantee(&host, vm), to_json(&enforcement), None),
+        ];
+        if let Some(old) = old_host.filter(|o| *o != host) {
+            ops.push(TxnOp::delete(self.keys.guarantee(&old, vm), None));
+        }
+        // Only if nobody changed the purchase meanwhile; else its new value comes as an event.
+        let txn = Txn::new().when([Compare::mod_revision(self.keys.vm(vm), CompareOp::Equal, revision)]).and_then(ops);
+        if client.txn(txn).await.map_err(e)?.succeeded() {
+            tracing::info!("master: {vm} placed on {host}");
+            self.stats.lock().expect("stats").placements += 1;
+        }
+        Ok(())
+    }
+
+    /// The guarantee a purchase has now: a dynamic one's remaining size and time.
+    async fn in_force(&self, p: &Purchase) -> Result<Guarantee, String> {
+        let g = p.link_guarantee()?;
+        let Guarantee::Dynamic { total_bytes, duration_ns } = g else { return Ok(g) };
+        let (vm, from) = (p.vm.clone(), p.bought_unix_ms);
+        let sent = self.store.run(move |s| s.sent_since(&vm, from)).await?;
+        Ok(dynamic_in_force(total_bytes, duration_ns, p.bought_unix_ms, sent, unix_ns() / 1_000_000))
+    }
+
+    /// Bills a batch of reports in one store transaction, keeps their dynamic guarantees
+    /// current, then deletes them from etcd. A report that cannot be read is logged and deleted.
+    async fn bill(&mut self, client: &mut Client, batch: Vec<(String, Vec<u8>)>) -> Result<(), String> {
+        let mut reports = Vec::with_capacity(batch.len());
+        for (key, value) in &batch {
+            match serde_json::from_slice::<UsageReport>(value) {
+                Ok(r) => reports.push(r),
+                Err(err) => {
+                    tracing::warn!(
+                        "master: {key} is not a usage report ({err}); deleted: {}",
+                        String::from_utf8_lossy(value)
+                    )
+                }
+            }
+        }
+        let mut records = Vec::new();
+        let mut dynamic = BTreeMap::new();
+        for report in &reports {
+            let purchases: BTreeMap<String, Purchase> = report
+                .vms
+                .iter()
+                .filter_map(|u| self.purchases.get(&u.vm).map(|(_, p)| (u.vm.clone(), p.clone())))
+                .collect();
+            records.extend(price_report(&self.settings.prices, report, &purchases));
+            for p in purchases.into_values().filter(|p| p.host.as_deref() == Some(report.host.as_str())) {
+                if matches!(p.link_guarantee(), Ok(Guarantee::Dynamic { .. })) {
+                    dynamic.insert(p.vm.clone(), p);
+                }
+            }
+        }
+        let count = records.len() as u64;
+        let new = self.store.run(move |s| s.insert(&records)).await? as u64;
+        {
+            let now_ms = unix_ns() / 1_000_000;
+            let mut s = self.stats.lock().expect("stats");
+            s.reports += reports.len() as u64;
+            s.records += new;
+            s.duplicates += count - new;
+            s.billing_lag_ms.extend(reports.iter().map(|r| now_ms.saturating_sub(r.read_unix_ms)));
+        }
+        for p in dynamic.values() {
+            self.refresh_dynamic(client, p).await?;
+        }
+        // etcd takes at most 128 operations per transaction by default.
+        for chunk in batch.chunks(128) {
+            let ops: Vec<TxnOp> = chunk.iter().map(|(key, _)| TxnOp::delete(key.as_str(), None)).collect();
+            client.txn(Txn::new().and_then(ops)).await.map_err(e)?;
+        }
+        Ok(())
+    }
+
+    /// Rewrites a dynamic purchase's enforcement as what is left of it (seed 003 Sec. 4).
+    async fn refresh_dynamic(&mut self, client: &mut Client, p: &Purchase) -> Result<(), String> {
+        let in_force = self.in_force(p).await?;
+        let text = slaswitch_datapath::link_policy::guarantee_text(&in_force);
+        if in_force == Guarantee::Fairness && self.dynamic_written.get(&p.vm) == Some(&text) {
+            return Ok(());
+        }
+        let host = p.host.as_deref().expect("placed");
+        let enforcement =
+            Enforcement { vm: p.vm.clone(), options: p.enforcement_options(&in_force), issued_unix_ns: unix_ns() };
+        client.put(self.keys.guarantee(host, &p.vm), to_json(&enforcement), None).await.map_err(e)?;
+        self.dynamic_written.insert(p.vm.clone(), text);
+        self.stats.lock().expect("stats").dynamic_updates += 1;
+        Ok(())
+    }
+}
+
+type Job = Box<dyn FnOnce(&mut Store) + Send>;
+
+/// The store on a thread of its own, which opens, uses and closes it: the PostgreSQL client
+/// blocks and runs a runtime of its own, which may be neither used nor dropped on an async
+/// thread.
+struct StoreThread {
+    jobs: std::sync::mpsc::Sender<Job>,
+}
+
+impl StoreThread {
+    fn open(spec: StoreSpec) -> Result<StoreThread, String> {
+        let (jobs, queue) = std::sync::mpsc::channel::<Job>();
+        let (opened_tx, opened) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("billing-store".into())
+            .spawn(move || {
+                let mut store = match spec.open() {
+                    Ok(s) => {
+                        let _ = opened_tx.send(Ok(()));
+                        s
+                    }
+                    Err(e) => {
+                        let _ = opened_tx.send(Err(e));
+                        return;
+                    }
+                };
+                // Ends when the master, and with it the sender, is gone.
+                while let Ok(job) = queue.recv() {
+                    job(&mut store);
+                }
+            })
+            .map_err(|e| format!("cannot start the billing store's thread: {e}"))?;
+        opened.recv().map_err(|_| "the billing store's thread ended".to_string())??;
+        Ok(StoreThread { jobs })
+    }
+
+    async fn run<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Store) -> Result<T, String> + Send + 'static,
+    ) -> Result<T, String> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.jobs
+            .send(Box::new(move |s: &mut Store| {
+                let _ = tx.send(f(s));
+            }))
+            .map_err(|_| "the billing store's thread ended".to_string())?;
+        rx.await.map_err(|_| "the billing store's thread ended".to_string())?
+    }
+}
+
+pub(crate) fn to_json(v: &impl serde::Serialize) -> String {
+    serde_json::to_string(v).expect("cluster values serialise")
+}

@@ -1,0 +1,185 @@
+//! What a tenant buys for a VM and what a host is told to enforce (seed 003 Sec. 3.1, Sec. 4.1).
+//!
+//! A purchase is the link guarantee (strict rate, dynamic (S, T) or fairness) and, optionally,
+//! the VM's C2QoS cycle purchase and its traffic profile (seed 000). The host enforces it as
+//! port options through the same path as `slaswitch set-port`, so the switch's own validation
+//! and admission decide; the values here are checked with that same code before anything is
+//! written.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use slaswitch_datapath::link_policy::{guarantee_text, parse_guarantee};
+use slaswitch_datapath::names::valid_name;
+use slaswitch_datapath::port_settings::PortSettings;
+use slaswitch_qos::egress::softbw::Guarantee;
+
+/// The port options a purchase may carry besides its link guarantee, and what each is reset to
+/// when the purchase is released.
+pub const CYCLE_OPTIONS: &[(&str, &str)] =
+    &[("bandwidth_bps", "0"), ("profile_packet_bytes", "358"), ("profile_flows", "many"), ("priority", "8")];
+
+/// The longest VM (port) name: a port name.
+pub const MAX_VM_NAME: usize = 15;
+/// The longest tenant or host name.
+pub const MAX_NAME: usize = 63;
+
+/// What a tenant bought for one VM (etcd `vms/VM`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Purchase {
+    /// The VM, named as its switch port is.
+    pub vm: String,
+    /// Who pays.
+    pub tenant: String,
+    /// The host it runs on; `None` until its port is announced by some host.
+    pub host: Option<String>,
+    /// The link guarantee, as `link_guarantee` reads it (`strict:RATE`, `dynamic:SIZE,SECONDS`,
+    /// `fairness`).
+    pub guarantee: String,
+    /// The cycle purchase and profile: port options from [`CYCLE_OPTIONS`].
+    #[serde(default)]
+    pub cycles: BTreeMap<String, String>,
+    /// When it was bought (a dynamic guarantee's T counts from here), Unix milliseconds.
+    pub bought_unix_ms: u64,
+}
+
+impl Purchase {
+    /// Checks every field with the switch's own rules; the error names the field and value.
+    pub fn validate(&self) -> Result<(), String> {
+        valid_name("vm", &self.vm, MAX_VM_NAME)?;
+        valid_name("tenant", &self.tenant, MAX_NAME)?;
+        if let Some(h) = &self.host {
+            valid_name("host", h, MAX_NAME)?;
+        }
+        self.link_guarantee()?;
+        if let Some(k) = self.cycles.keys().find(|k| !CYCLE_OPTIONS.iter().any(|(o, _)| o == k)) {
+            let allowed: Vec<&str> = CYCLE_OPTIONS.iter().map(|(o, _)| *o).collect();
+            return Err(format!("cycles: {k} is not a purchase option (allowed: {})", allowed.join(", ")));
+        }
+        PortSettings::parse(&self.enforcement_options(&self.link_guarantee()?)).map(|_| ())
+    }
+
+    /// The guarantee, parsed.
+    pub fn link_guarantee(&self) -> Result<Guarantee, String> {
+        parse_guarantee(&self.guarantee)
+    }
+
+    /// The port options that enforce it with link guarantee `in_force` (for a dynamic one,
+    /// what is left of it).
+    pub fn enforcement_options(&self, in_force: &Guarantee) -> BTreeMap<String, String> {
+        let mut options = self.cycles.clone();
+        options.insert("link_guarantee".into(), guarantee_text(in_force));
+        options
+    }
+}
+
+/// What a host is told to set on one VM's port (etcd `hosts/HOST/guarantees/VM`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Enforcement {
+    /// The port.
+    pub vm: String,
+    /// The options, exactly as `set-port` takes them.
+    pub options: BTreeMap<String, String>,
+    /// When the master wrote it, Unix nanoseconds (for purchase-to-enforcement latency).
+    pub issued_unix_ns: u64,
+}
+
+/// The options that undo a released purchase: each key it set back to the switch's default.
+pub fn release_options(applied: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    let mut reset = BTreeMap::new();
+    for key in applied.keys() {
+        if key == "link_guarantee" {
+            reset.insert(key.clone(), "fairness".to_string());
+        } else if let Some((_, default)) = CYCLE_OPTIONS.iter().find(|(o, _)| o == key) {
+            reset.insert(key.clone(), default.to_string());
+        }
+    }
+    reset
+}
+
+/// What a host answered for one VM (etcd `hosts/HOST/status/VM`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Status {
+    /// `applied`, `refused` or `waiting` (for its port).
+    pub state: String,
+    /// Why it was refused, in the switch's words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The enforcement's etcd revision this answers.
+    pub revision: i64,
+    /// When the enforcement was written and when it took effect, Unix nanoseconds.
+    pub issued_unix_ns: u64,
+    /// When it was applied (or refused).
+    pub answered_unix_ns: u64,
+}
+
+/// A live host (etcd `hosts/HOST/alive`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostInfo {
+    /// Its id.
+    pub host: String,
+    /// Its billing cycle, milliseconds.
+    pub cycle_ms: u64,
+    /// When its agent (re)connected, Unix milliseconds.
+    pub since_unix_ms: u64,
+}
+
+/// Now, Unix nanoseconds.
+pub fn unix_ns() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn purchase(guarantee: &str, cycles: &[(&str, &str)]) -> Purchase {
+        Purchase {
+            vm: "vm1".into(),
+            tenant: "acme".into(),
+            host: None,
+            guarantee: guarantee.into(),
+            cycles: cycles.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            bought_unix_ms: 0,
+        }
+    }
+
+    #[test]
+    fn a_purchase_becomes_the_port_options_of_set_port() {
+        let p = purchase("strict:300M", &[("bandwidth_bps", "300M")]);
+        p.validate().unwrap();
+        let o = p.enforcement_options(&p.link_guarantee().unwrap());
+        assert_eq!(o["link_guarantee"], "strict:300000000");
+        assert_eq!(o["bandwidth_bps"], "300M");
+    }
+
+    #[test]
+    fn bad_purchases_name_the_field_and_value() {
+        for (p, says) in [
+            (purchase("strict:fast", &[]), "link_guarantee=strict:fast"),
+            (purchase("fairness", &[("pmd", "1")]), "cycles: pmd is not a purchase option"),
+            (purchase("fairness", &[("priority", "9")]), "priority"),
+            (Purchase { vm: "-x".into(), ..purchase("fairness", &[]) }, "vm '-x'"),
+            (Purchase { tenant: String::new(), ..purchase("fairness", &[]) }, "tenant ''"),
+        ] {
+            let e = p.validate().unwrap_err();
+            assert!(e.contains(says), "{says}: {e}");
+        }
+    }
+
+    #[test]
+    fn release_resets_exactly_what_was_set() {
+        let applied: BTreeMap<String, String> = [("link_guarantee", "strict:1"), ("priority", "2")]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let r = release_options(&applied);
+        assert_eq!(r.len(), 2);
+        assert_eq!(r["link_guarantee"], "fairness");
+        assert_eq!(r["priority"], "8");
+    }
+}

@@ -1,0 +1,255 @@
+//! The billing store: one record per VM per billing cycle, in SQLite (embedded, one file, the
+//! default) or PostgreSQL (when a URL is given). The primary key (vm, cycle) makes every write
+//! idempotent: a report billed twice (a retry, a master restarted before it deleted the report)
+//! inserts nothing the second time.
+
+use serde::{Deserialize, Serialize};
+
+/// One VM's bill for one cycle.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    /// The VM.
+    pub vm: String,
+    /// The cycle (its end in Unix time over `cycle_ms`).
+    pub cycle: u64,
+    /// The cycle's length, milliseconds.
+    pub cycle_ms: u64,
+    /// The host that reported it.
+    pub host: String,
+    /// Who pays ("-" for a VM nobody bought anything for).
+    pub tenant: String,
+    /// The time the counters covered, seconds.
+    pub secs: f64,
+    /// Bytes sent.
+    pub bytes: u64,
+    /// The guarantee as bought.
+    pub guarantee: String,
+    /// The rate that guarantee promises (B, or S/T), bits/s.
+    pub guarantee_bps: f64,
+    /// The rate the switch's scheduler guaranteed at the cycle's end, bits/s.
+    pub in_force_bps: u64,
+    /// bytes * 8 / secs.
+    pub rate_bps: f64,
+    /// rate / guarantee (none for fairness).
+    pub fulfillment: Option<f64>,
+    /// The charge for the guaranteed part (P_s B F or P_d B_j F).
+    pub charge_guaranteed: f64,
+    /// The charge above the guarantee (at P_f).
+    pub charge_above: f64,
+}
+
+impl Record {
+    /// The cycle's end, Unix milliseconds.
+    pub fn end_unix_ms(&self) -> u64 {
+        self.cycle * self.cycle_ms
+    }
+}
+
+const COLUMNS: &str = "vm, cycle, cycle_ms, host, tenant, secs, bytes, guarantee, guarantee_bps, in_force_bps, \
+                       rate_bps, fulfillment, charge_guaranteed, charge_above";
+
+const CREATE: &str = "CREATE TABLE IF NOT EXISTS usage_records (
+    vm TEXT NOT NULL, cycle BIGINT NOT NULL, cycle_ms BIGINT NOT NULL, host TEXT NOT NULL,
+    tenant TEXT NOT NULL, secs DOUBLE PRECISION NOT NULL, bytes BIGINT NOT NULL,
+    guarantee TEXT NOT NULL, guarantee_bps DOUBLE PRECISION NOT NULL, in_force_bps BIGINT NOT NULL,
+    rate_bps DOUBLE PRECISION NOT NULL, fulfillment DOUBLE PRECISION,
+    charge_guaranteed DOUBLE PRECISION NOT NULL, charge_above DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (vm, cycle));
+    CREATE INDEX IF NOT EXISTS usage_records_tenant ON usage_records (tenant, cycle);";
+
+fn insert_sql() -> String {
+    format!(
+        "INSERT INTO usage_records ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) \
+         ON CONFLICT (vm, cycle) DO NOTHING"
+    )
+}
+
+/// The store, either engine.
+pub enum Store {
+    /// Embedded.
+    Sqlite(rusqlite::Connection),
+    /// A server.
+    Postgres(Box<postgres::Client>),
+}
+
+/// Signed 64-bit, as both engines store integers; counters stay far below 2^63.
+fn i(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+impl Store {
+    /// Opens a SQLite file that must exist (for readers: an absent file is a wrong path, not an
+    /// empty bill).
+    pub fn open_sqlite_existing(path: &std::path::Path) -> Result<Store, String> {
+        if !path.exists() {
+            return Err(format!("no billing store at {} (give the --db the master serves with)", path.display()));
+        }
+        Store::open_sqlite(path)
+    }
+
+    /// Opens (creating if needed) a SQLite file.
+    pub fn open_sqlite(path: &std::path::Path) -> Result<Store, String> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        }
+        let c = rusqlite::Connection::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+        // WAL: `bill` and `vms` read while the master writes. FULL: a committed record survives
+        // a power cut, since its report leaves etcd once committed.
+        c.execute_batch("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA busy_timeout=5000;")
+            .and_then(|()| c.execute_batch(CREATE))
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(Store::Sqlite(c))
+    }
+
+    /// Connects to PostgreSQL at `url` (`postgresql://user@host/db`) and creates the table.
+    pub fn open_postgres(url: &str) -> Result<Store, String> {
+        let mut c =
+            postgres::Client::connect(url, postgres::NoTls).map_err(|e| format!("cannot connect to {url}: {e}"))?;
+        c.batch_execute(CREATE).map_err(|e| format!("{url}: {e}"))?;
+        Ok(Store::Postgres(Box::new(c)))
+    }
+
+    /// Inserts `records` in one transaction; returns how many were new.
+    pub fn insert(&mut self, records: &[Record]) -> Result<usize, String> {
+        let sql = insert_sql();
+        let err = |e: &dyn std::fmt::Display| format!("billing store: {e}");
+        match self {
+            Store::Sqlite(c) => {
+                let tx = c.transaction().map_err(|e| err(&e))?;
+                let mut n = 0;
+                {
+                    let mut st = tx.prepare_cached(&sql).map_err(|e| err(&e))?;
+                    for r in records {
+                        n += st
+                            .execute(rusqlite::params![
+                                r.vm,
+                                i(r.cycle),
+                                i(r.cycle_ms),
+                                r.host,
+                                r.tenant,
+                                r.secs,
+                                i(r.bytes),
+                                r.guarantee,
+                                r.guarantee_bps,
+                                i(r.in_force_bps),
+                                r.rate_bps,
+                                r.fulfillment,
+                                r.charge_guaranteed,
+                                r.charge_above
+                            ])
+                            .map_err(|e| err(&e))?;
+                    }
+                }
+                tx.commit().map_err(|e| err(&e))?;
+                Ok(n)
+            }
+            Store::Postgres(c) => {
+                let mut tx = c.transaction().map_err(|e| err(&e))?;
+                let st = tx.prepare(&sql).map_err(|e| err(&e))?;
+                let mut n = 0;
+                for r in records {
+                    n += tx
+                        .execute(
+                            &st,
+                            &[
+                                &r.vm,
+                                &i(r.cycle),
+                                &i(r.cycle_ms),
+                                &r.host,
+                                &r.tenant,
+                                &r.secs,
+                                &i(r.bytes),
+                                &r.guarantee,
+                                &r.guarantee_bps,
+                                &i(r.in_force_bps),
+                                &r.rate_bps,
+                                &r.fulfillment,
+                                &r.charge_guaranteed,
+                                &r.charge_above,
+                            ],
+                        )
+                        .map_err(|e| err(&e))? as usize;
+                }
+                tx.commit().map_err(|e| err(&e))?;
+                Ok(n)
+            }
+        }
+    }
+
+    /// Bytes `vm` sent in cycles ending at or after `from_unix_ms`.
+    pub fn sent_since(&mut self, vm: &str, from_unix_ms: u64) -> Result<u64, String> {
+        let sql = "SELECT COALESCE(SUM(bytes), 0) FROM usage_records WHERE vm = $1 AND cycle * cycle_ms >= $2";
+        let sum: i64 = match self {
+            Store::Sqlite(c) => c.query_row(sql, rusqlite::params![vm, i(from_unix_ms)], |r| r.get(0)),
+            Store::Postgres(c) => {
+                // SUM over BIGINT is NUMERIC in PostgreSQL; cast back.
+                let sql = sql.replace("COALESCE(SUM(bytes), 0)", "COALESCE(SUM(bytes), 0)::BIGINT");
+                return c
+                    .query_one(&sql, &[&vm, &i(from_unix_ms)])
+                    .map(|r| r.get::<_, i64>(0).max(0) as u64)
+                    .map_err(|e| format!("billing store: {e}"));
+            }
+        }
+        .map_err(|e| format!("billing store: {e}"))?;
+        Ok(sum.max(0) as u64)
+    }
+
+    /// Records whose cycle ends within [from, to) Unix milliseconds, of `tenant` (or every
+    /// tenant), in cycle order.
+    pub fn records(&mut self, tenant: Option<&str>, from_unix_ms: u64, to_unix_ms: u64) -> Result<Vec<Record>, String> {
+        let sql = format!(
+            "SELECT {COLUMNS} FROM usage_records WHERE ($1 = '' OR tenant = $1) \
+             AND cycle * cycle_ms >= $2 AND cycle * cycle_ms < $3 ORDER BY cycle, vm"
+        );
+        let t = tenant.unwrap_or("");
+        let err = |e: &dyn std::fmt::Display| format!("billing store: {e}");
+        match self {
+            Store::Sqlite(c) => {
+                let mut st = c.prepare(&sql).map_err(|e| err(&e))?;
+                let rows = st
+                    .query_map(rusqlite::params![t, i(from_unix_ms), i(to_unix_ms)], |r| {
+                        Ok(Record {
+                            vm: r.get(0)?,
+                            cycle: r.get::<_, i64>(1)? as u64,
+                            cycle_ms: r.get::<_, i64>(2)? as u64,
+                            host: r.get(3)?,
+                            tenant: r.get(4)?,
+                            secs: r.get(5)?,
+                            bytes: r.get::<_, i64>(6)? as u64,
+                            guarantee: r.get(7)?,
+                            guarantee_bps: r.get(8)?,
+                            in_force_bps: r.get::<_, i64>(9)? as u64,
+                            rate_bps: r.get(10)?,
+                            fulfillment: r.get(11)?,
+                            charge_guaranteed: r.get(12)?,
+                            charge_above: r.get(13)?,
+                        })
+                    })
+                    .map_err(|e| err(&e))?;
+                rows.collect::<Result<Vec<_>, _>>().map_err(|e| err(&e))
+            }
+            Store::Postgres(c) => {
+                let rows = c.query(&sql, &[&t, &i(from_unix_ms), &i(to_unix_ms)]).map_err(|e| err(&e))?;
+                Ok(rows
+                    .iter()
+                    .map(|r| Record {
+                        vm: r.get(0),
+                        cycle: r.get::<_, i64>(1) as u64,
+                        cycle_ms: r.get::<_, i64>(2) as u64,
+                        host: r.get(3),
+                        tenant: r.get(4),
+                        secs: r.get(5),
+                        bytes: r.get::<_, i64>(6) as u64,
+                        guarantee: r.get(7),
+                        guarantee_bps: r.get(8),
+                        in_force_bps: r.get::<_, i64>(9) as u64,
+                        rate_bps: r.get(10),
+                        fulfillment: r.get(11),
+                        charge_guaranteed: r.get(12),
+                        charge_above: r.get(13),
+                    })
+                    .collect())
+            }
+        }
+    }
+}

@@ -1,0 +1,94 @@
+//! What an agent reports every billing cycle (seed 003 Sec. 3.3): per VM the bytes it sent, from
+//! the data plane's own cumulative counters, and the guarantee in force.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// A VM's cumulative counters as the switch reads them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VmCounters {
+    /// The VM (its port).
+    pub vm: String,
+    /// Bytes it has sent since its port (or its queue on the uplink) was created.
+    pub sent_bytes: u64,
+    /// The rate its scheduler guarantees it now, bits/s (0: none).
+    pub guarantee_bps: u64,
+}
+
+/// One VM's line of a report.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VmUsage {
+    /// The VM.
+    pub vm: String,
+    /// Bytes sent within the cycle.
+    pub bytes: u64,
+    /// The guarantee in force at the cycle's end, bits/s.
+    pub guarantee_bps: u64,
+}
+
+/// One host's report for one billing cycle (etcd `usage/HOST/CYCLE`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UsageReport {
+    /// The reporting host.
+    pub host: String,
+    /// The cycle: its end, in Unix time divided by the cycle's length.
+    pub cycle: u64,
+    /// The cycle's length, milliseconds.
+    pub cycle_ms: u64,
+    /// The time the counters actually cover, seconds (a cycle is measured, not assumed).
+    pub secs: f64,
+    /// When the counters were read, Unix milliseconds.
+    pub read_unix_ms: u64,
+    /// Every VM port the host had.
+    pub vms: Vec<VmUsage>,
+}
+
+/// Turns cumulative counters into per-cycle bytes. A counter that went backwards was
+/// recreated (the port was deleted and added, or the uplink's scheduler changed): its whole
+/// value is new.
+#[derive(Debug, Default)]
+pub struct Deltas {
+    last: BTreeMap<String, u64>,
+}
+
+impl Deltas {
+    /// The usage since the previous call; VMs gone since are forgotten.
+    pub fn take(&mut self, now: &[VmCounters]) -> Vec<VmUsage> {
+        let mut next = BTreeMap::new();
+        let usage = now
+            .iter()
+            .map(|c| {
+                let before = self.last.get(&c.vm).copied().unwrap_or(0);
+                let bytes = if c.sent_bytes >= before { c.sent_bytes - before } else { c.sent_bytes };
+                next.insert(c.vm.clone(), c.sent_bytes);
+                VmUsage { vm: c.vm.clone(), bytes, guarantee_bps: c.guarantee_bps }
+            })
+            .collect();
+        self.last = next;
+        usage
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn c(vm: &str, sent_bytes: u64) -> VmCounters {
+        VmCounters { vm: vm.into(), sent_bytes, guarantee_bps: 0 }
+    }
+
+    #[test]
+    fn deltas_sum_to_the_counters_and_survive_a_reset() {
+        let mut d = Deltas::default();
+        assert_eq!(d.take(&[c("a", 100)])[0].bytes, 100);
+        assert_eq!(d.take(&[c("a", 250), c("b", 7)]).iter().map(|u| u.bytes).collect::<Vec<_>>(), [150, 7]);
+        // a recreated: its counter restarted.
+        assert_eq!(d.take(&[c("a", 30), c("b", 7)]).iter().map(|u| u.bytes).collect::<Vec<_>>(), [30, 0]);
+        // b gone and back: counted from zero.
+        d.take(&[c("a", 30)]);
+        assert_eq!(d.take(&[c("b", 9)])[0].bytes, 9);
+    }
+}

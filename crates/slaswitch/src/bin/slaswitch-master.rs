@@ -1,0 +1,404 @@
+//! slaswitch-master: SoftBW's master (seed 003 Sec. 4) and the operator's verbs on the cluster.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use clap::{Args, Parser, Subcommand};
+use serde_json::json;
+use slaswitch_cluster::etcd_server::EtcdServer;
+use slaswitch_cluster::keys::{Keys, DEFAULT_PREFIX};
+use slaswitch_cluster::master::{Master, MasterSettings, StoreSpec};
+use slaswitch_cluster::purchase::{unix_ns, Purchase};
+use slaswitch_cluster::store::Store;
+use slaswitch_cluster::{admin, bill, etcd, scale};
+use slaswitch_datapath::bandwidth::parse_rate_bps;
+use slaswitch_qos::pricing::PriceParams;
+
+#[derive(Parser, Debug)]
+#[command(name = "slaswitch-master", version, about = "SoftBW's master: purchases over etcd, usage-based billing")]
+struct Cli {
+    /// etcd client URLs, comma-separated.
+    #[arg(long, global = true, env = "SLASWITCH_ETCD", value_delimiter = ',', default_value = "http://127.0.0.1:2379")]
+    etcd: Vec<String>,
+    /// The cluster's key prefix in etcd.
+    #[arg(long, global = true, default_value = DEFAULT_PREFIX)]
+    prefix: String,
+    /// Print JSON.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Args, Debug, Clone)]
+struct StoreArgs {
+    /// The SQLite billing store.
+    #[arg(long, default_value = "/var/lib/slaswitch/billing.sqlite")]
+    db: PathBuf,
+    /// A PostgreSQL URL instead (postgresql://user@host/dbname).
+    #[arg(long)]
+    postgres: Option<String>,
+}
+
+impl StoreArgs {
+    fn spec(&self) -> StoreSpec {
+        match &self.postgres {
+            Some(url) => StoreSpec::Postgres(url.clone()),
+            None => StoreSpec::Sqlite(self.db.clone()),
+        }
+    }
+
+    /// The store a reader opens: it must exist.
+    fn open_existing(&self) -> Result<Store, String> {
+        match &self.postgres {
+            Some(url) => Store::open_postgres(url),
+            None => Store::open_sqlite_existing(&self.db),
+        }
+    }
+}
+
+#[derive(Args, Debug, Clone)]
+struct PriceArgs {
+    /// P0: the price of 1 Mbit/s for one second.
+    #[arg(long, default_value_t = 1.0)]
+    p0: f64,
+    /// beta: the dynamic and fairness discount, (0, 1].
+    #[arg(long, default_value_t = 0.8)]
+    beta: f64,
+    /// C: a host's link capacity in the price functions (e.g. 10G).
+    #[arg(long, default_value = "10G")]
+    link_capacity: String,
+}
+
+impl PriceArgs {
+    fn params(&self) -> Result<PriceParams, String> {
+        let p = PriceParams {
+            p0_per_mbit: self.p0,
+            beta: self.beta,
+            link_capacity_bps: parse_rate_bps("link_capacity", &self.link_capacity)?,
+        };
+        p.validate()?;
+        Ok(p)
+    }
+}
+
+/// The guarantee flags shared by `buy` and `set-guarantee`; exactly one.
+#[derive(Args, Debug, Clone)]
+#[group(required = true, multiple = false)]
+struct GuaranteeArgs {
+    /// A strict rate (e.g. 300M).
+    #[arg(long)]
+    strict: Option<String>,
+    /// A dynamic guarantee: SIZE,SECONDS (e.g. 500M,10).
+    #[arg(long)]
+    dynamic: Option<String>,
+    /// Only a fair share.
+    #[arg(long)]
+    fairness: bool,
+}
+
+impl GuaranteeArgs {
+    fn text(&self) -> String {
+        match (&self.strict, &self.dynamic) {
+            (Some(r), _) => format!("strict:{r}"),
+            (_, Some(d)) => format!("dynamic:{d}"),
+            _ => "fairness".into(),
+        }
+    }
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the master: place purchases, bill every cycle, keep dynamic guarantees current.
+    Serve {
+        #[command(flatten)]
+        store: StoreArgs,
+        #[command(flatten)]
+        prices: PriceArgs,
+    },
+    /// Buy a guarantee for a VM.
+    Buy {
+        /// The VM (its switch port's name).
+        vm: String,
+        /// Who pays.
+        #[arg(long)]
+        tenant: String,
+        /// The host it runs on (default: the one whose port announces it, when it does).
+        #[arg(long)]
+        host: Option<String>,
+        #[command(flatten)]
+        guarantee: GuaranteeArgs,
+        /// Its cycle purchase and profile, key=value (bandwidth_bps, profile_packet_bytes,
+        /// profile_flows, priority).
+        #[arg(long = "cycles", value_name = "KEY=VALUE")]
+        cycles: Vec<String>,
+    },
+    /// Change a VM's guarantee (and, with --cycles, its cycle purchase).
+    SetGuarantee {
+        vm: String,
+        #[command(flatten)]
+        guarantee: GuaranteeArgs,
+        #[arg(long = "cycles", value_name = "KEY=VALUE")]
+        cycles: Vec<String>,
+    },
+    /// End a VM's purchase.
+    Release { vm: String },
+    /// The hosts: alive, their ports, what they enforce.
+    Hosts,
+    /// Every purchase: its host's answer, its latest rate and fulfillment.
+    Vms {
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// A tenant's bill.
+    Bill {
+        #[arg(long)]
+        tenant: String,
+        /// Start: Unix seconds, RFC 3339, or a duration ago (e.g. 10m).
+        #[arg(long, default_value = "1h")]
+        from: String,
+        /// End: as --from; default now.
+        #[arg(long)]
+        to: Option<String>,
+        /// Every record as CSV instead of the table.
+        #[arg(long)]
+        csv: bool,
+        /// Also draw usage over time into this PNG.
+        #[arg(long)]
+        plot: Option<PathBuf>,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Scale experiment: many agents (counters in place of data planes) and a master, here.
+    SimulateAgents {
+        #[arg(long, default_value_t = 2000)]
+        agents: usize,
+        #[arg(long, default_value_t = 4)]
+        vms_per_agent: usize,
+        /// Seconds measured once every agent is up.
+        #[arg(long, default_value_t = 60)]
+        secs: u64,
+        /// Purchases per second while it runs.
+        #[arg(long, default_value_t = 5.0)]
+        buys_per_sec: f64,
+        /// Start a private etcd (on loopback, removed after) instead of using --etcd.
+        #[arg(long)]
+        private_etcd: bool,
+        #[command(flatten)]
+        store: StoreArgs,
+        #[command(flatten)]
+        prices: PriceArgs,
+    },
+}
+
+/// `key=value` words as options.
+fn key_values(words: &[String]) -> Result<BTreeMap<String, String>, String> {
+    words
+        .iter()
+        .map(|w| {
+            w.split_once('=')
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .ok_or_else(|| format!("--cycles '{w}': KEY=VALUE"))
+        })
+        .collect()
+}
+
+/// A time: Unix seconds, RFC 3339, or a duration before now; Unix milliseconds.
+fn time_ms(s: &str) -> Result<u64, String> {
+    let now = unix_ns() / 1_000_000;
+    if let Ok(secs) = s.parse::<u64>() {
+        return Ok(secs * 1000);
+    }
+    if let Ok(t) = humantime::parse_rfc3339_weak(s) {
+        return Ok(t.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64));
+    }
+    humantime::parse_duration(s)
+        .map(|d| now.saturating_sub(d.as_millis() as u64))
+        .map_err(|_| format!("'{s}': Unix seconds, an RFC 3339 time, or a duration ago such as 10m"))
+}
+
+fn print(json_out: bool, value: serde_json::Value, text: String) {
+    if json_out {
+        println!("{}", serde_json::to_string_pretty(&value).expect("JSON"));
+    } else {
+        print!("{text}");
+    }
+}
+
+fn main() {
+    let cli = Cli::try_parse().unwrap_or_else(|e| {
+        if !e.use_stderr() {
+            e.exit();
+        }
+        let _ = e.print();
+        std::process::exit(1)
+    });
+    // Thousands of simulated agents would each log their connection.
+    let level = match cli.command {
+        Command::SimulateAgents { .. } => tracing::Level::WARN,
+        _ => tracing::Level::INFO,
+    };
+    tracing_subscriber::fmt().with_writer(std::io::stderr).with_target(false).with_max_level(level).init();
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
+    if let Err(e) = rt.block_on(run(cli)) {
+        eprintln!("slaswitch-master: {e}");
+        std::process::exit(1);
+    }
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+async fn run(cli: Cli) -> Result<(), String> {
+    let keys = Keys::new(&cli.prefix);
+    match cli.command {
+        Command::Serve { store, prices } => {
+            let settings = MasterSettings {
+                endpoints: cli.etcd,
+                prefix: cli.prefix,
+                prices: prices.params()?,
+                store: store.spec(),
+            };
+            let master = Master::new(settings)?;
+            // SAFETY: the handler only stores to an atomic.
+            unsafe {
+                libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+                libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+            }
+            let stop = Arc::new(AtomicBool::new(false));
+            let watcher = {
+                let stop = stop.clone();
+                tokio::spawn(async move {
+                    while !STOP.load(std::sync::atomic::Ordering::SeqCst) {
+                        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    }
+                    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+                })
+            };
+            tracing::info!("master serving");
+            let r = master.serve(stop).await;
+            watcher.abort();
+            r
+        }
+        Command::Buy { vm, tenant, host, guarantee, cycles } => {
+            let p = Purchase {
+                vm,
+                tenant,
+                host,
+                guarantee: guarantee.text(),
+                cycles: key_values(&cycles)?,
+                bought_unix_ms: unix_ns() / 1_000_000,
+            };
+            // Refused before etcd is even asked.
+            p.validate()?;
+            let mut client = etcd::connect(&cli.etcd).await?;
+            let p = admin::buy(&mut client, &keys, p).await?;
+            let where_ = p
+                .host
+                .as_deref()
+                .map_or("no host yet: sent when its port appears".to_string(), |h| format!("sent to {h}"));
+            print(cli.json, json!(p), format!("{}: bought {} for tenant {} ({where_})\n", p.vm, p.guarantee, p.tenant));
+            Ok(())
+        }
+        Command::SetGuarantee { vm, guarantee, cycles } => {
+            let cycles = (!cycles.is_empty()).then(|| key_values(&cycles)).transpose()?;
+            let mut client = etcd::connect(&cli.etcd).await?;
+            let p = admin::set_guarantee(&mut client, &keys, &vm, &guarantee.text(), cycles).await?;
+            print(cli.json, json!(p), format!("{}: now {}\n", p.vm, p.guarantee));
+            Ok(())
+        }
+        Command::Release { vm } => {
+            let mut client = etcd::connect(&cli.etcd).await?;
+            let p = admin::release(&mut client, &keys, &vm).await?;
+            print(cli.json, json!(p), format!("{}: released\n", p.vm));
+            Ok(())
+        }
+        Command::Hosts => {
+            let mut client = etcd::connect(&cli.etcd).await?;
+            let hosts = admin::hosts(&mut client, &keys).await?;
+            let mut text = format!(
+                "{:<16} {:<6} {:>6} {:>11} {:>8} {:>8}\n",
+                "host", "alive", "ports", "guarantees", "applied", "refused"
+            );
+            for h in &hosts {
+                text += &format!(
+                    "{:<16} {:<6} {:>6} {:>11} {:>8} {:>8}\n",
+                    h.host,
+                    if h.alive { "yes" } else { "NO" },
+                    h.ports.len(),
+                    h.guarantees,
+                    h.applied,
+                    h.refused
+                );
+            }
+            print(cli.json, json!(hosts), text);
+            Ok(())
+        }
+        Command::Vms { store } => {
+            let mut client = etcd::connect(&cli.etcd).await?;
+            let mut s = store.open_existing().ok();
+            let views = admin::vms(&mut client, &keys, s.as_mut()).await?;
+            let mut text = format!(
+                "{:<16} {:<12} {:<12} {:<24} {:<9} {:>10} {:>8}  {}\n",
+                "vm", "tenant", "host", "guarantee", "state", "Mbit/s", "F", "reason"
+            );
+            for v in &views {
+                let st = v.status.as_ref();
+                text += &format!(
+                    "{:<16} {:<12} {:<12} {:<24} {:<9} {:>10} {:>8}  {}\n",
+                    v.purchase.vm,
+                    v.purchase.tenant,
+                    v.purchase.host.as_deref().unwrap_or("-"),
+                    v.purchase.guarantee,
+                    st.map_or(if v.purchase.host.is_some() { "sent" } else { "unplaced" }, |s| s.state.as_str()),
+                    v.latest.as_ref().map_or("-".into(), |r| format!("{:.3}", r.rate_bps / 1e6)),
+                    v.latest.as_ref().and_then(|r| r.fulfillment).map_or("-".into(), |f| format!("{f:.3}")),
+                    st.and_then(|s| s.reason.clone()).unwrap_or_default()
+                );
+            }
+            print(cli.json, json!(views), text);
+            Ok(())
+        }
+        Command::Bill { tenant, from, to, csv, plot, store } => {
+            let (from_ms, to_ms) =
+                (time_ms(&from)?, to.as_deref().map(time_ms).transpose()?.unwrap_or(unix_ns() / 1_000_000 + 1));
+            if from_ms >= to_ms {
+                return Err(format!("--from {from} is not before --to"));
+            }
+            let mut s = store.open_existing()?;
+            let records = s.records(Some(&tenant), from_ms, to_ms)?;
+            let b = bill::bill(&tenant, from_ms, to_ms, &records);
+            if let Some(path) = plot {
+                bill::plot(&path, &b, &records)?;
+            }
+            if csv {
+                print!("{}", bill::csv(&records));
+            } else {
+                print(cli.json, json!(b), bill::table(&b));
+            }
+            Ok(())
+        }
+        Command::SimulateAgents { agents, vms_per_agent, secs, buys_per_sec, private_etcd, store, prices } => {
+            let dir = std::env::temp_dir().join(format!("slaswitch-scale-etcd-{}", std::process::id()));
+            let server = private_etcd.then(|| EtcdServer::start(&dir)).transpose()?;
+            let endpoints = server.as_ref().map_or(cli.etcd, |s| vec![s.url()]);
+            let settings = scale::ScaleSettings {
+                endpoints: endpoints.clone(),
+                agents,
+                vms_per_agent,
+                secs,
+                buys_per_sec,
+                master: MasterSettings { endpoints, prefix: cli.prefix, prices: prices.params()?, store: store.spec() },
+            };
+            let r = scale::run(settings, |m| eprintln!("{m}")).await?;
+            let text = format!("{}\n", serde_json::to_string_pretty(&r).expect("JSON"));
+            print(cli.json, json!(r), text);
+            Ok(())
+        }
+    }
+}

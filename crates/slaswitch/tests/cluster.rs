@@ -1,0 +1,254 @@
+//! SoftBW's system across hosts (seed 003 Sec. 4): a private etcd, `slaswitch-master` and three
+//! `slaswitchd`, each with its own paced uplink and VMs. Purchases reach the right switch (by
+//! host, or by the port announcing its VM), a purchase the switch refuses is reported and changes
+//! nothing, a dynamic guarantee is kept current, a crashed switch loses its lease and comes back
+//! in the same state, and the bill matches the data plane's counters through a master crash, an
+//! etcd outage and a duplicated report.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::Value;
+use slaswitch_cluster::etcd_server::EtcdServer;
+
+/// `slaswitch-master serve`, killed on drop.
+struct MasterProc {
+    child: Option<Child>,
+    etcd: String,
+    db: PathBuf,
+    log: PathBuf,
+}
+
+impl MasterProc {
+    fn start(etcd: &str, dir: &std::path::Path) -> MasterProc {
+        let mut m =
+            MasterProc { child: None, etcd: etcd.into(), db: dir.join("billing.sqlite"), log: dir.join("master.log") };
+        m.spawn();
+        m
+    }
+    fn spawn(&mut self) {
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log).unwrap();
+        let child = Command::new(MASTER)
+            .args(["serve", "--etcd", &self.etcd, "--link-capacity", "1G", "--db"])
+            .arg(&self.db)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start slaswitch-master");
+        self.child = Some(child);
+    }
+    fn crash(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+    /// Runs a verb; returns (success, stdout, stderr).
+    fn cli(&self, args: &[&str]) -> (bool, String, String) {
+        let out = Command::new(MASTER).args(args).args(["--etcd", &self.etcd]).output().expect("run slaswitch-master");
+        (out.status.success(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+    }
+    fn ok(&self, args: &[&str]) -> String {
+        let (ok, out, err) = self.cli(args);
+        assert!(ok, "slaswitch-master {args:?}: {err}\n{}", std::fs::read_to_string(&self.log).unwrap_or_default());
+        out
+    }
+    fn json(&self, args: &[&str]) -> Value {
+        serde_json::from_str(&self.ok(&[args, &["--json"]].concat())).expect("JSON")
+    }
+    fn vm(&self, vm: &str) -> Value {
+        let db = self.db.display().to_string();
+        let all = self.json(&["vms", "--db", &db]);
+        all.as_array().unwrap().iter().find(|v| v["vm"] == vm).cloned().unwrap_or(Value::Null)
+    }
+    fn host_alive(&self, host: &str) -> bool {
+        self.json(&["hosts"]).as_array().unwrap().iter().any(|h| h["host"] == host && h["alive"] == true)
+    }
+}
+
+impl Drop for MasterProc {
+    fn drop(&mut self) {
+        self.crash();
+    }
+}
+
+fn wait_until(what: &str, secs: u64, mut cond: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !cond() {
+        assert!(t.elapsed() < Duration::from_secs(secs), "not within {secs} s: {what}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn state(v: &Value) -> String {
+    v["status"]["state"].as_str().unwrap_or("").to_string()
+}
+
+fn port_option(sw: &Switch, port: &str, key: &str) -> String {
+    let show = sw.json(&["show"]);
+    let p = show["ports"].as_array().unwrap().iter().find(|p| p["name"] == port).unwrap().clone();
+    p["options"][key].as_str().unwrap_or("").to_string()
+}
+
+/// Wire bytes a VM has sent on its switch's uplink.
+fn sent_on_uplink(sw: &Switch, vm: &str) -> u64 {
+    let link = sw.json(&["link-show", "up"]);
+    let row = link["vms"].as_array().unwrap().iter().find(|v| v["name"] == vm).unwrap().clone();
+    row["out"]["sent_wire_bytes"].as_u64().unwrap()
+}
+
+fn billed_bytes(m: &MasterProc, tenant: &str, vm: &str) -> u64 {
+    let db = m.db.display().to_string();
+    let bill = m.json(&["bill", "--tenant", tenant, "--from", "1h", "--db", &db]);
+    bill["vms"].as_array().unwrap().iter().find(|l| l["vm"] == vm).map_or(0, |l| l["bytes"].as_u64().unwrap())
+}
+
+#[test]
+fn a_fleet_enforces_what_the_master_sold_and_bills_what_the_data_plane_counted() {
+    let _g = serial();
+    if !can_run() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("slaswitch-it-cluster-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut etcd = EtcdServer::start(&dir.join("etcd")).expect("etcd");
+    let url = etcd.url();
+    let mut master = MasterProc::start(&url, &dir);
+    let agent = |host: &str| -> Vec<String> {
+        ["--etcd", &url, "--host-id", host, "--lease-secs", "2", "--mbufs", "8191"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+    };
+    let args = |v: &Vec<String>| v.clone();
+    let (a1, a2, a3) = (agent("h1"), agent("h2"), agent("h3"));
+    let sws: Vec<Switch> = [("h1", &a1), ("h2", &a2), ("h3", &a3)]
+        .iter()
+        .map(|(h, a)| Switch::start(&format!("cl{h}"), &args(a).iter().map(String::as_str).collect::<Vec<_>>()))
+        .collect();
+    let [sw1, sw2, mut sw3]: [Switch; 3] = sws.try_into().ok().unwrap();
+    for sw in [&sw1, &sw2, &sw3] {
+        sw.ok(&["add-port", "up", "null", "link_rate_bps=1G", "uplink=true", "egress_scheduler=softbw"]);
+    }
+    sw2.ok(&["add-port", "b1", "vhost-user"]);
+    sw3.ok(&["add-port", "c1", "vhost-user"]);
+    sw3.ok(&["add-port", "c2", "vhost-user"]);
+
+    // Bad purchases are refused before any host sees them.
+    let (ok, _, err) = master.cli(&["buy", "x1", "--tenant", "acme", "--strict", "fast"]);
+    assert!(!ok && err.contains("link_guarantee=strict:fast"), "{err}");
+    let (ok, _, err) = master.cli(&["buy", "x1", "--tenant", "acme", "--fairness", "--cycles", "pmd=1"]);
+    assert!(!ok && err.contains("pmd is not a purchase option"), "{err}");
+    // a1 is bought before its VM exists anywhere: it goes where its port appears (Sec. 4.1).
+    master.ok(&["buy", "a1", "--tenant", "acme", "--strict", "300M"]);
+    master.ok(&["buy", "b1", "--tenant", "acme", "--host", "h2", "--dynamic", "200M,30"]);
+    master.ok(&["buy", "c1", "--tenant", "beta", "--host", "h3", "--strict", "400M"]);
+    // No bandwidth-CPU model on these hosts: the switch refuses a cycle purchase it cannot price.
+    master.ok(&["buy", "c2", "--tenant", "beta", "--host", "h3", "--strict", "100M", "--cycles", "bandwidth_bps=5G"]);
+    let (ok, _, err) = master.cli(&["buy", "c1", "--tenant", "acme", "--fairness"]);
+    assert!(!ok && err.contains("already bought by tenant beta"), "{err}");
+    assert!(master.vm("x1").is_null());
+    assert!(master.vm("a1")["host"].is_null());
+    sw1.ok(&["add-port", "a1", "vhost-user"]);
+
+    wait_until("every purchase answered", 20, || {
+        ["a1", "b1", "c1", "c2"].iter().all(|vm| ["applied", "refused"].contains(&state(&master.vm(vm)).as_str()))
+    });
+    assert_eq!(master.vm("a1")["host"], "h1");
+    assert_eq!(state(&master.vm("a1")), "applied");
+    assert_eq!(port_option(&sw1, "a1", "link_guarantee"), "strict:300000000");
+    assert_eq!(port_option(&sw3, "c1", "link_guarantee"), "strict:400000000");
+    let c2 = master.vm("c2");
+    assert_eq!(state(&c2), "refused", "{c2}");
+    assert!(c2["status"]["reason"].as_str().unwrap().contains("bandwidth_bps"), "{c2}");
+    assert_eq!(port_option(&sw3, "c2", "bandwidth_bps"), "", "a refused purchase was half-applied");
+    let hosts = master.json(&["hosts"]);
+    let h3 = hosts.as_array().unwrap().iter().find(|h| h["host"] == "h3").unwrap().clone();
+    assert_eq!((h3["applied"].as_u64(), h3["refused"].as_u64()), (Some(1), Some(1)), "{hosts}");
+
+    // The dynamic guarantee is rewritten every cycle as what is left of it.
+    wait_until("b1's dynamic guarantee counts down", 10, || {
+        let g = port_option(&sw2, "b1", "link_guarantee");
+        let secs: f64 = g.rsplit(',').next().unwrap().parse().unwrap_or(30.0);
+        g.starts_with("dynamic:") && secs < 28.5
+    });
+
+    // A crashed switch loses its lease, and comes back enforcing the same.
+    sw3.crash();
+    wait_until("h3 dead to the master", 10, || !master.host_alive("h3"));
+    sw3.start_again();
+    wait_until("h3 back with the same answers", 20, || {
+        master.host_alive("h3") && state(&master.vm("c1")) == "applied" && state(&master.vm("c2")) == "refused"
+    });
+    assert_eq!(port_option(&sw3, "c1", "link_guarantee"), "strict:400000000");
+
+    // Traffic through a1 while the master crashes and etcd goes away and comes back.
+    let gen = Tenant::start(
+        &sw1.dir,
+        "cgen",
+        &[("a1", &sw1.port_sock("a1"))],
+        1024,
+        14.0,
+        &["gen", "--phase", "size=1000,rate=100mbps"],
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    master.crash();
+    std::thread::sleep(Duration::from_secs(3));
+    master.spawn();
+    std::thread::sleep(Duration::from_secs(2));
+    etcd.kill();
+    std::thread::sleep(Duration::from_secs(3));
+    // Without etcd the switch keeps what it last had.
+    assert_eq!(port_option(&sw1, "a1", "link_guarantee"), "strict:300000000");
+    etcd.restart().expect("etcd back");
+    gen.finish();
+    let counted = sent_on_uplink(&sw1, "a1");
+    assert!(counted > 50_000_000, "a1 sent only {counted} bytes");
+    wait_until("every byte a1 sent is billed", 30, || billed_bytes(&master, "acme", "a1") >= counted);
+    std::thread::sleep(Duration::from_secs(2));
+    let billed = billed_bytes(&master, "acme", "a1");
+    let error = (billed as f64 - counted as f64).abs() / counted as f64;
+    assert!(error <= 0.001, "billed {billed} bytes, the data plane counted {counted}");
+
+    // A report delivered twice is billed once.
+    let csv =
+        master.ok(&["bill", "--tenant", "acme", "--from", "1h", "--csv", "--db", &master.db.display().to_string()]);
+    let line = csv.lines().find(|l| l.starts_with("a1,") && !l.contains(",0,strict")).expect("a billed a1 cycle");
+    let end_ms: u64 = line.split(',').nth(1).unwrap().parse().unwrap();
+    let report = serde_json::json!({"host": "h1", "cycle": end_ms / 1000, "cycle_ms": 1000, "secs": 1.0,
+        "read_unix_ms": end_ms, "vms": [{"vm": "a1", "bytes": 123456789u64, "guarantee_bps": 0}]});
+    let key = format!("/slaswitch/usage/h1/{:012}", end_ms / 1000);
+    let put = Command::new("etcdctl")
+        .env("ETCDCTL_API", "3")
+        .args(["--endpoints", &url, "put", &key, &report.to_string()])
+        .output()
+        .expect("etcdctl");
+    assert!(put.status.success(), "{}", String::from_utf8_lossy(&put.stderr));
+    wait_until("the duplicate consumed", 10, || {
+        let got =
+            Command::new("etcdctl").env("ETCDCTL_API", "3").args(["--endpoints", &url, "get", &key]).output().unwrap();
+        got.stdout.is_empty()
+    });
+    assert_eq!(billed_bytes(&master, "acme", "a1"), billed, "a duplicated report was billed again");
+
+    // The bill: a table, CSV, and a plot.
+    let plot = dir.join("acme.png");
+    let db = master.db.display().to_string();
+    let table =
+        master.ok(&["bill", "--tenant", "acme", "--from", "1h", "--db", &db, "--plot", &plot.display().to_string()]);
+    assert!(table.contains("a1") && table.contains("strict:300M"), "{table}");
+    assert!(std::fs::metadata(&plot).unwrap().len() > 1000);
+    let a1 = master.vm("a1");
+    assert!(a1["latest"]["rate_bps"].is_number(), "{a1}");
+
+    // Released: the port goes back to the switch's default.
+    master.ok(&["release", "a1"]);
+    wait_until("a1 released on h1", 10, || port_option(&sw1, "a1", "link_guarantee") == "fairness");
+    drop(master);
+    drop(etcd);
+    let _ = std::fs::remove_dir_all(&dir);
+}
