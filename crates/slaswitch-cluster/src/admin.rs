@@ -65,14 +65,14 @@ fn enforcement(p: &Purchase) -> Result<Enforcement, String> {
 }
 
 /// Changes a VM's guarantee (a dynamic one starts counting again now) and, when given, its
-/// cycle purchase.
+/// cycle purchase; returns it with the etcd revision of the change.
 pub async fn set_guarantee(
     client: &mut Client,
     keys: &Keys,
     vm: &str,
     guarantee: &str,
     cycles: Option<BTreeMap<String, String>>,
-) -> Result<Purchase, String> {
+) -> Result<(Purchase, i64), String> {
     let (revision, mut p) = purchase_of(client, keys, vm).await?;
     p.guarantee = guarantee.to_string();
     if let Some(c) = cycles {
@@ -85,10 +85,56 @@ pub async fn set_guarantee(
         ops.push(TxnOp::put(keys.guarantee(host, vm), to_json(&enforcement(&p)?), None));
     }
     let txn = Txn::new().when([Compare::mod_revision(keys.vm(vm), CompareOp::Equal, revision)]).and_then(ops);
-    if !client.txn(txn).await.map_err(e)?.succeeded() {
+    let done = client.txn(txn).await.map_err(e)?;
+    if !done.succeeded() {
         return Err(format!("vm {vm}: its purchase changed meanwhile; try again"));
     }
-    Ok(p)
+    Ok((p, done.header().map_or(0, |h| h.revision())))
+}
+
+/// Purchase-to-enforcement latency, `rounds` times: the VM's guarantee is changed (alternating
+/// between two rates near its own) and its host's answer awaited. Per round: (from the write
+/// to the switch applying it, as the agent timed it; from the write to the answer visible
+/// here), milliseconds.
+pub async fn measure_enforcement(
+    client: &mut Client,
+    keys: &Keys,
+    vm: &str,
+    rounds: usize,
+) -> Result<Vec<(f64, f64)>, String> {
+    let (_, p) = purchase_of(client, keys, vm).await?;
+    let host = p.host.clone().ok_or_else(|| format!("vm {vm}: not placed on a host yet"))?;
+    let status_key = keys.status(&host, vm);
+    let mut watch = client.watch(status_key.as_str(), None).await.map_err(e)?;
+    let mut out = Vec::with_capacity(rounds);
+    for i in 0..rounds {
+        let rate = if i % 2 == 0 { "strict:101M" } else { "strict:100M" };
+        let t0 = std::time::Instant::now();
+        let (_, revision) = set_guarantee(client, keys, vm, rate, None).await?;
+        loop {
+            let msg = tokio::time::timeout(std::time::Duration::from_secs(10), watch.message())
+                .await
+                .map_err(|_| format!("vm {vm}: host {host} did not answer within 10 s"))?
+                .map_err(e)?
+                .ok_or("the watch ended")?;
+            let answered = msg
+                .events()
+                .iter()
+                .filter_map(|ev| ev.kv())
+                .filter_map(|kv| serde_json::from_slice::<Status>(kv.value()).ok())
+                .find(|s| s.revision >= revision);
+            if let Some(s) = answered {
+                if s.state != "applied" {
+                    return Err(format!("vm {vm}: {} ({})", s.state, s.reason.unwrap_or_default()));
+                }
+                let applied_ms = s.answered_unix_ns.saturating_sub(s.issued_unix_ns) as f64 / 1e6;
+                out.push((applied_ms, t0.elapsed().as_secs_f64() * 1e3));
+                break;
+            }
+        }
+    }
+    let _ = set_guarantee(client, keys, vm, &p.guarantee, None).await;
+    Ok(out)
 }
 
 /// Ends a VM's purchase; its host puts the port back to the switch's defaults.

@@ -79,7 +79,8 @@ pub struct Percentiles {
     pub max_ms: f64,
 }
 
-fn percentiles(mut ms: Vec<f64>) -> Percentiles {
+/// The percentiles of `ms`.
+pub fn percentiles(mut ms: Vec<f64>) -> Percentiles {
     if ms.is_empty() {
         return Percentiles::default();
     }

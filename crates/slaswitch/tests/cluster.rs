@@ -170,6 +170,12 @@ fn a_fleet_enforces_what_the_master_sold_and_bills_what_the_data_plane_counted()
     let h3 = hosts.as_array().unwrap().iter().find(|h| h["host"] == "h3").unwrap().clone();
     assert_eq!((h3["applied"].as_u64(), h3["refused"].as_u64()), (Some(1), Some(1)), "{hosts}");
 
+    // Purchase to enforcement on one host, through the data plane's own set-port path.
+    let lat = master.json(&["latency", "a1", "--rounds", "5"]);
+    assert_eq!(lat["applied"]["count"], 5, "{lat}");
+    eprintln!("purchase to enforcement, 5 changes: {lat}");
+    wait_until("a1 back at its own guarantee", 10, || port_option(&sw1, "a1", "link_guarantee") == "strict:300000000");
+
     // The dynamic guarantee is rewritten every cycle as what is left of it.
     wait_until("b1's dynamic guarantee counts down", 10, || {
         let g = port_option(&sw2, "b1", "link_guarantee");
@@ -212,6 +218,7 @@ fn a_fleet_enforces_what_the_master_sold_and_bills_what_the_data_plane_counted()
     std::thread::sleep(Duration::from_secs(2));
     let billed = billed_bytes(&master, "acme", "a1");
     let error = (billed as f64 - counted as f64).abs() / counted as f64;
+    eprintln!("billing: {billed} bytes billed, {counted} counted by the data plane, error {:.6}%", 100.0 * error);
     assert!(error <= 0.001, "billed {billed} bytes, the data plane counted {counted}");
 
     // A report delivered twice is billed once.

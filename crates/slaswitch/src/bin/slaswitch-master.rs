@@ -145,6 +145,13 @@ enum Command {
     },
     /// End a VM's purchase.
     Release { vm: String },
+    /// Purchase-to-enforcement latency: change a placed VM's guarantee ROUNDS times and time
+    /// its switch's answers (it ends with the guarantee it had).
+    Latency {
+        vm: String,
+        #[arg(long, default_value_t = 50)]
+        rounds: usize,
+    },
     /// The hosts: alive, their ports, what they enforce.
     Hosts,
     /// Every purchase: its host's answer, its latest rate and fulfillment.
@@ -308,7 +315,7 @@ async fn run(cli: Cli) -> Result<(), String> {
         Command::SetGuarantee { vm, guarantee, cycles } => {
             let cycles = (!cycles.is_empty()).then(|| key_values(&cycles)).transpose()?;
             let mut client = etcd::connect(&cli.etcd).await?;
-            let p = admin::set_guarantee(&mut client, &keys, &vm, &guarantee.text(), cycles).await?;
+            let (p, _) = admin::set_guarantee(&mut client, &keys, &vm, &guarantee.text(), cycles).await?;
             print(cli.json, json!(p), format!("{}: now {}\n", p.vm, p.guarantee));
             Ok(())
         }
@@ -316,6 +323,19 @@ async fn run(cli: Cli) -> Result<(), String> {
             let mut client = etcd::connect(&cli.etcd).await?;
             let p = admin::release(&mut client, &keys, &vm).await?;
             print(cli.json, json!(p), format!("{}: released\n", p.vm));
+            Ok(())
+        }
+        Command::Latency { vm, rounds } => {
+            let mut client = etcd::connect(&cli.etcd).await?;
+            let samples = admin::measure_enforcement(&mut client, &keys, &vm, rounds).await?;
+            let applied = scale::percentiles(samples.iter().map(|s| s.0).collect());
+            let seen = scale::percentiles(samples.iter().map(|s| s.1).collect());
+            let text = format!(
+                "{vm}, {rounds} changes: applied by its switch p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms; \
+                 answer seen here p50 {:.2} ms, p99 {:.2} ms\n",
+                applied.p50_ms, applied.p99_ms, applied.max_ms, seen.p50_ms, seen.p99_ms
+            );
+            print(cli.json, json!({"vm": vm, "applied": applied, "answer_seen": seen}), text);
             Ok(())
         }
         Command::Hosts => {
