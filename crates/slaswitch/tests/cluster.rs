@@ -1,7 +1,7 @@
 //! SoftBW's system across hosts (seed 003 Sec. 4): a private etcd, `slaswitch-master` and three
-//! `slaswitchd`, each with its own paced uplink and VMs. Purchases reach the right switch (by
-//! host, or by the port announcing its VM), a purchase the switch refuses is reported and changes
-//! nothing, a dynamic guarantee is kept current, a crashed switch loses its lease and comes back
+//! `slaswitchd`, each with its own metrics port, paced uplink into a namespace, and VMs.
+//! Purchases reach the right switch (by host, or by the port announcing its VM), a purchase the
+//! switch refuses is reported and changes nothing, a dynamic guarantee is kept current, a crashed switch loses its lease and comes back
 //! in the same state, and the bill matches the data plane's counters through a master crash, an
 //! etcd outage and a duplicated report.
 
@@ -76,6 +76,22 @@ impl Drop for MasterProc {
     }
 }
 
+fn sh(cmd: &str) -> (bool, String) {
+    let out = Command::new("sh").arg("-c").arg(cmd).output().unwrap();
+    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}
+
+/// The switches' uplink namespaces and veth pairs, removed even if the test fails.
+struct Uplinks(Vec<(String, String)>);
+
+impl Drop for Uplinks {
+    fn drop(&mut self) {
+        for (ns, link) in &self.0 {
+            let _ = sh(&format!("ip link del {link}; ip netns del {ns}"));
+        }
+    }
+}
+
 fn wait_until(what: &str, secs: u64, mut cond: impl FnMut() -> bool) {
     let t = Instant::now();
     while !cond() {
@@ -118,22 +134,39 @@ fn a_fleet_enforces_what_the_master_sold_and_bills_what_the_data_plane_counted()
     let mut etcd = EtcdServer::start(&dir.join("etcd")).expect("etcd");
     let url = etcd.url();
     let mut master = MasterProc::start(&url, &dir);
-    let agent = |host: &str| -> Vec<String> {
-        ["--etcd", &url, "--host-id", host, "--lease-secs", "2", "--mbufs", "8191"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect()
-    };
-    let args = |v: &Vec<String>| v.clone();
-    let (a1, a2, a3) = (agent("h1"), agent("h2"), agent("h3"));
-    let sws: Vec<Switch> = [("h1", &a1), ("h2", &a2), ("h3", &a3)]
-        .iter()
-        .map(|(h, a)| Switch::start(&format!("cl{h}"), &args(a).iter().map(String::as_str).collect::<Vec<_>>()))
+    // Each switch: its own file prefix, run directory, metrics port, and an uplink into a
+    // namespace of its own (af_packet on one end of a veth pair, the other end in the namespace).
+    let tag = std::process::id() % 10000;
+    let mut uplinks = Uplinks(Vec::new());
+    let sws: Vec<Switch> = (1..=3)
+        .map(|i| {
+            let metrics = format!("127.0.0.1:{}", 19480 + i);
+            let host = format!("h{i}");
+            let args =
+                ["--etcd", &url, "--host-id", &host, "--lease-secs", "2", "--mbufs", "8191", "--metrics", &metrics];
+            let sw = Switch::start(&format!("cl{host}"), &args);
+            let (ns, inside, outside) = (format!("scl{i}{tag}"), format!("cn{i}{tag}"), format!("cu{i}{tag}"));
+            uplinks.0.push((ns.clone(), outside.clone()));
+            let (ok, out) = sh(&format!(
+                "ip link add {outside} type veth peer name {inside} && ip link set {outside} up && ip netns add {ns} \
+                 && ip link set {inside} netns {ns} && ip -n {ns} link set {inside} up \
+                 && ethtool -K {outside} tso off gso off gro off tx off rx off >/dev/null"
+            ));
+            assert!(ok, "uplink namespace: {out}");
+            let iface = format!("iface={outside}");
+            sw.ok(&[
+                "add-port",
+                "up",
+                "af-packet",
+                &iface,
+                "link_rate_bps=1G",
+                "uplink=true",
+                "egress_scheduler=softbw",
+            ]);
+            sw
+        })
         .collect();
     let [sw1, sw2, mut sw3]: [Switch; 3] = sws.try_into().ok().unwrap();
-    for sw in [&sw1, &sw2, &sw3] {
-        sw.ok(&["add-port", "up", "null", "link_rate_bps=1G", "uplink=true", "egress_scheduler=softbw"]);
-    }
     sw2.ok(&["add-port", "b1", "vhost-user"]);
     sw3.ok(&["add-port", "c1", "vhost-user"]);
     sw3.ok(&["add-port", "c2", "vhost-user"]);
@@ -241,6 +274,12 @@ fn a_fleet_enforces_what_the_master_sold_and_bills_what_the_data_plane_counted()
         got.stdout.is_empty()
     });
     assert_eq!(billed_bytes(&master, "acme", "a1"), billed, "a duplicated report was billed again");
+
+    // Each switch serves its own metrics, on its own port.
+    for (i, vm) in [(1, "a1"), (2, "b1"), (3, "c1")] {
+        let body = metrics(&format!("127.0.0.1:{}", 19480 + i));
+        assert!(body.contains(&format!("slaswitch_port_rx_packets_total{{port=\"{vm}\"}}")), "h{i}: {body}");
+    }
 
     // The bill: a table, CSV, and a plot.
     let plot = dir.join("acme.png");
