@@ -320,6 +320,14 @@ impl Datapath {
         self.eal.tsc_hz()
     }
 
+    /// Mbufs of the packet pool: (in use, in all). In use are those in rings, queues and the
+    /// PMDs' hands; the per-core caches count as free. An idle switch's figure is its rings'
+    /// fill; one that keeps growing is a leak.
+    pub fn mbufs(&self) -> (u32, u32) {
+        let total = self.settings.mbufs;
+        (total.saturating_sub(self.pool.available()), total)
+    }
+
     /// The settings it was started with.
     pub fn settings(&self) -> &DatapathSettings {
         &self.settings

@@ -47,6 +47,38 @@ pub fn write_frame(buf: &mut [u8], src_mac: [u8; 6], src_ip: [u8; 4], dst_mac: [
     write_udp4(buf, dst_mac, src_mac, ip, dst_ip, port, 9);
 }
 
+/// Frames a hostile VM sends: valid Ethernet, an IPv4 header the switch must refuse.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Malformed {
+    /// IHL of 4 words, below the 5 a header needs.
+    BadIhl,
+    /// IP version 5.
+    BadVersion,
+    /// A total length beyond the frame.
+    BadLength,
+}
+
+impl Malformed {
+    /// `bad-ihl`, `bad-version` or `bad-length`.
+    pub fn parse(s: &str) -> Result<Malformed, String> {
+        match s {
+            "bad-ihl" => Ok(Malformed::BadIhl),
+            "bad-version" => Ok(Malformed::BadVersion),
+            "bad-length" => Ok(Malformed::BadLength),
+            _ => Err(format!("malformed={s}: bad-ihl, bad-version or bad-length")),
+        }
+    }
+
+    /// Breaks the IPv4 header of a frame [`write_frame`] wrote.
+    pub fn apply(self, buf: &mut [u8]) {
+        match self {
+            Malformed::BadIhl => buf[14] = 0x44,
+            Malformed::BadVersion => buf[14] = 0x55,
+            Malformed::BadLength => buf[16..18].copy_from_slice(&u16::MAX.to_be_bytes()),
+        }
+    }
+}
+
 /// Stamps the payload; frames of 60 bytes or more always have room (42 + 22 = 64 > 60 is cut
 /// to the frame: the TSC then goes unwritten and the sink counts without latency).
 #[inline]

@@ -2,7 +2,8 @@
 //! Text form: `start=0,dur=10,size=64,rate=1mpps,flows=1,dst-mac=02:..,dst-ip=10.0.0.2,vm=vm1`
 //! (`size` a frame length in bytes without FCS, or `imix`; `rate` as `NNpps`, `NNkpps`, `NNmpps`,
 //! `NNbps`, `NNkbps`, `NNmbps`, `NNgbps` of frame bytes, or `max`; `vm` omitted: every VM).
-//! `burst=1ms/4ms` makes a paced phase bursty: each 4 ms period's frames go out in its first
+//! `malformed=bad-ihl|bad-version|bad-length` sends frames the switch must refuse (a hostile
+//! VM). `burst=1ms/4ms` makes a paced phase bursty: each 4 ms period's frames go out in its first
 //! 1 ms, so the mean rate is still `rate` but the VM's ring sees four times it while on.
 
 use serde::{Deserialize, Serialize};
@@ -62,6 +63,9 @@ pub struct Phase {
     /// On/off sending at the same mean rate; `None`: evenly paced.
     #[serde(default)]
     pub burst: Option<Burst>,
+    /// Frames the switch's parser must refuse, of this kind (a hostile VM); `None`: valid.
+    #[serde(default)]
+    pub malformed: Option<crate::frames::Malformed>,
 }
 
 /// On/off arrivals: every `period_secs`, the period's frames are sent during its first `on_secs`.
@@ -156,6 +160,7 @@ impl std::str::FromStr for Phase {
             dst_ip: [10, 255, 255, 254],
             vm: None,
             burst: None,
+            malformed: None,
         };
         for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let (k, v) = item.split_once('=').ok_or_else(|| format!("phase item '{item}' is not key=value"))?;
@@ -185,9 +190,10 @@ impl std::str::FromStr for Phase {
                 }
                 "vm" => p.vm = Some(v.to_string()),
                 "burst" => p.burst = Some(parse_burst(v)?),
+                "malformed" => p.malformed = Some(crate::frames::Malformed::parse(v)?),
                 other => {
                     return Err(format!(
-                        "unknown phase key '{other}' (start, dur, size, rate, flows, dst-mac, dst-ip, vm, burst)"
+                        "unknown phase key '{other}' (start, dur, size, rate, flows, dst-mac, dst-ip, vm, burst, malformed)"
                     ))
                 }
             }

@@ -172,7 +172,17 @@ impl From<Reply> for Result<Value, String> {
 
 /// Reads a request line; the error says what a client got wrong.
 pub fn parse_request(line: &str) -> Result<Request, String> {
-    serde_json::from_str(line).map_err(|e| format!("bad request: {e}"))
+    let value: serde_json::Value = serde_json::from_str(line).map_err(|e| format!("bad request: {e}"))?;
+    let req: Request = serde_json::from_value(value.clone()).map_err(|e| format!("bad request: {e}"))?;
+    // serde lets an internally tagged unit variant (`pmd-stats`) carry any fields; refuse them
+    // as every other variant does.
+    let known = serde_json::to_value(&req).map_err(|e| format!("bad request: {e}"))?;
+    if let (Some(given), Some(known)) = (value.as_object(), known.as_object()) {
+        if let Some(extra) = given.keys().find(|k| !known.contains_key(*k)) {
+            return Err(format!("bad request: unknown field `{extra}` for `{}`", known["cmd"].as_str().unwrap_or("?")));
+        }
+    }
+    Ok(req)
 }
 
 #[cfg(test)]

@@ -31,3 +31,21 @@ fn a_lower_class_burst_out_of_range_is_refused_before_the_switch_starts() {
 fn a_comparison_slice_out_of_range_is_refused_before_the_switch_starts() {
     refused_before_the_switch_starts("compare-slice-us", &["999", "10000001", "short"]);
 }
+
+#[test]
+fn cluster_options_out_of_range_are_refused_before_the_switch_starts() {
+    refused_before_the_switch_starts("lease-secs", &["1", "601", "long"]);
+    refused_before_the_switch_starts("billing-cycle-ms", &["99", "3600001", "often"]);
+    let out = Command::new(env!("CARGO_BIN_EXE_slaswitchd"))
+        .args(["--etcd", "http://127.0.0.1:1", "--host-id", "bad name"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("host-id") && err.contains("host id 'bad name'"), "{err}");
+}
+
+#[test]
+fn an_unknown_socket_group_is_refused_before_the_switch_starts() {
+    refused_before_the_switch_starts("socket-group", &["no-such-group-here"]);
+}

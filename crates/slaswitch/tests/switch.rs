@@ -479,13 +479,26 @@ fn prometheus_metrics_are_served_on_loopback() {
     }
     let sw = Switch::start("metrics", &["--metrics", "127.0.0.1:19477"]);
     sw.ok(&["add-port", "up", "null"]);
-    sleep(0.5);
+    // Scrapes read the snapshot the daemon takes every second.
+    sleep(1.5);
     let body = metrics("127.0.0.1:19477");
-    assert!(body.starts_with("HTTP/1.0 200 OK"), "{body}");
+    assert!(body.starts_with("HTTP/1.") && body.lines().next().unwrap().ends_with("200 OK"), "{body}");
+    assert!(body.contains("application/openmetrics-text"), "{body}");
+    assert!(body.trim_end().ends_with("# EOF"), "{body}");
     assert!(body.contains("slaswitch_port_rx_packets_total{port=\"up\"}"), "{body}");
     assert!(body.contains("slaswitch_port_cycles_total{port=\"up\",stage=\"classification\"}"));
     assert!(body.contains("slaswitch_pmd_cycles_total{core=\"0\",state=\"busy\"}"));
     assert!(body.contains("# TYPE slaswitch_port_residence_seconds histogram"), "{body}");
-    assert!(body.contains("slaswitch_port_residence_seconds_bucket{port=\"up\",le=\"+Inf\"}"), "{body}");
+    assert!(body.contains("slaswitch_port_residence_seconds_bucket{le=\"+Inf\",port=\"up\"}"), "{body}");
     assert!(body.contains("slaswitch_port_residence_seconds_count{port=\"up\"}"), "{body}");
+    // Only /metrics is served.
+    let other = {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect("127.0.0.1:19477").unwrap();
+        s.write_all(b"GET /admin HTTP/1.0\r\n\r\n").unwrap();
+        let mut body = String::new();
+        s.read_to_string(&mut body).unwrap();
+        body
+    };
+    assert!(other.lines().next().unwrap().contains("404"), "{other}");
 }

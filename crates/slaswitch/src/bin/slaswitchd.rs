@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::Parser;
 
 use slaswitch::control::{DEFAULT_MODEL_PATH, DEFAULT_RUN_DIR, SOCKET_NAME};
-use slaswitch::daemon::{config::ConfigStore, install_signal_handlers, serve, Daemon};
+use slaswitch::daemon::{access, config::ConfigStore, install_signal_handlers, serve, Daemon};
 use slaswitch_cluster::agent::AgentSettings;
 use slaswitch_datapath::probe::ProbeSettings;
 use slaswitch_datapath::{Datapath, DatapathSettings};
@@ -29,6 +29,10 @@ struct Cli {
     /// Control socket and default vhost-user sockets.
     #[arg(long, default_value = DEFAULT_RUN_DIR)]
     run_dir: PathBuf,
+    /// The group (besides root) that may use the control socket and reach the run directory
+    /// (socket 0660, directory 0750); default root's.
+    #[arg(long)]
+    socket_group: Option<String>,
     /// Persisted configuration.
     #[arg(long, default_value = "/var/lib/slaswitch/conf.json")]
     db: PathBuf,
@@ -139,10 +143,12 @@ fn run(cli: Cli) -> Result<(), String> {
         lower_class_burst: cli.lower_class_burst,
         probe,
     };
+    let socket_gid = cli.socket_group.as_deref().map(access::group_id).transpose()?.unwrap_or(0);
     let store = ConfigStore::new(cli.db);
     let metrics = (!cli.no_metrics).then_some(cli.metrics);
     install_signal_handlers();
     let dp = Datapath::start(settings.clone())?;
+    access::secure_run_dir(&cli.run_dir, socket_gid)?;
     let daemon = Daemon::start(dp, store, cli.model)?;
     let socket = cli.run_dir.join(SOCKET_NAME);
     tracing::info!(
@@ -159,5 +165,5 @@ fn run(cli: Cli) -> Result<(), String> {
         a.lease_ttl_secs = cli.lease_secs;
         a
     });
-    serve(daemon, socket, metrics, agent)
+    serve(daemon, socket, socket_gid, metrics, agent)
 }

@@ -1,8 +1,14 @@
 //! Prometheus exposition of every counter the switch keeps, served on a loopback port
-//! (`GET /metrics`, text format 0.0.4).
+//! (`GET /metrics`) from a snapshot the daemon takes every second.
 
-use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
 use slaswitch_classifier::parse::ParseError;
 use slaswitch_datapath::datapath::{LinkStats, LinkVmStats};
 use slaswitch_datapath::probe::compare::CompareSide;
@@ -12,61 +18,154 @@ use slaswitch_datapath::{FlowStats, PmdStats, PortStats};
 /// A metric family of the overhead probe: name, help, and the field it reads.
 type ProbeFamily = (&'static str, &'static str, fn(&ProbeTotals) -> u64);
 
-fn escape(s: &str) -> String {
-    s.replace('\\', "\\\\").replace('"', "\\\"")
+/// One sample: its labels and its value.
+type Sample = (Vec<(&'static str, String)>, u64);
+
+/// Writes one metric family: name (counters ending in `_total`), kind, help and its samples.
+type Family<'a> = dyn FnMut(&str, &str, &str, Vec<Sample>) + 'a;
+
+/// Every counter the switch keeps, as read at one instant; what a scrape encodes, so a scrape
+/// never waits for the daemon.
+#[derive(Debug, Default)]
+pub struct MetricsSnapshot {
+    /// Every port.
+    pub ports: Vec<PortStats>,
+    /// Every PMD thread.
+    pub pmds: Vec<PmdStats>,
+    /// Every flow rule.
+    pub flows: Vec<FlowStats>,
+    /// Every paced port's scheduler.
+    pub links: Vec<LinkStats>,
+    /// The TSC's frequency.
+    pub tsc_hz: u64,
+    /// The packet pool's mbufs: (in use, in all).
+    pub mbufs: (u32, u32),
 }
 
-/// Writes one metric family: name, kind, help and its samples (labels, value).
-type Family<'a> = dyn FnMut(&str, &str, &str, Vec<(String, u64)>) + 'a;
-
-/// The text of every metric family, in Prometheus' text format 0.0.4.
-pub fn render(ports: &[PortStats], pmds: &[PmdStats], flows: &[FlowStats], links: &[LinkStats], tsc_hz: u64) -> String {
+/// The snapshot in the OpenMetrics text format (`prometheus-client`'s encoder), which
+/// Prometheus reads.
+pub fn render(snapshot: Arc<MetricsSnapshot>) -> String {
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(snapshot));
     let mut out = String::new();
-    let mut family = |name: &str, kind: &str, help: &str, samples: Vec<(String, u64)>| {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-        for (labels, v) in samples {
-            let _ = writeln!(out, "{name}{{{labels}}} {v}");
+    prometheus_client::encoding::text::encode(&mut out, &registry).expect("writing to a String cannot fail");
+    out
+}
+
+/// Serves `GET /metrics` on `addr` (a small HTTP server, `tiny_http`) from the latest snapshot
+/// until the daemon stops; any other path is 404.
+pub fn serve(addr: &str, latest: Arc<Mutex<Arc<MetricsSnapshot>>>) -> Result<std::thread::JoinHandle<()>, String> {
+    let server = tiny_http::Server::http(addr).map_err(|e| format!("cannot serve metrics on {addr}: {e}"))?;
+    Ok(std::thread::spawn(move || {
+        while !super::STOP.load(Ordering::SeqCst) {
+            let Ok(Some(request)) = server.recv_timeout(Duration::from_millis(100)) else { continue };
+            let path = request.url().split('?').next().unwrap_or("");
+            let response = if *request.method() == tiny_http::Method::Get && path == "/metrics" {
+                let snapshot = latest.lock().expect("metrics snapshot").clone();
+                let header = tiny_http::Header::from_bytes(&b"Content-Type"[..], CONTENT_TYPE).expect("a valid header");
+                tiny_http::Response::from_string(render(snapshot)).with_header(header)
+            } else {
+                tiny_http::Response::from_string("slaswitchd serves GET /metrics\n").with_status_code(404)
+            };
+            let _ = request.respond(response);
         }
+    }))
+}
+
+const CONTENT_TYPE: &[u8] = b"application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// One family through the encoder; a counter's name is given with its `_total`, which the
+/// encoder adds itself.
+fn encode_family(
+    e: &mut DescriptorEncoder,
+    name: &str,
+    kind: &str,
+    help: &str,
+    samples: &[Sample],
+) -> std::fmt::Result {
+    let counter = kind == "counter";
+    let (name, metric_type) = if counter {
+        (name.strip_suffix("_total").unwrap_or(name), MetricType::Counter)
+    } else {
+        (name, MetricType::Gauge)
     };
-    port_families(&mut family, ports);
-    pmd_families(&mut family, pmds);
-    link_families(&mut family, links);
-    family("slaswitch_tsc_hz", "gauge", "TSC frequency, to turn cycles into seconds.", vec![(String::new(), tsc_hz)]);
-    let flow = |f: &FlowStats| format!("flow=\"{}\"", escape(&f.flow));
-    family(
-        "slaswitch_flow_packets_total",
-        "counter",
-        "Packets that matched the flow.",
-        flows.iter().map(|f| (flow(f), f.packets)).collect(),
-    );
-    family(
-        "slaswitch_flow_bytes_total",
-        "counter",
-        "Bytes that matched the flow.",
-        flows.iter().map(|f| (flow(f), f.bytes)).collect(),
-    );
-    residence_family(&mut out, ports);
-    out.replace("{}", "")
+    let mut family = e.encode_descriptor(name, help, None, metric_type)?;
+    for (labels, v) in samples {
+        let mut m = family.encode_family(labels)?;
+        if counter {
+            m.encode_counter::<NoLabelSet, _, u64>(v, None)?;
+        } else {
+            m.encode_gauge(v)?;
+        }
+    }
+    Ok(())
+}
+
+impl Collector for MetricsSnapshot {
+    fn encode(&self, mut e: DescriptorEncoder) -> std::fmt::Result {
+        let mut result = Ok(());
+        let mut family = |name: &str, kind: &str, help: &str, samples: Vec<Sample>| {
+            if result.is_ok() {
+                result = encode_family(&mut e, name, kind, help, &samples);
+            }
+        };
+        port_families(&mut family, &self.ports);
+        pmd_families(&mut family, &self.pmds);
+        link_families(&mut family, &self.links);
+        family("slaswitch_tsc_hz", "gauge", "TSC frequency, to turn cycles into seconds.", vec![(vec![], self.tsc_hz)]);
+        family(
+            "slaswitch_mbufs_in_use",
+            "gauge",
+            "Mbufs of the packet pool in rings, queues and PMDs (per-core caches count as free).",
+            vec![(vec![], u64::from(self.mbufs.0))],
+        );
+        family("slaswitch_mbufs", "gauge", "Mbufs in the packet pool.", vec![(vec![], u64::from(self.mbufs.1))]);
+        let flow = |f: &FlowStats| vec![("flow", f.flow.clone())];
+        family(
+            "slaswitch_flow_packets_total",
+            "counter",
+            "Packets that matched the flow.",
+            self.flows.iter().map(|f| (flow(f), f.packets)).collect(),
+        );
+        family(
+            "slaswitch_flow_bytes_total",
+            "counter",
+            "Bytes that matched the flow.",
+            self.flows.iter().map(|f| (flow(f), f.bytes)).collect(),
+        );
+        result?;
+        residence_family(&mut e, &self.ports)
+    }
 }
 
 /// Each port's residence times (`slaswitch_datapath` residence) as a Prometheus histogram with
 /// a bucket per power of two of nanoseconds.
-fn residence_family(out: &mut String, ports: &[PortStats]) {
-    let name = "slaswitch_port_residence_seconds";
-    let _ = writeln!(
-        out,
-        "# HELP {name} Time the port's frames spent in the switch, from the poll after which they arrived to the end of their egress stage.\n# TYPE {name} histogram"
-    );
+fn residence_family(e: &mut DescriptorEncoder, ports: &[PortStats]) -> std::fmt::Result {
+    let mut family = e.encode_descriptor(
+        "slaswitch_port_residence_seconds",
+        "Time the port's frames spent in the switch, from the poll after which they arrived to the end of their egress stage.",
+        None,
+        MetricType::Histogram,
+    )?;
     for p in ports {
-        let port = escape(&p.name);
-        for (le_ns, count) in p.residence.cumulative_by_power_of_two() {
-            let _ = writeln!(out, "{name}_bucket{{port=\"{port}\",le=\"{:e}\"}} {count}", le_ns as f64 / 1e9);
+        // The encoder takes each bucket's own count and sums them itself.
+        let mut buckets = Vec::new();
+        let mut below = 0;
+        for (le_ns, cumulative) in p.residence.cumulative_by_power_of_two() {
+            buckets.push((le_ns as f64 / 1e9, cumulative - below));
+            below = cumulative;
         }
         let total = p.residence.count();
-        let _ = writeln!(out, "{name}_bucket{{port=\"{port}\",le=\"+Inf\"}} {total}");
-        let _ = writeln!(out, "{name}_sum{{port=\"{port}\"}} {}", p.residence.sum_ns() as f64 / 1e9);
-        let _ = writeln!(out, "{name}_count{{port=\"{port}\"}} {total}");
+        buckets.push((f64::INFINITY, total - below));
+        let labels = vec![("port", p.name.clone())];
+        family.encode_family(&labels)?.encode_histogram::<NoLabelSet>(
+            p.residence.sum_ns() as f64 / 1e9,
+            total,
+            &buckets,
+            None,
+        )?;
     }
+    Ok(())
 }
 
 /// Each paced port's scheduler, per source VM (`link-show`).
@@ -74,9 +173,7 @@ fn link_families(family: &mut Family<'_>, links: &[LinkStats]) {
     let per_vm = |f: &dyn Fn(&LinkVmStats) -> u64| {
         links
             .iter()
-            .flat_map(|l| {
-                l.vms.iter().map(move |v| (format!("link=\"{}\",vm=\"{}\"", escape(&l.name), escape(&v.name)), f(v)))
-            })
+            .flat_map(|l| l.vms.iter().map(move |v| (vec![("link", l.name.clone()), ("vm", v.name.clone())], f(v))))
             .collect::<Vec<_>>()
     };
     family(
@@ -85,7 +182,7 @@ fn link_families(family: &mut Family<'_>, links: &[LinkStats]) {
         "Line rate of the paced port, wire bits per second.",
         links
             .iter()
-            .map(|l| (format!("link=\"{}\",scheduler=\"{}\"", escape(&l.name), l.scheduler), l.link_rate_bps))
+            .map(|l| (vec![("link", l.name.clone()), ("scheduler", l.scheduler.to_string())], l.link_rate_bps))
             .collect(),
     );
     family(
@@ -129,7 +226,7 @@ fn link_families(family: &mut Family<'_>, links: &[LinkStats]) {
 /// Per-port counters and gauges.
 fn port_families(family: &mut Family<'_>, ports: &[PortStats]) {
     let per_port = |f: &dyn Fn(&PortStats) -> u64| {
-        ports.iter().map(|p| (format!("port=\"{}\"", escape(&p.name)), f(p))).collect::<Vec<_>>()
+        ports.iter().map(|p| (vec![("port", p.name.clone())], f(p))).collect::<Vec<_>>()
     };
     family(
         "slaswitch_port_rx_packets_total",
@@ -203,7 +300,7 @@ fn port_families(family: &mut Family<'_>, ports: &[PortStats]) {
             ("egress", p.rx.egress_cycles),
             ("idle", p.rx.idle_cycles),
         ] {
-            stages.push((format!("port=\"{}\",stage=\"{stage}\"", escape(&p.name)), v));
+            stages.push((vec![("port", p.name.clone()), ("stage", stage.to_string())], v));
         }
     }
     family(
@@ -216,7 +313,7 @@ fn port_families(family: &mut Family<'_>, ports: &[PortStats]) {
     for p in ports {
         for kind in ParseError::ALL {
             errors.push((
-                format!("port=\"{}\",kind=\"{}\"", escape(&p.name), kind.name()),
+                vec![("port", p.name.clone()), ("kind", kind.name().to_string())],
                 p.rx.parse_errors[kind as usize],
             ));
         }
@@ -240,9 +337,10 @@ fn port_families(family: &mut Family<'_>, ports: &[PortStats]) {
 fn pmd_families(family: &mut Family<'_>, pmds: &[PmdStats]) {
     let mut pmd_cycles = Vec::new();
     for p in pmds {
-        pmd_cycles.push((format!("core=\"{}\",state=\"busy\"", p.core), p.totals.busy_cycles));
-        pmd_cycles.push((format!("core=\"{}\",state=\"idle\"", p.core), p.totals.idle_cycles));
-        pmd_cycles.push((format!("core=\"{}\",state=\"stalled\"", p.core), p.totals.stalled_cycles));
+        pmd_cycles.push((vec![("core", p.core.to_string()), ("state", "busy".to_string())], p.totals.busy_cycles));
+        pmd_cycles.push((vec![("core", p.core.to_string()), ("state", "idle".to_string())], p.totals.idle_cycles));
+        pmd_cycles
+            .push((vec![("core", p.core.to_string()), ("state", "stalled".to_string())], p.totals.stalled_cycles));
     }
     family("slaswitch_pmd_cycles_total", "counter", "TSC cycles of each PMD thread: busy, idle, or stalled (a stage interrupted by the host for over 100 us, charged to no port).", pmd_cycles);
     // What the overhead probe (slaswitchd --probe) measures, when it runs.
@@ -268,8 +366,8 @@ fn pmd_families(family: &mut Family<'_>, pmds: &[PmdStats]) {
         ),
     ];
     for (name, help, field) in probe_fields {
-        let samples: Vec<(String, u64)> =
-            pmds.iter().filter_map(|p| Some((format!("core=\"{}\"", p.core), field(&p.probe?.totals)))).collect();
+        let samples: Vec<Sample> =
+            pmds.iter().filter_map(|p| Some((vec![("core", p.core.to_string())], field(&p.probe?.totals)))).collect();
         if !samples.is_empty() {
             family(name, "counter", help, samples);
         }
@@ -278,21 +376,24 @@ fn pmd_families(family: &mut Family<'_>, pmds: &[PmdStats]) {
         "slaswitch_pmd_qos_owed_total",
         "counter",
         "Batches after which a C2QoS port owed cycle tokens, on each PMD thread.",
-        pmds.iter().map(|p| (format!("core=\"{}\"", p.core), p.totals.qos_owed)).collect(),
+        pmds.iter().map(|p| (vec![("core", p.core.to_string())], p.totals.qos_owed)).collect(),
     );
     family(
         "slaswitch_pmd_qos_parked_total",
         "counter",
         "Times a C2QoS port was parked in the waiting queue for cycle tokens, on each PMD thread.",
-        pmds.iter().map(|p| (format!("core=\"{}\"", p.core), p.totals.qos_parked)).collect(),
+        pmds.iter().map(|p| (vec![("core", p.core.to_string())], p.totals.qos_parked)).collect(),
     );
     // The comparison of C2QoS with round robin (slaswitchd --compare-slice-us), when on.
     let compare_family = |name: &str, help: &str, field: fn(&CompareSide) -> u64| {
         let mut samples = Vec::new();
         for p in pmds {
             if let Some(c) = p.probe.and_then(|r| r.compare) {
-                samples.push((format!("core=\"{}\",side=\"round_robin\"", p.core), field(&c.round_robin)));
-                samples.push((format!("core=\"{}\",side=\"c2qos\"", p.core), field(&c.c2qos)));
+                samples.push((
+                    vec![("core", p.core.to_string()), ("side", "round_robin".to_string())],
+                    field(&c.round_robin),
+                ));
+                samples.push((vec![("core", p.core.to_string()), ("side", "c2qos".to_string())], field(&c.c2qos)));
             }
         }
         (name.to_string(), help.to_string(), samples)
@@ -337,6 +438,6 @@ fn pmd_families(family: &mut Family<'_>, pmds: &[PmdStats]) {
         "slaswitch_pmd_drift_factor_ppm",
         "gauge",
         "Host-speed factor model allocations follow, in millionths (1000000: as calibrated).",
-        pmds.iter().map(|p| (format!("core=\"{}\"", p.core), (p.drift_factor * 1e6) as u64)).collect(),
+        pmds.iter().map(|p| (vec![("core", p.core.to_string())], (p.drift_factor * 1e6) as u64)).collect(),
     );
 }

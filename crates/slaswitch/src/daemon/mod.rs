@@ -1,6 +1,7 @@
 //! slaswitchd: the data plane plus its control plane. Commands arrive on a Unix socket one at a
 //! time; each either succeeds whole (and is persisted) or changes nothing and says why.
 
+pub mod access;
 pub mod cluster_agent;
 pub mod config;
 mod link_view;
@@ -9,8 +10,6 @@ mod rates;
 mod views;
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
-use std::os::unix::net::UnixListener;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -113,10 +112,17 @@ impl Daemon {
         self.previous = self.latest.replace(snap);
     }
 
-    /// Every metric, in Prometheus' text format.
-    pub fn metrics(&self) -> String {
+    /// Every counter now, for the metrics endpoint to encode without the daemon.
+    pub fn metrics_snapshot(&self) -> metrics::MetricsSnapshot {
         let links: Vec<_> = self.dp.paced_ports().iter().filter_map(|n| self.dp.link_stats(n).ok()).collect();
-        metrics::render(&self.dp.port_stats(), &self.dp.pmd_stats(), &self.dp.dump_flows(), &links, self.dp.tsc_hz())
+        metrics::MetricsSnapshot {
+            ports: self.dp.port_stats(),
+            pmds: self.dp.pmd_stats(),
+            flows: self.dp.dump_flows(),
+            links,
+            tsc_hz: self.dp.tsc_hz(),
+            mbufs: self.dp.mbufs(),
+        }
     }
 
     /// Runs one request: it either succeeds whole (and is persisted) or changes nothing and
@@ -146,7 +152,16 @@ impl Daemon {
             }
             Request::PmdStats => {
                 let (ports, rates) = (self.dp.port_stats(), self.rates());
-                to_json(views::pmd_stats(self.dp.pmd_stats(), &ports, &rates, self.dp.tsc_hz(), self.interval_secs()))
+                let mut v = to_json(views::pmd_stats(
+                    self.dp.pmd_stats(),
+                    &ports,
+                    &rates,
+                    self.dp.tsc_hz(),
+                    self.interval_secs(),
+                ))?;
+                let (in_use, total) = self.dp.mbufs();
+                v["mbufs"] = json!({"in_use": in_use, "total": total});
+                Ok(v)
             }
             Request::QosShow { name } => {
                 let (ports, pmds, rates) = (self.dp.port_stats(), self.dp.pmd_stats(), self.rates());
@@ -337,19 +352,32 @@ fn serve_connection(daemon: &Mutex<Daemon>, stream: std::os::unix::net::UnixStre
 pub fn serve(
     daemon: Daemon,
     socket: PathBuf,
+    socket_gid: u32,
     metrics_addr: Option<String>,
     agent: Option<slaswitch_cluster::agent::AgentSettings>,
 ) -> Result<(), String> {
-    let _ = std::fs::remove_file(&socket);
-    let listener = UnixListener::bind(&socket).map_err(|e| format!("cannot listen on {}: {e}", socket.display()))?;
+    let listener = access::bind_control_socket(&socket, socket_gid)?;
     listener.set_nonblocking(true).map_err(|e| e.to_string())?;
     let daemon = Arc::new(Mutex::new(daemon));
 
+    // The sampler takes the rates' snapshot every second and, when metrics are served, the
+    // metrics' snapshot with it: a scrape encodes the latest one and never takes the daemon's
+    // lock, so no scrape delays a control request.
+    let published: Option<Arc<Mutex<Arc<metrics::MetricsSnapshot>>>> = metrics_addr
+        .as_ref()
+        .map(|_| Arc::new(Mutex::new(Arc::new(daemon.lock().expect("daemon lock").metrics_snapshot()))));
     let sampler = {
-        let daemon = daemon.clone();
+        let (daemon, published) = (daemon.clone(), published.clone());
         std::thread::spawn(move || {
             while !STOP.load(Ordering::SeqCst) {
-                daemon.lock().expect("daemon lock").sample();
+                let snapshot = {
+                    let mut d = daemon.lock().expect("daemon lock");
+                    d.sample();
+                    published.as_ref().map(|_| d.metrics_snapshot())
+                };
+                if let (Some(p), Some(s)) = (&published, snapshot) {
+                    *p.lock().expect("metrics snapshot") = Arc::new(s);
+                }
                 for _ in 0..10 {
                     if STOP.load(Ordering::SeqCst) {
                         break;
@@ -359,28 +387,9 @@ pub fn serve(
             }
         })
     };
-    let metrics = match metrics_addr {
-        None => None,
-        Some(addr) => {
-            let l = TcpListener::bind(&addr).map_err(|e| format!("cannot serve metrics on {addr}: {e}"))?;
-            l.set_nonblocking(true).map_err(|e| e.to_string())?;
-            let daemon = daemon.clone();
-            Some(std::thread::spawn(move || {
-                while !STOP.load(Ordering::SeqCst) {
-                    match l.accept() {
-                        Ok((mut s, _)) => {
-                            s.set_nonblocking(false).ok();
-                            s.set_read_timeout(Some(Duration::from_secs(2))).ok();
-                            let mut buf = [0u8; 1024];
-                            let _ = s.read(&mut buf);
-                            let body = daemon.lock().expect("daemon lock").metrics();
-                            let _ = write!(s, "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\n\r\n{body}", body.len());
-                        }
-                        Err(_) => std::thread::sleep(Duration::from_millis(50)),
-                    }
-                }
-            }))
-        }
+    let metrics = match (metrics_addr, published) {
+        (Some(addr), Some(published)) => Some(metrics::serve(&addr, published)?),
+        _ => None,
     };
 
     let agent_stop = Arc::new(AtomicBool::new(false));

@@ -125,6 +125,9 @@ impl GenVm {
                 .map(|len| {
                     let mut f = vec![0u8; usize::from(len)];
                     write_frame(&mut f, self.mac, self.ip, p.dst_mac, p.dst_ip, 0);
+                    if let Some(m) = p.malformed {
+                        m.apply(&mut f);
+                    }
                     (len, f)
                 })
                 .collect();
@@ -155,7 +158,8 @@ impl GenVm {
     /// refused any.
     fn burst(&mut self, pool: &Mempool, idx: usize, want: usize, full_speed: bool, tsc: u64) -> (usize, bool) {
         let phase = &self.phases[idx];
-        let (size, flows, dst_mac, dst_ip) = (phase.size, phase.flows, phase.dst_mac, phase.dst_ip);
+        let (size, flows, dst_mac, dst_ip, malformed) =
+            (phase.size, phase.flows, phase.dst_mac, phase.dst_ip, phase.malformed);
         let keep = full_speed && self.keep_refused;
         if !self.pending.is_empty() {
             let offered = self.pending.len();
@@ -184,6 +188,9 @@ impl GenVm {
             if flow >= 60000 {
                 // Beyond 60000 the source address changes too, and with it the IP checksum.
                 write_frame(buf, self.mac, self.ip, dst_mac, dst_ip, flow);
+                if let Some(m) = malformed {
+                    m.apply(buf);
+                }
             } else if flow != 0 {
                 buf[34..36].copy_from_slice(&(1024 + flow as u16).to_be_bytes());
             }

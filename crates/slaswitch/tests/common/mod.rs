@@ -106,6 +106,24 @@ impl Switch {
         self.spawn();
     }
 
+    /// The daemon's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
+    /// The daemon's resident memory, KiB, and its open file descriptors.
+    pub fn rss_kib_and_fds(&self) -> (u64, usize) {
+        let pid = self.pid();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let rss = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap();
+        let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().count();
+        (rss, fds)
+    }
+
     /// Kills the daemon with SIGKILL and leaves it down.
     pub fn crash(&mut self) {
         if let Some(mut c) = self.child.take() {
