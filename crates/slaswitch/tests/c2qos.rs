@@ -9,15 +9,6 @@ use std::time::Duration;
 use common::*;
 use serde_json::Value;
 
-/// (port busy cycles, PMD cycles) from `pmd-stats --json`.
-fn cycles(stats: &Value, port: &str) -> (f64, f64) {
-    let pmd = &stats["pmds"][0];
-    let p = pmd["ports"].as_array().unwrap().iter().find(|p| p["name"] == port).unwrap();
-    let busy: f64 =
-        ["ingress_cycles", "classify_cycles", "egress_cycles"].iter().map(|k| p[*k].as_f64().unwrap()).sum();
-    (busy, pmd["busy_cycles"].as_f64().unwrap() + pmd["idle_cycles"].as_f64().unwrap())
-}
-
 /// Two vhost-user VM ports forwarding to a null uplink, vm1 allowed a tenth of the core in
 /// cycles and vm2 unlimited; returns the TSC rate.
 fn two_vms_one_held_to_a_tenth(sw: &Switch) -> f64 {
@@ -29,12 +20,6 @@ fn two_vms_one_held_to_a_tenth(sw: &Switch) -> f64 {
     let hz = sw.json(&["pmd-stats"])["tsc_hz"].as_f64().unwrap();
     sw.ok(&["set-port", "vm1", &format!("cycles_per_sec={}", (hz / 10.0) as u64)]);
     hz
-}
-
-/// Share (percent) of the PMD's cycles `port` used between two snapshots.
-fn share(a: &Value, b: &Value, port: &str) -> f64 {
-    let ((p0, t0), (p1, t1)) = (cycles(a, port), cycles(b, port));
-    100.0 * (p1 - p0) / (t1 - t0)
 }
 
 #[test]

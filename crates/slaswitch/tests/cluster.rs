@@ -76,11 +76,6 @@ impl Drop for MasterProc {
     }
 }
 
-fn sh(cmd: &str) -> (bool, String) {
-    let out = Command::new("sh").arg("-c").arg(cmd).output().unwrap();
-    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
-}
-
 /// The switches' uplink namespaces and veth pairs, removed even if the test fails.
 struct Uplinks(Vec<(String, String)>);
 

@@ -7,21 +7,6 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use serde_json::Value;
-
-/// (port busy cycles, PMD cycles) from `pmd-stats --json`.
-fn cycles(stats: &Value, port: &str) -> (f64, f64) {
-    let pmd = &stats["pmds"][0];
-    let p = pmd["ports"].as_array().unwrap().iter().find(|p| p["name"] == port).unwrap();
-    let busy: f64 =
-        ["ingress_cycles", "classify_cycles", "egress_cycles"].iter().map(|k| p[*k].as_f64().unwrap()).sum();
-    (busy, pmd["busy_cycles"].as_f64().unwrap() + pmd["idle_cycles"].as_f64().unwrap())
-}
-
-fn share(a: &Value, b: &Value, port: &str) -> f64 {
-    let ((p0, t0), (p1, t1)) = (cycles(a, port), cycles(b, port));
-    100.0 * (p1 - p0) / (t1 - t0)
-}
 
 #[test]
 fn malformed_frames_at_full_rate_cost_only_their_senders_budget() {

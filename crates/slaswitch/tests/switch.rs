@@ -398,11 +398,6 @@ fn a_silent_or_endless_client_delays_no_other_command() {
     assert!(sw.ok(&["show"]).contains("vm1"), "the daemon still serves");
 }
 
-fn sh(cmd: &str) -> (bool, String) {
-    let out = std::process::Command::new("sh").arg("-c").arg(cmd).output().unwrap();
-    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
-}
-
 /// Deletes the namespaces even if the test fails.
 struct Namespaces(Vec<String>);
 impl Drop for Namespaces {

@@ -349,3 +349,24 @@ pub fn run_experiment(tag: &str, text: &str, args: &[&str]) -> (PathBuf, PathBuf
     assert!(run.status.success(), "experiment run failed: {}", String::from_utf8_lossy(&run.stderr));
     (dir, out)
 }
+
+/// (port busy cycles, PMD cycles) from `pmd-stats --json`.
+pub fn cycles(stats: &Value, port: &str) -> (f64, f64) {
+    let pmd = &stats["pmds"][0];
+    let p = pmd["ports"].as_array().unwrap().iter().find(|p| p["name"] == port).unwrap();
+    let busy: f64 =
+        ["ingress_cycles", "classify_cycles", "egress_cycles"].iter().map(|k| p[*k].as_f64().unwrap()).sum();
+    (busy, pmd["busy_cycles"].as_f64().unwrap() + pmd["idle_cycles"].as_f64().unwrap())
+}
+
+/// Share (percent) of the PMD's cycles `port` used between two snapshots.
+pub fn share(a: &Value, b: &Value, port: &str) -> f64 {
+    let ((p0, t0), (p1, t1)) = (cycles(a, port), cycles(b, port));
+    100.0 * (p1 - p0) / (t1 - t0)
+}
+
+/// Runs a shell command; returns (success, stdout and stderr).
+pub fn sh(cmd: &str) -> (bool, String) {
+    let out = Command::new("sh").arg("-c").arg(cmd).output().unwrap();
+    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}
