@@ -10,6 +10,23 @@ use serde_json::Value;
 
 use crate::protocol::{Reply, Request};
 
+/// The command line of every slaswitch program, parsed from `words` (the program's own when
+/// `None`). A bad option exits with 1, as every other refusal does (clap's own is 2); `--help`
+/// and `--version` print and exit 0.
+pub fn parse_args<C: clap::Parser>(words: Option<&[String]>) -> C {
+    let parsed = match words {
+        Some(w) => C::try_parse_from(w),
+        None => C::try_parse(),
+    };
+    parsed.unwrap_or_else(|e| {
+        if !e.use_stderr() {
+            e.exit();
+        }
+        let _ = e.print();
+        std::process::exit(1)
+    })
+}
+
 /// Where the daemon's socket and vhost-user sockets are by default.
 pub const DEFAULT_RUN_DIR: &str = "/var/run/slaswitch";
 /// The control socket's file name.

@@ -235,13 +235,7 @@ fn print(json_out: bool, value: serde_json::Value, text: String) {
 }
 
 fn main() {
-    let cli = Cli::try_parse().unwrap_or_else(|e| {
-        if !e.use_stderr() {
-            e.exit();
-        }
-        let _ = e.print();
-        std::process::exit(1)
-    });
+    let cli: Cli = slaswitch::control::parse_args(None);
     // Thousands of simulated agents would each log their connection.
     let level = match cli.command {
         Command::SimulateAgents { .. } => tracing::Level::WARN,

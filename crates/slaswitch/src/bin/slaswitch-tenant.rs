@@ -91,13 +91,7 @@ fn ring_descriptors(s: &str) -> Result<u16, String> {
 }
 
 fn main() {
-    let cli = Cli::try_parse().unwrap_or_else(|e| {
-        if !e.use_stderr() {
-            e.exit();
-        }
-        let _ = e.print();
-        std::process::exit(1)
-    });
+    let cli: Cli = slaswitch::control::parse_args(None);
     if let Err(e) = run(cli) {
         eprintln!("slaswitch-tenant: {e}");
         std::process::exit(1);

@@ -110,14 +110,7 @@ fn parse_bucket_depth_us(s: &str) -> Result<u64, String> {
 
 fn main() {
     tracing_subscriber::fmt().with_writer(std::io::stderr).with_target(false).init();
-    // A bad option exits with 1, as every other refusal does (clap's own is 2).
-    let cli = Cli::try_parse().unwrap_or_else(|e| {
-        if !e.use_stderr() {
-            e.exit(); // --help, --version
-        }
-        let _ = e.print();
-        std::process::exit(1)
-    });
+    let cli: Cli = slaswitch::control::parse_args(None);
     if let Err(e) = run(cli) {
         tracing::error!("{e}");
         std::process::exit(1);

@@ -187,13 +187,7 @@ fn run() -> Result<(), String> {
     if joined.last().is_some_and(|w| w == "--json") {
         words.push(joined.pop().expect("checked"));
     }
-    let cli = Cli::try_parse_from(&words).unwrap_or_else(|e| {
-        if !e.use_stderr() {
-            e.exit(); // --help, --version
-        }
-        let _ = e.print();
-        std::process::exit(1)
-    });
+    let cli: Cli = slaswitch::control::parse_args(Some(&words));
     let (verb, req) = match cli.command {
         Verb::Calibrate(args) => return calibrate(args),
         Verb::Experiment(e) => return experiment(e),
