@@ -170,6 +170,18 @@ impl From<Reply> for Result<Value, String> {
     }
 }
 
+/// Parses `key=value` words, as the CLIs take options; errors name the word without `=`.
+pub fn key_values(words: &[String]) -> Result<Options, String> {
+    words
+        .iter()
+        .map(|w| {
+            w.split_once('=')
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .ok_or_else(|| format!("'{w}' is not key=value"))
+        })
+        .collect()
+}
+
 /// Reads a request line; the error says what a client got wrong.
 pub fn parse_request(line: &str) -> Result<Request, String> {
     let value: serde_json::Value = serde_json::from_str(line).map_err(|e| format!("bad request: {e}"))?;

@@ -200,16 +200,9 @@ enum Command {
     },
 }
 
-/// `key=value` words as options.
+/// `--cycles` words as options.
 fn key_values(words: &[String]) -> Result<BTreeMap<String, String>, String> {
-    words
-        .iter()
-        .map(|w| {
-            w.split_once('=')
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .ok_or_else(|| format!("--cycles '{w}': KEY=VALUE"))
-        })
-        .collect()
+    slaswitch::protocol::key_values(words).map_err(|e| format!("--cycles {e}"))
 }
 
 /// A time: Unix seconds, RFC 3339, or a duration before now; Unix milliseconds.

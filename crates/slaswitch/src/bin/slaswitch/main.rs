@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 use slaswitch::control::{request, DEFAULT_MODEL_PATH, DEFAULT_RUN_DIR, SOCKET_NAME};
-use slaswitch::protocol::{Options, PortChange, Request};
+use slaswitch::protocol::{key_values, PortChange, Request};
 
 /// Most rounds `experiment run --rounds` accepts (each round runs every configuration again).
 const MAX_ROUNDS: usize = 20;
@@ -265,18 +265,6 @@ fn set_tenant(name: String, options: &[String]) -> Result<Request, String> {
     }
     let weight = w.parse::<u32>().map_err(|_| format!("weight={w}: a whole number from 1 to 10000"))?;
     Ok(Request::SetTenant { name, weight })
-}
-
-/// Parses `key=value` words; errors name the word without `=`.
-fn key_values(words: &[String]) -> Result<Options, String> {
-    words
-        .iter()
-        .map(|w| {
-            w.split_once('=')
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .ok_or_else(|| format!("'{w}' is not key=value"))
-        })
-        .collect()
 }
 
 fn experiment(e: Experiment) -> Result<(), String> {
