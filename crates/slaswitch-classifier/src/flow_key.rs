@@ -62,6 +62,36 @@ impl FlowKey {
         FlowKey(out)
     }
 
+    /// Adds `other`'s bits to this mask.
+    #[inline]
+    pub fn or(&mut self, other: &FlowKey) {
+        for i in 0..WORDS {
+            self.0[i] |= other.0[i];
+        }
+    }
+
+    /// True when every bit of `self` is set in `mask` too.
+    #[inline]
+    pub fn within(&self, mask: &FlowKey) -> bool {
+        (0..WORDS).all(|i| self.0[i] & !mask.0[i] == 0)
+    }
+
+    /// Adds the bits of `ip` (16 bytes, as [`FlowKey::ip_src`] reads) to the source IP's words.
+    #[inline]
+    pub fn or_ip_src(&mut self, ip: [u8; 16]) {
+        let (a, b) = ip_words(ip);
+        self.0[3] |= a;
+        self.0[4] |= b;
+    }
+
+    /// Adds the bits of `ip` to the destination IP's words.
+    #[inline]
+    pub fn or_ip_dst(&mut self, ip: [u8; 16]) {
+        let (a, b) = ip_words(ip);
+        self.0[5] |= a;
+        self.0[6] |= b;
+    }
+
     /// A fast, well-mixed 64-bit hash: multiply-rotate per word in two independent chains (so
     /// the multiplies overlap), then mixed together.
     #[inline]

@@ -56,6 +56,12 @@ pub struct Rule {
     pub actions: Vec<Action>,
 }
 
+/// The best priority among `rules` that match `key`, found by trying each: the reference the
+/// classifier and its caches are tested against.
+pub fn scan_priority(rules: &[Rule], key: &FlowKey) -> Option<u32> {
+    rules.iter().filter(|r| r.matcher.matches(key)).map(|r| r.priority).max()
+}
+
 /// The priority of a rule that gives none (OpenFlow's).
 pub const DEFAULT_PRIORITY: u32 = 32768;
 
@@ -79,19 +85,6 @@ fn parse_number(s: &str, what: &str, max: u64) -> Result<u64, String> {
     }
 }
 
-fn prefix_mask(bits: u32, total: u32) -> Vec<u8> {
-    (0..total / 8)
-        .map(|byte| {
-            let covered = bits.saturating_sub(byte * 8).min(8);
-            if covered == 0 {
-                0
-            } else {
-                0xffu8 << (8 - covered)
-            }
-        })
-        .collect()
-}
-
 fn split_prefix<'a>(s: &'a str, field: &str, total: u32) -> Result<(&'a str, u32), String> {
     match s.split_once('/') {
         None => Ok((s, total)),
@@ -109,7 +102,6 @@ fn ip_field(value: &str, field: &str, v6: bool) -> Result<([u8; 16], [u8; 16]), 
     let total = if v6 { 128 } else { 32 };
     let (addr, bits) = split_prefix(value, field, total)?;
     let mut ip = [0u8; 16];
-    let mut mask = [0u8; 16];
     if v6 {
         let a: Ipv6Addr = addr.parse().map_err(|_| format!("{field}: '{addr}' is not an IPv6 address"))?;
         ip = a.octets();
@@ -117,7 +109,7 @@ fn ip_field(value: &str, field: &str, v6: bool) -> Result<([u8; 16], [u8; 16]), 
         let a: Ipv4Addr = addr.parse().map_err(|_| format!("{field}: '{addr}' is not an IPv4 address"))?;
         ip[..4].copy_from_slice(&a.octets());
     }
-    mask[..(total / 8) as usize].copy_from_slice(&prefix_mask(bits, total));
+    let mask = crate::prefix_trie::prefix_mask(bits as usize);
     for i in 0..16 {
         ip[i] &= mask[i];
     }

@@ -32,6 +32,12 @@ pub struct RxTotals {
     pub emc_hits: u64,
     /// Packets that missed it.
     pub emc_misses: u64,
+    /// Of those, packets the megaflow cache answered.
+    pub megaflow_hits: u64,
+    /// Packets that missed both caches and searched the whole classifier.
+    pub megaflow_misses: u64,
+    /// Megaflows cached for the port now (a level, not a running total).
+    pub megaflows: u64,
     /// Packets a rule dropped, or that matched no rule.
     pub dropped_by_rules: u64,
     /// Packets the port's ingress policer dropped (they are not in `rx_packets`).
@@ -49,7 +55,7 @@ impl RxTotals {
     }
 }
 
-const RX_FIELDS: usize = 13;
+const RX_FIELDS: usize = 16;
 
 /// A port's counters: rx from its PMD, tx from any PMD, C2QoS's view.
 #[derive(Debug, Default)]
@@ -122,6 +128,9 @@ impl PortCounters {
             t.dropped_by_rules,
             t.policer_drops,
             t.fallback_drops,
+            t.megaflow_hits,
+            t.megaflow_misses,
+            t.megaflows,
         ];
         for (slot, v) in self.rx.iter().zip(values.iter().chain(t.parse_errors.iter())) {
             slot.store(*v, Relaxed);
@@ -147,6 +156,9 @@ impl PortCounters {
             dropped_by_rules: v[10],
             policer_drops: v[11],
             fallback_drops: v[12],
+            megaflow_hits: v[13],
+            megaflow_misses: v[14],
+            megaflows: v[15],
             parse_errors,
         }
     }

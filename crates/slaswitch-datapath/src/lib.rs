@@ -8,6 +8,7 @@ pub mod counters;
 pub mod cpu_qos;
 pub mod datapath;
 mod drift;
+mod flow_caches;
 pub mod histogram;
 pub mod link_policy;
 pub mod names;

@@ -3,7 +3,8 @@
 //! 1. [`Stages::ingress`]: `rx_burst` from the port, then its ingress policer and, while the
 //!    NIC-bottleneck fallback is engaged, its byte limit (seed 000 Sec. VII), as OVS-DPDK polices
 //!    in its rx path;
-//! 2. [`Stages::classify`]: parse, exact-match cache, tuple space search on a miss, actions;
+//! 2. [`Stages::classify`]: parse, exact-match cache, megaflow cache, tuple space search on a
+//!    miss of both (`crate::flow_caches`), actions;
 //! 3. [`Stages::egress`]: packets grouped per output port, one `tx_burst` each.
 //!
 //! The stages do no timing: the PMD loop (`crate::pmd`) reads the TSC between them and charges
@@ -16,11 +17,12 @@ use std::sync::Arc;
 
 use slaswitch_classifier::emc::NO_RULE;
 use slaswitch_classifier::mac_learning::is_multicast;
-use slaswitch_classifier::{parse_frame, Action, ExactMatchCache, FlowKey, MacTable};
+use slaswitch_classifier::{parse_frame, Action, FlowKey, MacTable};
 use slaswitch_dpdk::{free_bulk, rdtsc, EthPort, Mbuf, MAX_BURST};
 use slaswitch_qos::meter::{Color, Srtcm, SrtcmParams};
 
 use crate::counters::RxTotals;
+use crate::flow_caches::FlowCaches;
 use crate::pmd_config::{tsc_to_ns, PmdConfig, RxPort, MAX_PORTS};
 use crate::policing::Policer;
 use crate::spin::SpinGuard;
@@ -46,11 +48,8 @@ pub(crate) struct Stages {
     policers: Vec<Option<Policer>>,
     /// Per rx port: its fallback byte limit (seed 000 Sec. VII), kept like `policers`.
     fallback_meters: Vec<Option<Srtcm>>,
-    /// One exact-match cache per rx port (same order as `cfg.rx_ports`): a VM's many flows
-    /// evict only its own entries, so a neighbour's cached flows stay cached (OVS shares one
-    /// per PMD, and a many-flow VM there turns its neighbours' hits into misses: seed 000
-    /// Fig. 5c's cost lands on them).
-    emcs: Vec<(u16, ExactMatchCache)>,
+    /// Per rx port (same order as `cfg.rx_ports`), with its number: its flow caches.
+    caches: Vec<(u16, FlowCaches)>,
     macs: MacTable,
     /// Pending packets per output port, and their bytes.
     out: Vec<Vec<Mbuf>>,
@@ -69,7 +68,7 @@ impl Stages {
             totals: cfg.rx_ports.iter().map(|p| p.counters.rx()).collect(),
             policers: cfg.rx_ports.iter().map(|p| p.policing.map(|s| s.policer(now_ns))).collect(),
             fallback_meters: cfg.rx_ports.iter().map(|p| p.purchase_bps.map(|b| fallback_meter(b, now_ns))).collect(),
-            emcs: cfg.rx_ports.iter().map(|p| (p.number, ExactMatchCache::new())).collect(),
+            caches: cfg.rx_ports.iter().map(|p| (p.number, FlowCaches::new())).collect(),
             rule_hits: vec![(0, 0); cfg.classifier.rules().len()],
             cfg,
             out: (0..MAX_PORTS).map(|_| Vec::new()).collect(),
@@ -84,18 +83,18 @@ impl Stages {
     /// the rules changed, which empties the caches), MACs learned on ports that are gone are
     /// forgotten. The caller has published the old totals.
     pub(crate) fn reconfigure(&mut self, cfg: Arc<PmdConfig>) {
-        let mut old_emcs = std::mem::take(&mut self.emcs);
-        self.emcs = cfg
+        let mut old_caches = std::mem::take(&mut self.caches);
+        self.caches = cfg
             .rx_ports
             .iter()
-            .map(|p| match old_emcs.iter().position(|(n, _)| *n == p.number) {
-                Some(i) => old_emcs.swap_remove(i),
-                None => (p.number, ExactMatchCache::new()),
+            .map(|p| match old_caches.iter().position(|(n, _)| *n == p.number) {
+                Some(i) => old_caches.swap_remove(i),
+                None => (p.number, FlowCaches::new()),
             })
             .collect();
         if !Arc::ptr_eq(&cfg.classifier, &self.cfg.classifier) {
-            for (_, emc) in &mut self.emcs {
-                emc.invalidate();
+            for (_, caches) in &mut self.caches {
+                caches.rules_changed(&cfg.classifier);
             }
             self.rule_hits = vec![(0, 0); cfg.classifier.rules().len()];
         }
@@ -113,10 +112,10 @@ impl Stages {
         self.cfg = cfg;
     }
 
-    /// Publishes every rx port's running totals.
+    /// Publishes every rx port's running totals, and how many megaflows it holds.
     pub(crate) fn publish(&self) {
-        for (p, t) in self.cfg.rx_ports.iter().zip(&self.totals) {
-            p.counters.publish(t);
+        for ((p, t), (_, caches)) in self.cfg.rx_ports.iter().zip(&self.totals).zip(&self.caches) {
+            p.counters.publish(&RxTotals { megaflows: caches.megaflow_count() as u64, ..*t });
         }
     }
 
@@ -190,7 +189,7 @@ impl Stages {
                 Ok(k) => {
                     let h = if simple.is_some() { 0 } else { k.hash64() };
                     if simple.is_none() {
-                        self.emcs[port_idx].1.prefetch(h);
+                        self.caches[port_idx].1.emc.prefetch(h);
                     }
                     *slot = (k, h, true);
                 }
@@ -268,22 +267,7 @@ impl Stages {
         let key = *key;
         let rule = match self.cfg.classifier.by_in_port(in_port) {
             Some(r) => r.unwrap_or(NO_RULE),
-            None => {
-                let st = &mut self.totals[port_idx];
-                let emc = &mut self.emcs[port_idx].1;
-                match emc.lookup(&key, hash) {
-                    Some(v) => {
-                        st.emc_hits += 1;
-                        v
-                    }
-                    None => {
-                        st.emc_misses += 1;
-                        let v = self.cfg.classifier.lookup(&key).unwrap_or(NO_RULE);
-                        self.emcs[port_idx].1.insert(&key, hash, v);
-                        v
-                    }
-                }
-            }
+            None => self.caches[port_idx].1.resolve(&self.cfg.classifier, &key, hash, &mut self.totals[port_idx]),
         };
         self.targets.clear();
         let actions: &[Action] = if rule == NO_RULE {

@@ -331,6 +331,19 @@ fn port_families(family: &mut Family<'_>, ports: &[PortStats]) {
         "Exact-match cache misses for the port's packets.",
         per_port(&|p| p.rx.emc_misses),
     );
+    family(
+        "slaswitch_port_megaflow_hits_total",
+        "counter",
+        "Packets that missed the exact-match cache and hit a megaflow.",
+        per_port(&|p| p.rx.megaflow_hits),
+    );
+    family(
+        "slaswitch_port_megaflow_misses_total",
+        "counter",
+        "Packets that missed both caches and searched every subtable.",
+        per_port(&|p| p.rx.megaflow_misses),
+    );
+    family("slaswitch_port_megaflows", "gauge", "Megaflows cached for the port.", per_port(&|p| p.rx.megaflows));
 }
 
 /// Per-PMD cycles, C2QoS's waits, the overhead probe's figures and the drift factor.

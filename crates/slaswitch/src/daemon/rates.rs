@@ -55,6 +55,8 @@ pub struct PortRates {
     /// The port's busy cycles as a share of its PMD's cycles in the interval, in percent.
     pub pmd_share_pct: f64,
     pub emc_hit_pct: f64,
+    /// Of the packets that missed the exact-match cache, the share a megaflow answered.
+    pub megaflow_hit_pct: f64,
     /// Its frames' residence in the switch over the interval.
     pub residence_us: Option<ResidenceUs>,
 }
@@ -111,6 +113,7 @@ pub fn rates(old: &Snapshot, new: &Snapshot) -> Vec<PmdRates> {
                         (ing, cls, egr) = (p.rx.ingress_cycles, p.rx.classify_cycles, p.rx.egress_cycles);
                     }
                     let (hits, misses) = (d(|s| s.rx.emc_hits), d(|s| s.rx.emc_misses));
+                    let mega_hits = d(|s| s.rx.megaflow_hits);
                     PortRates {
                         name: p.name.clone(),
                         rx_kpps: d(|s| s.rx.rx_packets) as f64 / secs / 1e3,
@@ -128,11 +131,8 @@ pub fn rates(old: &Snapshot, new: &Snapshot) -> Vec<PmdRates> {
                         } else {
                             d(|s| s.rx.busy_cycles()) as f64 * 100.0 / pmd_cycles as f64
                         },
-                        emc_hit_pct: if hits + misses == 0 {
-                            0.0
-                        } else {
-                            hits as f64 * 100.0 / (hits + misses) as f64
-                        },
+                        emc_hit_pct: pct(hits, hits + misses),
+                        megaflow_hit_pct: pct(mega_hits, misses),
                         residence_us: ResidenceUs::of(
                             &o.map_or(p.residence.clone(), |o| p.residence.since(&o.residence)),
                         ),
@@ -146,4 +146,13 @@ pub fn rates(old: &Snapshot, new: &Snapshot) -> Vec<PmdRates> {
             }
         })
         .collect()
+}
+
+/// `part` as a percentage of `whole` (0 when there is no whole).
+fn pct(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 * 100.0 / whole as f64
+    }
 }

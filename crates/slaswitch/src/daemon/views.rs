@@ -53,6 +53,9 @@ pub struct PmdPortView<'a> {
     pub idle_cycles: u64,
     pub emc_hits: u64,
     pub emc_misses: u64,
+    pub megaflow_hits: u64,
+    pub megaflow_misses: u64,
+    pub megaflows: u64,
     /// Its frames' residence in the switch since the port was added.
     pub residence_us: Option<ResidenceUs>,
     /// Its frames through paced ports' link schedulers: sent, dropped at its queue, and the
@@ -106,6 +109,9 @@ fn pmd_port<'a>(p: &PortStats, rate: Option<&'a PmdRates>) -> PmdPortView<'a> {
         idle_cycles: p.rx.idle_cycles,
         emc_hits: p.rx.emc_hits,
         emc_misses: p.rx.emc_misses,
+        megaflow_hits: p.rx.megaflow_hits,
+        megaflow_misses: p.rx.megaflow_misses,
+        megaflows: p.rx.megaflows,
         residence_us: ResidenceUs::of(&p.residence),
         link_out: p.link_out,
         interval: rate.and_then(|r| r.ports.iter().find(|x| x.name == p.name)),

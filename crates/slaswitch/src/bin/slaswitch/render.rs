@@ -87,7 +87,7 @@ pub fn render(verb: &str, r: &Value) -> String {
                     out += &render_compare(c, r["tsc_hz"].as_f64().unwrap_or(0.0));
                 }
                 out += &format!(
-                    "  {:<14} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>7} {:>7} {:>9} {:>9}\n",
+                    "  {:<14} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>7} {:>7} {:>7} {:>9} {:>9}\n",
                     "port",
                     "Kpps",
                     "Mbps",
@@ -97,6 +97,7 @@ pub fn render(verb: &str, r: &Value) -> String {
                     "cyc/pkt",
                     "share%",
                     "emc%",
+                    "mega%",
                     "res.p50us",
                     "res.p99us"
                 );
@@ -105,7 +106,7 @@ pub fn render(verb: &str, r: &Value) -> String {
                     let c = &i["cycles_per_packet"];
                     let res = |q: &str| i["residence_us"][q].as_f64().map_or("-".into(), |us| format!("{us:.1}"));
                     out += &format!(
-                        "  {:<14} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>7} {:>7} {:>9} {:>9}\n",
+                        "  {:<14} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>7} {:>7} {:>7} {:>9} {:>9}\n",
                         f(&p["name"]),
                         f(&i["rx_kpps"]),
                         f(&i["rx_mbps"]),
@@ -115,6 +116,7 @@ pub fn render(verb: &str, r: &Value) -> String {
                         f(&c["total"]),
                         f(&i["pmd_share_pct"]),
                         f(&i["emc_hit_pct"]),
+                        f(&i["megaflow_hit_pct"]),
                         res("p50"),
                         res("p99")
                     );
