@@ -23,6 +23,11 @@ pub const MEGAFLOW_MAX: usize = 32768;
 /// Lookups between two re-rankings of the tables.
 pub const RANK_EVERY: u32 = 1 << 14;
 
+/// Tables with at most this many entries are searched by comparing each instead of hashing: a
+/// wide security group leaves one or two megaflows per port, and comparing one costs less than
+/// hashing the masked key.
+const LINEAR_MAX: usize = 4;
+
 #[derive(Clone, Debug)]
 struct MaskTable {
     mask: FlowKey,
@@ -30,6 +35,35 @@ struct MaskTable {
     hits: u64,
     /// Masked key -> rule id, or [`NO_RULE`].
     flows: HashMap<FlowKey, u32, BuildPreHashed>,
+    /// The same entries while there are at most [`LINEAR_MAX`] of them.
+    linear: Vec<(FlowKey, u32)>,
+}
+
+impl MaskTable {
+    #[inline]
+    fn get(&self, key: &FlowKey) -> Option<u32> {
+        if self.flows.len() <= LINEAR_MAX {
+            for (value, answer) in &self.linear {
+                let mut diff = 0;
+                for i in 0..crate::flow_key::WORDS {
+                    diff |= (key.0[i] & self.mask.0[i]) ^ value.0[i];
+                }
+                if diff == 0 {
+                    return Some(*answer);
+                }
+            }
+            None
+        } else {
+            self.flows.get(&key.masked(&self.mask)).copied()
+        }
+    }
+
+    fn relist(&mut self) {
+        self.linear.clear();
+        if self.flows.len() <= LINEAR_MAX {
+            self.linear.extend(self.flows.iter().map(|(k, v)| (*k, *v)));
+        }
+    }
 }
 
 /// What a revalidation did.
@@ -80,7 +114,7 @@ impl MegaflowCache {
             self.rank();
         }
         for t in &mut self.tables {
-            if let Some(&v) = t.flows.get(&key.masked(&t.mask)) {
+            if let Some(v) = t.get(key) {
                 t.hits += 1;
                 return Some(v);
             }
@@ -111,13 +145,20 @@ impl MegaflowCache {
         let i = match self.tables.iter().position(|t| t.mask == *wildcards) {
             Some(i) => i,
             None => {
-                self.tables.push(MaskTable { mask: *wildcards, hits: 0, flows: HashMap::default() });
+                self.tables.push(MaskTable {
+                    mask: *wildcards,
+                    hits: 0,
+                    flows: HashMap::default(),
+                    linear: Vec::new(),
+                });
                 self.tables.len() - 1
             }
         };
-        if self.tables[i].flows.insert(key.masked(wildcards), value).is_none() {
+        let t = &mut self.tables[i];
+        if t.flows.insert(key.masked(wildcards), value).is_none() {
             self.len += 1;
         }
+        t.relist();
     }
 
     /// Puts the tables with the most hits since the last ranking first.
@@ -147,6 +188,7 @@ impl MegaflowCache {
                 }
                 holds
             });
+            t.relist();
         }
         self.tables.retain(|t| !t.flows.is_empty());
         self.len = done.kept;

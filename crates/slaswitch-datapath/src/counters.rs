@@ -32,7 +32,8 @@ pub struct RxTotals {
     pub emc_hits: u64,
     /// Packets that missed it.
     pub emc_misses: u64,
-    /// Of those, packets the megaflow cache answered.
+    /// Packets the megaflow cache answered (after an exact-match miss, or directly while the
+    /// port's megaflows need one mask and the exact-match cache is left out).
     pub megaflow_hits: u64,
     /// Packets that missed both caches and searched the whole classifier.
     pub megaflow_misses: u64,

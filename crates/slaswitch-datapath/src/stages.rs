@@ -183,12 +183,13 @@ impl Stages {
         let in_port = self.cfg.rx_ports[port_idx].number;
         // Rules that look at the input port alone decide the whole batch without the cache.
         let simple = self.cfg.classifier.by_in_port(in_port);
+        let emc = simple.is_none() && self.caches[port_idx].1.uses_emc();
         let mut keys = [(FlowKey::ZERO, 0u64, false); MAX_BURST];
         for (slot, m) in keys.iter_mut().zip(batch) {
             match parse_frame(m.data(), in_port) {
                 Ok(k) => {
-                    let h = if simple.is_some() { 0 } else { k.hash64() };
-                    if simple.is_none() {
+                    let h = if emc { k.hash64() } else { 0 };
+                    if emc {
                         self.caches[port_idx].1.emc.prefetch(h);
                     }
                     *slot = (k, h, true);
@@ -240,8 +241,10 @@ impl Stages {
             }
             if let Some((k, target, rule)) = last {
                 if k == key {
-                    if simple.is_none() {
+                    if emc {
                         self.totals[port_idx].emc_hits += 1;
+                    } else if simple.is_none() {
+                        self.totals[port_idx].megaflow_hits += 1;
                     }
                     if rule != NO_RULE {
                         self.count_rule(rule, m.pkt_len());

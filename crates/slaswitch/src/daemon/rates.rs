@@ -55,7 +55,8 @@ pub struct PortRates {
     /// The port's busy cycles as a share of its PMD's cycles in the interval, in percent.
     pub pmd_share_pct: f64,
     pub emc_hit_pct: f64,
-    /// Of the packets that missed the exact-match cache, the share a megaflow answered.
+    /// Of the lookups that reached the megaflow cache (exact-match misses, or every packet while
+    /// the exact-match cache is left out), the share a megaflow answered.
     pub megaflow_hit_pct: f64,
     /// Its frames' residence in the switch over the interval.
     pub residence_us: Option<ResidenceUs>,
@@ -113,7 +114,7 @@ pub fn rates(old: &Snapshot, new: &Snapshot) -> Vec<PmdRates> {
                         (ing, cls, egr) = (p.rx.ingress_cycles, p.rx.classify_cycles, p.rx.egress_cycles);
                     }
                     let (hits, misses) = (d(|s| s.rx.emc_hits), d(|s| s.rx.emc_misses));
-                    let mega_hits = d(|s| s.rx.megaflow_hits);
+                    let (mega_hits, mega_misses) = (d(|s| s.rx.megaflow_hits), d(|s| s.rx.megaflow_misses));
                     PortRates {
                         name: p.name.clone(),
                         rx_kpps: d(|s| s.rx.rx_packets) as f64 / secs / 1e3,
@@ -132,7 +133,7 @@ pub fn rates(old: &Snapshot, new: &Snapshot) -> Vec<PmdRates> {
                             d(|s| s.rx.busy_cycles()) as f64 * 100.0 / pmd_cycles as f64
                         },
                         emc_hit_pct: pct(hits, hits + misses),
-                        megaflow_hit_pct: pct(mega_hits, misses),
+                        megaflow_hit_pct: pct(mega_hits, mega_hits + mega_misses),
                         residence_us: ResidenceUs::of(
                             &o.map_or(p.residence.clone(), |o| p.residence.since(&o.residence)),
                         ),
