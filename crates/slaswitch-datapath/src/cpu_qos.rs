@@ -3,7 +3,7 @@
 //!
 //! | option           | meaning                                                          |
 //! |------------------|------------------------------------------------------------------|
-//! | `cycles_per_sec` | the port's cycle allocation (the paper's `ingress_policing_cpucycles`); 0 or absent: from `bandwidth_bps` and the model ([`crate::allocation`]), or unlimited |
+//! | `cycles_per_sec` | the port's cycle allocation (the paper's `ingress_policing_cpucycles`), at most 10^11; 0 or absent: from `bandwidth_bps` and the model ([`crate::allocation`]), or unlimited |
 //! | `mode`           | `strict` (never more than the allocation) or `min-max` (at least the allocation, plus a weighted share of idle cycles; Algorithm 1) |
 //! | `weight`         | the min-max share weight (default 1)                             |
 //! | `priority`       | class 1 (served first) to 8 (default)                            |
@@ -14,6 +14,12 @@ use std::collections::BTreeMap;
 
 use slaswitch_qos::cpu::hbs::DEFAULT_PRIORITY;
 use slaswitch_qos::cpu::CycleLimit;
+
+use crate::port_settings::number_in;
+
+/// The most cycles a port may be given a second: beyond any core (100 GHz), so a typo of a
+/// few digits is refused instead of meaning "the whole core".
+pub const MAX_CYCLES_PER_SEC: u64 = 100_000_000_000;
 
 /// The options of this module.
 pub const CPU_QOS_OPTIONS: &[&str] = &["cycles_per_sec", "mode", "weight", "priority"];
@@ -54,35 +60,17 @@ impl Default for CpuQos {
 impl CpuQos {
     /// Reads the options of this module.
     pub fn from_options(options: &BTreeMap<String, String>) -> Result<CpuQos, String> {
-        let number = |key: &str| -> Result<Option<u64>, String> {
-            options
-                .get(key)
-                .map(|v| v.parse::<u64>().map_err(|_| format!("{key}={v}: must be a whole number")))
-                .transpose()
-        };
-        let cycles = number("cycles_per_sec")?.unwrap_or(0);
-        let weight = number("weight")?.unwrap_or(1);
-        if weight == 0 || weight > u64::from(u32::MAX) {
-            return Err(format!("weight={weight}: from 1 to {}", u32::MAX));
-        }
-        let priority = number("priority")?.unwrap_or(u64::from(DEFAULT_PRIORITY));
-        if !(1..=8).contains(&priority) {
-            return Err(format!("priority={priority}: from 1 (served first) to 8"));
-        }
+        let cycles = number_in(options, "cycles_per_sec", 0..=MAX_CYCLES_PER_SEC)?.unwrap_or(0);
+        let weight = number_in(options, "weight", 1..=u32::MAX)?.unwrap_or(1);
+        let priority = number_in(options, "priority", 1..=8u8)?.unwrap_or(DEFAULT_PRIORITY);
         let mode = options.get("mode").map(String::as_str).unwrap_or("strict");
         let limit = match (cycles, mode) {
             (_, m) if m != "strict" && m != "min-max" => return Err(format!("mode={m}: strict or min-max")),
             (0, _) => CycleLimit::Unlimited,
             (c, "strict") => CycleLimit::Strict { cycles_per_sec: c },
-            (c, _) => CycleLimit::MinMax { cycles_per_sec: c, weight: weight as u32 },
+            (c, _) => CycleLimit::MinMax { cycles_per_sec: c, weight },
         };
-        Ok(CpuQos {
-            limit,
-            priority: priority as u8,
-            min_max: mode == "min-max",
-            weight: weight as u32,
-            bucket_depth_cycles: None,
-        })
+        Ok(CpuQos { limit, priority, min_max: mode == "min-max", weight, bucket_depth_cycles: None })
     }
 
     /// The same settings with an allocation of `cycles_per_sec` (from the bandwidth model).

@@ -33,6 +33,7 @@ use slaswitch_qos::egress::softbw::Guarantee;
 use slaswitch_qos::link::WIRE_OVERHEAD_BYTES;
 
 use crate::bandwidth::{parse_rate_bps, BandwidthSla};
+use crate::port_settings::number_in;
 
 /// The options of this module.
 pub const LINK_POLICY_OPTIONS: &[&str] = &[
@@ -105,18 +106,6 @@ impl Default for VmLinkSpec {
             tenant: DEFAULT_TENANT.into(),
             queue_frames: DEFAULT_LINK_QUEUE_FRAMES,
         }
-    }
-}
-
-fn number_in<T: std::str::FromStr + PartialOrd + std::fmt::Display>(
-    options: &BTreeMap<String, String>,
-    key: &str,
-    range: std::ops::RangeInclusive<T>,
-) -> Result<Option<T>, String> {
-    let Some(v) = options.get(key) else { return Ok(None) };
-    match v.parse::<T>() {
-        Ok(n) if range.contains(&n) => Ok(Some(n)),
-        _ => Err(format!("{key}={v}: a whole number from {} to {}", range.start(), range.end())),
     }
 }
 

@@ -39,15 +39,9 @@ pub struct PolicingSpec {
     pub burst_kpkts: u64,
 }
 
+/// A policing figure, 0 (off) when not given; at most 2^40 of its unit.
 fn number(options: &BTreeMap<String, String>, key: &str) -> Result<u64, String> {
-    match options.get(key) {
-        None => Ok(0),
-        Some(v) => v
-            .parse::<u64>()
-            .ok()
-            .filter(|&n| n <= 1 << 40)
-            .ok_or_else(|| format!("{key}={v}: must be a whole number (0 turns it off)")),
-    }
+    Ok(crate::port_settings::number_in(options, key, 0..=1u64 << 40)?.unwrap_or(0))
 }
 
 impl PolicingSpec {

@@ -17,6 +17,23 @@ const RING_DESCRIPTORS: std::ops::RangeInclusive<u16> = 64..=32768;
 /// The ring size when none is given.
 pub const DEFAULT_RING_DESCRIPTORS: u16 = 2048;
 
+/// Core numbers a PMD may have (`pmd`).
+const PMD_CORES: std::ops::RangeInclusive<usize> = 0..=1023;
+
+/// The whole-number option `key`, if given, within `range`; the error names the option, its
+/// value and the range. Every module's numeric options go through it.
+pub(crate) fn number_in<T: std::str::FromStr + PartialOrd + std::fmt::Display>(
+    options: &BTreeMap<String, String>,
+    key: &str,
+    range: std::ops::RangeInclusive<T>,
+) -> Result<Option<T>, String> {
+    let Some(v) = options.get(key) else { return Ok(None) };
+    match v.parse::<T>() {
+        Ok(n) if range.contains(&n) => Ok(Some(n)),
+        _ => Err(format!("{key}={v}: a whole number from {} to {}", range.start(), range.end())),
+    }
+}
+
 /// Every setting of a port besides its device's own (`path`, `iface`, `devargs`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PortSettings {
@@ -54,10 +71,7 @@ impl PortSettings {
             ofport_request: options.get("ofport_request").map(|v| ofport_request(v)).transpose()?,
             rx_ring_descriptors: ring_descriptors(options, "rx_ring")?,
             tx_ring_descriptors: ring_descriptors(options, "tx_ring")?,
-            pmd_core: options
-                .get("pmd")
-                .map(|v| v.parse::<usize>().map_err(|_| format!("pmd={v}: not a core number")))
-                .transpose()?,
+            pmd_core: number_in(options, "pmd", PMD_CORES).map_err(|e| format!("{e} (a core number)"))?,
             policing: PolicingSpec::from_options(options)?,
             cpu_qos: CpuQos::from_options(options)?,
             sla: BandwidthSla::from_options(options)?,
@@ -113,6 +127,11 @@ mod tests {
             ("ofport_request", "0", "from 1 to 1023"),
             ("pmd", "x", "core number"),
             ("priority", "9", "from 1"),
+            ("pmd", "1024", "from 0 to 1023"),
+            ("cycles_per_sec", "1e9", "whole number from 0"),
+            ("cycles_per_sec", "100000000001", "to 100000000000"),
+            ("weight", "0", "from 1"),
+            ("ingress_policing_burst", "1099511627777", "to 1099511627776"),
             ("bandwidth_bps", "fast", "bits per second"),
             ("ingress_policing_rate", "-1", "whole number"),
         ] {
