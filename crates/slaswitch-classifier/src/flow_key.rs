@@ -62,6 +62,17 @@ impl FlowKey {
         FlowKey(out)
     }
 
+    /// True when this key under `mask` equals `value` (an already masked key): branchless, for
+    /// the small tables that compare instead of hashing.
+    #[inline(always)]
+    pub fn masked_eq(&self, mask: &FlowKey, value: &FlowKey) -> bool {
+        let mut diff = 0;
+        for i in 0..WORDS {
+            diff |= (self.0[i] & mask.0[i]) ^ value.0[i];
+        }
+        diff == 0
+    }
+
     /// Adds `other`'s bits to this mask.
     #[inline]
     pub fn or(&mut self, other: &FlowKey) {

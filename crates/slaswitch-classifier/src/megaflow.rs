@@ -43,16 +43,7 @@ impl MaskTable {
     #[inline]
     fn get(&self, key: &FlowKey) -> Option<u32> {
         if self.flows.len() <= LINEAR_MAX {
-            for (value, answer) in &self.linear {
-                let mut diff = 0;
-                for i in 0..crate::flow_key::WORDS {
-                    diff |= (key.0[i] & self.mask.0[i]) ^ value.0[i];
-                }
-                if diff == 0 {
-                    return Some(*answer);
-                }
-            }
-            None
+            self.linear.iter().find(|(value, _)| key.masked_eq(&self.mask, value)).map(|(_, answer)| *answer)
         } else {
             self.flows.get(&key.masked(&self.mask)).copied()
         }

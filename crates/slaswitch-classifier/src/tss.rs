@@ -56,16 +56,7 @@ impl Subtable {
     #[inline]
     fn best(&self, key: &FlowKey) -> Option<RuleId> {
         if self.entries.len() <= LINEAR_MAX {
-            for (value, id) in &self.linear {
-                let mut diff = 0;
-                for i in 0..crate::flow_key::WORDS {
-                    diff |= (key.0[i] & self.mask.0[i]) ^ value.0[i];
-                }
-                if diff == 0 {
-                    return Some(*id);
-                }
-            }
-            None
+            self.linear.iter().find(|(value, _)| key.masked_eq(&self.mask, value)).map(|(_, id)| *id)
         } else {
             self.entries.get(&key.masked(&self.mask)).map(|ids| ids[0])
         }
