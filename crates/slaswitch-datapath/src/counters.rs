@@ -28,12 +28,12 @@ pub struct RxTotals {
     pub classify_cycles: u64,
     /// Cycles of the egress stage.
     pub egress_cycles: u64,
-    /// Packets the exact-match cache answered.
+    /// Packets the exact-match cache answered, or that repeated the previous packet's flow.
     pub emc_hits: u64,
-    /// Packets that missed it.
+    /// Packets it did not answer: all that went to the megaflow cache, including while the
+    /// exact-match cache is left out (a port whose megaflows need one mask).
     pub emc_misses: u64,
-    /// Packets the megaflow cache answered (after an exact-match miss, or directly while the
-    /// port's megaflows need one mask and the exact-match cache is left out).
+    /// Of those, packets the megaflow cache answered.
     pub megaflow_hits: u64,
     /// Packets that missed both caches and searched the whole classifier.
     pub megaflow_misses: u64,

@@ -241,10 +241,8 @@ impl Stages {
             }
             if let Some((k, target, rule)) = last {
                 if k == key {
-                    if emc {
+                    if simple.is_none() {
                         self.totals[port_idx].emc_hits += 1;
-                    } else if simple.is_none() {
-                        self.totals[port_idx].megaflow_hits += 1;
                     }
                     if rule != NO_RULE {
                         self.count_rule(rule, m.pkt_len());

@@ -71,6 +71,10 @@ impl Switch {
         if !self.extra.iter().any(|e| e.starts_with("--metrics")) {
             cmd.arg("--no-metrics");
         }
+        // A model of its own (none unless the test writes one), never the host's.
+        if !self.extra.iter().any(|e| e == "--model") {
+            cmd.arg("--model").arg(self.dir.join("bandwidth-model.json"));
+        }
         let child = cmd.stdout(Stdio::null()).stderr(log).spawn().expect("start slaswitchd");
         self.child = Some(child);
         let t = Instant::now();
