@@ -404,6 +404,20 @@ fn a_silent_or_endless_client_delays_no_other_command() {
     let _ = endless.read_to_string(&mut reply);
     assert!(reply.contains("longer than 1048576 bytes"), "{reply}");
     assert!(sw.ok(&["show"]).contains("vm1"), "the daemon still serves");
+    // Silent clients up to the limit of 64 connections: the next one is told the daemon is busy
+    // at once, and once they go the daemon serves again.
+    let held: Vec<_> = (1..64).map(|_| std::os::unix::net::UnixStream::connect(sw.socket()).unwrap()).collect();
+    let t = std::time::Instant::now();
+    let (ok, _, err) = sw.cli(&["show"]);
+    assert!(!ok && err.contains("serving 64 connections"), "{err}");
+    assert!(t.elapsed() < std::time::Duration::from_secs(5), "the busy answer waited {:?}", t.elapsed());
+    drop(held);
+    drop(silent);
+    let t = std::time::Instant::now();
+    while !sw.cli(&["show"]).0 {
+        assert!(t.elapsed() < std::time::Duration::from_secs(5), "the daemon did not serve again");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }
 
 /// Deletes the namespaces even if the test fails.
