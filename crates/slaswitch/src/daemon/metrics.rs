@@ -319,32 +319,31 @@ fn port_families(family: &mut Family<'_>, ports: &[PortStats]) {
         }
     }
     family("slaswitch_port_parse_errors_total", "counter", "Malformed frames dropped, by kind.", errors);
-    family(
-        "slaswitch_port_emc_hits_total",
-        "counter",
-        "Exact-match cache hits for the port's packets.",
-        per_port(&|p| p.rx.emc_hits),
-    );
-    family(
-        "slaswitch_port_emc_misses_total",
-        "counter",
-        "Exact-match cache misses for the port's packets.",
-        per_port(&|p| p.rx.emc_misses),
-    );
-    family(
-        "slaswitch_port_megaflow_hits_total",
-        "counter",
-        "Packets that missed the exact-match cache and hit a megaflow.",
-        per_port(&|p| p.rx.megaflow_hits),
-    );
-    family(
-        "slaswitch_port_megaflow_misses_total",
-        "counter",
-        "Packets that missed both caches and searched every subtable.",
-        per_port(&|p| p.rx.megaflow_misses),
-    );
-    family("slaswitch_port_megaflows", "gauge", "Megaflows cached for the port.", per_port(&|p| p.rx.megaflows));
+    // The classification caches, tier by tier (`slaswitch-datapath/src/flow_caches.rs`).
+    let caches: [(&str, &str, &str, PortFigure); 5] = [
+        ("slaswitch_port_emc_hits_total", "counter", "Packets the exact-match cache answered.", |p| p.rx.emc_hits),
+        (
+            "slaswitch_port_emc_misses_total",
+            "counter",
+            "Packets the exact-match cache did not answer (all that went to the megaflow cache).",
+            |p| p.rx.emc_misses,
+        ),
+        ("slaswitch_port_megaflow_hits_total", "counter", "Packets a megaflow answered.", |p| p.rx.megaflow_hits),
+        (
+            "slaswitch_port_megaflow_misses_total",
+            "counter",
+            "Packets that missed both caches and searched every subtable.",
+            |p| p.rx.megaflow_misses,
+        ),
+        ("slaswitch_port_megaflows", "gauge", "Megaflows cached for the port.", |p| p.rx.megaflows),
+    ];
+    for (name, kind, help, value) in caches {
+        family(name, kind, help, per_port(&value));
+    }
 }
+
+/// One figure of a port, read from its stats.
+type PortFigure = fn(&PortStats) -> u64;
 
 /// Per-PMD cycles, C2QoS's waits, the overhead probe's figures and the drift factor.
 fn pmd_families(family: &mut Family<'_>, pmds: &[PmdStats]) {
