@@ -19,6 +19,8 @@ use serde::Serialize;
 use slaswitch_qos::egress::fill::{weighted_fill, Claim};
 use slaswitch_qos::egress::softbw_fluid::{fluid_rates, FluidDemand, FluidScratch};
 
+use crate::datacenter_cpu::{pass_core, CoreScratch, CpuHost};
+
 /// How a link is shared among the VMs that send over it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -65,6 +67,12 @@ pub struct DcConfig {
     /// Flows per VM, repeated over each server's VMs (the test bed's 1:1:2 is `[1, 1, 2]`);
     /// only best-effort sharing looks at them.
     pub flows: Vec<u32>,
+    /// Each server's switch core in front of its link (`None`: the core never limits).
+    pub cpu: Option<CpuHost>,
+    /// Strict VMs per server (its last ones) that flood: they offer their link's rate every
+    /// second, beyond any guarantee (the noisy neighbours of seed 000 Fig. 1). The failure
+    /// figures are of the other strict VMs.
+    pub flooders: usize,
 }
 
 impl DcConfig {
@@ -81,6 +89,8 @@ impl DcConfig {
             seed,
             sharing: Sharing::Softbw,
             flows: vec![1],
+            cpu: None,
+            flooders: 0,
         }
     }
 
@@ -112,6 +122,16 @@ impl DcConfig {
         }
         if self.flows.is_empty() || self.flows.contains(&0) {
             return Err(format!("flows: {:?} is not allowed; give one or more counts of at least 1", self.flows));
+        }
+        if let Some(h) = &self.cpu {
+            h.validate()?;
+        }
+        if self.flooders > self.vms_per_server() - self.dynamic_per_server() {
+            return Err(format!(
+                "flooders: {} is not allowed; a server has {} strict VMs",
+                self.flooders,
+                self.vms_per_server() - self.dynamic_per_server()
+            ));
         }
         if self.servers < 2 || self.secs == 0 {
             return Err(format!(
@@ -151,6 +171,9 @@ fn destination(servers: usize, server: usize, u: f64) -> usize {
     }
 }
 
+/// What a flooding VM offers, in links' rates.
+const FLOOD_OF_LINK: f64 = 10.0;
+
 /// A dynamic VM's transfer.
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct Transfer {
@@ -165,6 +188,11 @@ struct Transfer {
 #[derive(Clone, Copy, Debug, Default)]
 struct Flow {
     dst: usize,
+    /// What it would send, bits per second.
+    offered_bps: f64,
+    /// What crossed its server's switch core (the offer, when the core is not modelled).
+    cpu_bps: f64,
+    /// Its offer to the link (what crossed the core) and its guarantee.
     demand: FluidDemand,
     egress_mbps: f64,
     got_mbps: f64,
@@ -190,6 +218,14 @@ pub struct DcResult {
     pub dynamic_unfinished: usize,
     /// Dynamic VMs still within their deadline at the end (left out).
     pub dynamic_censored: usize,
+    /// With CPU-bound hosts: per strict VM (same order as `strict_failure_secs`), the seconds
+    /// its server's core alone already left it short.
+    pub strict_cpu_failure_secs: Vec<u32>,
+    /// With CPU-bound hosts: per frame size, the share of those strict VMs that failed at
+    /// least once.
+    pub strict_failed_by_frame: Vec<(u32, f64)>,
+    /// With CPU-bound hosts: the cores' mean busy share per second.
+    pub core_utilization: Vec<f64>,
 }
 
 impl DcResult {
@@ -235,8 +271,19 @@ impl DcResult {
     }
 }
 
-/// Egress demands of some servers in one second, kept for the packet-level check.
-pub type Capture = Vec<(usize, Vec<FluidDemand>)>;
+/// One server's egress in one second, kept for the packet-level checks.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CapturedServer {
+    /// The server.
+    pub server: usize,
+    /// Its VMs' offers to the link (what crossed the core) and guarantees.
+    pub link: Vec<FluidDemand>,
+    /// What its VMs offered the core, bits per second.
+    pub offered_bps: Vec<f64>,
+}
+
+/// Egress demands of some servers in one second, kept for the packet-level checks.
+pub type Capture = Vec<CapturedServer>;
 
 /// Runs the simulation; `progress` is called after every second; `capture` keeps, for one
 /// second, the egress demands of the `n` servers that offered the most (the ones whose links
@@ -273,16 +320,27 @@ pub fn run(cfg: &DcConfig, capture: Option<(u32, usize)>, progress: &(dyn Fn(u32
     let mut utilization = Vec::with_capacity(cfg.secs as usize);
     let mut captured = Vec::new();
     let vm_flows: Vec<u32> = (0..per).map(|k| cfg.flows[k % cfg.flows.len()]).collect();
+    let mut strict_cpu_fail = vec![0u32; vms];
+    let mut core_used = vec![0.0f64; cfg.servers];
+    let mut core_utilization = Vec::new();
     for t in 0..cfg.secs {
-        // Egress: every server shares its link among its VMs' offers.
-        flows.par_chunks_mut(per).zip(transfers.par_chunks(per)).enumerate().for_each_init(
-            || (FluidScratch::default(), Vec::new(), Vec::new()),
-            |(scratch, demands, rates), (server, (fl, tr))| {
+        // Egress: every server's core passes what it can of its VMs' offers, then the server
+        // shares its link among what passed.
+        let servers = flows.par_chunks_mut(per).zip(transfers.par_chunks(per)).zip(core_used.par_iter_mut());
+        servers.enumerate().for_each_init(
+            || (FluidScratch::default(), Vec::new(), Vec::new(), CoreScratch::default()),
+            |(scratch, demands, rates, core), (server, ((fl, tr), used))| {
                 demands.clear();
                 for (k, f) in fl.iter_mut().enumerate() {
                     let vm = server * per + k;
                     *f = offer(cfg, vm, server, t, tr[k].as_ref(), (g_bps, fairness_bps, link_bps));
                     demands.push(f.demand);
+                }
+                if let Some(host) = &cfg.cpu {
+                    *used = pass_core(host, g_bps, demands, core, rates);
+                    for ((f, d), &passed) in fl.iter_mut().zip(demands.iter_mut()).zip(rates.iter()) {
+                        (f.cpu_bps, d.demand_bps, f.demand.demand_bps) = (passed, passed, passed);
+                    }
                 }
                 share_link(cfg.sharing, link_bps, demands, &vm_flows, scratch, rates);
                 for (f, r) in fl.iter_mut().zip(rates.iter()) {
@@ -291,12 +349,19 @@ pub fn run(cfg: &DcConfig, capture: Option<(u32, usize)>, progress: &(dyn Fn(u32
             },
         );
         if let Some((_, n)) = capture.filter(|&(when, n)| when == t && n > 0) {
-            let offered = |s: usize| flows[s * per..(s + 1) * per].iter().map(|f| f.demand.demand_bps).sum::<f64>();
+            let offered = |s: usize| flows[s * per..(s + 1) * per].iter().map(|f| f.offered_bps).sum::<f64>();
             let mut busiest: Vec<usize> = (0..cfg.servers).collect();
             busiest.sort_by(|&a, &b| offered(b).total_cmp(&offered(a)));
             captured = busiest[..n.min(cfg.servers)]
                 .iter()
-                .map(|&s| (s, flows[s * per..(s + 1) * per].iter().map(|f| f.demand).collect()))
+                .map(|&s| {
+                    let fl = &flows[s * per..(s + 1) * per];
+                    CapturedServer {
+                        server: s,
+                        link: fl.iter().map(|f| f.demand).collect(),
+                        offered_bps: fl.iter().map(|f| f.offered_bps).collect(),
+                    }
+                })
                 .collect();
         }
         // Ingress: every server shares its link among what the egresses sent it.
@@ -307,11 +372,27 @@ pub fn run(cfg: &DcConfig, capture: Option<(u32, usize)>, progress: &(dyn Fn(u32
             flows[vm].got_mbps = ingress[j];
             total_mbps += ingress[j];
         }
-        account(t, &flows, &mut transfers, &mut strict_fail, per, dynamic);
+        account(t, &flows, &mut transfers, (&mut strict_fail, &mut strict_cpu_fail), per, dynamic);
+        if let Some(host) = &cfg.cpu {
+            core_utilization.push(core_used.iter().sum::<f64>() / (cfg.servers as f64 * host.core_cycles_per_sec));
+        }
         utilization.push(total_mbps / (cfg.servers as f64 * cfg.link_mbps));
         progress(t + 1);
     }
-    (summarize(cfg, utilization, &strict_fail, &transfers, per, dynamic), captured)
+    // The strict VMs the failure figures are of: not the flooders.
+    let measured = dynamic..per - cfg.flooders;
+    let mut r = summarize(cfg, utilization, &strict_fail, &transfers, per, measured.clone());
+    if let Some(host) = &cfg.cpu {
+        r.core_utilization = core_utilization;
+        r.strict_cpu_failure_secs = strict_cpu_fail
+            .iter()
+            .enumerate()
+            .filter(|(vm, _)| measured.contains(&(vm % per)))
+            .map(|(_, &s)| s)
+            .collect();
+        r.strict_failed_by_frame = failed_by(&strict_fail, per, measured, |k| host.frames(k).0);
+    }
+    (r, captured)
 }
 
 /// Shares one link among `demands` (their flows in `flows`) by `sharing`, into `rates`.
@@ -347,8 +428,15 @@ fn offer(
 ) -> Flow {
     let (dst, demand_bps, guarantee_bps) = match transfer {
         None => {
-            let d = exponential(cfg.guarantee_mbps * cfg.rho, draw(cfg.seed, vm, t + 1, 4)) * 1e6;
-            (destination(cfg.servers, server, draw(cfg.seed, vm, t + 1, 5)), d.min(link_bps), g_bps)
+            let per = cfg.vms_per_server();
+            // A flooder sends as fast as its virtual NIC takes frames, which is faster than
+            // the host's link: the switch's core spends cycles on all it takes.
+            let d = if vm % per >= per - cfg.flooders {
+                FLOOD_OF_LINK * link_bps
+            } else {
+                (exponential(cfg.guarantee_mbps * cfg.rho, draw(cfg.seed, vm, t + 1, 4)) * 1e6).min(link_bps)
+            };
+            (destination(cfg.servers, server, draw(cfg.seed, vm, t + 1, 5)), d, g_bps)
         }
         Some(x) if t < x.start || x.done_secs.is_some() => (x.dst, 0.0, 0.0),
         Some(x) => {
@@ -367,7 +455,8 @@ fn offer(
             (x.dst, (x.left_mbit * 1e6 / within).min(link_bps), g)
         }
     };
-    Flow { dst, demand: FluidDemand { demand_bps, guarantee_bps }, egress_mbps: 0.0, got_mbps: 0.0 }
+    let demand = FluidDemand { demand_bps, guarantee_bps };
+    Flow { dst, offered_bps: demand_bps, cpu_bps: demand_bps, demand, egress_mbps: 0.0, got_mbps: 0.0 }
 }
 
 /// `by_dst`: the VMs with traffic, grouped by destination; `offsets[s]..offsets[s + 1]` is
@@ -425,16 +514,19 @@ fn account(
     t: u32,
     flows: &[Flow],
     transfers: &mut [Option<Transfer>],
-    strict_fail: &mut [u32],
+    (strict_fail, strict_cpu_fail): (&mut [u32], &mut [u32]),
     per: usize,
     dynamic: usize,
 ) {
     for (vm, f) in flows.iter().enumerate() {
         let got = if f.egress_mbps > 0.0 { f.got_mbps } else { 0.0 };
         if vm % per >= dynamic {
-            let wanted = f.demand.demand_bps.min(f.demand.guarantee_bps) / 1e6;
+            let wanted = f.offered_bps.min(f.demand.guarantee_bps) / 1e6;
             if got < wanted * (1.0 - 1e-9) {
                 strict_fail[vm] += 1;
+            }
+            if f.cpu_bps / 1e6 < wanted * (1.0 - 1e-9) {
+                strict_cpu_fail[vm] += 1;
             }
         } else if let Some(x) = transfers[vm].as_mut().filter(|x| x.done_secs.is_none() && t >= x.start) {
             if got >= x.left_mbit * (1.0 - 1e-12) {
@@ -448,32 +540,42 @@ fn account(
     }
 }
 
+/// Per value of `key` (of a VM's place on its server), the share of strict VMs that failed at
+/// least one second.
+fn failed_by(
+    strict_fail: &[u32],
+    per: usize,
+    measured: std::ops::Range<usize>,
+    key: impl Fn(usize) -> u32,
+) -> Vec<(u32, f64)> {
+    let mut keys: Vec<u32> = measured.clone().map(&key).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    keys.into_iter()
+        .map(|n| {
+            let of_n: Vec<u32> = strict_fail
+                .iter()
+                .enumerate()
+                .filter(|(vm, _)| measured.contains(&(vm % per)) && key(vm % per) == n)
+                .map(|(_, &s)| s)
+                .collect();
+            (n, of_n.iter().filter(|&&s| s > 0).count() as f64 / of_n.len().max(1) as f64)
+        })
+        .collect()
+}
+
 fn summarize(
     cfg: &DcConfig,
     utilization: Vec<f64>,
     strict_fail: &[u32],
     transfers: &[Option<Transfer>],
     per: usize,
-    dynamic: usize,
+    measured: std::ops::Range<usize>,
 ) -> DcResult {
     let mut r = DcResult { config: Some(cfg.clone()), utilization, ..DcResult::default() };
     r.strict_failure_secs =
-        strict_fail.iter().enumerate().filter(|(vm, _)| vm % per >= dynamic).map(|(_, &s)| s).collect();
-    let mut counts: Vec<u32> = cfg.flows.clone();
-    counts.sort_unstable();
-    counts.dedup();
-    for n in counts {
-        let of_n: Vec<u32> = strict_fail
-            .iter()
-            .enumerate()
-            .filter(|(vm, _)| vm % per >= dynamic && cfg.flows[(vm % per) % cfg.flows.len()] == n)
-            .map(|(_, &s)| s)
-            .collect();
-        if !of_n.is_empty() {
-            let failed = of_n.iter().filter(|&&s| s > 0).count() as f64 / of_n.len() as f64;
-            r.strict_failed_by_flows.push((n, failed));
-        }
-    }
+        strict_fail.iter().enumerate().filter(|(vm, _)| measured.contains(&(vm % per))).map(|(_, &s)| s).collect();
+    r.strict_failed_by_flows = failed_by(strict_fail, per, measured.clone(), |k| cfg.flows[k % cfg.flows.len()]);
     for x in transfers.iter().flatten() {
         match x.done_secs {
             Some(done) => {

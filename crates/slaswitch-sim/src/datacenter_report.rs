@@ -44,9 +44,46 @@ pub struct Row {
     pub dynamic_censored: usize,
     /// Wall-clock seconds the run took.
     pub wall_secs: f64,
+    /// With CPU-bound hosts: the cores' figures.
+    pub cpu: Option<CpuRow>,
+}
+
+/// The switch cores' side of a run with CPU-bound hosts.
+#[derive(Clone, Debug, Serialize)]
+pub struct CpuRow {
+    /// How the core was shared: "c2qos" or "round-robin".
+    pub sharing: String,
+    /// Each VM's frame size, the mix repeated over each server's VMs.
+    pub frame_bytes: Vec<u32>,
+    /// The guarantees' cycles over the core's (above 1: the core is over-committed).
+    pub cycle_commitment: f64,
+    /// The cores' mean busy share.
+    pub core_utilization: f64,
+    /// Per frame size: the share of those strict VMs that failed.
+    pub strict_failed_by_frame: Vec<(u32, f64)>,
+    /// Of the strict VM-seconds that failed, the share in which the core alone already left
+    /// the VM short (the rest: the links).
+    pub failed_seconds_at_core: f64,
+}
+
+/// A core sharing's name, as `--cpu` spells it.
+pub fn cpu_sharing_name(s: crate::datacenter_cpu::CpuSharing) -> &'static str {
+    match s {
+        crate::datacenter_cpu::CpuSharing::C2qos => "c2qos",
+        crate::datacenter_cpu::CpuSharing::C2qosStrict => "c2qos-strict",
+        crate::datacenter_cpu::CpuSharing::RoundRobin => "round-robin",
+    }
 }
 
 impl Row {
+    /// How links (and cores, when modelled) were shared, for labels.
+    pub fn variant(&self) -> String {
+        match &self.cpu {
+            Some(c) => format!("{}, core {}", self.sharing, c.sharing),
+            None => self.sharing.clone(),
+        }
+    }
+
     /// The row of one run.
     pub fn of(load: &str, r: &DcResult, wall_secs: f64) -> Row {
         let cfg = r.config.as_ref().expect("a run's settings");
@@ -69,6 +106,17 @@ impl Row {
             dynamic_worst_ratio_1s: r.dynamic_worst_ratio(1.0),
             dynamic_censored: r.dynamic_censored,
             wall_secs,
+            cpu: cfg.cpu.as_ref().map(|h| CpuRow {
+                sharing: cpu_sharing_name(h.sharing).into(),
+                frame_bytes: h.frame_bytes.clone(),
+                cycle_commitment: h.cycle_commitment(cfg.vms_per_server(), cfg.guarantee_mbps * 1e6),
+                core_utilization: r.core_utilization.iter().sum::<f64>() / r.core_utilization.len().max(1) as f64,
+                strict_failed_by_frame: r.strict_failed_by_frame.clone(),
+                failed_seconds_at_core: {
+                    let failed: u32 = r.strict_failure_secs.iter().sum();
+                    f64::from(r.strict_cpu_failure_secs.iter().sum::<u32>()) / f64::from(failed.max(1))
+                },
+            }),
         }
     }
 }
@@ -116,6 +164,33 @@ pub fn table(rows: &[Row]) -> String {
     s
 }
 
+/// The switch cores' table for runs with CPU-bound hosts (empty when there are none).
+pub fn cpu_table(rows: &[Row]) -> String {
+    let mut s = String::new();
+    for (r, c) in rows.iter().filter_map(|r| r.cpu.as_ref().map(|c| (r, c))) {
+        if s.is_empty() {
+            s.push_str("| load | core shared by | frames | link over-commitment | core over-commitment | link utilization | core utilization | strict VMs failing | by frame size | failed VM-seconds where the core left the VM short |\n|---|---|---|---|---|---|---|---|---|---|\n");
+        }
+        let by: Vec<String> =
+            c.strict_failed_by_frame.iter().map(|(b, f)| format!("{b} B: {:.1}%", 100.0 * f)).collect();
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {:.1}x | {:.2}x | {:.1}% | {:.1}% | {:.1}% | {} | {:.0}% |",
+            r.load,
+            c.sharing,
+            c.frame_bytes.iter().map(|b| b.to_string()).collect::<Vec<_>>().join(":"),
+            r.oc,
+            c.cycle_commitment,
+            100.0 * r.utilization,
+            100.0 * c.core_utilization,
+            100.0 * r.strict_failed,
+            by.join(", "),
+            100.0 * c.failed_seconds_at_core
+        );
+    }
+    s
+}
+
 /// Points of the empirical CDF of `values` (x, share at or below x).
 fn cdf(values: &[f64]) -> Vec<(f64, f64)> {
     let mut v = values.to_vec();
@@ -128,15 +203,15 @@ fn cdf(values: &[f64]) -> Vec<(f64, f64)> {
 /// over deadline from the runs with dynamic guarantees, failure time from those with strict.
 pub fn plots(dir: &Path, runs: &[(String, DcResult)], rows: &[Row]) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let mut kinds: Vec<(&str, &str)> = rows.iter().map(|r| (r.load.as_str(), r.sharing.as_str())).collect();
+    let mut kinds: Vec<(&str, String)> = rows.iter().map(|r| (r.load.as_str(), r.variant())).collect();
     kinds.dedup();
     let mut util: Vec<Series> = kinds
         .iter()
-        .map(|&(l, sh)| Series {
-            label: format!("{l}, {sh} (simulated)"),
+        .map(|(l, v)| Series {
+            label: format!("{l}, {v} (simulated)"),
             points: rows
                 .iter()
-                .filter(|r| r.load == l && r.sharing == sh)
+                .filter(|r| r.load == *l && r.variant() == *v)
                 .map(|r| (r.oc, 100.0 * r.utilization))
                 .collect(),
         })
@@ -154,11 +229,15 @@ pub fn plots(dir: &Path, runs: &[(String, DcResult)], rows: &[Row]) -> Result<()
             .filter(|(_, r)| !f(r).is_empty())
             .map(|(load, r)| Series {
                 label: format!(
-                    "{load} {}{:.0}x",
+                    "{load} {}{}{:.0}x",
                     match r.config.as_ref().map(|c| c.sharing) {
                         Some(crate::datacenter::Sharing::PerFlow) => "per-flow ",
                         _ => "",
                     },
+                    r.config
+                        .as_ref()
+                        .and_then(|c| c.cpu.as_ref())
+                        .map_or(String::new(), |h| format!("core {} ", cpu_sharing_name(h.sharing))),
                     r.config.as_ref().map_or(0.0, |c| c.oc)
                 ),
                 points: cdf(&f(r)),
@@ -187,7 +266,32 @@ pub fn plots(dir: &Path, runs: &[(String, DcResult)], rows: &[Row]) -> Result<()
             markers: Vec::new(),
         }],
     )?;
-    Ok(())
+    core_plot(dir, rows)
+}
+
+/// Writes core.png when the runs had CPU-bound hosts: the share of strict VMs that failed
+/// against over-commitment, per core sharing and frame size.
+fn core_plot(dir: &Path, rows: &[Row]) -> Result<(), String> {
+    let mut series: Vec<Series> = Vec::new();
+    for (r, c) in rows.iter().filter_map(|r| r.cpu.as_ref().map(|c| (r, c))) {
+        for &(bytes, failed) in &c.strict_failed_by_frame {
+            let label = format!("{}, core {}, {bytes}-byte VMs", r.load, c.sharing);
+            match series.iter_mut().find(|s| s.label == label) {
+                Some(s) => s.points.push((r.oc, 100.0 * failed)),
+                None => series.push(Series { label, points: vec![(r.oc, 100.0 * failed)] }),
+            }
+        }
+    }
+    if series.is_empty() {
+        return Ok(());
+    }
+    plot::lines(
+        &dir.join("core.png"),
+        "CPU-bound hosts: strict VMs that failed, against over-commitment (simulated)",
+        "over-commitment ratio (links)",
+        "strict VMs failing at least one second (%)",
+        &[Panel { title: "each server's switch core in front of its link".into(), series, markers: Vec::new() }],
+    )
 }
 
 /// The packet check, as text.
@@ -202,6 +306,23 @@ pub fn check_table(checks: &[FluidCheck]) -> String {
             c.offered_of_link,
             100.0 * c.worst_of_link,
             100.0 * c.worst_relative
+        );
+    }
+    s
+}
+
+/// The fluid core step against the scheduler's batches: one row per (run, server).
+pub fn core_check_table(checks: &[(String, crate::validate_cpu::CoreCheck)]) -> String {
+    let mut s = String::from("| run | server | VMs | offered / core | frames' share of the whole core (replay) | worst |batches - fluid| (share of core) |\n|---|---|---|---|---|---|\n");
+    for (run, c) in checks {
+        let _ = writeln!(
+            s,
+            "| {run} | {} | {} | {:.2} | {:.1}% | {:.2}% |",
+            c.server,
+            c.vms.len(),
+            c.offered_of_core,
+            100.0 * c.frames_of_whole_core,
+            100.0 * c.worst_of_core
         );
     }
     s

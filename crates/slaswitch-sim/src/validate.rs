@@ -73,11 +73,11 @@ pub fn packet_rates(link_bps: f64, demands: &[FluidDemand]) -> Vec<f64> {
 }
 
 /// Compares the fluid form with the packet scheduler on each captured server.
-pub fn check(link_bps: f64, captured: &[(usize, Vec<FluidDemand>)]) -> Vec<FluidCheck> {
+pub fn check(link_bps: f64, captured: &[crate::datacenter::CapturedServer]) -> Vec<FluidCheck> {
     use rayon::prelude::*;
     captured
         .par_iter()
-        .map(|(server, demands)| {
+        .map(|crate::datacenter::CapturedServer { server, link: demands, .. }| {
             let mut fluid = Vec::new();
             fluid_rates(link_bps, demands, &mut FluidScratch::default(), &mut fluid);
             let packets = packet_rates(link_bps, demands);
@@ -120,7 +120,8 @@ mod tests {
             vec![d(900.0, 450.0), d(900.0, 300.0)],
             vec![d(50.0, 250.0), d(400.0, 250.0), d(30.0, 1.0), d(900.0, 1.0)],
         ] {
-            let c = &check(1e9, &[(0, demands)])[0];
+            let offered_bps = demands.iter().map(|d| d.demand_bps).collect();
+            let c = &check(1e9, &[crate::datacenter::CapturedServer { server: 0, link: demands, offered_bps }])[0];
             assert!(c.worst_of_link < 0.02, "{c:?}");
         }
     }

@@ -4,6 +4,7 @@
 //! same scenario up on each switch (slaswitch, OVS-DPDK, a Linux bridge with tc, VDE2), samples
 //! every second, and writes raw samples, plots and a Markdown report.
 
+pub mod capacity;
 pub mod cleanup;
 pub mod driver;
 pub mod host_steal;

@@ -597,6 +597,17 @@ pub fn generate(dir: &Path) -> Result<(), String> {
     if !s.scaling.is_empty() {
         let _ = writeln!(md, "**Scaling:** {}\n", s.scaling.trim());
     }
+    let budgets: Vec<crate::capacity::Resolved> = serde_json::from_value(run["capacity"].clone()).unwrap_or_default();
+    if !budgets.is_empty() {
+        let _ = writeln!(
+            md,
+            "**Rates from this host's capacity** (`[capacity]`; measured just before the run on slaswitch's PMD core, each kind alone at full speed through the same rules; `scenario.toml` here has them filled in, `scenario-source.toml` is the file as written):\n"
+        );
+        for line in crate::capacity::describe(&budgets) {
+            let _ = writeln!(md, "- {line}");
+        }
+        md.push('\n');
+    }
     if !s.variants.is_empty() {
         let _ = writeln!(md, "**Configurations compared** (run one after the other on the same cores):\n");
         for v in &s.variants {

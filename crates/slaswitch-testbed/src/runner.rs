@@ -16,7 +16,7 @@ use crate::driver::{Driver, Reading};
 use crate::plan::{phase_with_destination, plan, SwitchPlan};
 use crate::samples::{self, Sample};
 use crate::scenario::{Scenario, Step, SwitchKind, VmKind};
-use crate::{namespaces, preflight, report};
+use crate::{capacity, namespaces, preflight, report};
 
 /// What `slaswitch experiment run` was asked.
 pub struct RunOptions {
@@ -407,23 +407,121 @@ fn keep_off_pmd_cores(vm_core: usize) -> Result<(), String> {
     slaswitch_datapath::pmd::pin_to_core(vm_core).map_err(|e| format!("the test bed: {e}"))
 }
 
+/// Seconds each traffic kind is measured alone when capacities are measured.
+const CAPACITY_PROBE_SECS: f64 = 4.0;
+
+/// What slaswitch's first PMD core forwards of each kind, packets per second at 100% busy: each
+/// kind from its own VM at full speed, alone, through the scenario's rule set to a null uplink.
+/// The first second of each kind is left out (rings filling, caches warming).
+fn measure_capacity(
+    s: &Scenario,
+    kinds: &[capacity::Kind],
+    work: &Path,
+    opts: &RunOptions,
+) -> Result<std::collections::BTreeMap<capacity::Kind, f64>, String> {
+    let mut probe = s.clone();
+    probe.host.pmd_cores.truncate(1);
+    probe.uplink = crate::scenario::Uplink {
+        name: s.uplink.name.clone(),
+        kind: crate::scenario::UplinkKind::Null,
+        ..Default::default()
+    };
+    probe.vms = kinds
+        .iter()
+        .enumerate()
+        .map(|(i, k)| crate::scenario::VmSpec {
+            name: format!("cap{i}"),
+            kind: VmKind::Emulated,
+            count: 1,
+            phases: vec![format!(
+                "start={},dur={CAPACITY_PROBE_SECS},size={},flows={},rate=max",
+                i as f64 * CAPACITY_PROBE_SECS,
+                k.size,
+                k.flows
+            )],
+            commands: Vec::new(),
+            qos: Default::default(),
+            tenant: None,
+        })
+        .collect();
+    (probe.variants, probe.changes, probe.headlines, probe.tenants) = (vec![], vec![], vec![], vec![]);
+    probe.sweep = None;
+    probe.duration_secs = CAPACITY_PROBE_SECS * kinds.len() as f64;
+    let step = probe.steps().remove(0);
+    let r = run_step(&probe, &step, SwitchKind::Slaswitch, "capacity", work, opts, "the PMD's capacity")?;
+    let at = |subject: &str, metric: &str, t: f64| {
+        r.samples.iter().find(|x| x.subject == subject && x.metric == metric && x.t_secs == t).map(|x| x.value)
+    };
+    let pmd = r.samples.iter().find(|x| x.metric == "busy_pct").map(|x| x.subject.clone()).unwrap_or_default();
+    let mut out = std::collections::BTreeMap::new();
+    for (i, k) in kinds.iter().enumerate() {
+        let name = format!("cap{i}");
+        // Seconds in which only this kind was sent, past its first.
+        let mut pps: Vec<f64> = r
+            .samples
+            .iter()
+            .filter(|x| x.subject == name && x.metric == "rx_kpps" && x.value > 0.0)
+            .filter(|x| {
+                (0..kinds.len()).all(|j| j == i || at(&format!("cap{j}"), "rx_kpps", x.t_secs).unwrap_or(0.0) == 0.0)
+            })
+            .skip(1)
+            .filter_map(|x| at(&pmd, "busy_pct", x.t_secs).filter(|b| *b > 0.0).map(|b| x.value * 1e3 * 100.0 / b))
+            .collect();
+        pps.sort_by(f64::total_cmp);
+        let median = pps.get(pps.len() / 2).copied().ok_or_else(|| {
+            format!(
+                "measuring the PMD's capacity: no second carried {}-byte frames over {} flows alone",
+                k.size, k.flows
+            )
+        })?;
+        out.insert(*k, median);
+    }
+    let _ = std::fs::remove_dir_all(work);
+    Ok(out)
+}
+
 /// Runs the scenario; returns the folder with the samples and the report.
 pub fn run(opts: &RunOptions) -> Result<PathBuf, String> {
-    let text =
+    let source =
         std::fs::read_to_string(&opts.scenario_path).map_err(|e| format!("{}: {e}", opts.scenario_path.display()))?;
-    let scenario =
-        crate::scenario::parse(&opts.scenario_path.display().to_string(), &text).map_err(|e| e.to_string())?;
-    let switches = if opts.switches.is_empty() { scenario.switches.clone() } else { opts.switches.clone() };
-    preflight::check(&scenario, &switches, &opts.tools)?;
-    keep_off_pmd_cores(scenario.host.vm_core)?;
+    let file = opts.scenario_path.display().to_string();
+    let kinds = capacity::kinds(&capacity::budgets(&source).map_err(|e| format!("{file}: {e}"))?);
+    // Read the host layout with every kind at a stand-in capacity, before measuring the real one.
+    let stand_in = kinds.iter().map(|k| (*k, 1e6)).collect();
+    let (provisional, _, _) =
+        crate::scenario::parse_with_capacity(&file, &source, &stand_in).map_err(|e| e.to_string())?;
+    let switches = if opts.switches.is_empty() { provisional.switches.clone() } else { opts.switches.clone() };
+    let mut probe_switches = switches.clone();
+    if !kinds.is_empty() && !probe_switches.contains(&SwitchKind::Slaswitch) {
+        probe_switches.push(SwitchKind::Slaswitch);
+    }
+    preflight::check(&provisional, &probe_switches, &opts.tools)?;
+    keep_off_pmd_cores(provisional.host.vm_core)?;
+    cleanup::install_signal_handlers();
+    let base = std::env::temp_dir().join(format!("slaswitch-exp-{}", std::process::id()));
+    let capacity_pps = if kinds.is_empty() {
+        Default::default()
+    } else {
+        let measured = measure_capacity(&provisional, &kinds, &base.join("capacity"), opts);
+        cleanup::undo_all();
+        measured?
+    };
+    let (scenario, text, budgets) =
+        crate::scenario::parse_with_capacity(&file, &source, &capacity_pps).map_err(|e| e.to_string())?;
     let out_dir = opts.out_dir.clone().unwrap_or_else(|| {
         let stamp = command_output("date", &["+%Y%m%d-%H%M%S"]);
         PathBuf::from("results").join(format!("{}-{stamp}", scenario.name))
     });
     std::fs::create_dir_all(&out_dir).map_err(|e| format!("{}: {e}", out_dir.display()))?;
+    // The run folder's scenario is the one that ran: placeholders filled in with this host's rates.
     std::fs::write(out_dir.join("scenario.toml"), &text).map_err(|e| e.to_string())?;
-    cleanup::install_signal_handlers();
-    let base = std::env::temp_dir().join(format!("slaswitch-exp-{}", std::process::id()));
+    if !budgets.is_empty() {
+        std::fs::write(out_dir.join("scenario-source.toml"), &source).map_err(|e| e.to_string())?;
+        if !opts.quiet {
+            eprintln!("rates from the PMD's measured capacity:");
+            capacity::describe(&budgets).iter().for_each(|l| eprintln!("  {l}"));
+        }
+    }
     let steps = scenario.steps();
     let configs = scenario.run_configs(&switches);
     if configs.is_empty() {
@@ -502,6 +600,7 @@ pub fn run(opts: &RunOptions) -> Result<PathBuf, String> {
         "machine": machine(),
         "pinning": {"pmd_cores": scenario.host.pmd_cores, "vm_core": scenario.host.vm_core},
         "runs": metas,
+        "capacity": budgets,
         "command": format!("slaswitch experiment run {} --switch {} --rounds {rounds} --out {}", opts.scenario_path.display(), switches.iter().map(|s| s.name()).collect::<Vec<_>>().join(","), out_dir.display()),
     });
     std::fs::write(out_dir.join("run.json"), serde_json::to_string_pretty(&run).expect("JSON"))

@@ -119,6 +119,10 @@ pub struct Scenario {
     /// Settings changed during the run, in time order.
     #[serde(rename = "change", default)]
     pub changes: Vec<Change>,
+    /// Rates as shares of the PMD core's measured capacity, named for `{NAME.UNIT}` placeholders
+    /// (see [`crate::capacity`]).
+    #[serde(default)]
+    pub capacity: std::collections::BTreeMap<String, crate::capacity::Budget>,
 }
 
 /// One configuration of one switch: the scenario with some VM groups' QoS replaced. A file with
@@ -653,6 +657,22 @@ pub fn parse(file: &str, text: &str) -> Result<Scenario, ScenarioError> {
     }
     validate(&s, &Checker { file, text })?;
     Ok(s)
+}
+
+/// Parses and checks a scenario whose `[capacity]` budgets are priced at `capacity_pps` (the
+/// core's packets per second for each traffic kind); also returns the file with its
+/// placeholders filled in, and the budgets' rates.
+pub fn parse_with_capacity(
+    file: &str,
+    text: &str,
+    capacity_pps: &std::collections::BTreeMap<crate::capacity::Kind, f64>,
+) -> Result<(Scenario, String, Vec<crate::capacity::Resolved>), ScenarioError> {
+    let whole = |message: String| ScenarioError { file: file.to_string(), line: None, field: String::new(), message };
+    let budgets = crate::capacity::budgets(text).map_err(whole)?;
+    let resolved = crate::capacity::resolve(&budgets, capacity_pps).map_err(whole)?;
+    let filled = crate::capacity::substitute(text, &resolved).map_err(whole)?;
+    let s = parse(file, &filled)?;
+    Ok((s, filled, resolved))
 }
 
 /// Reads and checks a scenario file.

@@ -168,7 +168,11 @@ fn the_committed_experiments_parse() {
         let path = entry.unwrap().path();
         if path.extension().is_some_and(|e| e == "toml") {
             let text = std::fs::read_to_string(&path).unwrap();
-            parse(&path.display().to_string(), &text).unwrap_or_else(|e| panic!("{e}"));
+            // Files that give rates as shares of the core parse at any capacity.
+            let kinds = slaswitch_testbed::capacity::kinds(&slaswitch_testbed::capacity::budgets(&text).unwrap());
+            let stand_in = kinds.iter().map(|k| (*k, 5e6)).collect();
+            slaswitch_testbed::scenario::parse_with_capacity(&path.display().to_string(), &text, &stand_in)
+                .unwrap_or_else(|e| panic!("{e}"));
             n += 1;
         }
     }

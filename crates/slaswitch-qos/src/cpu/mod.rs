@@ -2,6 +2,7 @@
 //! (C2QoS, seed 000 Sec. IV; seed 001 Sec. III).
 
 pub mod c2tb;
+pub mod c2tb_fluid;
 pub mod drift;
 pub mod fallback;
 pub mod hbs;

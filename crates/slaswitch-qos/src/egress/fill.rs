@@ -49,3 +49,34 @@ pub fn weighted_fill(claims: &[Claim], total: f64) -> Vec<f64> {
     }
     share_at(hi)
 }
+
+/// Max-min fair shares of `capacity` in proportion to `weights` (`None`: equal), no one above
+/// its cap, into `out`; returns what was given. Exact and allocation-free (`order` is scratch):
+/// claimants are settled in order of cap over weight, each taking the smaller of its cap and
+/// its weight's part of what is left. The fluid schedulers call it once per link or core and
+/// second, so it avoids [`weighted_fill`]'s bisection.
+pub fn capped_fill(
+    capacity: f64,
+    caps: &[f64],
+    weights: Option<&[f64]>,
+    order: &mut Vec<usize>,
+    out: &mut [f64],
+) -> f64 {
+    let weight = |i: usize| weights.map_or(1.0, |w| w[i].max(0.0));
+    let level = |i: usize| if weight(i) > 0.0 { caps[i] / weight(i) } else { f64::INFINITY };
+    order.clear();
+    order.extend(0..caps.len());
+    order.sort_unstable_by(|&a, &b| level(a).total_cmp(&level(b)));
+    let mut left = capacity.max(0.0);
+    let mut weight_left: f64 = (0..caps.len()).map(weight).sum();
+    let mut given = 0.0;
+    for &i in order.iter() {
+        let share = if weight_left > 0.0 { left * weight(i) / weight_left } else { 0.0 };
+        let x = caps[i].max(0.0).min(share);
+        out[i] = x;
+        left -= x;
+        given += x;
+        weight_left -= weight(i);
+    }
+    given
+}

@@ -12,6 +12,8 @@
 //! queue capped at its unmet demand. Over-committed, the first step already fills the link.
 //! `slaswitch-sim validate-fluid` checks this against the packet scheduler on a fake clock.
 
+use super::fill::capped_fill;
+
 /// One queue's second: what it would send, and what it is guaranteed.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct FluidDemand {
@@ -37,7 +39,7 @@ pub fn fluid_rates(link_rate_bps: f64, demands: &[FluidDemand], scratch: &mut Fl
     rates.resize(demands.len(), 0.0);
     caps.clear();
     caps.extend(demands.iter().map(|d| d.demand_bps.max(0.0).min(d.guarantee_bps.max(0.0))));
-    let used = water_fill(link_rate_bps, caps, order, rates);
+    let used = capped_fill(link_rate_bps, caps, None, order, rates);
     let residual = link_rate_bps - used;
     if residual <= link_rate_bps * 1e-12 {
         return;
@@ -46,27 +48,10 @@ pub fn fluid_rates(link_rate_bps: f64, demands: &[FluidDemand], scratch: &mut Fl
     caps.extend(demands.iter().zip(rates.iter()).map(|(d, r)| (d.demand_bps - r).max(0.0)));
     more.clear();
     more.resize(demands.len(), 0.0);
-    water_fill(residual, caps, order, more);
+    capped_fill(residual, caps, None, order, more);
     for (r, m) in rates.iter_mut().zip(more.iter()) {
         *r += m;
     }
-}
-
-/// Equal shares of `capacity`, no one above its cap (max-min fairness); returns what was given.
-fn water_fill(capacity: f64, caps: &[f64], order: &mut Vec<usize>, out: &mut [f64]) -> f64 {
-    order.clear();
-    order.extend(0..caps.len());
-    order.sort_unstable_by(|&a, &b| caps[a].total_cmp(&caps[b]));
-    let mut left = capacity.max(0.0);
-    let mut given = 0.0;
-    for (k, &i) in order.iter().enumerate() {
-        let share = left / (caps.len() - k) as f64;
-        let x = caps[i].min(share);
-        out[i] = x;
-        left -= x;
-        given += x;
-    }
-    given
 }
 
 #[cfg(test)]

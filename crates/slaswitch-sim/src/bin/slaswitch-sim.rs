@@ -4,7 +4,9 @@
 //!       [--step 0.5] [--samples 100000] [--seed 1] [--out DIR] [--json]
 //!   slaswitch-sim datacenter [--servers 2000] [--secs 600] [--oc 1,2,3,4,5,6] [--rho 0.15]
 //!       [--loads strict,dynamic] [--sharing softbw,per-flow] [--flows 1,1,2] [--seed 1]
-//!       [--check-servers 8] [--out DIR] [--json]
+//!       [--check-servers 8] [--link-mbps 1000] [--guarantee-mbps 250]
+//!       [--flooders N] [--cpu c2qos,c2qos-strict,round-robin --frame-bytes 64,1500 [--model FILE] [--core-hz HZ]]
+//!       [--out DIR] [--json]
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -13,9 +15,10 @@ use std::time::Instant;
 
 use clap::{Parser, Subcommand};
 use slaswitch_sim::datacenter::{self, DcConfig};
+use slaswitch_sim::datacenter_cpu::{CpuHost, CpuSharing};
 use slaswitch_sim::datacenter_report::{self, Row};
 use slaswitch_sim::overcommit::{self, Study};
-use slaswitch_sim::validate;
+use slaswitch_sim::{validate, validate_cpu};
 
 #[derive(Parser)]
 #[command(name = "slaswitch-sim", version, about = "Simulations on slaswitch's QoS code (seed 003's over-commitment)")]
@@ -83,6 +86,31 @@ enum Command {
         /// Flows per VM, repeated over each server's VMs (e.g. 1,1,2)
         #[arg(long, value_delimiter = ',', default_value = "1")]
         flows: Vec<u32>,
+        /// Each server's access link, Mbit/s
+        #[arg(long, default_value_t = 1000.0)]
+        link_mbps: f64,
+        /// Each VM's guarantee, Mbit/s (a link's worth of them is 1x over-commitment)
+        #[arg(long, default_value_t = 250.0)]
+        guarantee_mbps: f64,
+        /// CPU-bound hosts: each server's switch core in front of its link, shared by c2qos
+        /// (guarantees bought as MIN-MAX cycles), c2qos-strict or round-robin, one run each
+        /// (none: the core never limits)
+        #[arg(long, value_delimiter = ',')]
+        cpu: Vec<String>,
+        /// Strict VMs per server that flood (offer their link's rate every second); the failure
+        /// figures are of the others
+        #[arg(long, default_value_t = 0)]
+        flooders: usize,
+        /// With --cpu: each VM's frame size, repeated over each server's VMs
+        #[arg(long, value_delimiter = ',', default_value = "64,1500")]
+        frame_bytes: Vec<u32>,
+        /// With --cpu: the bandwidth-CPU model that prices the frames (`slaswitch calibrate`)
+        #[arg(long, default_value = "/var/lib/slaswitch/bandwidth-model.json")]
+        model: PathBuf,
+        /// With --cpu: the core's cycles per second (default: the model's TSC rate); the VMs get
+        /// the share a PMD gives its ports
+        #[arg(long)]
+        core_hz: Option<f64>,
         /// Seed of every draw
         #[arg(long, default_value_t = 1)]
         seed: u64,
@@ -108,9 +136,44 @@ fn main() -> ExitCode {
                 json,
             )
         }
-        Command::Datacenter { servers, secs, oc, rho, loads, sharing, flows, seed, check_servers, out, json } => {
-            let base = DcConfig { servers, secs, rho, flows, ..DcConfig::paper(servers, 1.0, seed) };
-            datacenter_study(&base, (&loads, &sharing), &oc, check_servers, &out, json)
+        Command::Datacenter {
+            servers,
+            secs,
+            oc,
+            rho,
+            loads,
+            sharing,
+            flows,
+            link_mbps,
+            guarantee_mbps,
+            cpu,
+            flooders,
+            frame_bytes,
+            model,
+            core_hz,
+            seed,
+            check_servers,
+            out,
+            json,
+        } => {
+            let base = DcConfig {
+                servers,
+                secs,
+                rho,
+                flows,
+                link_mbps,
+                guarantee_mbps,
+                flooders,
+                ..DcConfig::paper(servers, 1.0, seed)
+            };
+            let cpus = match cpu_hosts(&cpu, frame_bytes, &model, core_hz) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("slaswitch-sim datacenter: {e}");
+                    return ExitCode::from(1);
+                }
+            };
+            datacenter_study(&base, (&loads, &sharing, &cpus), &oc, check_servers, &out, json)
         }
     }
 }
@@ -138,6 +201,32 @@ fn overcommit_study(study: Study, out: &std::path::Path, json: bool) -> ExitCode
     ExitCode::SUCCESS
 }
 
+/// The switch cores `--cpu` asks for (none: one run without them).
+fn cpu_hosts(
+    sharings: &[String],
+    frame_bytes: Vec<u32>,
+    model_path: &std::path::Path,
+    core_hz: Option<f64>,
+) -> Result<Vec<Option<CpuHost>>, String> {
+    if sharings.is_empty() {
+        return Ok(vec![None]);
+    }
+    let text = std::fs::read_to_string(model_path)
+        .map_err(|e| format!("model: {}: {e} (run slaswitch calibrate, or give --model)", model_path.display()))?;
+    let model: slaswitch_qos::cpu::BandwidthModel = serde_json::from_str(&text)
+        .map_err(|e| format!("model: {} is not a bandwidth-CPU model: {e}", model_path.display()))?;
+    let hz = core_hz.unwrap_or(model.tsc_hz as f64);
+    let core = hz * slaswitch_qos::cpu::water_fill::DELIVERABLE_CORE_SHARE;
+    sharings
+        .iter()
+        .map(|s| {
+            let host = CpuHost::from_model(&model, core, frame_bytes.clone(), s.parse::<CpuSharing>()?)?;
+            host.validate()?;
+            Ok(Some(host))
+        })
+        .collect()
+}
+
 /// A load's share of VMs with a dynamic guarantee.
 fn dynamic_share(load: &str) -> Result<f64, String> {
     match load {
@@ -150,7 +239,7 @@ fn dynamic_share(load: &str) -> Result<f64, String> {
 
 fn datacenter_study(
     base: &DcConfig,
-    (loads, sharings): (&[String], &[String]),
+    (loads, sharings, cpus): (&[String], &[String], &[Option<CpuHost>]),
     ocs: &[f64],
     check_servers: usize,
     out: &std::path::Path,
@@ -174,12 +263,14 @@ fn datacenter_study(
                 Ok(s) => s,
                 Err(e) => return fail(e),
             };
-            for &oc in ocs {
-                let cfg = DcConfig { oc, dynamic_share: share, sharing, ..base.clone() };
-                if let Err(e) = cfg.validate() {
-                    return fail(e);
+            for cpu in cpus {
+                for &oc in ocs {
+                    let cfg = DcConfig { oc, dynamic_share: share, sharing, cpu: cpu.clone(), ..base.clone() };
+                    if let Err(e) = cfg.validate() {
+                        return fail(e);
+                    }
+                    plan.push((load.clone(), cfg));
                 }
-                plan.push((load.clone(), cfg));
             }
         }
     }
@@ -190,9 +281,10 @@ fn datacenter_study(
     );
     let started = Instant::now();
     let check_at = base.secs / 2;
-    let (mut runs, mut rows, mut checks) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut runs, mut rows, mut checks, mut core_checks) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for (i, (load, cfg)) in plan.iter().enumerate() {
-        bar.set_message(format!("{load} {:?} {}x", cfg.sharing, cfg.oc));
+        let core = cfg.cpu.as_ref().map_or(String::new(), |h| format!(" core {:?}", h.sharing));
+        bar.set_message(format!("{load} {:?}{core} {}x", cfg.sharing, cfg.oc));
         let t = Instant::now();
         let done = i as u64 * u64::from(base.secs);
         let (r, captured) =
@@ -202,6 +294,16 @@ fn datacenter_study(
         if cfg.sharing == datacenter::Sharing::Softbw {
             checks
                 .extend(validate::check(cfg.link_mbps * 1e6, &captured).into_iter().map(|c| (load.clone(), cfg.oc, c)));
+        }
+        if let Some(host) = &cfg.cpu {
+            let run = format!(
+                "{load} {} {}x",
+                rows.last().and_then(|r: &Row| r.cpu.as_ref()).map_or("", |c| c.sharing.as_str()),
+                cfg.oc
+            );
+            core_checks.extend(
+                validate_cpu::check(host, cfg.guarantee_mbps * 1e6, &captured).into_iter().map(|c| (run.clone(), c)),
+            );
         }
         runs.push((load.clone(), r));
     }
@@ -214,17 +316,19 @@ fn datacenter_study(
     let summary = serde_json::json!({
         "config": base, "rows": rows, "wall_secs": wall_secs, "peak_rss_kib": peak_rss_kib,
         "threads": rayon::current_num_threads(),
+        "core_check": core_checks.iter().map(|(run, c)| serde_json::json!({"run": run, "check": c})).collect::<Vec<_>>(),
         "fluid_check": checks.iter().map(|(load, oc, c)| serde_json::json!({"load": load, "oc": oc, "check": c})).collect::<Vec<_>>(),
     });
     let checked: Vec<_> = checks.iter().map(|(_, _, c)| c.clone()).collect();
     let report = format!(
-        "# Datacenter simulation (seed 003 Sec. 6.4)\n\nSimulated, not measured: `slaswitch-sim datacenter`, {} servers x {} s, rho {}, seed {}, {} threads, {wall_secs:.1} s in all.\n\n{}\n## The fluid step against SoftBw's packets\n\nThe {} busiest servers' egress in second {check_at} of each run, replayed frame by frame (1500-byte frames, a fake clock, 0.1 s of warm-up, 1 s counted).\n\n{}",
+        "# Datacenter simulation (seed 003 Sec. 6.4)\n\nSimulated, not measured: `slaswitch-sim datacenter`, {} servers x {} s, rho {}, seed {}, {} threads, {wall_secs:.1} s in all.\n\n{}\n{}## The fluid step against SoftBw's packets\n\nThe {} busiest servers' egress in second {check_at} of each run, replayed frame by frame (1500-byte frames, a fake clock, 0.1 s of warm-up, 1 s counted).\n\n{}",
         base.servers,
         base.secs,
         base.rho,
         base.seed,
         rayon::current_num_threads(),
         datacenter_report::table(&rows),
+        cpu_section(base, cpus, &rows, &core_checks),
         check_servers,
         datacenter_report::check_table(&checked)
     );
@@ -239,6 +343,7 @@ fn datacenter_study(
         println!("{text}");
     } else {
         print!("{}", datacenter_report::table(&rows));
+        print!("{}", datacenter_report::cpu_table(&rows));
         let worst = checks.iter().map(|(_, _, c)| c.worst_of_link).fold(0.0, f64::max);
         println!(
             "\n{} servers x {} s, {} runs in {wall_secs:.1} s on {} threads, peak RSS {} MiB",
@@ -255,6 +360,14 @@ fn datacenter_study(
                 100.0 * worst
             );
         }
+        if !core_checks.is_empty() {
+            let worst = core_checks.iter().map(|(_, c)| c.worst_of_core).fold(0.0, f64::max);
+            println!(
+                "fluid core step against PortScheduler's batches ({} server-seconds): worst {:.2}% of the core",
+                core_checks.len(),
+                100.0 * worst
+            );
+        }
         println!("figures and summary.json: {}", out.display());
     }
     ExitCode::SUCCESS
@@ -268,4 +381,32 @@ fn peak_rss_kib() -> u64 {
             s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
         })
         .unwrap_or(0)
+}
+
+/// The report's section on the switch cores, when the runs had them.
+fn cpu_section(
+    base: &DcConfig,
+    cpus: &[Option<CpuHost>],
+    rows: &[Row],
+    checks: &[(String, validate_cpu::CoreCheck)],
+) -> String {
+    let Some(host) = cpus.iter().flatten().next() else { return String::new() };
+    let prices: Vec<String> = host
+        .frame_bytes
+        .iter()
+        .zip(&host.cycles_per_frame)
+        .map(|(b, c)| format!("{b}-byte frames {c:.0} cycles"))
+        .collect();
+    format!(
+        "## CPU-bound hosts\n\nEach server's switch core gives its VMs {:.2} G cycles per second; the bandwidth-CPU model prices {} (many flows). Links {} Mbit/s, guarantees {} Mbit/s, {} flooding VM(s) per server (their link's rate every second; the failure figures are of the other VMs). `c2qos`: each VM's guarantee at its frame size as a MIN-MAX cycle allocation, idle cycles and unused allocations shared equally; `c2qos-strict`: the same allocations, never more; `round-robin`: no cycle QoS. Only the sender's core is modelled.\n\n{}\n### The fluid core step against PortScheduler's batches\n\nThe busiest servers' cores in the middle second of each run, replayed batch by batch through `PortScheduler` (C2TB under HBS, as the data plane runs it) on a fake clock: 0.1 s of warm-up, 1 s counted, empty polls {} cycles, rings of {} frames. The fluid form is given the cycles the replay's frames took.\n\n{}\n",
+        host.core_cycles_per_sec / 1e9,
+        prices.join(", "),
+        base.link_mbps,
+        base.guarantee_mbps,
+        base.flooders,
+        datacenter_report::cpu_table(rows),
+        validate_cpu::EMPTY_POLL_CYCLES,
+        validate_cpu::RING_FRAMES,
+        datacenter_report::core_check_table(checks)
+    )
 }

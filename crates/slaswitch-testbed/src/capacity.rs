@@ -1,0 +1,298 @@
+//! Rates as shares of what this host's PMD core forwards. A scenario's `[capacity]` table names
+//! budgets; anywhere in the file `{NAME.UNIT}` or `{NAME.UNIT*FACTOR}` stands for the budget's
+//! rate in that unit, so one file saturates (or leaves idle) the PMD on a fast host and a slow
+//! one alike. The runner measures the core's capacity for each budget's frames just before the
+//! run (every traffic kind alone at full speed on slaswitch's PMD) and writes the resolved file
+//! into the run folder; the report states the figures.
+//!
+//! ```toml
+//! [capacity]
+//! innocent = { core_share = 0.30, size = 1024, flows = 20000 }  # 30% of the core's packets
+//! flood = { core_share = 0.14, size = 64, flows = 20000 }
+//! buy = { same_policed_rate_as = "flood", size = 512 }   # flood's bytes less headers, in 512-byte frames
+//!
+//! [[vm]]
+//! name = "vm"
+//! phases = ["size=1024,flows=20000,rate={innocent.mbps*1.05}mbps"]
+//! qos = { bandwidth_bps = "{innocent.bps}" }   # a quoted placeholder becomes a bare number
+//! ```
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// The bytes of an Ethernet header, which byte policers do not count (OVS's
+/// `ingress_policing_rate` is in bits of frames less it).
+pub const ETHERNET_HEADER_BYTES: f64 = 14.0;
+
+/// One budget of the `[capacity]` table: either a share of the core or another budget's
+/// policed byte rate in frames of another size.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Budget {
+    /// The share of one PMD core's packets of this kind, 0 to 10 (above 1: an overload).
+    pub core_share: Option<f64>,
+    /// The frames' length in bytes, without FCS.
+    pub size: u16,
+    /// The flows (UDP source ports) they cycle through; with `same_policed_rate_as`, unused.
+    #[serde(default = "one_flow")]
+    pub flows: u32,
+    /// Another budget whose bits, less Ethernet headers, this one carries in `size`-byte frames
+    /// (what a byte policer set at one lets through of the other).
+    pub same_policed_rate_as: Option<String>,
+}
+
+fn one_flow() -> u32 {
+    1
+}
+
+/// The frames a capacity is measured for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Kind {
+    /// Bytes per frame, without FCS.
+    pub size: u16,
+    /// Flows they cycle through.
+    pub flows: u32,
+}
+
+/// A budget with its rate.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Resolved {
+    /// Its name in the file.
+    pub name: String,
+    /// What it was given as.
+    pub budget: Budget,
+    /// The core's capacity for its frames, packets per second (budgets of a core share).
+    pub capacity_pps: Option<f64>,
+    /// Its rate, packets per second of `budget.size`-byte frames.
+    pub pps: f64,
+}
+
+impl Resolved {
+    /// The rate in `unit`: pps, kpps, mpps, bps, kbps, mbps, gbps or policer_kbps (kbit/s of
+    /// frames less their Ethernet header).
+    pub fn value(&self, unit: &str) -> Option<f64> {
+        let bytes = f64::from(self.budget.size);
+        let bps = self.pps * bytes * 8.0;
+        Some(match unit {
+            "pps" => self.pps,
+            "kpps" => self.pps / 1e3,
+            "mpps" => self.pps / 1e6,
+            "bps" => bps,
+            "kbps" => bps / 1e3,
+            "mbps" => bps / 1e6,
+            "gbps" => bps / 1e9,
+            "policer_kbps" => self.pps * (bytes - ETHERNET_HEADER_BYTES) * 8.0 / 1e3,
+            _ => return None,
+        })
+    }
+}
+
+const UNITS: &str = "pps, kpps, mpps, bps, kbps, mbps, gbps, policer_kbps";
+
+/// The `[capacity]` table of a scenario's text (empty when it has none).
+pub fn budgets(text: &str) -> Result<BTreeMap<String, Budget>, String> {
+    #[derive(Deserialize)]
+    struct OnlyCapacity {
+        #[serde(default)]
+        capacity: BTreeMap<String, Budget>,
+    }
+    let doc: toml::Table = toml::from_str(text).map_err(|e| e.message().trim().to_string())?;
+    let Some(table) = doc.get("capacity") else { return Ok(BTreeMap::new()) };
+    let wrapped = toml::Table::from_iter([("capacity".to_string(), table.clone())]);
+    let only: OnlyCapacity = wrapped.try_into().map_err(|e: toml::de::Error| format!("capacity: {}", e.message()))?;
+    for (name, b) in &only.capacity {
+        check_budget(name, b, &only.capacity)?;
+    }
+    Ok(only.capacity)
+}
+
+fn check_budget(name: &str, b: &Budget, all: &BTreeMap<String, Budget>) -> Result<(), String> {
+    if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+        return Err(format!("capacity.{name}: a budget's name is letters, digits, '-' and '_'"));
+    }
+    if !(60..=1514).contains(&b.size) {
+        return Err(format!("capacity.{name}.size={}: frames are 60 to 1514 bytes (without FCS)", b.size));
+    }
+    match (b.core_share, &b.same_policed_rate_as) {
+        (Some(s), None) if s > 0.0 && s <= 10.0 => Ok(()),
+        (Some(s), None) => Err(format!("capacity.{name}.core_share={s}: a share above 0, at most 10")),
+        (None, Some(other)) => match all.get(other) {
+            Some(o) if o.core_share.is_some() => Ok(()),
+            Some(_) => Err(format!(
+                "capacity.{name}.same_policed_rate_as='{other}': that budget must give a core_share itself"
+            )),
+            None => Err(format!("capacity.{name}.same_policed_rate_as='{other}': no such budget")),
+        },
+        _ => Err(format!("capacity.{name}: give either core_share or same_policed_rate_as")),
+    }
+}
+
+/// The traffic kinds whose capacity the budgets need.
+pub fn kinds(budgets: &BTreeMap<String, Budget>) -> Vec<Kind> {
+    let mut k: Vec<Kind> =
+        budgets.values().filter(|b| b.core_share.is_some()).map(|b| Kind { size: b.size, flows: b.flows }).collect();
+    k.sort();
+    k.dedup();
+    k
+}
+
+/// Every budget's rate, from the capacities measured for `kinds(budgets)`.
+pub fn resolve(
+    budgets: &BTreeMap<String, Budget>,
+    capacity_pps: &BTreeMap<Kind, f64>,
+) -> Result<Vec<Resolved>, String> {
+    let share_rate = |b: &Budget| -> Result<(f64, f64), String> {
+        let kind = Kind { size: b.size, flows: b.flows };
+        let cap = *capacity_pps.get(&kind).ok_or_else(|| format!("no capacity measured for {kind:?}"))?;
+        Ok((cap, cap * b.core_share.expect("a share budget")))
+    };
+    budgets
+        .iter()
+        .map(|(name, b)| {
+            let (capacity_pps, pps) = match &b.same_policed_rate_as {
+                None => share_rate(b).map(|(c, p)| (Some(c), p))?,
+                Some(other) => {
+                    let o = &budgets[other];
+                    let (_, other_pps) = share_rate(o)?;
+                    let policed_bytes_per_sec = other_pps * (f64::from(o.size) - ETHERNET_HEADER_BYTES);
+                    (None, policed_bytes_per_sec / (f64::from(b.size) - ETHERNET_HEADER_BYTES))
+                }
+            };
+            Ok(Resolved { name: name.clone(), budget: b.clone(), capacity_pps, pps })
+        })
+        .collect()
+}
+
+/// `text` with every `{NAME.UNIT}` / `{NAME.UNIT*FACTOR}` replaced by the number; a placeholder
+/// that is a whole quoted string (`"{a.bps}"`) becomes a bare number. Rates in bits, and pps,
+/// are whole numbers; the others keep three decimals.
+pub fn substitute(text: &str, resolved: &[Resolved]) -> Result<String, String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find('{') {
+        let Some(len) = rest[open..].find('}') else { break };
+        let inner = &rest[open + 1..open + len];
+        let Some((name, unit, factor)) = placeholder(inner) else {
+            out.push_str(&rest[..=open]);
+            rest = &rest[open + 1..];
+            continue;
+        };
+        let line = text[..text.len() - rest.len() + open].matches('\n').count() + 1;
+        let r = resolved.iter().find(|r| r.name == name).ok_or_else(|| {
+            let names: Vec<&str> = resolved.iter().map(|r| r.name.as_str()).collect();
+            format!("line {line}: {{{inner}}}: no budget '{name}' in [capacity] (it has: {})", names.join(", "))
+        })?;
+        let v =
+            r.value(unit).ok_or_else(|| format!("line {line}: {{{inner}}}: unknown unit '{unit}' ({UNITS})"))? * factor;
+        let number = if matches!(unit, "kpps" | "mpps" | "mbps" | "gbps") {
+            format!("{v:.3}")
+        } else {
+            format!("{:.0}", v.round())
+        };
+        let quoted = open > 0 && rest[..open].ends_with('"') && rest[open + len + 1..].starts_with('"');
+        if quoted {
+            out.push_str(&rest[..open - 1]);
+            out.push_str(&number);
+            rest = &rest[open + len + 2..];
+        } else {
+            out.push_str(&rest[..open]);
+            out.push_str(&number);
+            rest = &rest[open + len + 1..];
+        }
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// `NAME.UNIT` or `NAME.UNIT*FACTOR` (anything else, e.g. an inline table or `{count}`, is not
+/// a placeholder).
+fn placeholder(inner: &str) -> Option<(&str, &str, f64)> {
+    let (name, tail) = inner.split_once('.')?;
+    let (unit, factor) = match tail.split_once('*') {
+        Some((u, f)) => (u, f.parse::<f64>().ok().filter(|f| f.is_finite() && *f > 0.0)?),
+        None => (tail, 1.0),
+    };
+    let word = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    (word(name) && word(unit)).then_some((name, unit, factor))
+}
+
+/// The resolved budgets as report lines.
+pub fn describe(resolved: &[Resolved]) -> Vec<String> {
+    resolved
+        .iter()
+        .map(|r| {
+            let b = &r.budget;
+            let what = match (&b.same_policed_rate_as, r.capacity_pps) {
+                (Some(o), _) => format!("{o}'s policed byte rate in {}-byte frames", b.size),
+                (None, Some(cap)) => format!(
+                    "{:.0}% of the core's {:.0} kpps of {}-byte frames over {} flow{}",
+                    b.core_share.unwrap_or(0.0) * 100.0,
+                    cap / 1e3,
+                    b.size,
+                    b.flows,
+                    if b.flows == 1 { "" } else { "s" }
+                ),
+                (None, None) => String::new(),
+            };
+            format!(
+                "{}: {what} = {:.1} kpps = {:.1} Mbit/s ({:.0} kbit/s policed)",
+                r.name,
+                r.pps / 1e3,
+                r.value("mbps").unwrap_or(0.0),
+                r.value("policer_kbps").unwrap_or(0.0)
+            )
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TEXT: &str = r#"
+[capacity]
+a = { core_share = 0.5, size = 1024, flows = 100 }
+b = { same_policed_rate_as = "a", size = 64 }
+
+[[vm]]
+phases = ["size=1024,rate={a.kpps*2}kpps", "size=64,rate={b.pps}pps,x={count}"]
+qos = { bandwidth_bps = "{a.bps}", ingress_policing_rate_kbps = "{a.policer_kbps}" }
+"#;
+
+    fn caps() -> BTreeMap<Kind, f64> {
+        BTreeMap::from([(Kind { size: 1024, flows: 100 }, 2_000_000.0)])
+    }
+
+    #[test]
+    fn shares_become_rates_and_quoted_placeholders_bare_numbers() {
+        let b = budgets(TEXT).unwrap();
+        assert_eq!(kinds(&b), vec![Kind { size: 1024, flows: 100 }]);
+        let r = resolve(&b, &caps()).unwrap();
+        let out = substitute(TEXT, &r).unwrap();
+        // Half of 2 Mpps, twice over in the phase.
+        assert!(out.contains("rate=2000.000kpps"), "{out}");
+        // 1 Mpps of 1010 policed bytes is 20.2 Mpps of 64-byte frames (50 policed bytes each).
+        assert!(out.contains("rate=20200000pps"), "{out}");
+        assert!(out.contains("x={count}"), "{out}");
+        assert!(out.contains("bandwidth_bps = 8192000000,"), "{out}");
+        assert!(out.contains("ingress_policing_rate_kbps = 8080000 }"), "{out}");
+        // The inline table's braces are left alone.
+        assert!(out.contains("qos = { bandwidth_bps"), "{out}");
+    }
+
+    #[test]
+    fn bad_budgets_and_placeholders_are_named() {
+        let e = budgets("[capacity]\na = { core_share = 0, size = 64 }\n").unwrap_err();
+        assert!(e.contains("capacity.a.core_share=0"), "{e}");
+        let e = budgets("[capacity]\na = { same_policed_rate_as = \"z\", size = 64 }\n").unwrap_err();
+        assert!(e.contains("no such budget"), "{e}");
+        let e = budgets("[capacity]\na = { size = 64 }\n").unwrap_err();
+        assert!(e.contains("either core_share or same_policed_rate_as"), "{e}");
+        let r = resolve(&budgets(TEXT).unwrap(), &caps()).unwrap();
+        let e = substitute("x = \"{c.bps}\"\n", &r).unwrap_err();
+        assert!(e.contains("line 1") && e.contains("no budget 'c'"), "{e}");
+        let e = substitute("\n\nx = \"{a.furlongs}\"\n", &r).unwrap_err();
+        assert!(e.contains("line 3") && e.contains("unknown unit 'furlongs'"), "{e}");
+    }
+}
