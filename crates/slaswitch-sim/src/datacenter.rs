@@ -69,7 +69,7 @@ pub struct DcConfig {
     pub flows: Vec<u32>,
     /// Each server's switch core in front of its link (`None`: the core never limits).
     pub cpu: Option<CpuHost>,
-    /// Strict VMs per server (its last ones) that flood: they offer their link's rate every
+    /// Strict VMs per server (its last ones) that flood: they offer ten times their link's rate every
     /// second, beyond any guarantee (the noisy neighbours of seed 000 Fig. 1). The failure
     /// figures are of the other strict VMs.
     pub flooders: usize,

@@ -97,7 +97,7 @@ enum Command {
         /// (none: the core never limits)
         #[arg(long, value_delimiter = ',')]
         cpu: Vec<String>,
-        /// Strict VMs per server that flood (offer their link's rate every second); the failure
+        /// Strict VMs per server that flood (offer ten times their link's rate every second); the failure
         /// figures are of the others
         #[arg(long, default_value_t = 0)]
         flooders: usize,
@@ -398,7 +398,7 @@ fn cpu_section(
         .map(|(b, c)| format!("{b}-byte frames {c:.0} cycles"))
         .collect();
     format!(
-        "## CPU-bound hosts\n\nEach server's switch core gives its VMs {:.2} G cycles per second; the bandwidth-CPU model prices {} (many flows). Links {} Mbit/s, guarantees {} Mbit/s, {} flooding VM(s) per server (their link's rate every second; the failure figures are of the other VMs). `c2qos`: each VM's guarantee at its frame size as a MIN-MAX cycle allocation, idle cycles and unused allocations shared equally; `c2qos-strict`: the same allocations, never more; `round-robin`: no cycle QoS. Only the sender's core is modelled.\n\n{}\n### The fluid core step against PortScheduler's batches\n\nThe busiest servers' cores in the middle second of each run, replayed batch by batch through `PortScheduler` (C2TB under HBS, as the data plane runs it) on a fake clock: 0.1 s of warm-up, 1 s counted, empty polls {} cycles, rings of {} frames. The fluid form is given the cycles the replay's frames took.\n\n{}\n",
+        "## CPU-bound hosts\n\nEach server's switch core gives its VMs {:.2} G cycles per second; the bandwidth-CPU model prices {} (many flows). Links {} Mbit/s, guarantees {} Mbit/s, {} flooding VM(s) per server (ten times their link's rate every second, as fast as their virtual NICs take frames; the failure figures are of the other VMs). `c2qos`: each VM's guarantee at its frame size as a MIN-MAX cycle allocation, idle cycles and unused allocations shared equally; `c2qos-strict`: the same allocations, never more; `round-robin`: no cycle QoS. Only the sender's core is modelled.\n\n{}\n### The fluid core step against PortScheduler's batches\n\nThe busiest servers' cores in the middle second of each run, replayed batch by batch through `PortScheduler` (C2TB under HBS, as the data plane runs it) on a fake clock: 0.1 s of warm-up, 1 s counted, empty polls {} cycles, rings of {} frames. The fluid form is given the cycles the replay's frames took.\n\n{}\n",
         host.core_cycles_per_sec / 1e9,
         prices.join(", "),
         base.link_mbps,
