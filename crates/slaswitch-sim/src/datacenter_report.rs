@@ -121,6 +121,11 @@ impl Row {
     }
 }
 
+/// A per-VM mix repeated over each server's VMs, as `1:1:2`.
+fn mix(values: &[u32]) -> String {
+    values.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(":")
+}
+
 /// The table, as text.
 pub fn table(rows: &[Row]) -> String {
     let mut s = String::from(
@@ -134,7 +139,7 @@ pub fn table(rows: &[Row]) -> String {
             "| {} | {} | {} | {:.1}x | {} | {:.1}% | {} | {} | {} | {} | {} | {:.1} s |",
             r.load,
             r.sharing,
-            r.flows.iter().map(|f| f.to_string()).collect::<Vec<_>>().join(":"),
+            mix(&r.flows),
             r.oc,
             r.vms_per_server,
             100.0 * r.utilization,
@@ -178,7 +183,7 @@ pub fn cpu_table(rows: &[Row]) -> String {
             "| {} | {} | {} | {:.1}x | {:.2}x | {:.1}% | {:.1}% | {:.1}% | {} | {:.0}% |",
             r.load,
             c.sharing,
-            c.frame_bytes.iter().map(|b| b.to_string()).collect::<Vec<_>>().join(":"),
+            mix(&c.frame_bytes),
             r.oc,
             c.cycle_commitment,
             100.0 * r.utilization,

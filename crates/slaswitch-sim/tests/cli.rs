@@ -64,3 +64,51 @@ fn a_short_datacenter_study_writes_its_figures_and_checks_the_fluid_step() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("loads: 'bursty'"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn cpu_bound_hosts_and_short_flows_run_and_check_themselves() {
+    let dir = std::env::temp_dir().join(format!("slaswitch-sim-cpu-{}", std::process::id()));
+    let model = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/results/datacenter/bandwidth-model.json");
+    let args = ["datacenter", "--servers", "40", "--secs", "30", "--oc", "2", "--loads", "strict", "--json"];
+    let cpu = ["--link-mbps", "25000", "--guarantee-mbps", "6250", "--flooders", "1", "--model", model];
+    let out =
+        sim(&[&args[..], &cpu[..], &["--cpu", "c2qos-strict,round-robin", "--out", dir.to_str().unwrap()]].concat());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let rows = doc["rows"].as_array().expect("rows");
+    let small = |i: usize| rows[i]["cpu"]["strict_failed_by_frame"][0][1].as_f64().unwrap();
+    // A 1500-byte flood takes the core's turns under round robin; C2QoS strict holds it to its purchase.
+    assert!(small(1) > small(0), "64-byte VMs fail more under round robin: {rows:?}");
+    assert!(dir.join("core.png").exists());
+    for c in doc["core_check"].as_array().expect("core checks") {
+        assert!(c["check"]["worst_of_core"].as_f64().unwrap() < 0.02, "the scheduler within 2% of the fluid form: {c}");
+    }
+    let bad = sim(&[&args[..], &["--cpu", "fast", "--model", model, "--out", dir.to_str().unwrap()]].concat());
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("cpu: 'fast' is not allowed"));
+    let short = sim(&[
+        "short-flows",
+        "--servers",
+        "40",
+        "--secs",
+        "30",
+        "--oc",
+        "6",
+        "--sample-servers",
+        "2",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(short.status.success(), "{}", String::from_utf8_lossy(&short.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
+    let median = |sched: &str| {
+        doc["rows"].as_array().unwrap().iter().find(|r| r["scheduler"] == sched).unwrap()["stats"][0]["median_us"]
+            .as_f64()
+            .unwrap()
+    };
+    assert!(median("softbw") < median("fifo"), "SoftBW finishes short flows sooner on a congested link: {doc}");
+    let bad = sim(&["short-flows", "--interval-ms", "0", "--out", dir.to_str().unwrap()]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("interval-ms: 0"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

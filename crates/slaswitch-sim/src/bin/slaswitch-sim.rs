@@ -7,6 +7,8 @@
 //!       [--check-servers 8] [--link-mbps 1000] [--guarantee-mbps 250]
 //!       [--flooders N] [--cpu c2qos,c2qos-strict,round-robin --frame-bytes 64,1500 [--model FILE] [--core-hz HZ]]
 //!       [--out DIR] [--json]
+//!   slaswitch-sim short-flows [--servers 2000] [--oc 1,2,4] [--rho 0.15] [--sample-servers 16]
+//!       [--sizes 8192,32768] [--interval-ms 10] [--seed 1] [--out DIR]
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -18,6 +20,8 @@ use slaswitch_sim::datacenter::{self, DcConfig};
 use slaswitch_sim::datacenter_cpu::{CpuHost, CpuSharing};
 use slaswitch_sim::datacenter_report::{self, Row};
 use slaswitch_sim::overcommit::{self, Study};
+use slaswitch_sim::short_flows::{self, ShortFlows};
+use slaswitch_sim::short_flows_report::{self, Cell};
 use slaswitch_sim::{validate, validate_cpu};
 
 #[derive(Parser)]
@@ -125,6 +129,38 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Seed 003 Fig. 7 at datacenter scale: the most contended egress links of the strict-load
+    /// simulation replayed frame by frame with one VM's short flows, under SoftBW, the
+    /// rate-limit baseline and FIFO
+    ShortFlows {
+        /// Servers, each with a 1 Gbit/s access link
+        #[arg(long, default_value_t = 2000)]
+        servers: usize,
+        /// Seconds simulated (the replay takes the middle one)
+        #[arg(long, default_value_t = 600)]
+        secs: u32,
+        /// Over-commitment ratios, one run each
+        #[arg(long, value_delimiter = ',', default_value = "1,2,4")]
+        oc: Vec<f64>,
+        /// Utilization without over-commitment
+        #[arg(long, default_value_t = 0.15)]
+        rho: f64,
+        /// Servers replayed per ratio: the ones whose VMs offered the most
+        #[arg(long, default_value_t = 16)]
+        sample_servers: usize,
+        /// Short flows' sizes, bytes, taken in turn
+        #[arg(long, value_delimiter = ',', default_value = "8192,32768")]
+        sizes: Vec<u32>,
+        /// Mean time between a VM's short flows, milliseconds
+        #[arg(long, default_value_t = 10.0)]
+        interval_ms: f64,
+        /// Seed of every draw
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Where the report, summary.json and the plot go
+        #[arg(long, default_value = "results/short-flows")]
+        out: PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
@@ -135,6 +171,17 @@ fn main() -> ExitCode {
                 &out,
                 json,
             )
+        }
+        Command::ShortFlows { servers, secs, oc, rho, sample_servers, sizes, interval_ms, seed, out } => {
+            if !(interval_ms.is_finite() && interval_ms > 0.0) {
+                eprintln!(
+                    "slaswitch-sim short-flows: interval-ms: {interval_ms} is not allowed; give a number above 0"
+                );
+                return ExitCode::from(1);
+            }
+            let base = DcConfig { servers, secs, rho, ..DcConfig::paper(servers, 1.0, seed) };
+            let short = ShortFlows { sizes_bytes: sizes, mean_interval_ns: (interval_ms * 1e6) as u64 };
+            short_flow_study(&base, &oc, sample_servers, &short, &out)
         }
         Command::Datacenter {
             servers,
@@ -409,4 +456,43 @@ fn cpu_section(
         validate_cpu::RING_FRAMES,
         datacenter_report::core_check_table(checks)
     )
+}
+
+/// `slaswitch-sim short-flows`: the datacenter's most contended egress links replayed with one
+/// VM's short flows, under each link scheduler.
+fn short_flow_study(
+    base: &DcConfig,
+    ocs: &[f64],
+    sample: usize,
+    short: &ShortFlows,
+    out: &std::path::Path,
+) -> ExitCode {
+    let fail = |e: String| {
+        eprintln!("slaswitch-sim short-flows: {e}");
+        ExitCode::from(1)
+    };
+    if ocs.is_empty() || sample == 0 || short.sizes_bytes.contains(&0) || short.sizes_bytes.is_empty() {
+        return fail("oc, sample-servers and sizes: give at least one ratio, one server and sizes above 0".into());
+    }
+    let started = Instant::now();
+    let mut cells = Vec::new();
+    for &oc in ocs {
+        let cfg = DcConfig { oc, dynamic_share: 0.0, ..base.clone() };
+        if let Err(e) = cfg.validate() {
+            return fail(e);
+        }
+        let (_, captured) = datacenter::run(&cfg, Some((cfg.secs / 2, sample)), &|_| {});
+        for (scheduler, flows) in short_flows::study(cfg.link_mbps * 1e6, &captured, short, cfg.seed) {
+            cells.push(Cell { oc, scheduler, flows });
+        }
+    }
+    let wall_secs = started.elapsed().as_secs_f64();
+    match short_flows_report::write(out, base, (sample, short), &cells, wall_secs) {
+        Ok(table) => {
+            print!("{table}");
+            println!("{wall_secs:.1} s; report, summary.json and fct.png: {}", out.display());
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e),
+    }
 }
