@@ -256,10 +256,7 @@ pub fn study(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn d(demand_mbps: f64, guarantee_mbps: f64) -> FluidDemand {
-        FluidDemand { demand_bps: demand_mbps * 1e6, guarantee_bps: guarantee_mbps * 1e6 }
-    }
+    use crate::validate::d;
 
     #[test]
     fn softbw_serves_short_flows_at_once_where_fifo_queues_them_behind_long_ones() {

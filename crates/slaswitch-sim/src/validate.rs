@@ -103,13 +103,15 @@ pub fn check(link_bps: f64, captured: &[crate::datacenter::CapturedServer]) -> V
         .collect()
 }
 
+/// A VM's second in Mbit/s, for tests.
+#[cfg(test)]
+pub(crate) fn d(demand_mbps: f64, guarantee_mbps: f64) -> FluidDemand {
+    FluidDemand { demand_bps: demand_mbps * 1e6, guarantee_bps: guarantee_mbps * 1e6 }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn d(demand_mbps: f64, guarantee_mbps: f64) -> FluidDemand {
-        FluidDemand { demand_bps: demand_mbps * 1e6, guarantee_bps: guarantee_mbps * 1e6 }
-    }
 
     #[test]
     fn packets_match_the_fluid_form_within_two_percent() {
