@@ -78,16 +78,91 @@ fn be16(b: &[u8], at: usize) -> u16 {
     u16::from_be_bytes([b[at], b[at + 1]])
 }
 
+/// Where a parse puts the fields it reads: a flow key, or nowhere (`()`), when only whether the
+/// frame is well formed matters. One parser serves both, so they refuse exactly the same frames.
+pub trait Fields {
+    /// Ethernet destination and source.
+    fn set_macs(&mut self, dst: [u8; 6], src: [u8; 6]);
+    /// The 802.1Q tag's TCI, with [`VLAN_PRESENT`].
+    fn set_vlan_tci(&mut self, v: u16);
+    /// The Ethernet type after any tag.
+    fn set_eth_type(&mut self, v: u16);
+    /// IP version and protocol.
+    fn set_ip(&mut self, version: u8, proto: u8);
+    /// IP source and destination (IPv4 in the first 4 bytes).
+    fn set_ip_addrs(&mut self, src: [u8; 16], dst: [u8; 16]);
+    /// L4 ports, or ICMP type and code.
+    fn set_l4(&mut self, src: u16, dst: u16);
+}
+
+impl Fields for FlowKey {
+    #[inline]
+    fn set_macs(&mut self, dst: [u8; 6], src: [u8; 6]) {
+        self.set_eth_dst(dst);
+        self.set_eth_src(src);
+    }
+    #[inline]
+    fn set_vlan_tci(&mut self, v: u16) {
+        FlowKey::set_vlan_tci(self, v);
+    }
+    #[inline]
+    fn set_eth_type(&mut self, v: u16) {
+        FlowKey::set_eth_type(self, v);
+    }
+    #[inline]
+    fn set_ip(&mut self, version: u8, proto: u8) {
+        self.set_ip_version(version);
+        self.set_ip_proto(proto);
+    }
+    #[inline]
+    fn set_ip_addrs(&mut self, src: [u8; 16], dst: [u8; 16]) {
+        self.set_ip_src(src);
+        self.set_ip_dst(dst);
+    }
+    #[inline]
+    fn set_l4(&mut self, src: u16, dst: u16) {
+        self.set_l4_src(src);
+        self.set_l4_dst(dst);
+    }
+}
+
+impl Fields for () {
+    #[inline]
+    fn set_macs(&mut self, _: [u8; 6], _: [u8; 6]) {}
+    #[inline]
+    fn set_vlan_tci(&mut self, _: u16) {}
+    #[inline]
+    fn set_eth_type(&mut self, _: u16) {}
+    #[inline]
+    fn set_ip(&mut self, _: u8, _: u8) {}
+    #[inline]
+    fn set_ip_addrs(&mut self, _: [u8; 16], _: [u8; 16]) {}
+    #[inline]
+    fn set_l4(&mut self, _: u16, _: u16) {}
+}
+
 /// Parses `frame`, received on `in_port`, into a flow key.
 #[inline]
 pub fn parse_frame(frame: &[u8], in_port: u16) -> Result<FlowKey, ParseError> {
     let mut key = FlowKey::ZERO;
     key.set_in_port(in_port);
+    parse_into(frame, &mut key)?;
+    Ok(key)
+}
+
+/// Whether `frame` is well formed: exactly the frames [`parse_frame`] accepts, without building
+/// a key (rules that look at the input port alone need none).
+#[inline]
+pub fn check_frame(frame: &[u8]) -> Result<(), ParseError> {
+    parse_into(frame, &mut ())
+}
+
+#[inline]
+fn parse_into<K: Fields>(frame: &[u8], key: &mut K) -> Result<(), ParseError> {
     if frame.len() < 14 {
         return Err(ParseError::Runt);
     }
-    key.set_eth_dst(frame[0..6].try_into().expect("6 bytes"));
-    key.set_eth_src(frame[6..12].try_into().expect("6 bytes"));
+    key.set_macs(frame[0..6].try_into().expect("6 bytes"), frame[6..12].try_into().expect("6 bytes"));
     let mut eth_type = be16(frame, 12);
     let mut offset = 14;
     if eth_type == ETH_TYPE_VLAN {
@@ -101,14 +176,13 @@ pub fn parse_frame(frame: &[u8], in_port: u16) -> Result<FlowKey, ParseError> {
     key.set_eth_type(eth_type);
     let l3 = &frame[offset..];
     match eth_type {
-        ETH_TYPE_IPV4 => parse_ipv4(l3, &mut key)?,
-        ETH_TYPE_IPV6 => parse_ipv6(l3, &mut key)?,
-        _ => {}
+        ETH_TYPE_IPV4 => parse_ipv4(l3, key),
+        ETH_TYPE_IPV6 => parse_ipv6(l3, key),
+        _ => Ok(()),
     }
-    Ok(key)
 }
 
-fn parse_ipv4(l3: &[u8], key: &mut FlowKey) -> Result<(), ParseError> {
+fn parse_ipv4<K: Fields>(l3: &[u8], key: &mut K) -> Result<(), ParseError> {
     if l3.len() < 20 {
         return Err(ParseError::TruncatedIpv4);
     }
@@ -125,14 +199,12 @@ fn parse_ipv4(l3: &[u8], key: &mut FlowKey) -> Result<(), ParseError> {
         return Err(ParseError::BadIpv4Length);
     }
     let proto = l3[9];
-    key.set_ip_version(4);
-    key.set_ip_proto(proto);
+    key.set_ip(4, proto);
     let mut src = [0u8; 16];
     let mut dst = [0u8; 16];
     src[..4].copy_from_slice(&l3[12..16]);
     dst[..4].copy_from_slice(&l3[16..20]);
-    key.set_ip_src(src);
-    key.set_ip_dst(dst);
+    key.set_ip_addrs(src, dst);
     // Only the first fragment carries the L4 header.
     let fragment_offset = be16(l3, 6) & 0x1fff;
     if fragment_offset == 0 {
@@ -141,7 +213,7 @@ fn parse_ipv4(l3: &[u8], key: &mut FlowKey) -> Result<(), ParseError> {
     Ok(())
 }
 
-fn parse_ipv6(l3: &[u8], key: &mut FlowKey) -> Result<(), ParseError> {
+fn parse_ipv6<K: Fields>(l3: &[u8], key: &mut K) -> Result<(), ParseError> {
     if l3.len() < 40 || l3[0] >> 4 != 6 {
         return Err(ParseError::TruncatedIpv6);
     }
@@ -150,14 +222,12 @@ fn parse_ipv6(l3: &[u8], key: &mut FlowKey) -> Result<(), ParseError> {
         return Err(ParseError::TruncatedIpv6);
     }
     let proto = l3[6];
-    key.set_ip_version(6);
-    key.set_ip_proto(proto);
-    key.set_ip_src(l3[8..24].try_into().expect("16 bytes"));
-    key.set_ip_dst(l3[24..40].try_into().expect("16 bytes"));
+    key.set_ip(6, proto);
+    key.set_ip_addrs(l3[8..24].try_into().expect("16 bytes"), l3[24..40].try_into().expect("16 bytes"));
     parse_l4(&l3[40..40 + payload_len], proto, key)
 }
 
-fn parse_l4(l4: &[u8], proto: u8, key: &mut FlowKey) -> Result<(), ParseError> {
+fn parse_l4<K: Fields>(l4: &[u8], proto: u8, key: &mut K) -> Result<(), ParseError> {
     match proto {
         IP_PROTO_TCP | IP_PROTO_UDP | IP_PROTO_SCTP => {
             let min = match proto {
@@ -168,15 +238,13 @@ fn parse_l4(l4: &[u8], proto: u8, key: &mut FlowKey) -> Result<(), ParseError> {
             if l4.len() < min {
                 return Err(ParseError::TruncatedL4);
             }
-            key.set_l4_src(be16(l4, 0));
-            key.set_l4_dst(be16(l4, 2));
+            key.set_l4(be16(l4, 0), be16(l4, 2));
         }
         IP_PROTO_ICMP | IP_PROTO_ICMPV6 => {
             if l4.len() < 4 {
                 return Err(ParseError::TruncatedL4);
             }
-            key.set_l4_src(u16::from(l4[0]));
-            key.set_l4_dst(u16::from(l4[1]));
+            key.set_l4(u16::from(l4[0]), u16::from(l4[1]));
         }
         _ => {}
     }

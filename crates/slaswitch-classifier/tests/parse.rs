@@ -101,6 +101,8 @@ proptest! {
         if f.len() >= 14 { f[12..14].copy_from_slice(&ethertype.to_be_bytes()); }
         let _ = parse_frame(&f, 1);
         if f.len() >= 15 { f[14] = 0x45; let _ = parse_frame(&f, 1); }
+        // The key-less check refuses exactly what the parser refuses, for the same reason.
+        prop_assert_eq!(check_frame(&f), parse_frame(&f, 1).map(|_| ()));
     }
 }
 
@@ -162,6 +164,7 @@ proptest! {
     ) {
         let f = build(tags, v6, ihl, tcp, payload);
         let whole = parse_frame(&f, 3);
+        prop_assert_eq!(check_frame(&f), whole.map(|_| ()));
         let well_formed = tags <= 1 && (v6 || ihl >= 5);
         if well_formed {
             let k = whole.unwrap();
@@ -179,6 +182,7 @@ proptest! {
         let len = cut.index(f.len() + 1);
         let headers = 14 + 4 * tags.min(1) + if v6 { 40 } else { usize::from(ihl).max(5) * 4 } + if tcp { 20 } else { 8 };
         let cut_result = parse_frame(&f[..len], 3);
+        prop_assert_eq!(check_frame(&f[..len]), cut_result.map(|_| ()));
         if len < 14 {
             prop_assert_eq!(cut_result, Err(ParseError::Runt));
         } else if well_formed && len < f.len() && len >= 14 + 4 * tags {

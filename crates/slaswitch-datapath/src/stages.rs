@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use slaswitch_classifier::emc::NO_RULE;
 use slaswitch_classifier::mac_learning::is_multicast;
-use slaswitch_classifier::{parse_frame, Action, FlowKey, MacTable};
+use slaswitch_classifier::{check_frame, parse_frame, Action, FlowKey, MacTable};
 use slaswitch_dpdk::{free_bulk, rdtsc, EthPort, Mbuf, MAX_BURST};
 use slaswitch_qos::meter::{Color, Srtcm, SrtcmParams};
 
@@ -183,10 +183,23 @@ impl Stages {
         let in_port = self.cfg.rx_ports[port_idx].number;
         // Rules that look at the input port alone decide the whole batch without the cache.
         let simple = self.cfg.classifier.by_in_port(in_port);
+        // Rules on the input port alone whose actions do not look at the packet (no `normal`):
+        // one decision serves the whole batch, and its frames need no key, only to be well formed.
+        let rule_actions = |rule: Option<u32>| -> &[Action] {
+            match rule {
+                Some(r) => &self.cfg.classifier.rule(r).actions,
+                None => &[],
+            }
+        };
+        let whole_batch = simple.filter(|&rule| !rule_actions(rule).contains(&Action::Normal));
         let emc = simple.is_none() && self.caches[port_idx].1.uses_emc();
         let mut keys = [(FlowKey::ZERO, 0u64, false); MAX_BURST];
         for (slot, m) in keys.iter_mut().zip(batch) {
-            match parse_frame(m.data(), in_port) {
+            let parsed = match whole_batch {
+                Some(_) => check_frame(m.data()).map(|()| FlowKey::ZERO),
+                None => parse_frame(m.data(), in_port),
+            };
+            match parsed {
                 Ok(k) => {
                     let h = if emc { k.hash64() } else { 0 };
                     if emc {
@@ -198,36 +211,28 @@ impl Stages {
             }
         }
         let mut bytes = 0;
-        // Rules on the input port alone whose actions do not look at the packet (no `normal`):
-        // one decision serves the whole batch.
-        if let Some(rule) = simple {
-            let actions: &[Action] = match rule {
-                Some(r) => &self.cfg.classifier.rule(r).actions,
-                None => &[],
-            };
-            if !actions.contains(&Action::Normal) {
-                self.targets.clear();
-                self.targets.extend(actions.iter().filter_map(|a| match *a {
-                    Action::Output(p) if p != in_port => Some(p),
-                    _ => None,
-                }));
-                let targets = std::mem::take(&mut self.targets);
-                for (i, &m) in batch.iter().enumerate() {
-                    let len = m.pkt_len();
-                    bytes += u64::from(len);
-                    if !keys[i].2 {
-                        m.free();
-                        continue;
-                    }
-                    if let Some(r) = rule {
-                        self.count_rule(r, len);
-                    }
-                    self.emit(m, &targets, port_idx);
+        if let Some(rule) = whole_batch {
+            self.targets.clear();
+            self.targets.extend(rule_actions(rule).iter().filter_map(|a| match *a {
+                Action::Output(p) if p != in_port => Some(p),
+                _ => None,
+            }));
+            let targets = std::mem::take(&mut self.targets);
+            for (i, &m) in batch.iter().enumerate() {
+                let len = m.pkt_len();
+                bytes += u64::from(len);
+                if !keys[i].2 {
+                    m.free();
+                    continue;
                 }
-                self.targets = targets;
-                self.publish_rule_hits();
-                return bytes;
+                if let Some(r) = rule {
+                    self.count_rule(r, len);
+                }
+                self.emit(m, &targets, port_idx);
             }
+            self.targets = targets;
+            self.publish_rule_hits();
+            return bytes;
         }
         // The previous packet's key and single destination: a run of packets of one flow (the
         // common case within a batch) skips the cache lookup and the actions.
