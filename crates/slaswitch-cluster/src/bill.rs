@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use serde::Serialize;
-use slaswitch_testbed::plot::{lines, Panel, Series};
+use slaswitch_plot::{lines, Panel, Series};
 
 use crate::store::Record;
 

@@ -301,7 +301,7 @@ impl Master {
     /// Rewrites a dynamic purchase's enforcement as what is left of it (seed 003 Sec. 4).
     async fn refresh_dynamic(&mut self, client: &mut Client, p: &Purchase) -> Result<(), String> {
         let in_force = self.in_force(p).await?;
-        let text = slaswitch_datapath::link_policy::guarantee_text(&in_force);
+        let text = slaswitch_config::link_policy::guarantee_text(&in_force);
         if in_force == Guarantee::Fairness && self.dynamic_written.get(&p.vm) == Some(&text) {
             return Ok(());
         }

@@ -9,9 +9,9 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use slaswitch_datapath::link_policy::{guarantee_text, parse_guarantee};
-use slaswitch_datapath::names::valid_name;
-use slaswitch_datapath::port_settings::PortSettings;
+use slaswitch_config::link_policy::{guarantee_text, parse_guarantee};
+use slaswitch_config::names::valid_name;
+use slaswitch_config::port_settings::PortSettings;
 use slaswitch_qos::egress::softbw::Guarantee;
 
 /// The port options a purchase may carry besides its link guarantee, and what each is reset to

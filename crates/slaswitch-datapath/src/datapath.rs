@@ -21,15 +21,16 @@ use slaswitch_dpdk::{hugepage_status, probe_device, remove_device, remove_vdev, 
 
 use slaswitch_qos::cpu::{Allocation, BandwidthModel};
 
-use crate::allocation::{self, Candidate, PortPlan};
 use crate::counters::{PmdCounters, PmdTotals, PortCounters, RuleCounters, RxTotals};
-use crate::link_policy::DEFAULT_TENANT;
 use crate::paced_tx::{Fallback, PacedLink};
 use crate::pmd;
-use crate::pmd_config::{ModelCycles, PmdConfig, PmdMessage, RxPort, TxPort, MAX_PORTS};
-use crate::policing::PolicingSpec;
-use crate::port::{DeviceRecipe, PortSpec, PortType};
+use crate::pmd_config::{ModelCycles, PmdConfig, PmdMessage, RxPort, TxPort};
 use crate::probe::{ProbeCounters, ProbeReport, ProbeSettings};
+use slaswitch_config::allocation::{self, Candidate, PortPlan};
+use slaswitch_config::link_policy::DEFAULT_TENANT;
+use slaswitch_config::policing::PolicingSpec;
+use slaswitch_config::port::{DeviceRecipe, PortSpec, PortType};
+use slaswitch_config::ranges::MAX_PORTS;
 
 mod links;
 pub use crate::paced_tx::LinkOut;
@@ -492,7 +493,7 @@ impl Datapath {
     }
 
     /// Plans every port as it would be with the `changed` specs added or replaced (each on its
-    /// PMD) and `removed` gone, applying the admission rules ([`crate::allocation`]). Changes
+    /// PMD) and `removed` gone, applying the admission rules ([`slaswitch_config::allocation`]). Changes
     /// nothing.
     fn plan_with(
         &self,
@@ -645,7 +646,7 @@ impl Datapath {
     /// port's device under the same number (only that port pauses).
     pub fn set_port(&mut self, name: &str, options: &BTreeMap<String, String>) -> Result<PortSpec, String> {
         let (spec, pmd) = self.updated_spec(name, options)?;
-        if options.keys().all(|k| crate::port::is_live_option(k)) {
+        if options.keys().all(|k| slaswitch_config::port::is_live_option(k)) {
             return Ok(self.apply_live(vec![(spec, pmd)])?.remove(0));
         }
         let old = self.ports.get(name).expect("checked").spec.clone();
@@ -677,7 +678,7 @@ impl Datapath {
             if changes[..i].iter().any(|(n, _)| n == name) {
                 return Err(format!("port {name} is named twice; give all its options in one place"));
             }
-            if let Some(key) = options.keys().find(|k| !crate::port::is_live_option(k)) {
+            if let Some(key) = options.keys().find(|k| !slaswitch_config::port::is_live_option(k)) {
                 return Err(format!("{name}: {key} recreates the port's device, so it cannot be set together with other ports; set it alone"));
             }
             // Among several ports, an error must say whose option it is.

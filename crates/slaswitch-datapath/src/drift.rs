@@ -417,8 +417,8 @@ fn compensated_limit(p: &RxPort, m: ModelCycles, factor: f64) -> CycleLimit {
 #[cfg(test)]
 mod tests {
     use super::predicted_port_cost;
-    use crate::allocation::tests::model;
     use crate::pmd_config::ModelCycles;
+    use slaswitch_config::allocation::example_model as model;
     use slaswitch_qos::cpu::drift::port_config;
     use slaswitch_qos::cpu::{DriftCompensator, FlowCount, PortWindow, TrafficProfile};
 

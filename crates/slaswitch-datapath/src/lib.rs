@@ -2,27 +2,18 @@
 //! The slaswitch data plane: DPDK ports polled by pinned PMD threads through ingress,
 //! classification and egress, with TSC cycles charged per port per stage.
 
-pub mod allocation;
-pub mod bandwidth;
 pub mod counters;
-pub mod cpu_qos;
 pub mod datapath;
 mod drift;
 mod flow_caches;
 pub mod histogram;
-pub mod link_policy;
-pub mod names;
 pub mod paced_tx;
 pub mod pmd;
 pub mod pmd_config;
-pub mod policing;
 mod poll_order;
-pub mod port;
-pub mod port_settings;
 pub mod probe;
 mod residence;
 mod spin;
 mod stages;
 
 pub use datapath::{Datapath, DatapathSettings, FlowStats, PmdStats, PortStats};
-pub use port::{PortSpec, PortType};

@@ -21,8 +21,8 @@ use slaswitch_qos::egress::link_scheduler::{LinkPlan, LinkScheduler, QueueView, 
 use slaswitch_qos::link::{LinkPacer, WIRE_OVERHEAD_BYTES};
 
 use crate::counters::PortCounters;
-use crate::pmd_config::MAX_PORTS;
 use crate::spin::SpinGuard;
+use slaswitch_config::ranges::MAX_PORTS;
 
 /// How much idle wire time a link may make up after its scheduler held frames back (a maximum,
 /// a credit or a limit run out): that time must not be sent later as a burst above the line

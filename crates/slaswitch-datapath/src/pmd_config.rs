@@ -11,12 +11,11 @@ use slaswitch_dpdk::{EthPort, Mempool};
 use slaswitch_qos::cpu::{BandwidthModel, C2tbConfig, TrafficProfile};
 
 use crate::counters::{PortCounters, RuleCounters};
-use crate::cpu_qos::CpuQos;
 use crate::paced_tx::{Fallback, PacedLink};
-use crate::policing::PolicingSpec;
+use slaswitch_config::cpu_qos::CpuQos;
+use slaswitch_config::policing::PolicingSpec;
 
-/// Port numbers run from 1 to `MAX_PORTS - 1`.
-pub const MAX_PORTS: usize = 1024;
+use slaswitch_config::ranges::MAX_PORTS;
 
 /// A port the PMD polls, with what it enforces on it.
 #[derive(Clone)]

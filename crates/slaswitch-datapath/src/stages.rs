@@ -23,9 +23,10 @@ use slaswitch_qos::meter::{Color, Srtcm, SrtcmParams};
 
 use crate::counters::RxTotals;
 use crate::flow_caches::FlowCaches;
-use crate::pmd_config::{tsc_to_ns, PmdConfig, RxPort, MAX_PORTS};
-use crate::policing::Policer;
+use crate::pmd_config::{tsc_to_ns, PmdConfig, RxPort};
 use crate::spin::SpinGuard;
+use slaswitch_config::policing::Policer;
+use slaswitch_config::ranges::MAX_PORTS;
 
 /// vhost tx bursts retried when the guest's ring is momentarily full (OVS: vhost-tx-retries).
 const TX_RETRIES: usize = 4;

@@ -6,7 +6,7 @@ use std::fmt::Write;
 use std::path::Path;
 
 use serde::Serialize;
-use slaswitch_testbed::plot::{self, Panel, Series};
+use slaswitch_plot::{self as plot, Panel, Series};
 
 use crate::datacenter::DcResult;
 use crate::validate::FluidCheck;

@@ -5,8 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
+use slaswitch_plot::{lines, Panel, Series};
 use slaswitch_qos::overcommit::{max_ratio, Overcommit};
-use slaswitch_testbed::plot::{lines, Panel, Series};
 
 use crate::monte_carlo;
 

@@ -4,7 +4,7 @@
 use std::fmt::Write;
 use std::path::Path;
 
-use slaswitch_testbed::plot::{self, Panel, Series};
+use slaswitch_plot::{self as plot, Panel, Series};
 
 use crate::datacenter::DcConfig;
 use crate::short_flows::{self, FlowTime, Scheduler, ShortFlows};

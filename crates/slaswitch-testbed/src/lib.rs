@@ -10,7 +10,6 @@ pub mod driver;
 pub mod host_steal;
 pub mod namespaces;
 pub mod plan;
-pub mod plot;
 pub mod preflight;
 pub mod report;
 pub mod runner;

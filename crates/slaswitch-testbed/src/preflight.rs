@@ -5,10 +5,9 @@
 use std::path::Path;
 use std::process::Command;
 
-use crate::scenario::{Scenario, SwitchKind, VmKind};
+use slaswitch_plot::FONT;
 
-/// The font plots are drawn with (Debian's `fonts-dejavu-core`).
-pub const FONT: &str = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
+use crate::scenario::{Scenario, SwitchKind, VmKind};
 
 /// (a file the package provides, the package).
 fn needs(switch: SwitchKind, scenario: &Scenario) -> Vec<(&'static str, &'static str)> {

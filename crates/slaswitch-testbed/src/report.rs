@@ -7,9 +7,9 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::plot::{self, Panel, Series};
 use crate::samples::{self, mean_in, series, Sample};
 use crate::scenario::{HeadlineType, Scenario, Step};
+use slaswitch_plot::{self as plot, Panel, Series};
 
 /// Times at which some VM's phase starts or ends, or a setting changes, inside the run.
 pub fn phase_boundaries(s: &Scenario) -> Vec<f64> {

@@ -1057,7 +1057,7 @@ fn check_scheduler(name: Option<&str>, c: &Checker, at: &[Seg]) -> Result<(), Sc
 pub fn parse_rate_bps(s: &str) -> Result<u64, String> {
     let lower = s.trim().to_ascii_lowercase();
     let num = lower.strip_suffix("bps").unwrap_or(&lower);
-    match slaswitch_datapath::bandwidth::parse_rate_bps("rate", num) {
+    match slaswitch_config::bandwidth::parse_rate_bps("rate", num) {
         Ok(0) => Err(format!("rate '{s}' must be positive")),
         Ok(bps) => Ok(bps),
         Err(_) => Err(format!("rate '{s}': a whole number of bits per second, e.g. 10gbps or 800mbps")),

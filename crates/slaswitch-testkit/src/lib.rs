@@ -90,17 +90,11 @@ fn is_root() -> bool {
 }
 
 fn succeeds(program: &str, args: &[&str]) -> bool {
-    Command::new(program)
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
+    Command::new(program).args(args).stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
 }
 
 fn on_path(program: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
+    std::env::var_os("PATH").is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
 }
 
 /// Pages reserved, and the mount that is on top at `/dev/hugepages` is a hugetlbfs (a tmpfs
@@ -114,7 +108,7 @@ fn hugepages_ready() -> bool {
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
     let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
-    let top = mounts.lines().filter(|l| l.split_whitespace().nth(1) == Some("/dev/hugepages")).last();
+    let top = mounts.lines().rfind(|l| l.split_whitespace().nth(1) == Some("/dev/hugepages"));
     total > 0 && top.is_some_and(|l| l.split_whitespace().nth(2) == Some("hugetlbfs"))
 }
 
@@ -123,21 +117,23 @@ fn hugepages_ready() -> bool {
 /// test returns early.
 pub fn require(components: &[Component]) -> bool {
     let missing: Vec<Component> = components.iter().copied().filter(|c| !c.present()).collect();
-    let in_ci = std::env::var("CI").is_ok_and(|v| v == "true");
-    decide(&missing, in_ci)
-}
-
-fn decide(missing: &[Component], in_ci: bool) -> bool {
-    if missing.is_empty() {
-        return true;
-    }
+    let Some(what) = describe(&missing) else { return true };
     let test = std::thread::current().name().unwrap_or("a test").to_string();
-    let what = missing.iter().map(|c| format!("{} ({})", c.name(), c.hint())).collect::<Vec<_>>().join(", ");
-    if in_ci {
-        panic!("{test}: missing {what}; under CI=true a test whose component is missing fails");
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{}", ci_failure(&test, &what));
     }
     skipped(&test, &what);
     false
+}
+
+/// What is missing and how to get it; `None` when nothing is.
+fn describe(missing: &[Component]) -> Option<String> {
+    (!missing.is_empty())
+        .then(|| missing.iter().map(|c| format!("{} ({})", c.name(), c.hint())).collect::<Vec<_>>().join(", "))
+}
+
+fn ci_failure(test: &str, what: &str) -> String {
+    format!("{test}: missing {what}; under CI=true a test whose component is missing fails")
 }
 
 /// Records a skip: on the process's stderr itself (the harness captures only `eprintln!`) and
@@ -176,17 +172,17 @@ mod tests {
     #[test]
     fn nothing_required_runs() {
         assert!(require(&[]));
-        assert!(decide(&[], true));
+        assert_eq!(describe(&[]), None);
     }
 
     #[test]
-    #[should_panic(expected = "missing hugepages (scripts/hugepages reserves and mounts them)")]
-    fn a_missing_component_fails_under_ci_naming_it() {
-        decide(&[Component::Hugepages], true);
-    }
-
-    #[test]
-    fn a_missing_component_is_skipped_outside_ci() {
-        assert!(!decide(&[Component::Etcd, Component::Postgres], false));
+    fn a_missing_component_is_named_with_how_to_get_it() {
+        let what = describe(&[Component::Hugepages, Component::Etcd]).unwrap();
+        assert_eq!(
+            what,
+            "hugepages (scripts/hugepages reserves and mounts them), etcd (scripts/install-deps installs etcd-server)"
+        );
+        let failure = ci_failure("t", &what);
+        assert!(failure.starts_with("t: missing hugepages") && failure.contains("CI=true"), "{failure}");
     }
 }

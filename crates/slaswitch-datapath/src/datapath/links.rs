@@ -10,9 +10,9 @@ use serde::Serialize;
 use slaswitch_qos::egress::link_scheduler::{LinkPlan, LinkSettings, VmLinkPolicy};
 
 use super::{Datapath, PortEntry};
-use crate::allocation::PortPlan;
-use crate::link_policy::DEFAULT_TENANT;
 use crate::paced_tx::{LinkOut, PacedLink};
+use slaswitch_config::allocation::PortPlan;
+use slaswitch_config::link_policy::DEFAULT_TENANT;
 
 /// A tenant of PIE-VDE's first level (seed 004 Sec. IV).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -192,7 +192,7 @@ impl Datapath {
                 weight: policy.weight,
                 min_bps: policy.min_bps,
                 max_bps: policy.max_bps,
-                guarantee: crate::link_policy::guarantee_text(&policy.guarantee),
+                guarantee: slaswitch_config::link_policy::guarantee_text(&policy.guarantee),
                 tenant: tenant_name(policy.tenant),
                 queue_limit: policy.limit_packets,
                 queued_frames: view.packets,
@@ -228,7 +228,7 @@ impl Datapath {
 
     /// Adds a tenant or changes its weight, live on every paced link.
     pub fn set_tenant(&mut self, name: &str, weight: u32) -> Result<(), String> {
-        crate::link_policy::valid_tenant_name(name)?;
+        slaswitch_config::link_policy::valid_tenant_name(name)?;
         if !TENANT_WEIGHTS.contains(&weight) {
             return Err(format!(
                 "weight={weight}: a whole number from {} to {}",

@@ -13,7 +13,7 @@ use slaswitch_cluster::master::{Master, MasterSettings, StoreSpec};
 use slaswitch_cluster::purchase::{unix_ns, Purchase};
 use slaswitch_cluster::store::Store;
 use slaswitch_cluster::{admin, bill, etcd, scale};
-use slaswitch_datapath::bandwidth::parse_rate_bps;
+use slaswitch_config::bandwidth::parse_rate_bps;
 use slaswitch_qos::pricing::PriceParams;
 
 #[derive(Parser, Debug)]

@@ -100,7 +100,7 @@ struct Cli {
 }
 
 fn parse_host_id(s: &str) -> Result<String, String> {
-    slaswitch_datapath::names::valid_name("host id", s, slaswitch_cluster::purchase::MAX_NAME).map(|()| s.to_string())
+    slaswitch_config::names::valid_name("host id", s, slaswitch_cluster::purchase::MAX_NAME).map(|()| s.to_string())
 }
 
 fn parse_bucket_depth_us(s: &str) -> Result<u64, String> {

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use slaswitch_datapath::PortSpec;
+use slaswitch_config::PortSpec;
 
 /// What is persisted: tenants, ports and flows.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

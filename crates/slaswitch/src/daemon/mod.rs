@@ -16,7 +16,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use slaswitch_datapath::{Datapath, PortSpec, PortType};
+use slaswitch_config::{PortSpec, PortType};
+use slaswitch_datapath::Datapath;
 
 use crate::protocol::{parse_request, Options, PortChange, Reply, Request};
 use config::{ConfigStore, SavedConfig};
@@ -95,8 +96,8 @@ impl Daemon {
         ports.extend(self.unrestored_ports.iter().map(|(s, _)| s.clone()));
         let mut tenants = self.dp.tenants();
         // The default tenant at its default weight is not configuration.
-        if tenants.get(slaswitch_datapath::link_policy::DEFAULT_TENANT) == Some(&1) {
-            tenants.remove(slaswitch_datapath::link_policy::DEFAULT_TENANT);
+        if tenants.get(slaswitch_config::link_policy::DEFAULT_TENANT) == Some(&1) {
+            tenants.remove(slaswitch_config::link_policy::DEFAULT_TENANT);
         }
         SavedConfig { tenants, ports, flows: self.dp.flow_texts() }
     }

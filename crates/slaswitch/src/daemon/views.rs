@@ -5,10 +5,11 @@
 use std::path::Path;
 
 use serde::Serialize;
+use slaswitch_config::cpu_qos::own_bucket_depth;
+use slaswitch_config::PortSpec;
 use slaswitch_datapath::counters::CpuQosState;
-use slaswitch_datapath::cpu_qos::own_bucket_depth;
 use slaswitch_datapath::probe::ProbeReport;
-use slaswitch_datapath::{Datapath, PmdStats, PortSpec, PortStats};
+use slaswitch_datapath::{Datapath, PmdStats, PortStats};
 use slaswitch_qos::cpu::{Allocation, C2tbConfig};
 
 use super::link_view::LinkVmRow;
@@ -264,7 +265,7 @@ fn qos_port<'a>(
         allocation: &p.allocation,
         allocated_pct_of_core: 100.0 * p.cycles_per_sec as f64 / hz as f64,
         pmd_allocated_cycles_per_sec: on_pmd.iter().map(|o| o.cycles_per_sec).sum(),
-        pmd_deliverable_cycles_per_sec: slaswitch_datapath::allocation::deliverable_cycles_per_sec(hz),
+        pmd_deliverable_cycles_per_sec: slaswitch_config::allocation::deliverable_cycles_per_sec(hz),
         pmd_effective_cycles_per_sec: on_pmd.iter().map(|o| effective(o)).sum(),
         pmd_capacity_cycles_per_sec: hz,
         bucket_depth_cycles: own_bucket_depth(p.bucket_depth_cycles, drift.unwrap_or(1.0), switch_depth)

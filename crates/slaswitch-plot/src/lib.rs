@@ -1,6 +1,7 @@
-//! PNG charts for the report: lines over time (one panel per switch, phase boundaries marked),
-//! lines over a sweep, and grouped bars. Text is drawn with DejaVu Sans from Debian's
-//! fonts-dejavu-core, which the runner installs.
+//! PNG charts for the reports of the test bed, the simulator and the bill: lines over time (one
+//! panel per switch, phase boundaries marked), lines over a sweep, grouped bars and latency
+//! boxes. Text is drawn with DejaVu Sans from Debian's fonts-dejavu-core, which
+//! `scripts/install-deps` and the test bed's preflight install.
 
 use std::path::Path;
 use std::sync::Once;
@@ -8,7 +9,8 @@ use std::sync::Once;
 use plotters::prelude::*;
 use plotters::style::{register_font, FontStyle};
 
-use crate::preflight::FONT;
+/// The font plots are drawn with (Debian's `fonts-dejavu-core`).
+pub const FONT: &str = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
 
 static FONT_ONCE: Once = Once::new();
 

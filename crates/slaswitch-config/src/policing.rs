@@ -41,7 +41,7 @@ pub struct PolicingSpec {
 
 /// A policing figure, 0 (off) when not given; at most 2^40 of its unit.
 fn number(options: &BTreeMap<String, String>, key: &str) -> Result<u64, String> {
-    Ok(crate::port_settings::number_in(options, key, 0..=1u64 << 40)?.unwrap_or(0))
+    Ok(crate::ranges::number_in(options, key, 0..=1u64 << 40)?.unwrap_or(0))
 }
 
 impl PolicingSpec {

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use slaswitch_qos::cpu::hbs::DEFAULT_PRIORITY;
 use slaswitch_qos::cpu::CycleLimit;
 
-use crate::port_settings::number_in;
+use crate::ranges::number_in;
 
 /// The most cycles a port may be given a second: beyond any core (100 GHz), so a typo of a
 /// few digits is refused instead of meaning "the whole core".

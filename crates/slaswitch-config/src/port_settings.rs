@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use crate::bandwidth::{BandwidthSla, LinkSpec};
 use crate::cpu_qos::CpuQos;
 use crate::link_policy::{EgressSpec, VmLinkSpec};
-use crate::pmd_config::MAX_PORTS;
 use crate::policing::PolicingSpec;
+use crate::ranges::{number_in, MAX_PORTS};
 
 /// Ring sizes a port takes, in descriptors.
 const RING_DESCRIPTORS: std::ops::RangeInclusive<u16> = 64..=32768;
@@ -19,20 +19,6 @@ pub const DEFAULT_RING_DESCRIPTORS: u16 = 2048;
 
 /// Core numbers a PMD may have (`pmd`).
 const PMD_CORES: std::ops::RangeInclusive<usize> = 0..=1023;
-
-/// The whole-number option `key`, if given, within `range`; the error names the option, its
-/// value and the range. Every module's numeric options go through it.
-pub(crate) fn number_in<T: std::str::FromStr + PartialOrd + std::fmt::Display>(
-    options: &BTreeMap<String, String>,
-    key: &str,
-    range: std::ops::RangeInclusive<T>,
-) -> Result<Option<T>, String> {
-    let Some(v) = options.get(key) else { return Ok(None) };
-    match v.parse::<T>() {
-        Ok(n) if range.contains(&n) => Ok(Some(n)),
-        _ => Err(format!("{key}={v}: a whole number from {} to {}", range.start(), range.end())),
-    }
-}
 
 /// Every setting of a port besides its device's own (`path`, `iface`, `devargs`).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -33,7 +33,7 @@ use slaswitch_qos::egress::softbw::Guarantee;
 use slaswitch_qos::link::WIRE_OVERHEAD_BYTES;
 
 use crate::bandwidth::{parse_rate_bps, BandwidthSla};
-use crate::port_settings::number_in;
+use crate::ranges::number_in;
 
 /// The options of this module.
 pub const LINK_POLICY_OPTIONS: &[&str] = &[

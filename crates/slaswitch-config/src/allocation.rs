@@ -10,8 +10,9 @@
 
 use std::collections::BTreeMap;
 
+use slaswitch_qos::cpu::model::{FactorTable, ModelEntry, StageCycles};
 use slaswitch_qos::cpu::water_fill::DELIVERABLE_CORE_SHARE;
-use slaswitch_qos::cpu::{Allocation, BandwidthModel, CycleLimit, Deployment};
+use slaswitch_qos::cpu::{Allocation, BandwidthModel, CycleLimit, Deployment, FlowCount};
 
 /// The cycles a PMD's core can give its ports: [`DELIVERABLE_CORE_SHARE`] of `capacity`.
 pub fn deliverable_cycles_per_sec(capacity: u64) -> u64 {
@@ -191,12 +192,38 @@ fn admit_bandwidth(
     Ok(())
 }
 
+/// A small model for tests of the allocation maths and its users: every row 200 cycles; two VMs
+/// make each packet 1.1x dearer.
+pub fn example_model() -> BandwidthModel {
+    let row = |b, flows| ModelEntry {
+        packet_bytes: b,
+        flows,
+        cycles_per_packet: StageCycles { ingress: 100.0, classification: 50.0, egress: 50.0 },
+        measured_kpps: 1.0,
+        emc_miss_share: None,
+        measured_cycles_per_packet: None,
+    };
+    BandwidthModel {
+        machine: "t".into(),
+        tsc_hz: 1_000_000_000,
+        measured_unix_secs: 0,
+        method: "t".into(),
+        entries: [64, 1500].iter().flat_map(|&b| [row(b, FlowCount::Single), row(b, FlowCount::Many)]).collect(),
+        vm_count: FactorTable { points: vec![(1, 1.0), (2, 1.1)], source: "measured".into() },
+        numa_remote: FactorTable { points: vec![(1, 1.4)], source: "given".into() },
+        pmd_count: FactorTable { points: vec![(1, 1.0)], source: "given".into() },
+        batch: Default::default(),
+    }
+}
+
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
     use crate::port::PortType;
-    use slaswitch_qos::cpu::model::{FactorTable, ModelEntry, StageCycles};
-    use slaswitch_qos::cpu::FlowCount;
+
+    fn model() -> BandwidthModel {
+        example_model()
+    }
 
     fn spec(name: &str, opts: &[(&str, &str)]) -> PortSpec {
         PortSpec {
@@ -204,29 +231,6 @@ pub(crate) mod tests {
             port_type: PortType::Null,
             number: 1,
             options: opts.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
-        }
-    }
-
-    /// Every row 200 cycles; two VMs make each packet 1.1x dearer.
-    pub(crate) fn model() -> BandwidthModel {
-        let row = |b, flows| ModelEntry {
-            packet_bytes: b,
-            flows,
-            cycles_per_packet: StageCycles { ingress: 100.0, classification: 50.0, egress: 50.0 },
-            measured_kpps: 1.0,
-            emc_miss_share: None,
-            measured_cycles_per_packet: None,
-        };
-        BandwidthModel {
-            machine: "t".into(),
-            tsc_hz: 1_000_000_000,
-            measured_unix_secs: 0,
-            method: "t".into(),
-            entries: [64, 1500].iter().flat_map(|&b| [row(b, FlowCount::Single), row(b, FlowCount::Many)]).collect(),
-            vm_count: FactorTable { points: vec![(1, 1.0), (2, 1.1)], source: "measured".into() },
-            numa_remote: FactorTable { points: vec![(1, 1.4)], source: "given".into() },
-            pmd_count: FactorTable { points: vec![(1, 1.0)], source: "given".into() },
-            batch: Default::default(),
         }
     }
 

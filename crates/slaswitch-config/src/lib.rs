@@ -1,0 +1,17 @@
+#![warn(missing_docs)]
+//! The configuration vocabulary of slaswitch: what a port, a purchase and a link policy are,
+//! parsed and validated once into typed settings, and the allocation and admission maths on
+//! them. No DPDK and no I/O, so the daemon, the data plane, the fleet master and the simulator
+//! share it, and the last two build without DPDK.
+
+pub mod allocation;
+pub mod bandwidth;
+pub mod cpu_qos;
+pub mod link_policy;
+pub mod names;
+pub mod policing;
+pub mod port;
+pub mod port_settings;
+pub mod ranges;
+
+pub use port::{PortSpec, PortType};
