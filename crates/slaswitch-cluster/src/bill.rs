@@ -105,32 +105,65 @@ pub fn table(b: &Bill) -> String {
     out
 }
 
-/// Every record as CSV, one line per VM per cycle.
+/// The bill's CSV columns: [`CsvRow`]'s fields, written even when there is no record.
+const CSV_COLUMNS: [&str; 13] = [
+    "vm",
+    "cycle_end_unix_ms",
+    "host",
+    "tenant",
+    "secs",
+    "bytes",
+    "guarantee",
+    "guarantee_bps",
+    "in_force_bps",
+    "rate_bps",
+    "fulfillment",
+    "charge_guaranteed",
+    "charge_above",
+];
+
+/// One row of the bill's CSV: a record with its cycle's end time.
+#[derive(Serialize)]
+struct CsvRow<'a> {
+    vm: &'a str,
+    cycle_end_unix_ms: u64,
+    host: &'a str,
+    tenant: &'a str,
+    secs: f64,
+    bytes: u64,
+    guarantee: &'a str,
+    guarantee_bps: f64,
+    in_force_bps: u64,
+    rate_bps: f64,
+    fulfillment: Option<f64>,
+    charge_guaranteed: f64,
+    charge_above: f64,
+}
+
+/// Every record as CSV, one line per VM per cycle, quoted where a field needs it (a dynamic
+/// guarantee, `dynamic:SIZE,SECONDS`, holds a comma).
 pub fn csv(records: &[Record]) -> String {
-    let mut out = String::from(
-        "vm,cycle_end_unix_ms,host,tenant,secs,bytes,guarantee,guarantee_bps,in_force_bps,rate_bps,fulfillment,charge_guaranteed,charge_above\n",
-    );
+    let mut w = ::csv::WriterBuilder::new().has_headers(false).from_writer(Vec::new());
+    w.write_record(CSV_COLUMNS).expect("CSV into memory");
     for r in records {
-        let f = r.fulfillment.map_or(String::new(), |f| f.to_string());
-        let _ = writeln!(
-            out,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{}",
-            r.vm,
-            r.end_unix_ms(),
-            r.host,
-            r.tenant,
-            r.secs,
-            r.bytes,
-            r.guarantee,
-            r.guarantee_bps,
-            r.in_force_bps,
-            r.rate_bps,
-            f,
-            r.charge_guaranteed,
-            r.charge_above
-        );
+        let row = CsvRow {
+            vm: &r.vm,
+            cycle_end_unix_ms: r.end_unix_ms(),
+            host: &r.host,
+            tenant: &r.tenant,
+            secs: r.secs,
+            bytes: r.bytes,
+            guarantee: &r.guarantee,
+            guarantee_bps: r.guarantee_bps,
+            in_force_bps: r.in_force_bps,
+            rate_bps: r.rate_bps,
+            fulfillment: r.fulfillment,
+            charge_guaranteed: r.charge_guaranteed,
+            charge_above: r.charge_above,
+        };
+        w.serialize(row).expect("CSV into memory");
     }
-    out
+    String::from_utf8(w.into_inner().expect("CSV into memory")).expect("UTF-8 fields")
 }
 
 /// Each VM's rate and charge per cycle over the period, as a PNG.
@@ -186,5 +219,21 @@ mod tests {
         assert_eq!(b.total, 3.5);
         assert!(table(&b).contains("total 3.5000"));
         assert_eq!(csv(&recs).lines().count(), 4);
+    }
+
+    #[test]
+    fn a_dynamic_guarantee_keeps_the_bills_columns() {
+        let mut rec = r("a", 1, 1000, Some(1.0), 2.0);
+        rec.guarantee = "dynamic:1000000,30".into();
+        let text = csv(&[rec, r("b", 1, 10, None, 0.5)]);
+        let mut reader = ::csv::Reader::from_reader(text.as_bytes());
+        let header = reader.headers().unwrap().clone();
+        assert_eq!(header.len(), 13);
+        assert_eq!(&header[6], "guarantee");
+        let rows: Vec<::csv::StringRecord> = reader.records().map(|r| r.unwrap()).collect();
+        assert!(rows.iter().all(|row| row.len() == 13), "{text}");
+        assert_eq!(&rows[0][6], "dynamic:1000000,30");
+        assert_eq!(&rows[1][10], "", "no fulfillment under fairness: {text}");
+        assert_eq!(csv(&[]).trim_end(), CSV_COLUMNS.join(","), "the header alone");
     }
 }

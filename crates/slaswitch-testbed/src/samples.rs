@@ -4,15 +4,15 @@
 //! figures over the interval).
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::path::Path;
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::driver::Reading;
 
 /// One figure at one time of one run: a row of `samples.csv`.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Sample {
     /// The configuration (`slaswitch`, `slaswitch/c2tb`, ...).
     pub switch: String,
@@ -33,46 +33,29 @@ pub struct Sample {
 /// The header row of `samples.csv`.
 pub const HEADER: &str = "switch,step,t_secs,source,subject,metric,value";
 
-/// Samples as CSV with its header.
+/// Samples as CSV with its header, times to the millisecond.
 pub fn to_csv(samples: &[Sample]) -> String {
-    let mut out = String::from(HEADER);
-    out.push('\n');
+    let mut w = csv::Writer::from_writer(Vec::new());
     for s in samples {
-        let _ = writeln!(
-            out,
-            "{},{},{:.3},{},{},{},{}",
-            s.switch, s.step, s.t_secs, s.source, s.subject, s.metric, s.value
-        );
+        let row = Sample { t_secs: (s.t_secs * 1000.0).round() / 1000.0, ..s.clone() };
+        w.serialize(row).expect("CSV into memory");
     }
-    out
+    let text = String::from_utf8(w.into_inner().expect("CSV into memory")).expect("UTF-8 fields");
+    if text.is_empty() {
+        format!("{HEADER}\n")
+    } else {
+        text
+    }
 }
 
 /// Reads samples from CSV.
 pub fn from_csv(text: &str) -> Result<Vec<Sample>, String> {
-    let mut lines = text.lines();
-    if lines.next() != Some(HEADER) {
+    let mut reader = csv::Reader::from_reader(text.as_bytes());
+    let header = reader.headers().map_err(|e| format!("samples.csv: {e}"))?;
+    if header.iter().collect::<Vec<_>>().join(",") != HEADER {
         return Err(format!("not a samples file (first line should be '{HEADER}')"));
     }
-    lines
-        .enumerate()
-        .filter(|(_, l)| !l.is_empty())
-        .map(|(i, l)| {
-            let f: Vec<&str> = l.split(',').collect();
-            let num = |s: &str| s.parse::<f64>().map_err(|_| format!("samples.csv:{}: '{s}' is not a number", i + 2));
-            if f.len() != 7 {
-                return Err(format!("samples.csv:{}: expected 7 fields, found {}", i + 2, f.len()));
-            }
-            Ok(Sample {
-                switch: f[0].into(),
-                step: f[1].into(),
-                t_secs: num(f[2])?,
-                source: f[3].into(),
-                subject: f[4].into(),
-                metric: f[5].into(),
-                value: num(f[6])?,
-            })
-        })
-        .collect()
+    reader.deserialize().enumerate().map(|(i, row)| row.map_err(|e| format!("samples.csv:{}: {e}", i + 2))).collect()
 }
 
 /// Reads a `samples.csv`.
