@@ -19,3 +19,4 @@ pub mod switch_linux_tc;
 pub mod switch_ovs;
 pub mod switch_slaswitch;
 pub mod switch_vde2;
+pub mod switches;

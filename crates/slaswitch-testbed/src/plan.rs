@@ -1,12 +1,13 @@
 //! A scenario step translated for one switch: the commands that configure it, where each VM
 //! attaches, and what the switch cannot express. Translation is pure (no process runs), so it
-//! is tested on its own and printed in the report as the exact configuration.
+//! is tested on its own and printed in the report as the exact configuration; each switch's
+//! module writes its plan, and [`crate::switches`] picks the module by kind.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use slaswitch_traffic::frames::{mac_for, mac_text};
 
-use crate::scenario::{Scenario, Step, SwitchKind};
+use crate::scenario::{Scenario, Step};
 
 /// How an emulated VM (or the sink) reaches the switch.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -87,42 +88,5 @@ pub fn phase_with_destination(phase: &str, uplink: &str) -> String {
         phase.to_string()
     } else {
         format!("{phase},dst-mac={}", mac_of(uplink))
-    }
-}
-
-/// The translation of `step` for `switch`. `dir` is the run's working folder, `tools` the
-/// folder of slaswitch's own programs.
-pub fn plan(switch: SwitchKind, scenario: &Scenario, step: &Step, dir: &Path, tools: &Path) -> SwitchPlan {
-    let mut p = switch_plan(switch, scenario, step, dir, tools);
-    // Two-level (tenant, then VM) scheduling is PIE-VDE's: slaswitch's `pievde` link scheduler.
-    if switch != SwitchKind::Slaswitch {
-        for t in &scenario.tenants {
-            p.unsupported
-                .push(format!("tenant {} (weight {}): no tenant-level scheduling on {switch}", t.name, t.weight));
-        }
-    }
-    for (k, change) in scenario.changes.iter().enumerate() {
-        let commands = match switch {
-            SwitchKind::Slaswitch => crate::switch_slaswitch::change_commands(scenario, step, change, dir, tools),
-            SwitchKind::LinuxTc => {
-                crate::switch_linux_tc::change_commands(scenario, &step.after_changes(&scenario.changes[..=k]))
-            }
-            SwitchKind::OvsDpdk | SwitchKind::Vde2 => {
-                p.unsupported
-                    .push(format!("change at {} s to {} (not applied live on {switch})", change.at_secs, change.vm));
-                Vec::new()
-            }
-        };
-        p.changes.push((change.at_secs, commands));
-    }
-    p
-}
-
-fn switch_plan(switch: SwitchKind, scenario: &Scenario, step: &Step, dir: &Path, tools: &Path) -> SwitchPlan {
-    match switch {
-        SwitchKind::Slaswitch => crate::switch_slaswitch::plan(scenario, step, dir, tools),
-        SwitchKind::OvsDpdk => crate::switch_ovs::plan(scenario, step, dir),
-        SwitchKind::LinuxTc => crate::switch_linux_tc::plan(scenario, step),
-        SwitchKind::Vde2 => crate::switch_vde2::plan(scenario, step, dir),
     }
 }

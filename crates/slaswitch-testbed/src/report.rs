@@ -8,7 +8,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::samples::{self, mean_in, series, Sample};
-use crate::scenario::{HeadlineType, Scenario, Step};
+use crate::scenario::{Headline, HeadlineType, Scenario, Step};
 use slaswitch_plot::{self as plot, Panel, Series};
 
 /// Times at which some VM's phase starts or ends, or a setting changes, inside the run.
@@ -189,6 +189,81 @@ fn target_includes(target: &str, vm: &crate::scenario::Vm) -> bool {
     }
 }
 
+/// A deviation headline on one switch: a VM, or every VM of a group in every step, the one
+/// farthest off its purchase, in % of it.
+fn deviation_value(
+    s: &Scenario,
+    samples: &[Sample],
+    sw: &str,
+    h: &Headline,
+    steps: &[Step],
+) -> (String, Option<f64>, String) {
+    // A VM, or every VM of a group in every step: the one farthest off.
+    let w = h.window.unwrap_or_default();
+    let mut worst: Option<(f64, String)> = None;
+    let mut n = 0;
+    for step in steps {
+        for vm in step.vms.iter().filter(|v| v.name == h.vm || v.group == h.vm) {
+            let series = received(s, samples, sw, &step.label, &vm.name, "mbps");
+            let purchased = purchased_mbps(s, &vm.name, sw);
+            let (got, when) = match (h.per_second, purchased) {
+                (true, Some(p)) => match farthest_in(&series, w[0], w[1], p) {
+                    Some((t, v)) => {
+                        (Some(v), format!(" in the second to {t:.0} s{}", stall_note(s, samples, sw, &step.label, t)))
+                    }
+                    None => (None, String::new()),
+                },
+                _ => (mean_in(&series, w[0], w[1]), String::new()),
+            };
+            if let (Some(g), Some(p)) = (got, purchased.filter(|p| *p > 0.0)) {
+                n += 1;
+                let dev = 100.0 * (g - p) / p;
+                let at = if steps.len() > 1 { format!(" at {}", step.label) } else { String::new() };
+                if worst.as_ref().is_none_or(|(d, _)| dev.abs() > d.abs()) {
+                    worst = Some((
+                        dev,
+                        format!("{}{at} got {} Mbps{when}, purchased {}", vm.name, fmt(Some(g)), fmt(Some(p))),
+                    ));
+                }
+            }
+        }
+    }
+    match worst {
+        Some((d, why)) => (sw.to_string(), Some(d), if n > 1 { format!("farthest of {n}: {why}") } else { why }),
+        None => (sw.to_string(), None, format!("{}: nothing received or nothing purchased", h.vm)),
+    }
+}
+
+/// A target headline on one switch: in every step (a sweep's values), the one farthest from the
+/// expected rate, in % of it.
+fn target_value(
+    s: &Scenario,
+    samples: &[Sample],
+    sw: &str,
+    h: &Headline,
+    steps: &[Step],
+) -> (String, Option<f64>, String) {
+    // Every step (a sweep's values): the one farthest from the target.
+    let w = h.window.unwrap_or_default();
+    let expected = h.expected_mbps.unwrap_or(1.0);
+    let mut worst: Option<(f64, String)> = None;
+    for step in steps {
+        let names: Vec<&str> = step.vms.iter().filter(|v| target_includes(&h.vm, v)).map(|v| v.name.as_str()).collect();
+        let got: Option<f64> =
+            names.iter().map(|vm| mean_in(&received(s, samples, sw, &step.label, vm, "mbps"), w[0], w[1])).sum();
+        let Some(g) = got else { continue };
+        let dev = 100.0 * (g - expected) / expected;
+        let at = if steps.len() > 1 { format!(" at {}", step.label) } else { String::new() };
+        if worst.as_ref().is_none_or(|(d, _)| dev.abs() > d.abs()) {
+            worst = Some((dev, format!("{}{at} got {} Mbps", h.vm, fmt(Some(g)))));
+        }
+    }
+    match worst {
+        Some((d, why)) => (sw.to_string(), Some(d), format!("{why}, expected {}", fmt(Some(expected)))),
+        None => (sw.to_string(), None, format!("{}: nothing received", h.vm)),
+    }
+}
+
 /// One headline figure per switch: (switch, value, explanation).
 pub fn headline_values(s: &Scenario, samples: &[Sample], switches: &[String]) -> Headlines {
     let steps = s.steps();
@@ -210,82 +285,8 @@ pub fn headline_values(s: &Scenario, samples: &[Sample], switches: &[String]) ->
                         };
                         (sw.clone(), loss, format!("{} {metric}: {} before, {} after", vm, fmt(b), fmt(a)))
                     }
-                    HeadlineType::Deviation => {
-                        // A VM, or every VM of a group in every step: the one farthest off.
-                        let w = h.window.unwrap_or_default();
-                        let mut worst: Option<(f64, String)> = None;
-                        let mut n = 0;
-                        for step in &steps {
-                            for vm in step.vms.iter().filter(|v| v.name == h.vm || v.group == h.vm) {
-                                let series = received(s, samples, sw, &step.label, &vm.name, "mbps");
-                                let purchased = purchased_mbps(s, &vm.name, sw);
-                                let (got, when) = match (h.per_second, purchased) {
-                                    (true, Some(p)) => match farthest_in(&series, w[0], w[1], p) {
-                                        Some((t, v)) => (
-                                            Some(v),
-                                            format!(
-                                                " in the second to {t:.0} s{}",
-                                                stall_note(s, samples, sw, &step.label, t)
-                                            ),
-                                        ),
-                                        None => (None, String::new()),
-                                    },
-                                    _ => (mean_in(&series, w[0], w[1]), String::new()),
-                                };
-                                if let (Some(g), Some(p)) = (got, purchased.filter(|p| *p > 0.0)) {
-                                    n += 1;
-                                    let dev = 100.0 * (g - p) / p;
-                                    let at =
-                                        if steps.len() > 1 { format!(" at {}", step.label) } else { String::new() };
-                                    if worst.as_ref().is_none_or(|(d, _)| dev.abs() > d.abs()) {
-                                        worst = Some((
-                                            dev,
-                                            format!(
-                                                "{}{at} got {} Mbps{when}, purchased {}",
-                                                vm.name,
-                                                fmt(Some(g)),
-                                                fmt(Some(p))
-                                            ),
-                                        ));
-                                    }
-                                }
-                            }
-                        }
-                        match worst {
-                            Some((d, why)) => {
-                                (sw.clone(), Some(d), if n > 1 { format!("farthest of {n}: {why}") } else { why })
-                            }
-                            None => (sw.clone(), None, format!("{}: nothing received or nothing purchased", h.vm)),
-                        }
-                    }
-                    HeadlineType::Target => {
-                        // Every step (a sweep's values): the one farthest from the target.
-                        let w = h.window.unwrap_or_default();
-                        let expected = h.expected_mbps.unwrap_or(1.0);
-                        let mut worst: Option<(f64, String)> = None;
-                        for step in &steps {
-                            let names: Vec<&str> = step
-                                .vms
-                                .iter()
-                                .filter(|v| target_includes(&h.vm, v))
-                                .map(|v| v.name.as_str())
-                                .collect();
-                            let got: Option<f64> = names
-                                .iter()
-                                .map(|vm| mean_in(&received(s, samples, sw, &step.label, vm, "mbps"), w[0], w[1]))
-                                .sum();
-                            let Some(g) = got else { continue };
-                            let dev = 100.0 * (g - expected) / expected;
-                            let at = if steps.len() > 1 { format!(" at {}", step.label) } else { String::new() };
-                            if worst.as_ref().is_none_or(|(d, _)| dev.abs() > d.abs()) {
-                                worst = Some((dev, format!("{}{at} got {} Mbps", h.vm, fmt(Some(g)))));
-                            }
-                        }
-                        match worst {
-                            Some((d, why)) => (sw.clone(), Some(d), format!("{why}, expected {}", fmt(Some(expected)))),
-                            None => (sw.clone(), None, format!("{}: nothing received", h.vm)),
-                        }
-                    }
+                    HeadlineType::Deviation => deviation_value(s, samples, sw, h, &steps),
+                    HeadlineType::Target => target_value(s, samples, sw, h, &steps),
                     HeadlineType::Latency => {
                         let w = h.window.unwrap_or_default();
                         let percentile = h.percentile.as_deref().unwrap_or("p50");
@@ -452,36 +453,7 @@ fn write_plots(
         )?;
         made.push(("latency.png".into(), "Per-VM one-way latency (99th percentile per second).".into()));
     }
-    if samples.iter().any(|x| x.source == "app" && x.metric == "rate_fine_mbps") {
-        let fine: Vec<Panel> = switches
-            .iter()
-            .map(|sw| {
-                let mut subjects: Vec<&str> = samples
-                    .iter()
-                    .filter(|x| x.switch == *sw && x.step == step.label && x.metric == "rate_fine_mbps")
-                    .map(|x| x.subject.as_str())
-                    .collect();
-                subjects.sort_unstable();
-                subjects.dedup();
-                let series_list = subjects
-                    .iter()
-                    .map(|vm| Series {
-                        label: vm.to_string(),
-                        points: series(samples, sw, &step.label, "app", vm, "rate_fine_mbps"),
-                    })
-                    .collect();
-                Panel { title: format!("{sw} ({})", step.label), series: series_list, markers: Vec::new() }
-            })
-            .collect();
-        plot::lines(
-            &dir.join("convergence.png"),
-            "Rate per VM at the receiver, per millisecond bin, around the last VM's start",
-            "seconds since the last VM's first frame",
-            "Mbit/s (frames)",
-            &fine,
-        )?;
-        made.push(("convergence.png".into(), "Per-VM rate at the receiver in 1 ms bins (slaswitch-flows meter, kernel receive timestamps), from 100 ms before the last VM started to 500 ms after.".into()));
-    }
+    made.extend(convergence_plot(dir, samples, switches, step)?);
     let last = *windows(s).last().expect("a window");
     let groups: Vec<(String, Vec<f64>)> = shown
         .iter()
@@ -508,7 +480,47 @@ fn write_plots(
     Ok(made)
 }
 
-/// Writes `report.md` and the plots into `dir`.
+/// Where the run measured rates in 1 ms bins (`rate_fine_mbps`): each VM's rate at the
+/// receiver around the last VM's start, a panel per switch.
+fn convergence_plot(
+    dir: &Path,
+    samples: &[Sample],
+    switches: &[String],
+    step: &Step,
+) -> Result<Option<(String, String)>, String> {
+    if !samples.iter().any(|x| x.source == "app" && x.metric == "rate_fine_mbps") {
+        return Ok(None);
+    }
+    let fine: Vec<Panel> = switches
+        .iter()
+        .map(|sw| {
+            let mut subjects: Vec<&str> = samples
+                .iter()
+                .filter(|x| x.switch == *sw && x.step == step.label && x.metric == "rate_fine_mbps")
+                .map(|x| x.subject.as_str())
+                .collect();
+            subjects.sort_unstable();
+            subjects.dedup();
+            let series_list = subjects
+                .iter()
+                .map(|vm| Series {
+                    label: vm.to_string(),
+                    points: series(samples, sw, &step.label, "app", vm, "rate_fine_mbps"),
+                })
+                .collect();
+            Panel { title: format!("{sw} ({})", step.label), series: series_list, markers: Vec::new() }
+        })
+        .collect();
+    plot::lines(
+        &dir.join("convergence.png"),
+        "Rate per VM at the receiver, per millisecond bin, around the last VM's start",
+        "seconds since the last VM's first frame",
+        "Mbit/s (frames)",
+        &fine,
+    )?;
+    Ok(Some(("convergence.png".into(), "Per-VM rate at the receiver in 1 ms bins (slaswitch-flows meter, kernel receive timestamps), from 100 ms before the last VM started to 500 ms after.".into())))
+}
+
 /// For a sweep: the probe VM's latency by number of VMs on the PMD, one box per switch.
 fn sweep_latency_plot(
     dir: &Path,

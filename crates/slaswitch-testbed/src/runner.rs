@@ -12,10 +12,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde_json::{json, Value};
 
 use crate::cleanup;
-use crate::driver::{Driver, Reading};
-use crate::plan::{phase_with_destination, plan, SwitchPlan};
+use crate::driver::Reading;
+use crate::plan::{phase_with_destination, SwitchPlan};
 use crate::samples::{self, Sample};
 use crate::scenario::{Scenario, Step, SwitchKind, VmKind};
+use crate::switches::{driver_for, plan};
 use crate::{capacity, namespaces, preflight, report};
 
 /// What `slaswitch experiment run` was asked.
@@ -48,22 +49,6 @@ fn progress(label: &str, done: f64, total: f64, quiet: bool) {
     let filled = ((done / total.max(1e-9)).clamp(0.0, 1.0) * width as f64) as usize;
     eprint!("\r[{}{}] {label} {:>4.0}/{:.0} s ", "#".repeat(filled), ".".repeat(width - filled), done.max(0.0), total);
     let _ = std::io::stderr().flush();
-}
-
-fn driver_for(
-    switch: SwitchKind,
-    dir: &Path,
-    tools: &Path,
-    scenario: &Scenario,
-    step: &Step,
-    prefix: &str,
-) -> Box<dyn Driver> {
-    match switch {
-        SwitchKind::Slaswitch => Box::new(crate::switch_slaswitch::Slaswitch::new(dir, tools, scenario, prefix)),
-        SwitchKind::OvsDpdk => Box::new(crate::switch_ovs::Ovs::new(dir, scenario, step, prefix)),
-        SwitchKind::LinuxTc => Box::new(crate::switch_linux_tc::LinuxTc::new(dir)),
-        SwitchKind::Vde2 => Box::new(crate::switch_vde2::Vde2::new(dir)),
-    }
 }
 
 /// The tenant's command line: every emulated VM sends, the uplink receives.
@@ -190,20 +175,7 @@ fn run_step(
         let log = work.join("tenant.log");
         let names: Vec<String> = p.attach.iter().map(|(n, _)| n.clone()).collect();
         let (mut apps, servers) = start_apps(scenario, step, &p, work, &opts.tools)?;
-        let mut child = if names.is_empty() {
-            None
-        } else {
-            let c = Command::new(&cmd[0])
-                .args(&cmd[1..])
-                .stdin(Stdio::null())
-                .stdout(std::fs::File::create(work.join("tenant.stdout")).map_err(|e| e.to_string())?)
-                .stderr(std::fs::File::create(&log).map_err(|e| e.to_string())?)
-                .process_group(0)
-                .spawn()
-                .map_err(|e| format!("cannot start slaswitch-tenant: {e}"))?;
-            cleanup::process(c.id(), "slaswitch-tenant");
-            Some(c)
-        };
+        let mut child = if names.is_empty() { None } else { Some(start_tenant(&cmd, work, &log)?) };
         driver.wait_for_vms(&names, Duration::from_secs(90))?;
         let connected_at = unix_now();
         let mut pending_changes = p.changes.iter().peekable();
@@ -259,13 +231,9 @@ fn run_step(
             let tail = std::fs::read_to_string(&log).unwrap_or_default();
             return Err(format!("slaswitch-tenant failed ({status}): {}", tail.trim()));
         }
-        let doc: Value = if child.is_some() {
-            serde_json::from_str(
-                &std::fs::read_to_string(&tenant_out).map_err(|e| format!("{}: {e}", tenant_out.display()))?,
-            )
-            .map_err(|e| format!("{}: {e}", tenant_out.display()))?
-        } else {
-            json!({"start_unix_secs": connected_at})
+        let doc: Value = match child {
+            Some(_) => read_json(&tenant_out)?,
+            None => json!({"start_unix_secs": connected_at}),
         };
         let start = doc["start_unix_secs"].as_f64().unwrap_or(connected_at);
         // The clients first, then the uplink's programs (a receiver-side meter reports when stopped).
@@ -286,6 +254,26 @@ fn run_step(
     cleanup::undo_all();
     driver.stop();
     result
+}
+
+/// Starts the emulated VMs (`slaswitch-tenant`) in a process group of their own, registered for
+/// cleanup; their log goes to `log`.
+fn start_tenant(cmd: &[String], work: &Path, log: &Path) -> Result<std::process::Child, String> {
+    let c = Command::new(&cmd[0])
+        .args(&cmd[1..])
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(work.join("tenant.stdout")).map_err(|e| e.to_string())?)
+        .stderr(std::fs::File::create(log).map_err(|e| e.to_string())?)
+        .process_group(0)
+        .spawn()
+        .map_err(|e| format!("cannot start slaswitch-tenant: {e}"))?;
+    cleanup::process(c.id(), "slaswitch-tenant");
+    Ok(c)
+}
+
+fn read_json(path: &Path) -> Result<Value, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// What the run's metadata records of one step: versions, exact commands, files, notes.
@@ -480,6 +468,23 @@ fn measure_capacity(
     Ok(out)
 }
 
+/// Keeps the logs of a run that failed in `out_dir/failed-logs` (each step's folder under
+/// `base` as a prefix), and returns that folder.
+fn keep_failed_logs(base: &Path, out_dir: &Path) -> PathBuf {
+    let kept = out_dir.join("failed-logs");
+    let _ = std::fs::create_dir_all(&kept);
+    for entry in std::fs::read_dir(base).into_iter().flatten().flatten() {
+        for file in std::fs::read_dir(entry.path()).into_iter().flatten().flatten() {
+            let name = file.file_name().to_string_lossy().into_owned();
+            if name.ends_with(".log") || name.ends_with(".stdout") {
+                let _ =
+                    std::fs::copy(file.path(), kept.join(format!("{}-{name}", entry.file_name().to_string_lossy())));
+            }
+        }
+    }
+    kept
+}
+
 /// Runs the scenario; returns the folder with the samples and the report.
 pub fn run(opts: &RunOptions) -> Result<PathBuf, String> {
     let source =
@@ -571,20 +576,7 @@ pub fn run(opts: &RunOptions) -> Result<PathBuf, String> {
     }
     cleanup::undo_all();
     if let Some(e) = failure {
-        // Keep the logs of the run that failed, in the output folder; remove everything else.
-        let kept = out_dir.join("failed-logs");
-        let _ = std::fs::create_dir_all(&kept);
-        for entry in std::fs::read_dir(&base).into_iter().flatten().flatten() {
-            for file in std::fs::read_dir(entry.path()).into_iter().flatten().flatten() {
-                let name = file.file_name().to_string_lossy().into_owned();
-                if name.ends_with(".log") || name.ends_with(".stdout") {
-                    let _ = std::fs::copy(
-                        file.path(),
-                        kept.join(format!("{}-{name}", entry.file_name().to_string_lossy())),
-                    );
-                }
-            }
-        }
+        let kept = keep_failed_logs(&base, &out_dir);
         let _ = std::fs::remove_dir_all(&base);
         return Err(format!("{e}\n(logs in {})", kept.display()));
     }

@@ -871,11 +871,7 @@ fn validate_runs(s: &Scenario, c: &Checker) -> Result<(), ScenarioError> {
         }
         last_change = ch.at_secs;
         let vm = &ch.vm;
-        if !s
-            .vms
-            .iter()
-            .any(|v| &v.name == vm || (vm.starts_with(&v.name) && vm[v.name.len()..].parse::<usize>().is_ok()))
-        {
+        if !names_a_vm(s, vm) {
             return Err(c.err(&at("vm"), format!("no VM named '{vm}'")));
         }
         validate_qos(&ch.qos, c, &at("qos"))?;
@@ -900,79 +896,86 @@ fn validate_runs(s: &Scenario, c: &Checker) -> Result<(), ScenarioError> {
         }
     }
     for (i, h) in s.headlines.iter().enumerate() {
-        let at = |field: &'static str| vec![Key("headline"), Index(i), Key(field)];
-        match h.kind {
-            HeadlineType::Loss => {
-                let metric = h.metric.as_deref().unwrap_or("");
-                if metric != "mbps" && metric != "kpps" {
-                    return Err(c.err(
-                        &at("metric"),
-                        format!("'{metric}': a loss headline needs metric = \"mbps\" or \"kpps\""),
-                    ));
-                }
-                for (field, w) in [("before", h.before), ("after", h.after)] {
-                    let Some(w) = w else {
-                        return Err(c.err(&at(field), "a loss headline needs the window [from, to] in seconds"));
-                    };
-                    if !(w[0] < w[1] && w[0] >= 0.0 && w[1] <= s.duration_secs) {
-                        return Err(c.err(&at(field), format!("[{}, {}] is not a window within the run", w[0], w[1])));
-                    }
-                }
+        validate_headline(s, c, i, h)?;
+    }
+    Ok(())
+}
+
+/// True when `vm` is a `[[vm]]`'s name, or one of its copies (`NAME2` of a group `NAME`).
+fn names_a_vm(s: &Scenario, vm: &str) -> bool {
+    s.vms.iter().any(|v| v.name == vm || (vm.starts_with(&v.name) && vm[v.name.len()..].parse::<usize>().is_ok()))
+}
+
+/// The `[[headline]]` at `i`: its kind's fields, its window within the run, and its VM.
+fn validate_headline(s: &Scenario, c: &Checker, i: usize, h: &Headline) -> Result<(), ScenarioError> {
+    use Seg::*;
+    let at = |field: &'static str| vec![Key("headline"), Index(i), Key(field)];
+    match h.kind {
+        HeadlineType::Loss => {
+            let metric = h.metric.as_deref().unwrap_or("");
+            if metric != "mbps" && metric != "kpps" {
+                return Err(
+                    c.err(&at("metric"), format!("'{metric}': a loss headline needs metric = \"mbps\" or \"kpps\""))
+                );
             }
-            HeadlineType::Deviation | HeadlineType::Latency | HeadlineType::Residence | HeadlineType::Target => {
-                if h.kind == HeadlineType::Target && !h.expected_mbps.is_some_and(|e| e > 0.0 && e.is_finite()) {
-                    return Err(c.err(&at("expected_mbps"), "a target headline needs expected_mbps > 0"));
-                }
-                let Some(w) = h.window else {
-                    return Err(c.err(&at("window"), "this headline needs the window [from, to] in seconds"));
+            for (field, w) in [("before", h.before), ("after", h.after)] {
+                let Some(w) = w else {
+                    return Err(c.err(&at(field), "a loss headline needs the window [from, to] in seconds"));
                 };
                 if !(w[0] < w[1] && w[0] >= 0.0 && w[1] <= s.duration_secs) {
-                    return Err(c.err(&at("window"), format!("[{}, {}] is not a window within the run", w[0], w[1])));
-                }
-                if h.kind == HeadlineType::Latency
-                    && !["p50", "p90", "p99", "max"].contains(&h.percentile.as_deref().unwrap_or(""))
-                {
-                    return Err(c.err(&at("percentile"), "a latency headline needs percentile = p50, p90, p99 or max"));
-                }
-                if h.kind == HeadlineType::Residence
-                    && !["p50", "p90", "p99"].contains(&h.percentile.as_deref().unwrap_or(""))
-                {
-                    return Err(c.err(&at("percentile"), "a residence headline needs percentile = p50, p90 or p99"));
-                }
-            }
-            HeadlineType::LatencyGrowth => {
-                let p = h.percentile.as_deref().unwrap_or("");
-                if !["p50", "p90", "p99", "max"].contains(&p) {
-                    return Err(c.err(
-                        &at("percentile"),
-                        format!("'{p}': a latency-growth headline needs percentile = p50, p90, p99 or max"),
-                    ));
-                }
-                if s.sweep.is_none() {
-                    return Err(c.err(&at("kind"), "latency-growth compares sweep steps: add a [sweep]"));
-                }
-            }
-            HeadlineType::App => {
-                if h.metric.as_deref().is_none_or(str::is_empty) {
-                    return Err(
-                        c.err(&at("metric"), "an app headline needs the program's metric, e.g. \"ping_rtt_avg_us\"")
-                    );
+                    return Err(c.err(&at(field), format!("[{}, {}] is not a window within the run", w[0], w[1])));
                 }
             }
         }
-        let vm = &h.vm;
-        let all = (h.kind == HeadlineType::Target
-            && (vm == "all" || vm.strip_prefix("tenant:").is_some_and(|t| s.tenants.iter().any(|x| x.name == t))))
-            || (h.kind == HeadlineType::App && *vm == s.uplink.name);
-        if !all
-            && !s
-                .vms
-                .iter()
-                .any(|v| &v.name == vm || (vm.starts_with(&v.name) && vm[v.name.len()..].parse::<usize>().is_ok()))
-        {
-            return Err(c.err(&at("vm"), format!("no VM named '{vm}'")));
+        HeadlineType::Deviation | HeadlineType::Latency | HeadlineType::Residence | HeadlineType::Target => {
+            if h.kind == HeadlineType::Target && !h.expected_mbps.is_some_and(|e| e > 0.0 && e.is_finite()) {
+                return Err(c.err(&at("expected_mbps"), "a target headline needs expected_mbps > 0"));
+            }
+            let Some(w) = h.window else {
+                return Err(c.err(&at("window"), "this headline needs the window [from, to] in seconds"));
+            };
+            if !(w[0] < w[1] && w[0] >= 0.0 && w[1] <= s.duration_secs) {
+                return Err(c.err(&at("window"), format!("[{}, {}] is not a window within the run", w[0], w[1])));
+            }
+            if h.kind == HeadlineType::Latency
+                && !["p50", "p90", "p99", "max"].contains(&h.percentile.as_deref().unwrap_or(""))
+            {
+                return Err(c.err(&at("percentile"), "a latency headline needs percentile = p50, p90, p99 or max"));
+            }
+            if h.kind == HeadlineType::Residence
+                && !["p50", "p90", "p99"].contains(&h.percentile.as_deref().unwrap_or(""))
+            {
+                return Err(c.err(&at("percentile"), "a residence headline needs percentile = p50, p90 or p99"));
+            }
+        }
+        HeadlineType::LatencyGrowth => {
+            let p = h.percentile.as_deref().unwrap_or("");
+            if !["p50", "p90", "p99", "max"].contains(&p) {
+                return Err(c.err(
+                    &at("percentile"),
+                    format!("'{p}': a latency-growth headline needs percentile = p50, p90, p99 or max"),
+                ));
+            }
+            if s.sweep.is_none() {
+                return Err(c.err(&at("kind"), "latency-growth compares sweep steps: add a [sweep]"));
+            }
+        }
+        HeadlineType::App => {
+            if h.metric.as_deref().is_none_or(str::is_empty) {
+                return Err(
+                    c.err(&at("metric"), "an app headline needs the program's metric, e.g. \"ping_rtt_avg_us\"")
+                );
+            }
         }
     }
+    let vm = &h.vm;
+    let all = (h.kind == HeadlineType::Target
+        && (vm == "all" || vm.strip_prefix("tenant:").is_some_and(|t| s.tenants.iter().any(|x| x.name == t))))
+        || (h.kind == HeadlineType::App && *vm == s.uplink.name);
+    if !all && !names_a_vm(s, vm) {
+        return Err(c.err(&at("vm"), format!("no VM named '{vm}'")));
+    }
+
     Ok(())
 }
 

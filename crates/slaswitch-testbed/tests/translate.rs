@@ -3,8 +3,9 @@
 
 use std::path::Path;
 
-use slaswitch_testbed::plan::{plan, Attach};
+use slaswitch_testbed::plan::Attach;
 use slaswitch_testbed::scenario::{parse, Step, SwitchKind};
+use slaswitch_testbed::switches::plan;
 
 const SCENARIO: &str = r#"
 title = "translation"

@@ -284,6 +284,33 @@ fn dynamic_share(load: &str) -> Result<f64, String> {
     }
 }
 
+/// Every run of the study, each load with each sharing, core and over-commitment, validated
+/// before any runs.
+fn datacenter_plan(
+    base: &DcConfig,
+    (loads, sharings, cpus): (&[String], &[String], &[Option<CpuHost>]),
+    ocs: &[f64],
+) -> Result<Vec<(String, DcConfig)>, String> {
+    if ocs.is_empty() || loads.is_empty() || sharings.is_empty() {
+        return Err("oc, loads and sharing: give at least one of each".into());
+    }
+    let mut plan = Vec::new();
+    for load in loads {
+        let share = dynamic_share(load)?;
+        for sharing in sharings {
+            let sharing: datacenter::Sharing = sharing.parse()?;
+            for cpu in cpus {
+                for &oc in ocs {
+                    let cfg = DcConfig { oc, dynamic_share: share, sharing, cpu: cpu.clone(), ..base.clone() };
+                    cfg.validate()?;
+                    plan.push((load.clone(), cfg));
+                }
+            }
+        }
+    }
+    Ok(plan)
+}
+
 fn datacenter_study(
     base: &DcConfig,
     (loads, sharings, cpus): (&[String], &[String], &[Option<CpuHost>]),
@@ -296,31 +323,10 @@ fn datacenter_study(
         eprintln!("slaswitch-sim datacenter: {e}");
         ExitCode::from(1)
     };
-    if ocs.is_empty() || loads.is_empty() || sharings.is_empty() {
-        return fail("oc, loads and sharing: give at least one of each".into());
-    }
-    let mut plan = Vec::new();
-    for load in loads {
-        let share = match dynamic_share(load) {
-            Ok(s) => s,
-            Err(e) => return fail(e),
-        };
-        for sharing in sharings {
-            let sharing: datacenter::Sharing = match sharing.parse() {
-                Ok(s) => s,
-                Err(e) => return fail(e),
-            };
-            for cpu in cpus {
-                for &oc in ocs {
-                    let cfg = DcConfig { oc, dynamic_share: share, sharing, cpu: cpu.clone(), ..base.clone() };
-                    if let Err(e) = cfg.validate() {
-                        return fail(e);
-                    }
-                    plan.push((load.clone(), cfg));
-                }
-            }
-        }
-    }
+    let plan = match datacenter_plan(base, (loads, sharings, cpus), ocs) {
+        Ok(plan) => plan,
+        Err(e) => return fail(e),
+    };
     let bar = indicatif::ProgressBar::new(u64::from(base.secs) * plan.len() as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len} simulated seconds, {eta} left")

@@ -242,10 +242,67 @@ fn main() {
     }
 }
 
-static STOP: AtomicBool = AtomicBool::new(false);
+/// Serves until SIGINT or SIGTERM, then lets the master finish its cycle.
+async fn serve(master: Master) -> Result<(), String> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut interrupt = signal(SignalKind::interrupt()).map_err(|e| format!("SIGINT handler: {e}"))?;
+    let mut terminate = signal(SignalKind::terminate()).map_err(|e| format!("SIGTERM handler: {e}"))?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let watcher = {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = interrupt.recv() => {}
+                _ = terminate.recv() => {}
+            }
+            stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        })
+    };
+    tracing::info!("master serving");
+    let r = master.serve(stop).await;
+    watcher.abort();
+    r
+}
 
-extern "C" fn on_signal(_: libc::c_int) {
-    STOP.store(true, std::sync::atomic::Ordering::SeqCst);
+fn hosts_table(hosts: &[admin::HostView]) -> String {
+    let mut text = format!(
+        "{:<16} {:<6} {:>6} {:>11} {:>8} {:>8}\n",
+        "host", "alive", "ports", "guarantees", "applied", "refused"
+    );
+    for h in hosts {
+        text += &format!(
+            "{:<16} {:<6} {:>6} {:>11} {:>8} {:>8}\n",
+            h.host,
+            if h.alive { "yes" } else { "NO" },
+            h.ports.len(),
+            h.guarantees,
+            h.applied,
+            h.refused
+        );
+    }
+    text
+}
+
+fn vms_table(views: &[admin::VmView]) -> String {
+    let mut text = format!(
+        "{:<16} {:<12} {:<12} {:<24} {:<9} {:>10} {:>8}  {}\n",
+        "vm", "tenant", "host", "guarantee", "state", "Mbit/s", "F", "reason"
+    );
+    for v in views {
+        let st = v.status.as_ref();
+        text += &format!(
+            "{:<16} {:<12} {:<12} {:<24} {:<9} {:>10} {:>8}  {}\n",
+            v.purchase.vm,
+            v.purchase.tenant,
+            v.purchase.host.as_deref().unwrap_or("-"),
+            v.purchase.guarantee,
+            st.map_or(if v.purchase.host.is_some() { "sent" } else { "unplaced" }, |s| s.state.as_str()),
+            v.latest.as_ref().map_or("-".into(), |r| format!("{:.3}", r.rate_bps / 1e6)),
+            v.latest.as_ref().and_then(|r| r.fulfillment).map_or("-".into(), |f| format!("{f:.3}")),
+            st.and_then(|s| s.reason.clone()).unwrap_or_default()
+        );
+    }
+    text
 }
 
 async fn run(cli: Cli) -> Result<(), String> {
@@ -258,26 +315,7 @@ async fn run(cli: Cli) -> Result<(), String> {
                 prices: prices.params()?,
                 store: store.spec(),
             };
-            let master = Master::new(settings)?;
-            // SAFETY: the handler only stores to an atomic.
-            unsafe {
-                libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
-                libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
-            }
-            let stop = Arc::new(AtomicBool::new(false));
-            let watcher = {
-                let stop = stop.clone();
-                tokio::spawn(async move {
-                    while !STOP.load(std::sync::atomic::Ordering::SeqCst) {
-                        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                    }
-                    stop.store(true, std::sync::atomic::Ordering::SeqCst);
-                })
-            };
-            tracing::info!("master serving");
-            let r = master.serve(stop).await;
-            watcher.abort();
-            r
+            serve(Master::new(settings)?).await
         }
         Command::Buy { vm, tenant, host, guarantee, cycles } => {
             let p = Purchase {
@@ -328,21 +366,7 @@ async fn run(cli: Cli) -> Result<(), String> {
         Command::Hosts => {
             let mut client = etcd::connect(&cli.etcd).await?;
             let hosts = admin::hosts(&mut client, &keys).await?;
-            let mut text = format!(
-                "{:<16} {:<6} {:>6} {:>11} {:>8} {:>8}\n",
-                "host", "alive", "ports", "guarantees", "applied", "refused"
-            );
-            for h in &hosts {
-                text += &format!(
-                    "{:<16} {:<6} {:>6} {:>11} {:>8} {:>8}\n",
-                    h.host,
-                    if h.alive { "yes" } else { "NO" },
-                    h.ports.len(),
-                    h.guarantees,
-                    h.applied,
-                    h.refused
-                );
-            }
+            let text = hosts_table(&hosts);
             print(cli.json, json!(hosts), text);
             Ok(())
         }
@@ -350,24 +374,7 @@ async fn run(cli: Cli) -> Result<(), String> {
             let mut client = etcd::connect(&cli.etcd).await?;
             let mut s = store.open_existing().ok();
             let views = admin::vms(&mut client, &keys, s.as_mut()).await?;
-            let mut text = format!(
-                "{:<16} {:<12} {:<12} {:<24} {:<9} {:>10} {:>8}  {}\n",
-                "vm", "tenant", "host", "guarantee", "state", "Mbit/s", "F", "reason"
-            );
-            for v in &views {
-                let st = v.status.as_ref();
-                text += &format!(
-                    "{:<16} {:<12} {:<12} {:<24} {:<9} {:>10} {:>8}  {}\n",
-                    v.purchase.vm,
-                    v.purchase.tenant,
-                    v.purchase.host.as_deref().unwrap_or("-"),
-                    v.purchase.guarantee,
-                    st.map_or(if v.purchase.host.is_some() { "sent" } else { "unplaced" }, |s| s.state.as_str()),
-                    v.latest.as_ref().map_or("-".into(), |r| format!("{:.3}", r.rate_bps / 1e6)),
-                    v.latest.as_ref().and_then(|r| r.fulfillment).map_or("-".into(), |f| format!("{f:.3}")),
-                    st.and_then(|s| s.reason.clone()).unwrap_or_default()
-                );
-            }
+            let text = vms_table(&views);
             print(cli.json, json!(views), text);
             Ok(())
         }

@@ -55,87 +55,7 @@ pub fn render(verb: &str, r: &Value) -> String {
                     f(&p["tx_packets"]), f(&p["tx_bytes"]), f(&p["tx_dropped"]));
             }
         }
-        "pmd-stats" => {
-            for pmd in r["pmds"].as_array().into_iter().flatten() {
-                let (busy, idle) =
-                    (pmd["busy_cycles"].as_f64().unwrap_or(0.0), pmd["idle_cycles"].as_f64().unwrap_or(0.0));
-                out += &format!("pmd thread core {}:\n  busy {:.1}% (last interval {}%), busy cycles {} = per-port stage cycles {}\n",
-                    f(&pmd["core"]), if busy + idle > 0.0 { busy * 100.0 / (busy + idle) } else { 0.0 },
-                    pmd["busy_pct_interval"].as_f64().map_or("-".into(), |x| format!("{x:.1}")), f(&pmd["busy_cycles"]), f(&pmd["stage_cycles_sum"]));
-                let probe = &pmd["probe"];
-                let (decisions, qos) =
-                    (probe["qos_decisions"].as_f64().unwrap_or(0.0), probe["qos_cycles"].as_f64().unwrap_or(0.0));
-                if decisions > 0.0 {
-                    // Of all the thread's cycles: decisions before empty polls are idle time,
-                    // so a share of busy cycles would overstate a lightly loaded PMD's cost.
-                    let share = if busy + idle > 0.0 { qos * 100.0 / (busy + idle) } else { 0.0 };
-                    out += &format!(
-                        "  C2QoS (probe): {} decisions ({} before empty polls), {:.0} cycles each, {share:.3}% of the PMD's cycles\n",
-                        f(&probe["qos_decisions"]),
-                        f(&probe["qos_empty_decisions"]),
-                        qos / decisions
-                    );
-                }
-                if pmd["qos_owed"].as_f64().unwrap_or(0.0) + pmd["qos_parked"].as_f64().unwrap_or(0.0) > 0.0 {
-                    out += &format!(
-                        "  C2QoS: {} batches left a port owing tokens, {} parked it\n",
-                        f(&pmd["qos_owed"]),
-                        f(&pmd["qos_parked"])
-                    );
-                }
-                if let Some(c) = probe["compare"].as_object() {
-                    out += &render_compare(c, r["tsc_hz"].as_f64().unwrap_or(0.0));
-                }
-                out += &format!(
-                    "  {:<14} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>7} {:>7} {:>7} {:>9} {:>9}\n",
-                    "port",
-                    "Kpps",
-                    "Mbps",
-                    "ingress",
-                    "classify",
-                    "egress",
-                    "cyc/pkt",
-                    "share%",
-                    "emc%",
-                    "mega%",
-                    "res.p50us",
-                    "res.p99us"
-                );
-                for p in pmd["ports"].as_array().into_iter().flatten() {
-                    let i = &p["interval"];
-                    let c = &i["cycles_per_packet"];
-                    let res = |q: &str| i["residence_us"][q].as_f64().map_or("-".into(), |us| format!("{us:.1}"));
-                    out += &format!(
-                        "  {:<14} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>7} {:>7} {:>7} {:>9} {:>9}\n",
-                        f(&p["name"]),
-                        f(&i["rx_kpps"]),
-                        f(&i["rx_mbps"]),
-                        f(&c["ingress"]),
-                        f(&c["classification"]),
-                        f(&c["egress"]),
-                        f(&c["total"]),
-                        f(&i["pmd_share_pct"]),
-                        f(&i["emc_hit_pct"]),
-                        f(&i["megaflow_hit_pct"]),
-                        res("p50"),
-                        res("p99")
-                    );
-                }
-                for p in pmd["ports"].as_array().into_iter().flatten() {
-                    let l = &p["link_out"];
-                    let frames = l["sent_packets"].as_f64().unwrap_or(0.0);
-                    if frames > 0.0 || l["dropped"].as_u64().unwrap_or(0) > 0 {
-                        out += &format!(
-                            "  {:<14} link scheduler: {} frames sent, {} dropped at its queue, {:.0} cycles/frame\n",
-                            f(&p["name"]),
-                            f(&l["sent_packets"]),
-                            f(&l["dropped"]),
-                            l["sched_cycles"].as_f64().unwrap_or(0.0) / frames.max(1.0)
-                        );
-                    }
-                }
-            }
-        }
+        "pmd-stats" => out += &render_pmd_stats(r),
         "qos-show" => out += &render_qos(r),
         "link-show" => out += &crate::render_link::render_link_show(r),
         "model-show" => match serde_json::from_value::<slaswitch_qos::cpu::BandwidthModel>(r["model"].clone()) {
@@ -143,6 +63,103 @@ pub fn render(verb: &str, r: &Value) -> String {
             Err(e) => out += &format!("unreadable model: {e}\n"),
         },
         _ => out += &format!("{}\n", serde_json::to_string(r).expect("JSON")),
+    }
+    out
+}
+
+/// `pmd-stats`: per PMD its busy share, C2QoS's own cost, and a row per port.
+fn render_pmd_stats(r: &Value) -> String {
+    let mut out = String::new();
+    for pmd in r["pmds"].as_array().into_iter().flatten() {
+        let (busy, idle) = (pmd["busy_cycles"].as_f64().unwrap_or(0.0), pmd["idle_cycles"].as_f64().unwrap_or(0.0));
+        out += &format!(
+            "pmd thread core {}:\n  busy {:.1}% (last interval {}%), busy cycles {} = per-port stage cycles {}\n",
+            f(&pmd["core"]),
+            if busy + idle > 0.0 { busy * 100.0 / (busy + idle) } else { 0.0 },
+            pmd["busy_pct_interval"].as_f64().map_or("-".into(), |x| format!("{x:.1}")),
+            f(&pmd["busy_cycles"]),
+            f(&pmd["stage_cycles_sum"])
+        );
+        let probe = &pmd["probe"];
+        let (decisions, qos) =
+            (probe["qos_decisions"].as_f64().unwrap_or(0.0), probe["qos_cycles"].as_f64().unwrap_or(0.0));
+        if decisions > 0.0 {
+            // Of all the thread's cycles: decisions before empty polls are idle time,
+            // so a share of busy cycles would overstate a lightly loaded PMD's cost.
+            let share = if busy + idle > 0.0 { qos * 100.0 / (busy + idle) } else { 0.0 };
+            out += &format!(
+                "  C2QoS (probe): {} decisions ({} before empty polls), {:.0} cycles each, {share:.3}% of the PMD's cycles\n",
+                f(&probe["qos_decisions"]),
+                f(&probe["qos_empty_decisions"]),
+                qos / decisions
+            );
+        }
+        if pmd["qos_owed"].as_f64().unwrap_or(0.0) + pmd["qos_parked"].as_f64().unwrap_or(0.0) > 0.0 {
+            out += &format!(
+                "  C2QoS: {} batches left a port owing tokens, {} parked it\n",
+                f(&pmd["qos_owed"]),
+                f(&pmd["qos_parked"])
+            );
+        }
+        if let Some(c) = probe["compare"].as_object() {
+            out += &render_compare(c, r["tsc_hz"].as_f64().unwrap_or(0.0));
+        }
+        out += &pmd_port_table(pmd);
+        for p in pmd["ports"].as_array().into_iter().flatten() {
+            let l = &p["link_out"];
+            let frames = l["sent_packets"].as_f64().unwrap_or(0.0);
+            if frames > 0.0 || l["dropped"].as_u64().unwrap_or(0) > 0 {
+                out += &format!(
+                    "  {:<14} link scheduler: {} frames sent, {} dropped at its queue, {:.0} cycles/frame\n",
+                    f(&p["name"]),
+                    f(&l["sent_packets"]),
+                    f(&l["dropped"]),
+                    l["sched_cycles"].as_f64().unwrap_or(0.0) / frames.max(1.0)
+                );
+            }
+        }
+    }
+
+    out
+}
+
+/// A PMD's ports, a row each: rates, cycles per stage, shares, cache hits, residence.
+fn pmd_port_table(pmd: &Value) -> String {
+    let mut out = String::new();
+    out += &format!(
+        "  {:<14} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>7} {:>7} {:>7} {:>9} {:>9}\n",
+        "port",
+        "Kpps",
+        "Mbps",
+        "ingress",
+        "classify",
+        "egress",
+        "cyc/pkt",
+        "share%",
+        "emc%",
+        "mega%",
+        "res.p50us",
+        "res.p99us"
+    );
+    for p in pmd["ports"].as_array().into_iter().flatten() {
+        let i = &p["interval"];
+        let c = &i["cycles_per_packet"];
+        let res = |q: &str| i["residence_us"][q].as_f64().map_or("-".into(), |us| format!("{us:.1}"));
+        out += &format!(
+            "  {:<14} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>7} {:>7} {:>7} {:>9} {:>9}\n",
+            f(&p["name"]),
+            f(&i["rx_kpps"]),
+            f(&i["rx_mbps"]),
+            f(&c["ingress"]),
+            f(&c["classification"]),
+            f(&c["egress"]),
+            f(&c["total"]),
+            f(&i["pmd_share_pct"]),
+            f(&i["emc_hit_pct"]),
+            f(&i["megaflow_hit_pct"]),
+            res("p50"),
+            res("p99")
+        );
     }
     out
 }
@@ -177,8 +194,87 @@ fn render_compare(c: &serde_json::Map<String, Value>, tsc_hz: f64) -> String {
     out
 }
 
-/// `qos-show`: a table of every port, then for each port whose cycles come from the model the
-/// working (seed 000 Sec. III-D), then the uplink and the NIC fallback (Sec. VII).
+/// One port's allocation as `qos-show` works it out: the model's row, the batch term, C_single,
+/// the factors and C_alloc (seed 000 Sec. III-D), then drift, its link and its latency class.
+fn allocation_working(p: &Value) -> String {
+    let mut out = String::new();
+    let a = &p["allocation"];
+    let c = &a["cycles_per_packet"];
+    let total = stage_total(c);
+    out += &format!(
+        "\n{}: purchased {} bit/s, profile {}-byte frames, {} flows\n",
+        f(&p["name"]),
+        f(&a["bandwidth_bps"]),
+        f(&a["profile"]["packet_bytes"]),
+        f(&a["profile"]["flows"])
+    );
+    let rows: Vec<String> = a["entries"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| {
+            let measured = &e["measured_cycles_per_packet"];
+            let raised = if measured.is_null() {
+                String::new()
+            } else {
+                format!(" (raised to the smaller frames' cost; measured {:.0})", stage_total(measured))
+            };
+            format!("{} bytes/{}{raised}", f(&e["packet_bytes"]), f(&e["flows"]))
+        })
+        .collect();
+    out += &format!(
+        "  model entry {}{}: {:.0} cycles/packet (ingress {:.0}, classification {:.0}, egress {:.0})\n",
+        rows.join(" and "),
+        if rows.len() > 1 { " (interpolated)" } else { "" },
+        total,
+        c["ingress"].as_f64().unwrap_or(0.0),
+        c["classification"].as_f64().unwrap_or(0.0),
+        c["egress"].as_f64().unwrap_or(0.0)
+    );
+    let batch = a["batch_cycles_per_packet"].as_f64().unwrap_or(0.0);
+    out += &format!(
+        "  batch term: batches of {} frames, {batch:.0} cycles/packet beyond the row\n",
+        f(&a["profile"]["batch_packets"])
+    );
+    out += &format!(
+        "  C_single = {:.0} packets/s x {:.0} cycles = {:.0} cycles/s\n",
+        a["packets_per_sec"].as_f64().unwrap_or(0.0),
+        total + batch,
+        a["c_single_cycles_per_sec"].as_f64().unwrap_or(0.0)
+    );
+    for fa in a["factors"].as_array().into_iter().flatten() {
+        out += &format!(
+            "  R {} ({} = {}, {}) = {:.3}\n",
+            f(&fa["name"]),
+            f(&fa["name"]),
+            f(&fa["input"]),
+            f(&fa["source"]),
+            fa["value"].as_f64().unwrap_or(1.0)
+        );
+    }
+    out += &format!("  C_alloc = prod(R) x C_single = {} cycles/s\n", f(&a["cycles_per_sec"]));
+    if let Some(d) = p["drift_factor"].as_f64() {
+        let raise = p["owed_raise"].as_f64().unwrap_or(1.0);
+        let owed = match p["owed_bytes"].as_f64() {
+            Some(owed) if raise > 1.0 => format!(" x {raise:.3} (owed {owed:.0} bytes of its purchase, paid back)"),
+            _ => String::new(),
+        };
+        out += &format!(
+            "  x host speed factor {d:.3} (drift compensation){owed} = {} cycles/s in force\n",
+            f(&p["effective_cycles_per_sec"])
+        );
+    }
+    out += &crate::render_link::link_half(p);
+    if p["latency_forgiven_cycles"].as_u64().unwrap_or(0) > 0 {
+        out += &format!(
+            "  latency class: {} cycles of debt forgiven within its purchase (never parked while within it)\n",
+            f(&p["latency_forgiven_cycles"])
+        );
+    }
+
+    out
+}
+
 /// Cycles per packet over the three stages of a `StageCycles` in JSON.
 fn stage_total(c: &Value) -> f64 {
     ["ingress", "classification", "egress"].iter().map(|k| c[*k].as_f64().unwrap_or(0.0)).sum()
@@ -199,6 +295,8 @@ fn pmd_budget_line(p: &Value, r: &Value) -> String {
     )
 }
 
+/// `qos-show`: a table of every port, then for each port whose cycles come from the model the
+/// working (seed 000 Sec. III-D), then the uplink and the NIC fallback (Sec. VII).
 fn render_qos(r: &Value) -> String {
     let mut out = format!(
         "{:<12} {:>4} {:>10} {:>13} {:>8} {:>4} {:>6} {:>6} {:>13} {:>14}\n",
@@ -234,81 +332,8 @@ fn render_qos(r: &Value) -> String {
         out += &pmd_budget_line(p, r);
     }
     for p in &ports {
-        let a = &p["allocation"];
-        if a.is_null() {
-            continue;
-        }
-        let c = &a["cycles_per_packet"];
-        let total = stage_total(c);
-        out += &format!(
-            "\n{}: purchased {} bit/s, profile {}-byte frames, {} flows\n",
-            f(&p["name"]),
-            f(&a["bandwidth_bps"]),
-            f(&a["profile"]["packet_bytes"]),
-            f(&a["profile"]["flows"])
-        );
-        let rows: Vec<String> = a["entries"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|e| {
-                let measured = &e["measured_cycles_per_packet"];
-                let raised = if measured.is_null() {
-                    String::new()
-                } else {
-                    format!(" (raised to the smaller frames' cost; measured {:.0})", stage_total(measured))
-                };
-                format!("{} bytes/{}{raised}", f(&e["packet_bytes"]), f(&e["flows"]))
-            })
-            .collect();
-        out += &format!(
-            "  model entry {}{}: {:.0} cycles/packet (ingress {:.0}, classification {:.0}, egress {:.0})\n",
-            rows.join(" and "),
-            if rows.len() > 1 { " (interpolated)" } else { "" },
-            total,
-            c["ingress"].as_f64().unwrap_or(0.0),
-            c["classification"].as_f64().unwrap_or(0.0),
-            c["egress"].as_f64().unwrap_or(0.0)
-        );
-        let batch = a["batch_cycles_per_packet"].as_f64().unwrap_or(0.0);
-        out += &format!(
-            "  batch term: batches of {} frames, {batch:.0} cycles/packet beyond the row\n",
-            f(&a["profile"]["batch_packets"])
-        );
-        out += &format!(
-            "  C_single = {:.0} packets/s x {:.0} cycles = {:.0} cycles/s\n",
-            a["packets_per_sec"].as_f64().unwrap_or(0.0),
-            total + batch,
-            a["c_single_cycles_per_sec"].as_f64().unwrap_or(0.0)
-        );
-        for fa in a["factors"].as_array().into_iter().flatten() {
-            out += &format!(
-                "  R {} ({} = {}, {}) = {:.3}\n",
-                f(&fa["name"]),
-                f(&fa["name"]),
-                f(&fa["input"]),
-                f(&fa["source"]),
-                fa["value"].as_f64().unwrap_or(1.0)
-            );
-        }
-        out += &format!("  C_alloc = prod(R) x C_single = {} cycles/s\n", f(&a["cycles_per_sec"]));
-        if let Some(d) = p["drift_factor"].as_f64() {
-            let raise = p["owed_raise"].as_f64().unwrap_or(1.0);
-            let owed = match p["owed_bytes"].as_f64() {
-                Some(owed) if raise > 1.0 => format!(" x {raise:.3} (owed {owed:.0} bytes of its purchase, paid back)"),
-                _ => String::new(),
-            };
-            out += &format!(
-                "  x host speed factor {d:.3} (drift compensation){owed} = {} cycles/s in force\n",
-                f(&p["effective_cycles_per_sec"])
-            );
-        }
-        out += &crate::render_link::link_half(p);
-        if p["latency_forgiven_cycles"].as_u64().unwrap_or(0) > 0 {
-            out += &format!(
-                "  latency class: {} cycles of debt forgiven within its purchase (never parked while within it)\n",
-                f(&p["latency_forgiven_cycles"])
-            );
+        if !p["allocation"].is_null() {
+            out += &allocation_working(p);
         }
     }
     let fb = &r["fallback"];
