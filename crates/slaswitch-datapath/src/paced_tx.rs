@@ -9,19 +9,20 @@
 //! scheduler is FIFO, and publishes its verdict in [`Fallback`], which every PMD reads before
 //! policing.
 //!
-//! State is touched only under the port's tx spin lock, which every PMD takes for a paced port
-//! and the control thread takes to reconfigure the scheduler.
+//! The link's state is owned by its spin lock, which every PMD takes to queue and to drain, and
+//! the control thread takes to reconfigure the scheduler. Sending on the device also takes the
+//! port's tx lock (always after the link's), as every unpaced send does, so a port that stops
+//! or starts being paced is never transmitted on by two PMDs at once.
 
-use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 
-use slaswitch_dpdk::{free_bulk, rdtsc, EthPort, Mbuf, MAX_BURST};
+use slaswitch_dpdk::{rdtsc, EthPort, Mbuf, MbufBatch, MAX_BURST};
 use slaswitch_qos::cpu::{FallbackConfig, FallbackDetector};
 use slaswitch_qos::egress::link_scheduler::{LinkPlan, LinkScheduler, QueueView, Queued};
 use slaswitch_qos::link::{LinkPacer, WIRE_OVERHEAD_BYTES};
 
 use crate::counters::PortCounters;
-use crate::spin::SpinGuard;
+use crate::spin::{SpinGuard, SpinLock};
 use slaswitch_config::ranges::MAX_PORTS;
 
 /// How much idle wire time a link may make up after its scheduler held frames back (a maximum,
@@ -109,7 +110,7 @@ struct LinkState {
 
 /// One paced port's link, scheduler and queues.
 pub struct PacedLink {
-    state: UnsafeCell<LinkState>,
+    state: SpinLock<LinkState>,
     /// Frames waiting, readable without the lock (a cheap "anything to do?").
     queued: AtomicUsize,
     rate_bps: AtomicU64,
@@ -117,18 +118,12 @@ pub struct PacedLink {
     per_vm: Box<[VmLinkCounters]>,
 }
 
-// SAFETY: `state` is only reached through methods whose callers hold the port's tx spin lock
-// (the egress stage, `drain_links`, and `configure`/`view`, which take it), so one thread at a
-// time uses it.
-unsafe impl Sync for PacedLink {}
-unsafe impl Send for PacedLink {}
-
 impl PacedLink {
     /// A link for `plan`; `watch_for_fallback`: the uplink, with its detector running.
     pub fn new(plan: LinkPlan, watch_for_fallback: bool, now_ns: u64) -> Result<PacedLink, String> {
         let rate_bps = plan.settings.link_rate_bps;
         Ok(PacedLink {
-            state: UnsafeCell::new(LinkState {
+            state: SpinLock::new(LinkState {
                 pacer: LinkPacer::new(rate_bps, now_ns),
                 sched: LinkScheduler::new(plan, now_ns)?,
                 detector: watch_for_fallback.then(|| FallbackDetector::new(FallbackConfig::default(), now_ns)),
@@ -155,19 +150,11 @@ impl PacedLink {
         &self.per_vm[usize::from(number)]
     }
 
-    /// Takes a new plan live, under the port's tx `lock`: no queued frame is lost except those
-    /// of VMs the plan no longer has (freed and counted as theirs). Refused whole, changing
-    /// nothing, if the scheduler refuses the plan.
-    pub fn configure(
-        &self,
-        lock: &AtomicBool,
-        plan: LinkPlan,
-        watch_for_fallback: bool,
-        now_ns: u64,
-    ) -> Result<(), String> {
-        let _guard = SpinGuard::lock(lock);
-        // SAFETY: the port's tx lock is held.
-        let s = unsafe { &mut *self.state.get() };
+    /// Takes a new plan live: no queued frame is lost except those of VMs the plan no longer
+    /// has (freed and counted as theirs). Refused whole, changing nothing, if the scheduler
+    /// refuses the plan.
+    pub fn configure(&self, plan: LinkPlan, watch_for_fallback: bool, now_ns: u64) -> Result<(), String> {
+        let mut s = self.state.lock();
         let gone: Vec<usize> = s.sched.plan().vms.keys().filter(|q| !plan.vms.contains_key(q)).copied().collect();
         let gone: Vec<(usize, usize)> =
             gone.into_iter().map(|q| (q, s.sched.view(q).map_or(0, |v| v.packets))).collect();
@@ -176,9 +163,7 @@ impl PacedLink {
         for (q, lost) in gone {
             self.per_vm[q].dropped.fetch_add(lost as u64, Relaxed);
         }
-        if !freed.is_empty() {
-            free_bulk(&freed);
-        }
+        drop(freed);
         if rate_bps != s.pacer.rate_bps() {
             s.pacer.set_rate(rate_bps);
             self.rate_bps.store(rate_bps, Relaxed);
@@ -192,34 +177,40 @@ impl PacedLink {
         Ok(())
     }
 
-    /// What each VM has waiting and its state in the scheduler, under the port's tx `lock`.
-    pub fn view(&self, lock: &AtomicBool, numbers: &[u16]) -> (LinkPlan, Vec<Option<QueueView>>) {
-        let _guard = SpinGuard::lock(lock);
-        // SAFETY: the port's tx lock is held.
-        let s = unsafe { &mut *self.state.get() };
+    /// What each VM has waiting and its state in the scheduler.
+    pub fn view(&self, numbers: &[u16]) -> (LinkPlan, Vec<Option<QueueView>>) {
+        let mut s = self.state.lock();
         let views = numbers.iter().map(|&n| s.sched.view(usize::from(n))).collect();
         (s.sched.plan().clone(), views)
     }
 
-    /// Queues `frames` from source port `source`; what its queue cannot take is freed and
-    /// counted as dropped (for the port and for the VM).
-    ///
-    /// # Safety
-    /// The caller holds the port's tx lock.
-    pub unsafe fn enqueue(&self, frames: &[Mbuf], source: u16, now_ns: u64, counters: &PortCounters) {
+    /// Queues `frames` from source port `source` (what its queue cannot take is freed and
+    /// counted as dropped, for the port and for the VM), then sends what the link has had time
+    /// for, as [`Self::drain`] does.
+    pub fn send(&self, frames: &mut MbufBatch, source: u16, port: &TxDevice, now_ns: u64, fallback: &Fallback) {
+        let mut s = self.state.lock();
+        self.enqueue(&mut s, frames, source, now_ns, port.counters);
+        self.drain_locked(&mut s, port, now_ns, fallback);
+    }
+
+    /// Sends what the scheduler releases and the link has had time for by `now_ns`; runs the
+    /// fallback detector when this is the uplink.
+    pub fn drain(&self, port: &TxDevice, now_ns: u64, fallback: &Fallback) {
+        self.drain_locked(&mut self.state.lock(), port, now_ns, fallback);
+    }
+
+    fn enqueue(&self, s: &mut LinkState, frames: &mut MbufBatch, source: u16, now_ns: u64, counters: &PortCounters) {
         let t0 = rdtsc();
-        let s = &mut *self.state.get();
         if self.queued.load(Relaxed) == 0 && !frames.is_empty() {
             s.pacer.queue_was_empty(now_ns);
         }
         let mut dropped = 0u64;
-        for &m in frames {
-            match s.sched.enqueue(usize::from(source), m.pkt_len() + WIRE_OVERHEAD_BYTES, m, now_ns) {
+        for m in frames.drain() {
+            let wire_bytes = m.pkt_len() + WIRE_OVERHEAD_BYTES;
+            match s.sched.enqueue(usize::from(source), wire_bytes, m, now_ns) {
                 Queued::Yes => {}
-                Queued::DroppedOldest(old) | Queued::No(old) => {
-                    free_bulk(std::slice::from_ref(&old));
-                    dropped += 1;
-                }
+                // Dropping the frame the queue gave back frees it.
+                Queued::DroppedOldest(_) | Queued::No(_) => dropped += 1,
             }
         }
         self.queued.store(s.sched.backlog_packets(), Relaxed);
@@ -231,19 +222,15 @@ impl PacedLink {
         vm.sched_cycles.fetch_add(rdtsc() - t0, Relaxed);
     }
 
-    /// Sends what the scheduler releases and the link has had time for by `now_ns`; runs the
-    /// fallback detector when this is the uplink.
-    ///
-    /// # Safety
-    /// The caller holds the port's tx lock.
-    pub unsafe fn drain(&self, eth: EthPort, now_ns: u64, counters: &PortCounters, fallback: &Fallback) {
-        let s = &mut *self.state.get();
+    fn drain_locked(&self, s: &mut LinkState, port: &TxDevice, now_ns: u64, fallback: &Fallback) {
+        let counters = port.counters;
         if s.held {
             s.pacer.bound_lateness(now_ns, MAX_LATENESS_NS);
         }
         s.held = false;
-        let mut burst = [Mbuf(std::ptr::NonNull::dangling()); MAX_BURST];
+        let mut burst = MbufBatch::new();
         let mut sources = [0u16; MAX_BURST];
+        let mut frame_lens = [0u32; MAX_BURST];
         loop {
             let t0 = rdtsc();
             let mut n = 0;
@@ -256,8 +243,10 @@ impl PacedLink {
                 let frame_bytes = d.len_bytes - WIRE_OVERHEAD_BYTES;
                 s.pacer.send(frame_bytes);
                 bytes += u64::from(frame_bytes);
-                burst[n] = d.item;
+                frame_lens[n] = d.item.pkt_len();
                 sources[n] = d.queue as u16;
+                // Room for it: `n` stays below the batch's capacity.
+                let _ = burst.push(d.item);
                 n += 1;
             }
             if n == 0 {
@@ -265,27 +254,28 @@ impl PacedLink {
             }
             let share = (rdtsc() - t0) / n as u64;
             let mut sent = 0;
+            let device = SpinGuard::lock(port.lock);
             for _ in 0..4 {
-                let k = eth.tx_burst(&mut burst[sent..n]);
+                let k = burst.tx_burst(&port.eth);
                 sent += k;
-                if sent == n || k == 0 {
+                if burst.is_empty() || k == 0 {
                     break;
                 }
             }
-            for (i, (&src, m)) in sources[..n].iter().zip(&burst[..n]).enumerate() {
+            drop(device);
+            for (i, (&src, &len)) in sources[..n].iter().zip(&frame_lens[..n]).enumerate() {
                 let vm = &self.per_vm[usize::from(src)];
                 vm.sched_cycles.fetch_add(share, Relaxed);
                 if i < sent {
                     vm.sent_packets.fetch_add(1, Relaxed);
-                    vm.sent_wire_bytes.fetch_add(u64::from(m.pkt_len() + WIRE_OVERHEAD_BYTES), Relaxed);
+                    vm.sent_wire_bytes.fetch_add(u64::from(len + WIRE_OVERHEAD_BYTES), Relaxed);
                 } else {
                     vm.dropped.fetch_add(1, Relaxed);
                 }
             }
-            let unsent = &burst[sent..n];
-            let unsent_bytes: u64 = unsent.iter().map(|m| u64::from(m.pkt_len())).sum();
-            counters.add_tx(sent as u64, bytes - unsent_bytes, unsent.len() as u64);
-            free_bulk(unsent);
+            let unsent_bytes: u64 = frame_lens[sent..n].iter().map(|&l| u64::from(l)).sum();
+            counters.add_tx(sent as u64, bytes - unsent_bytes, (n - sent) as u64);
+            burst.clear();
         }
         self.queued.store(s.sched.backlog_packets(), Relaxed);
         if let Some(d) = s.detector.as_mut() {
@@ -301,11 +291,12 @@ impl PacedLink {
     }
 }
 
-impl Drop for PacedLink {
-    fn drop(&mut self) {
-        let s = self.state.get_mut();
-        let plan = s.sched.plan().clone();
-        let sched = std::mem::replace(&mut s.sched, LinkScheduler::new(plan, 0).expect("the plan in force is valid"));
-        free_bulk(&sched.into_packets());
-    }
+/// What sending on a paced port's device takes: the device, its tx lock and its counters.
+pub struct TxDevice<'a> {
+    /// The device.
+    pub eth: EthPort,
+    /// The port's tx lock, held around each `tx_burst`.
+    pub lock: &'a AtomicBool,
+    /// The port's counters.
+    pub counters: &'a PortCounters,
 }

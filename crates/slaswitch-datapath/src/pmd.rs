@@ -8,12 +8,11 @@
 //! No lock on the hot path: the control plane sends a new [`PmdConfig`] over a channel, which the
 //! thread checks between passes and acknowledges once it no longer uses the old one.
 
-use std::ptr::NonNull;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::sync::Arc;
 use std::time::Duration;
 
-use slaswitch_dpdk::{rdtsc, Mbuf, MAX_BURST};
+use slaswitch_dpdk::{rdtsc, MbufBatch};
 
 use crate::counters::{PmdCounters, PmdTotals};
 use crate::drift::{Drift, DriftInputs};
@@ -59,7 +58,7 @@ pub fn run(
 /// published and the control channel checked.
 fn run_with<P: Probe>(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<PmdCounters>, mut probe: P) {
     let mut pmd = Pmd::new(cfg, counters, probe.clock(rdtsc()));
-    let mut batch = [Mbuf(NonNull::dangling()); MAX_BURST];
+    let mut batch = MbufBatch::new();
     let mut t = rdtsc();
     for pass in 1u64.. {
         let mut had_packets = false;
@@ -75,7 +74,7 @@ fn run_with<P: Probe>(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counte
                 }
                 Pick::PassEnd => break,
             };
-            let served = pmd.serve(idx, &mut batch[..burst], t, pmd.order.decision_cycles(pick));
+            let served = pmd.serve(idx, &mut batch, burst, t, pmd.order.decision_cycles(pick));
             pmd.credit_stalls();
             if scheduled {
                 let now = probe.clock(served.end_tsc);
@@ -147,22 +146,22 @@ impl Pmd {
         }
     }
 
-    /// Polls rx port `idx` once for up to `batch.len()` packets and runs them through the
+    /// Polls rx port `idx` once for up to `burst` packets into `batch` and runs them through the
     /// three stages, timed from `t`,
     /// the end of the batch before. `decision_cycles` of that time were the scheduler's
     /// decision in between: the PMD's work, not the port's.
     #[inline]
-    fn serve(&mut self, idx: usize, batch: &mut [Mbuf], t: u64, decision_cycles: u64) -> Served {
-        let ingress = self.stages.ingress(idx, batch, t);
+    fn serve(&mut self, idx: usize, batch: &mut MbufBatch, burst: usize, t: u64, decision_cycles: u64) -> Served {
+        let ingress = self.stages.ingress(idx, batch, burst, t);
         let t_rx = rdtsc();
         if ingress.received == 0 {
-            return self.empty_poll(idx, t, t_rx, batch.len());
+            return self.empty_poll(idx, t, t_rx, burst);
         }
-        let bytes = if ingress.kept > 0 { self.stages.classify(&batch[..ingress.kept], idx, t_rx) } else { 0 };
+        let bytes = if ingress.kept > 0 { self.stages.classify(batch, idx, t_rx) } else { 0 };
         let t_classified = rdtsc();
         self.stages.egress(idx);
         let t_sent = rdtsc();
-        self.residence[idx].poll(t_rx, t_sent, ingress.received, ingress.kept, batch.len());
+        self.residence[idx].poll(t_rx, t_sent, ingress.received, ingress.kept, burst);
         self.charge_stages(idx, ingress, bytes, [t, t_rx, t_classified, t_sent], decision_cycles)
     }
 

@@ -62,10 +62,17 @@ pub struct TxPort {
     pub eth: EthPort,
     /// Its counters.
     pub counters: Arc<PortCounters>,
-    /// Taken around `tx_burst` when several PMDs transmit on it.
+    /// Taken around `tx_burst` when several PMDs transmit on it, and by every send of a paced link.
     pub lock: Arc<AtomicBool>,
     /// Set when the port has a line rate (`link_rate_bps`).
     pub paced: Option<Arc<PacedLink>>,
+}
+
+impl TxPort {
+    /// What a paced link sends through.
+    pub fn device(&self) -> crate::paced_tx::TxDevice<'_> {
+        crate::paced_tx::TxDevice { eth: self.eth, lock: &self.lock, counters: &self.counters }
+    }
 }
 
 /// Everything a PMD needs, swapped as a whole.

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use slaswitch_classifier::emc::NO_RULE;
 use slaswitch_classifier::mac_learning::is_multicast;
 use slaswitch_classifier::{check_frame, parse_frame, Action, FlowKey, MacTable};
-use slaswitch_dpdk::{free_bulk, rdtsc, EthPort, Mbuf, MAX_BURST};
+use slaswitch_dpdk::{rdtsc, EthPort, Mbuf, MbufBatch, MAX_BURST};
 use slaswitch_qos::meter::{Color, Srtcm, SrtcmParams};
 
 use crate::counters::RxTotals;
@@ -52,8 +52,9 @@ pub(crate) struct Stages {
     /// Per rx port (same order as `cfg.rx_ports`), with its number: its flow caches.
     caches: Vec<(u16, FlowCaches)>,
     macs: MacTable,
-    /// Pending packets per output port, and their bytes.
-    out: Vec<Vec<Mbuf>>,
+    /// Pending packets per output port (at most one batch's worth: egress follows every
+    /// batch), and their bytes.
+    out: Vec<MbufBatch>,
     out_bytes: Vec<u64>,
     dirty: Vec<u16>,
     targets: Vec<u16>,
@@ -72,7 +73,7 @@ impl Stages {
             caches: cfg.rx_ports.iter().map(|p| (p.number, FlowCaches::new())).collect(),
             rule_hits: vec![(0, 0); cfg.classifier.rules().len()],
             cfg,
-            out: (0..MAX_PORTS).map(|_| Vec::new()).collect(),
+            out: (0..MAX_PORTS).map(|_| MbufBatch::new()).collect(),
             out_bytes: vec![0; MAX_PORTS],
             dirty: Vec::with_capacity(64),
             targets: Vec::with_capacity(MAX_PORTS),
@@ -120,22 +121,22 @@ impl Stages {
         }
     }
 
-    /// The ingress stage: receives up to a batch from rx port `idx` and polices it at
-    /// `now_tsc`. An empty poll returns at once.
+    /// The ingress stage: receives up to `burst` packets from rx port `idx` into the empty
+    /// `batch` and polices them at `now_tsc`. An empty poll returns at once.
     #[inline]
-    pub(crate) fn ingress(&mut self, idx: usize, batch: &mut [Mbuf], now_tsc: u64) -> Ingress {
+    pub(crate) fn ingress(&mut self, idx: usize, batch: &mut MbufBatch, burst: usize, now_tsc: u64) -> Ingress {
         let eth: EthPort = self.cfg.rx_ports[idx].eth;
-        let received = eth.rx_burst(batch);
+        let received = batch.rx_burst(&eth, burst);
         if received == 0 {
             return Ingress { received, kept: 0 };
         }
-        Ingress { received, kept: self.police(batch, received, idx, now_tsc) }
+        Ingress { received, kept: self.police(batch, idx, now_tsc) }
     }
 
-    /// Drops from `batch[..n]` what the port's policer refuses; returns how many are left,
-    /// packed at the front.
+    /// Frees from `batch` what the port's policer refuses; returns how many are left.
     #[inline]
-    fn police(&mut self, batch: &mut [Mbuf], n: usize, port_idx: usize, now_tsc: u64) -> usize {
+    fn police(&mut self, batch: &mut MbufBatch, port_idx: usize, now_tsc: u64) -> usize {
+        let n = batch.len();
         let fallback = match self.fallback_meters[port_idx].as_mut() {
             Some(m) if self.cfg.fallback.engaged.load(Ordering::Relaxed) => Some(m),
             _ => None,
@@ -145,42 +146,40 @@ impl Stages {
             return n;
         }
         let now_ns = tsc_to_ns(now_tsc, self.cfg.tsc_hz);
-        let (mut kept, mut policed, mut limited) = (0, 0u64, 0u64);
+        let (mut policed, mut limited) = (0u64, 0u64);
         let (mut policer, mut fallback) = (policer, fallback);
-        for i in 0..n {
-            let m = batch[i];
+        batch.retain(|m| {
             if let Some(p) = policer.as_mut() {
                 if !p.allow(m.pkt_len(), now_ns) {
                     policed += 1;
-                    m.free();
-                    continue;
+                    return false;
                 }
             }
             if let Some(f) = fallback.as_mut() {
                 // The purchase counts whole frames (bandwidth.rs).
                 if f.color(m.pkt_len(), now_ns) != Color::Green {
                     limited += 1;
-                    m.free();
-                    continue;
+                    return false;
                 }
             }
-            batch[kept] = m;
-            kept += 1;
-        }
+            true
+        });
+        debug_assert_eq!(batch.len() as u64 + policed + limited, n as u64);
         let st = &mut self.totals[port_idx];
         st.policer_drops += policed;
         if limited > 0 {
             st.fallback_drops += limited;
             self.cfg.fallback.drops.fetch_add(limited, Ordering::Relaxed);
         }
-        kept
+        batch.len()
     }
 
     /// The classification stage for one batch: first parse and hash every packet and prefetch
     /// its exact-match-cache slots, then look up and act, so cache misses overlap. Packets end
-    /// up queued per output port for [`Stages::egress`]. Returns the batch's bytes.
+    /// up queued per output port for [`Stages::egress`], and `batch` empty. Returns the
+    /// batch's bytes.
     #[inline]
-    pub(crate) fn classify(&mut self, batch: &[Mbuf], port_idx: usize, now: u64) -> u64 {
+    pub(crate) fn classify(&mut self, batch: &mut MbufBatch, port_idx: usize, now: u64) -> u64 {
         let in_port = self.cfg.rx_ports[port_idx].number;
         // Rules that look at the input port alone decide the whole batch without the cache.
         let simple = self.cfg.classifier.by_in_port(in_port);
@@ -195,7 +194,7 @@ impl Stages {
         let whole_batch = simple.filter(|&rule| !rule_actions(rule).contains(&Action::Normal));
         let emc = simple.is_none() && self.caches[port_idx].1.uses_emc();
         let mut keys = [(FlowKey::ZERO, 0u64, false); MAX_BURST];
-        for (slot, m) in keys.iter_mut().zip(batch) {
+        for (slot, m) in keys.iter_mut().zip(batch.as_slice()) {
             let parsed = match whole_batch {
                 Some(_) => check_frame(m.data()).map(|()| FlowKey::ZERO),
                 None => parse_frame(m.data(), in_port),
@@ -219,11 +218,10 @@ impl Stages {
                 _ => None,
             }));
             let targets = std::mem::take(&mut self.targets);
-            for (i, &m) in batch.iter().enumerate() {
+            for (i, m) in batch.drain().enumerate() {
                 let len = m.pkt_len();
                 bytes += u64::from(len);
                 if !keys[i].2 {
-                    m.free();
                     continue;
                 }
                 if let Some(r) = rule {
@@ -238,11 +236,10 @@ impl Stages {
         // The previous packet's key and single destination: a run of packets of one flow (the
         // common case within a batch) skips the cache lookup and the actions.
         let mut last: Option<(FlowKey, u16, u32)> = None;
-        for (i, &m) in batch.iter().enumerate() {
+        for (i, m) in batch.drain().enumerate() {
             bytes += u64::from(m.pkt_len());
             let (key, hash, parsed) = keys[i];
             if !parsed {
-                m.free();
                 continue;
             }
             if let Some((k, target, rule)) = last {
@@ -322,11 +319,10 @@ impl Stages {
     fn emit(&mut self, m: Mbuf, targets: &[u16], port_idx: usize) {
         let Some((&last, others)) = targets.split_last() else {
             self.totals[port_idx].dropped_by_rules += 1;
-            m.free();
             return;
         };
         for &target in others {
-            match self.cfg.pool.copy(m) {
+            match self.cfg.pool.copy(&m) {
                 Some(copy) => self.enqueue(target, copy),
                 None => {
                     if let Some(Some(tx)) = self.cfg.tx_ports.get(target as usize) {
@@ -344,8 +340,16 @@ impl Stages {
         if self.out[p].is_empty() {
             self.dirty.push(port);
         }
-        self.out_bytes[p] += u64::from(m.pkt_len());
-        self.out[p].push(m);
+        let len = m.pkt_len();
+        match self.out[p].push(m) {
+            Ok(()) => self.out_bytes[p] += u64::from(len),
+            // Unreachable while egress follows every batch; dropped (freed) and counted if not.
+            Err(_) => {
+                if let Some(Some(tx)) = self.cfg.tx_ports.get(p) {
+                    tx.counters.add_tx(0, 0, 1);
+                }
+            }
+        }
     }
 
     /// Adds this batch's per-rule counts to the shared counters.
@@ -367,38 +371,31 @@ impl Stages {
         let source = self.cfg.rx_ports[idx].number;
         while let Some(port) = self.dirty.pop() {
             let p = port as usize;
-            let mut pending = std::mem::take(&mut self.out[p]);
+            let pending = &mut self.out[p];
             let bytes = std::mem::take(&mut self.out_bytes[p]);
             match self.cfg.tx_ports.get(p).and_then(|t| t.as_ref()) {
-                None => free_bulk(&pending),
+                None => {}
                 Some(tx) if tx.paced.is_some() => {
                     let link = tx.paced.as_ref().expect("checked");
-                    let _guard = SpinGuard::lock(&tx.lock);
                     let now_ns = tsc_to_ns(rdtsc(), self.cfg.tsc_hz);
-                    // SAFETY: the port's tx lock is held.
-                    unsafe {
-                        link.enqueue(&pending, source, now_ns, &tx.counters);
-                        link.drain(tx.eth, now_ns, &tx.counters, &self.cfg.fallback);
-                    }
+                    link.send(pending, source, &tx.device(), now_ns, &self.cfg.fallback);
                 }
                 Some(tx) => {
                     let _guard = self.cfg.shared_tx.then(|| SpinGuard::lock(&tx.lock));
+                    let offered = pending.len();
                     let mut sent = 0;
                     for _ in 0..TX_RETRIES {
-                        let k = tx.eth.tx_burst(&mut pending[sent..]);
+                        let k = pending.tx_burst(&tx.eth);
                         sent += k;
-                        if sent == pending.len() || k == 0 {
+                        if pending.is_empty() || k == 0 {
                             break;
                         }
                     }
-                    let unsent = &pending[sent..];
-                    let unsent_bytes: u64 = unsent.iter().map(|m| u64::from(m.pkt_len())).sum();
-                    tx.counters.add_tx(sent as u64, bytes - unsent_bytes, unsent.len() as u64);
-                    free_bulk(unsent);
+                    let unsent_bytes: u64 = pending.as_slice().iter().map(|m| u64::from(m.pkt_len())).sum();
+                    tx.counters.add_tx(sent as u64, bytes - unsent_bytes, (offered - sent) as u64);
                 }
             }
             pending.clear();
-            self.out[p] = pending;
         }
     }
 
@@ -416,9 +413,7 @@ impl Stages {
             if link.queued() == 0 && !force {
                 continue;
             }
-            let _guard = SpinGuard::lock(&tx.lock);
-            // SAFETY: the port's tx lock is held.
-            unsafe { link.drain(tx.eth, now_ns, &tx.counters, &self.cfg.fallback) };
+            link.drain(&tx.device(), now_ns, &self.cfg.fallback);
         }
     }
 }

@@ -9,6 +9,10 @@ use std::ffi::{c_char, c_int, c_void, CString};
 use std::fmt;
 use std::ptr::NonNull;
 
+mod mbuf;
+
+pub use mbuf::{Drain, Mbuf, MbufBatch};
+
 mod ffi {
     use super::*;
 
@@ -89,11 +93,11 @@ mod ffi {
 pub use ffi::EthStats;
 
 /// Offsets in `struct rte_mbuf` (DPDK 22.11, x86_64), checked at [`Eal::init`].
-const OFF_BUF_ADDR: usize = 0;
-const OFF_DATA_OFF: usize = 16;
-const OFF_NB_SEGS: usize = 20;
-const OFF_PKT_LEN: usize = 36;
-const OFF_DATA_LEN: usize = 40;
+pub(crate) const OFF_BUF_ADDR: usize = 0;
+pub(crate) const OFF_DATA_OFF: usize = 16;
+pub(crate) const OFF_NB_SEGS: usize = 20;
+pub(crate) const OFF_PKT_LEN: usize = 36;
+pub(crate) const OFF_DATA_LEN: usize = 40;
 
 /// The most packets one rx or tx burst moves (OVS and slaswitch: 32).
 /// Packets in one rx or tx burst (OVS-DPDK's batch size too).
@@ -254,17 +258,16 @@ impl Mempool {
         unsafe { ffi::ss_mempool_avail(self.ptr.as_ptr()) }
     }
 
-    /// Fills `out` with fresh mbufs; all or nothing.
-    pub fn alloc_bulk(&self, out: &mut [Mbuf]) -> bool {
-        // SAFETY: Mbuf is a transparent pointer; the pool is valid.
-        unsafe { ffi::ss_pktmbuf_alloc_bulk(self.ptr.as_ptr(), out.as_mut_ptr().cast(), out.len() as u32) == 0 }
+    /// A deep copy of `m` from this pool (for flooding); `None` when the pool is empty.
+    pub fn copy(&self, m: &Mbuf) -> Option<Mbuf> {
+        // SAFETY: m is a valid mbuf; the copy is a new mbuf this caller owns.
+        let c = unsafe { ffi::ss_pktmbuf_copy(m.as_ptr(), self.ptr.as_ptr()) };
+        // SAFETY: a non-null result is a fresh mbuf no one else holds.
+        NonNull::new(c.cast()).map(|p| unsafe { Mbuf::from_raw(p) })
     }
 
-    /// A deep copy of `m` from this pool (for flooding); `None` when the pool is empty.
-    pub fn copy(&self, m: Mbuf) -> Option<Mbuf> {
-        // SAFETY: m is a valid mbuf owned by the caller.
-        let c = unsafe { ffi::ss_pktmbuf_copy(m.0.as_ptr().cast(), self.ptr.as_ptr()) };
-        NonNull::new(c.cast()).map(Mbuf)
+    pub(crate) fn as_ptr(&self) -> *mut c_void {
+        self.ptr.as_ptr()
     }
 }
 
@@ -272,102 +275,6 @@ impl Drop for Mempool {
     fn drop(&mut self) {
         // SAFETY: the pool is ours; its mbufs must have been returned.
         unsafe { ffi::ss_mempool_free(self.ptr.as_ptr()) }
-    }
-}
-
-/// A packet buffer owned by whoever holds it. It must be freed ([`free_bulk`]) or handed to a
-/// tx burst exactly once; it is `Copy` only so batches can live in plain arrays.
-#[repr(transparent)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Mbuf(pub NonNull<u8>);
-
-// SAFETY: an mbuf may move between threads with its ownership (e.g. a PMD to another's queue).
-unsafe impl Send for Mbuf {}
-
-impl Mbuf {
-    #[inline(always)]
-    fn field<T: Copy>(&self, offset: usize) -> T {
-        // SAFETY: offsets checked against offsetof at Eal::init; the mbuf is valid while owned.
-        unsafe { self.0.as_ptr().add(offset).cast::<T>().read_unaligned() }
-    }
-
-    /// Bytes of the whole packet.
-    #[inline(always)]
-    pub fn pkt_len(&self) -> u32 {
-        self.field::<u32>(OFF_PKT_LEN)
-    }
-
-    /// Bytes in the first segment.
-    #[inline(always)]
-    pub fn data_len(&self) -> u16 {
-        self.field::<u16>(OFF_DATA_LEN)
-    }
-
-    /// Segments of the packet (1 unless chained).
-    #[inline(always)]
-    pub fn segments(&self) -> u16 {
-        self.field::<u16>(OFF_NB_SEGS)
-    }
-
-    /// The first segment's bytes.
-    #[inline(always)]
-    pub fn data(&self) -> &[u8] {
-        let base: *mut u8 = self.field::<*mut u8>(OFF_BUF_ADDR);
-        let off = self.field::<u16>(OFF_DATA_OFF) as usize;
-        // SAFETY: buf_addr + data_off .. + data_len is the first segment's data, valid while
-        // this mbuf is owned.
-        unsafe { std::slice::from_raw_parts(base.add(off), self.data_len() as usize) }
-    }
-
-    /// The first segment's bytes, writable.
-    #[inline(always)]
-    pub fn data_mut(&mut self) -> &mut [u8] {
-        let base: *mut u8 = self.field::<*mut u8>(OFF_BUF_ADDR);
-        let off = self.field::<u16>(OFF_DATA_OFF) as usize;
-        // SAFETY: as in `data`, and the caller owns the mbuf exclusively.
-        unsafe { std::slice::from_raw_parts_mut(base.add(off), self.data_len() as usize) }
-    }
-
-    /// Sets a fresh single-segment mbuf's length with two stores (no FFI call), for packets
-    /// no longer than `max_len`, the pool's data room less headroom, which the caller knows.
-    #[inline(always)]
-    pub fn set_len_within(&mut self, len: u16, max_len: u16) -> bool {
-        if len > max_len {
-            return false;
-        }
-        // SAFETY: offsets checked at Eal::init; the mbuf is fresh (one segment, headroom only).
-        unsafe {
-            self.0.as_ptr().add(OFF_DATA_LEN).cast::<u16>().write_unaligned(len);
-            self.0.as_ptr().add(OFF_PKT_LEN).cast::<u32>().write_unaligned(u32::from(len));
-        }
-        true
-    }
-
-    /// Makes a fresh single-segment mbuf hold `len` bytes; false if it does not fit.
-    pub fn set_len(&mut self, len: u16) -> bool {
-        // SAFETY: valid mbuf.
-        unsafe { ffi::ss_pktmbuf_set_len(self.0.as_ptr().cast(), len) == 0 }
-    }
-
-    /// Makes a chained mbuf one contiguous segment; false if it cannot.
-    pub fn linearize(&mut self) -> bool {
-        // SAFETY: valid mbuf.
-        unsafe { ffi::ss_pktmbuf_linearize(self.0.as_ptr().cast()) == 0 }
-    }
-
-    /// Returns the mbuf to its pool.
-    pub fn free(self) {
-        // SAFETY: the caller gives up ownership.
-        unsafe { ffi::ss_pktmbuf_free(self.0.as_ptr().cast()) }
-    }
-}
-
-/// Frees a batch of mbufs the caller owns.
-#[inline]
-pub fn free_bulk(pkts: &[Mbuf]) {
-    if !pkts.is_empty() {
-        // SAFETY: the caller gives up ownership of every mbuf in the slice.
-        unsafe { ffi::ss_pktmbuf_free_bulk(pkts.as_ptr() as *mut *mut c_void, pkts.len() as u32) }
     }
 }
 
@@ -439,20 +346,9 @@ impl EthPort {
         (unsafe { ffi::ss_eth_stats(self.0, &mut s) } == 0).then_some(s)
     }
 
-    /// Receives up to `out.len()` packets into `out`; returns how many.
-    #[inline(always)]
-    pub fn rx_burst(&self, out: &mut [Mbuf]) -> usize {
-        let n = out.len().min(u16::MAX as usize) as u16;
-        // SAFETY: Mbuf is a transparent pointer; the driver writes at most n of them.
-        unsafe { ffi::ss_rx_burst(self.0, 0, out.as_mut_ptr().cast(), n) as usize }
-    }
-
-    /// Transmits from the front of `pkts`; returns how many the port took (the rest stay ours).
-    #[inline(always)]
-    pub fn tx_burst(&self, pkts: &mut [Mbuf]) -> usize {
-        let n = pkts.len().min(u16::MAX as usize) as u16;
-        // SAFETY: as above; ownership of the first `sent` mbufs passes to the driver.
-        unsafe { ffi::ss_tx_burst(self.0, 0, pkts.as_mut_ptr().cast(), n) as usize }
+    /// The device's port id, for the burst calls in [`MbufBatch`].
+    pub(crate) fn id(&self) -> u16 {
+        self.0
     }
 }
 

@@ -19,20 +19,34 @@ fn null_port_rx_tx_through_the_shim() {
     let port = EthPort::create_vdev(&eal, "net_null_shimtest", "").expect("null vdev");
     port.setup(512, 512, &pool).expect("setup");
     let before = pool.available();
-    let mut batch = [Mbuf(std::ptr::NonNull::dangling()); 32];
-    assert!(pool.alloc_bulk(&mut batch));
-    for m in batch.iter_mut() {
+    let mut batch = MbufBatch::new();
+    assert!(batch.alloc(&pool, MAX_BURST));
+    assert_eq!(batch.len(), MAX_BURST);
+    for m in batch.as_mut_slice() {
         assert!(m.set_len(64));
         m.data_mut().fill(0xab);
         assert_eq!(m.pkt_len(), 64);
         assert_eq!(m.data()[63], 0xab);
     }
-    let sent = port.tx_burst(&mut batch);
-    free_bulk(&batch[sent..]);
-    let mut rx = [Mbuf(std::ptr::NonNull::dangling()); 32];
-    let got = port.rx_burst(&mut rx);
+    let copy = pool.copy(&batch.as_slice()[0]).expect("a copy");
+    assert_eq!(copy.data(), batch.as_slice()[0].data());
+    drop(copy);
+    let sent = batch.tx_burst(&port);
+    assert_eq!(batch.len(), MAX_BURST - sent, "the unsent stay, at the front");
+    drop(batch);
+    let mut rx = MbufBatch::new();
+    let got = rx.rx_burst(&port, MAX_BURST);
     assert!(got > 0, "the null PMD always has packets to receive");
-    free_bulk(&rx[..got]);
+    let mut i = 0;
+    rx.retain(|_| {
+        i += 1;
+        i % 2 == 0
+    });
+    assert_eq!(rx.len(), got / 2);
+    // A drain stopped early frees what it did not hand out.
+    let first = rx.drain().next();
+    assert!(first.is_some() && rx.is_empty());
+    drop(first);
     assert_eq!(pool.available(), before, "every mbuf went back to the pool");
     let stats = port.stats().unwrap();
     assert_eq!(stats.opackets, sent as u64);

@@ -281,9 +281,11 @@ fn the_live_comparison_alternates_c2qos_with_round_robin_and_counts_each_side() 
     }
     assert_eq!(side(&b, "round_robin", "qos_cycles"), 0.0, "C2QoS's code ran in a round-robin slice: {b}");
     assert!(side(&b, "c2qos", "qos_cycles") > 0.0, "{b}");
-    // vm1 is held to a tenth of the core only half of the time.
+    // vm1 is held to a tenth of the core only half of the time: over the run it uses clearly
+    // more than a tenth (its bucket cannot carry a fifth of its rate over 2 s). A fixed higher
+    // bound would depend on how fast the VM core, shared with the rest of the host, fills it.
     let s1 = share(&a, &b, "vm1");
-    assert!(s1 > 15.0, "vm1 used {s1:.1}% of the PMD: round robin's slices did not bypass its limit");
+    assert!(s1 > 12.0, "vm1 used {s1:.1}% of the PMD: round robin's slices did not bypass its limit");
     let text = sw.ok(&["pmd-stats"]);
     assert!(text.contains("comparison, slices of 4000 us") && text.contains("C2QoS against round robin"), "{text}");
     let body = metrics("127.0.0.1:19478");

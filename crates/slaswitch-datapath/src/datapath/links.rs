@@ -153,7 +153,7 @@ impl Datapath {
             let entry = self.ports.get_mut(&name).expect("listed");
             let watch = entry.plan.link.nic_fallback;
             match &entry.paced {
-                Some(link) => link.configure(&entry.tx_lock, link_plan, watch, now_ns)?,
+                Some(link) => link.configure(link_plan, watch, now_ns)?,
                 None => entry.paced = Some(Arc::new(PacedLink::new(link_plan, watch, now_ns)?)),
             }
         }
@@ -178,7 +178,7 @@ impl Datapath {
             .ok_or_else(|| format!("port {name} has no link scheduler: it is not paced (set link_rate_bps on it)"))?;
         let sources: Vec<&PortEntry> = self.ports.values().filter(|p| p.spec.name != name).collect();
         let numbers: Vec<u16> = sources.iter().map(|p| p.spec.number).collect();
-        let (plan, views) = link.view(&entry.tx_lock, &numbers);
+        let (plan, views) = link.view(&numbers);
         let tenant_name = |index: usize| {
             self.tenants.iter().find(|(_, t)| t.index == index).map_or("?".to_string(), |(n, _)| n.clone())
         };

@@ -4,7 +4,7 @@
 //! from the TSC: each VM may send what its phase's rate allows since the phase began.
 
 use serde::Serialize;
-use slaswitch_dpdk::{free_bulk, rdtsc, EthPort, Mbuf, Mempool, MAX_BURST};
+use slaswitch_dpdk::{rdtsc, EthPort, MbufBatch, Mempool, MAX_BURST};
 
 use super::sink::{Sink, SinkRecord};
 use slaswitch_traffic::frames::{ip_for, mac_for, restamp_tsc, sender_id, stamp, write_frame};
@@ -34,7 +34,7 @@ pub struct GenVm {
     last_room: Option<usize>,
     /// With [`GenVm::keep_refused`], in full-speed phases (no rate): frames the ring refused,
     /// oldest first, sent before any new one is built (see [`GenVm::send_pending`]).
-    pending: Vec<Mbuf>,
+    pending: MbufBatch,
     /// Keep refused frames instead of freeing them (`slaswitch-tenant gen --keep-refused`).
     pub keep_refused: bool,
     /// Packets sent.
@@ -84,7 +84,7 @@ impl GenVm {
             current: None,
             templates: Vec::new(),
             last_room: None,
-            pending: Vec::with_capacity(MAX_BURST),
+            pending: MbufBatch::new(),
             keep_refused: false,
             sent_packets: 0,
             sent_bytes: 0,
@@ -172,12 +172,12 @@ impl GenVm {
         // (and as offered, below), as if the ring had refused it.
         // Refused frames kept (below), nothing built is wasted.
         let build = if keep { want } else { self.last_room.map_or(want, |room| want.min(room + BUILD_AHEAD_OF_ROOM)) };
-        let mut batch = [Mbuf(std::ptr::NonNull::dangling()); MAX_BURST];
-        if !pool.alloc_bulk(&mut batch[..build]) {
+        let mut batch = MbufBatch::new();
+        if !batch.alloc(pool, build) {
             return (0, true);
         }
         let mut bytes = 0u64;
-        for m in batch[..build].iter_mut() {
+        for m in batch.as_mut_slice() {
             let len = self.next_size(size);
             m.set_len_within(len, 2048);
             let flow = self.flow;
@@ -198,14 +198,13 @@ impl GenVm {
             stamp(buf, self.id, self.seq, tsc);
             bytes += u64::from(len);
         }
-        let sent = self.port.tx_burst(&mut batch[..build]);
+        let sent = batch.tx_burst(&self.port);
         if sent < build {
-            let unsent_bytes: u64 = batch[sent..build].iter().map(|m| u64::from(m.pkt_len())).sum();
+            let unsent_bytes: u64 = batch.as_slice().iter().map(|m| u64::from(m.pkt_len())).sum();
             bytes -= unsent_bytes;
             if keep {
-                self.pending.extend_from_slice(&batch[sent..build]);
-            } else {
-                free_bulk(&batch[sent..build]);
+                // Nothing is pending here: pending frames go out first, on a call of their own.
+                std::mem::swap(&mut self.pending, &mut batch);
             }
         }
         self.last_room = (sent < build).then_some(sent);
@@ -229,13 +228,13 @@ impl GenVm {
     /// phases the 28 VMs on one core then could not keep the switch's PMD busy. Opt-in (the
     /// overhead benchmark's): the experiments' reports were made with refused frames freed.
     fn send_pending(&mut self, tsc: u64) -> usize {
-        for m in self.pending.iter_mut() {
+        let mut bytes: u64 = self.pending.as_slice().iter().map(|m| u64::from(m.pkt_len())).sum();
+        for m in self.pending.as_mut_slice() {
             restamp_tsc(m.data_mut(), tsc);
         }
         let offered = self.pending.len();
-        let sent = self.port.tx_burst(&mut self.pending);
-        let bytes: u64 = self.pending[..sent].iter().map(|m| u64::from(m.pkt_len())).sum();
-        self.pending.drain(..sent);
+        let sent = self.pending.tx_burst(&self.port);
+        bytes -= self.pending.as_slice().iter().map(|m| u64::from(m.pkt_len())).sum::<u64>();
         self.tx_full += (offered - sent) as u64;
         self.interval_tx_full += (offered - sent) as u64;
         self.sent_packets += sent as u64;
@@ -246,7 +245,6 @@ impl GenVm {
     }
 
     fn drop_pending(&mut self) {
-        free_bulk(&self.pending);
         self.pending.clear();
     }
 }
@@ -297,10 +295,10 @@ pub fn run(
             s.poll();
         }
         // Drain anything the switch sends back (e.g. floods) so the rings do not fill.
-        let mut rx = [Mbuf(std::ptr::NonNull::dangling()); MAX_BURST];
+        let mut rx = MbufBatch::new();
         for vm in vms.iter() {
-            let n = vm.port.rx_burst(&mut rx);
-            free_bulk(&rx[..n]);
+            rx.rx_burst(&vm.port, MAX_BURST);
+            rx.clear();
         }
         if t >= next_report {
             for vm in vms.iter_mut() {
@@ -328,14 +326,14 @@ pub fn run(
     // tears the rings down under them (a PMD the host had descheduled for a moment lost the
     // last 3745 of 107155 frames that way in a CI run). The sink keeps receiving meanwhile.
     let linger_end = rdtsc() + (LINGER_SECS * hz) as u64;
-    let mut rx = [Mbuf(std::ptr::NonNull::dangling()); MAX_BURST];
+    let mut rx = MbufBatch::new();
     while rdtsc() < linger_end {
         if let Some((s, _)) = sink.as_mut() {
             s.poll();
         }
         for vm in vms.iter() {
-            let n = vm.port.rx_burst(&mut rx);
-            free_bulk(&rx[..n]);
+            rx.rx_burst(&vm.port, MAX_BURST);
+            rx.clear();
         }
     }
     for vm in vms.iter_mut() {

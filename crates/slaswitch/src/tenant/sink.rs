@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use serde::Serialize;
-use slaswitch_dpdk::{free_bulk, rdtsc, EthPort, Mbuf, Mempool, MAX_BURST};
+use slaswitch_dpdk::{rdtsc, EthPort, MbufBatch, Mempool, MAX_BURST};
 
 use slaswitch_datapath::histogram::Histogram;
 use slaswitch_traffic::frames::{ip_for, mac_for, mac_text, read_stamp, sender_id, write_frame};
@@ -78,13 +78,12 @@ fn us(ns: Option<u64>) -> Option<f64> {
 }
 
 fn announce(pool: &Mempool, vm: &SinkVm) {
-    let mut m = [Mbuf(std::ptr::NonNull::dangling()); 1];
-    if pool.alloc_bulk(&mut m) {
-        m[0].set_len(64);
-        write_frame(m[0].data_mut(), mac_for(&vm.name), ip_for(&vm.name), [0xff; 6], [255, 255, 255, 255], 0);
-        if vm.port.tx_burst(&mut m) == 0 {
-            free_bulk(&m);
-        }
+    let mut m = MbufBatch::new();
+    if m.alloc(pool, 1) {
+        let frame = &mut m.as_mut_slice()[0];
+        frame.set_len(64);
+        write_frame(frame.data_mut(), mac_for(&vm.name), ip_for(&vm.name), [0xff; 6], [255, 255, 255, 255], 0);
+        m.tx_burst(&vm.port);
     }
 }
 
@@ -98,7 +97,7 @@ pub struct Sink<'a> {
     ns_per_tick: f64,
     interval: BTreeMap<(usize, String), Tally>,
     total: BTreeMap<(usize, String), Tally>,
-    rx: [Mbuf; MAX_BURST],
+    rx: MbufBatch,
 }
 
 impl<'a> Sink<'a> {
@@ -114,7 +113,7 @@ impl<'a> Sink<'a> {
             ns_per_tick: 1e9 / tsc_hz as f64,
             interval: BTreeMap::new(),
             total: BTreeMap::new(),
-            rx: [Mbuf(std::ptr::NonNull::dangling()); MAX_BURST],
+            rx: MbufBatch::new(),
         }
     }
 
@@ -135,12 +134,12 @@ impl<'a> Sink<'a> {
     #[inline]
     fn poll_one(&mut self, i: usize, vm: &SinkVm) -> usize {
         {
-            let n = vm.port.rx_burst(&mut self.rx);
+            let n = self.rx.rx_burst(&vm.port, MAX_BURST);
             if n == 0 {
                 return 0;
             }
             let arrival = rdtsc();
-            for m in &self.rx[..n] {
+            for m in self.rx.as_slice() {
                 let frame = m.data();
                 let (source, latency) = match read_stamp(frame) {
                     Some((id, _seq, tsc)) => {
@@ -161,7 +160,7 @@ impl<'a> Sink<'a> {
                     tally.latency.record(l);
                 }
             }
-            free_bulk(&self.rx[..n]);
+            self.rx.clear();
             n
         }
     }

@@ -1,0 +1,275 @@
+//! Packet buffers with their ownership in the types. An [`Mbuf`] is owned by whoever holds it
+//! and returns to its pool when dropped, so safe code frees each exactly once. An [`MbufBatch`]
+//! is a burst's worth of them inline: a device fills it (`rx_burst`) or takes from its front
+//! (`tx_burst`), and what is left when it drops is freed in one bulk call.
+
+use std::ffi::c_void;
+use std::mem::MaybeUninit;
+use std::ptr::NonNull;
+
+use crate::{ffi, EthPort, Mempool, MAX_BURST, OFF_BUF_ADDR, OFF_DATA_LEN, OFF_DATA_OFF, OFF_NB_SEGS, OFF_PKT_LEN};
+
+/// A packet buffer owned by whoever holds it; dropping it returns it to its pool.
+#[repr(transparent)]
+#[derive(Debug, PartialEq, Eq)]
+pub struct Mbuf(NonNull<u8>);
+
+// SAFETY: an mbuf may move between threads with its ownership (e.g. a PMD to a paced link's
+// queue that another PMD drains).
+unsafe impl Send for Mbuf {}
+
+impl Mbuf {
+    /// Takes ownership of a raw mbuf.
+    ///
+    /// # Safety
+    /// `p` is a valid mbuf that no one else owns or will free.
+    pub(crate) unsafe fn from_raw(p: NonNull<u8>) -> Mbuf {
+        Mbuf(p)
+    }
+
+    pub(crate) fn as_ptr(&self) -> *mut c_void {
+        self.0.as_ptr().cast()
+    }
+
+    #[inline(always)]
+    fn field<T: Copy>(&self, offset: usize) -> T {
+        // SAFETY: offsets checked against offsetof at Eal::init; the mbuf is valid while owned.
+        unsafe { self.0.as_ptr().add(offset).cast::<T>().read_unaligned() }
+    }
+
+    /// Bytes of the whole packet.
+    #[inline(always)]
+    pub fn pkt_len(&self) -> u32 {
+        self.field::<u32>(OFF_PKT_LEN)
+    }
+
+    /// Bytes in the first segment.
+    #[inline(always)]
+    pub fn data_len(&self) -> u16 {
+        self.field::<u16>(OFF_DATA_LEN)
+    }
+
+    /// Segments of the packet (1 unless chained).
+    #[inline(always)]
+    pub fn segments(&self) -> u16 {
+        self.field::<u16>(OFF_NB_SEGS)
+    }
+
+    /// The first segment's bytes.
+    #[inline(always)]
+    pub fn data(&self) -> &[u8] {
+        let base: *mut u8 = self.field::<*mut u8>(OFF_BUF_ADDR);
+        let off = self.field::<u16>(OFF_DATA_OFF) as usize;
+        // SAFETY: buf_addr + data_off .. + data_len is the first segment's data, valid while
+        // this mbuf is owned.
+        unsafe { std::slice::from_raw_parts(base.add(off), self.data_len() as usize) }
+    }
+
+    /// The first segment's bytes, writable.
+    #[inline(always)]
+    pub fn data_mut(&mut self) -> &mut [u8] {
+        let base: *mut u8 = self.field::<*mut u8>(OFF_BUF_ADDR);
+        let off = self.field::<u16>(OFF_DATA_OFF) as usize;
+        // SAFETY: as in `data`, and `&mut self` makes this the only access.
+        unsafe { std::slice::from_raw_parts_mut(base.add(off), self.data_len() as usize) }
+    }
+
+    /// Sets a fresh single-segment mbuf's length with two stores (no FFI call), for packets
+    /// no longer than `max_len`, the pool's data room less headroom, which the caller knows.
+    #[inline(always)]
+    pub fn set_len_within(&mut self, len: u16, max_len: u16) -> bool {
+        if len > max_len {
+            return false;
+        }
+        // SAFETY: offsets checked at Eal::init; the mbuf is fresh (one segment, headroom only).
+        unsafe {
+            self.0.as_ptr().add(OFF_DATA_LEN).cast::<u16>().write_unaligned(len);
+            self.0.as_ptr().add(OFF_PKT_LEN).cast::<u32>().write_unaligned(u32::from(len));
+        }
+        true
+    }
+
+    /// Makes a fresh single-segment mbuf hold `len` bytes; false if it does not fit.
+    pub fn set_len(&mut self, len: u16) -> bool {
+        // SAFETY: valid mbuf.
+        unsafe { ffi::ss_pktmbuf_set_len(self.as_ptr(), len) == 0 }
+    }
+
+    /// Makes a chained mbuf one contiguous segment; false if it cannot.
+    pub fn linearize(&mut self) -> bool {
+        // SAFETY: valid mbuf.
+        unsafe { ffi::ss_pktmbuf_linearize(self.as_ptr()) == 0 }
+    }
+}
+
+impl Drop for Mbuf {
+    fn drop(&mut self) {
+        // SAFETY: this value owns the mbuf, and it is dropped once.
+        unsafe { ffi::ss_pktmbuf_free(self.as_ptr()) }
+    }
+}
+
+/// Up to [`MAX_BURST`] owned mbufs, inline; the first `len` slots hold them.
+pub struct MbufBatch {
+    slots: [MaybeUninit<Mbuf>; MAX_BURST],
+    len: usize,
+}
+
+impl Default for MbufBatch {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl MbufBatch {
+    /// An empty batch.
+    pub fn new() -> MbufBatch {
+        MbufBatch { slots: [const { MaybeUninit::uninit() }; MAX_BURST], len: 0 }
+    }
+
+    /// Mbufs held.
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when it holds none.
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The mbufs held.
+    #[inline(always)]
+    pub fn as_slice(&self) -> &[Mbuf] {
+        // SAFETY: the first `len` slots are initialised; MaybeUninit<Mbuf> has Mbuf's layout.
+        unsafe { std::slice::from_raw_parts(self.slots.as_ptr().cast(), self.len) }
+    }
+
+    /// The mbufs held, writable.
+    #[inline(always)]
+    pub fn as_mut_slice(&mut self) -> &mut [Mbuf] {
+        // SAFETY: as in `as_slice`.
+        unsafe { std::slice::from_raw_parts_mut(self.slots.as_mut_ptr().cast(), self.len) }
+    }
+
+    /// Adds `m` at the end; gives it back when the batch is full.
+    #[inline(always)]
+    pub fn push(&mut self, m: Mbuf) -> Result<(), Mbuf> {
+        if self.len == MAX_BURST {
+            return Err(m);
+        }
+        self.slots[self.len].write(m);
+        self.len += 1;
+        Ok(())
+    }
+
+    /// Receives up to `max` packets from `port` at the end; returns how many came.
+    #[inline(always)]
+    pub fn rx_burst(&mut self, port: &EthPort, max: usize) -> usize {
+        let n = max.min(MAX_BURST - self.len) as u16;
+        // SAFETY: the driver writes at most `n` mbufs, each ours, into free slots.
+        let got = unsafe { ffi::ss_rx_burst(port.id(), 0, self.free_ptr(), n) } as usize;
+        self.len += got;
+        got
+    }
+
+    /// Fills the batch to `n` mbufs from `pool`, all or nothing.
+    pub fn alloc(&mut self, pool: &Mempool, n: usize) -> bool {
+        let want = n.saturating_sub(self.len).min(MAX_BURST - self.len);
+        // SAFETY: the pool writes `want` mbufs, each ours, into free slots, or none.
+        let ok = unsafe { ffi::ss_pktmbuf_alloc_bulk(pool.as_ptr(), self.free_ptr(), want as u32) } == 0;
+        if ok {
+            self.len += want;
+        }
+        ok
+    }
+
+    /// Transmits from the front on `port`; the mbufs the device took are its own now, the rest
+    /// move to the front. Returns how many it took.
+    #[inline(always)]
+    pub fn tx_burst(&mut self, port: &EthPort) -> usize {
+        let base = self.slots.as_mut_ptr().cast::<*mut c_void>();
+        // SAFETY: the first `len` slots are ours; the device takes ownership of the first `sent`.
+        let sent = unsafe { ffi::ss_tx_burst(port.id(), 0, base, self.len as u16) } as usize;
+        if sent > 0 {
+            // SAFETY: moves the unsent mbufs to the front; the sent ones are not ours to drop.
+            unsafe { std::ptr::copy(base.add(sent), base, self.len - sent) };
+            self.len -= sent;
+        }
+        sent
+    }
+
+    /// Moves every mbuf out, in order; those the iterator is dropped before reaching are freed.
+    #[inline(always)]
+    pub fn drain(&mut self) -> Drain<'_> {
+        let len = std::mem::take(&mut self.len);
+        Drain { batch: self, next: 0, len }
+    }
+
+    /// Keeps the mbufs for which `keep` is true, in order, and frees the others.
+    #[inline]
+    pub fn retain(&mut self, mut keep: impl FnMut(&Mbuf) -> bool) {
+        let len = std::mem::take(&mut self.len);
+        for i in 0..len {
+            // SAFETY: slot i < len is initialised, and read once.
+            let m = unsafe { self.slots[i].assume_init_read() };
+            if keep(&m) {
+                self.slots[self.len].write(m);
+                self.len += 1;
+            }
+        }
+    }
+
+    /// Frees every mbuf, in one bulk call.
+    #[inline]
+    pub fn clear(&mut self) {
+        if self.len > 0 {
+            let base = self.slots.as_mut_ptr().cast::<*mut c_void>();
+            // SAFETY: the first `len` slots are ours and are forgotten right after.
+            unsafe { ffi::ss_pktmbuf_free_bulk(base, self.len as u32) };
+            self.len = 0;
+        }
+    }
+
+    fn free_ptr(&mut self) -> *mut *mut c_void {
+        self.slots[self.len..].as_mut_ptr().cast()
+    }
+}
+
+impl Drop for MbufBatch {
+    fn drop(&mut self) {
+        self.clear();
+    }
+}
+
+/// The mbufs of a batch, moved out one by one ([`MbufBatch::drain`]).
+pub struct Drain<'a> {
+    batch: &'a mut MbufBatch,
+    next: usize,
+    len: usize,
+}
+
+impl Iterator for Drain<'_> {
+    type Item = Mbuf;
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<Mbuf> {
+        if self.next == self.len {
+            return None;
+        }
+        // SAFETY: slots next..len are initialised and not yet read.
+        let m = unsafe { self.batch.slots[self.next].assume_init_read() };
+        self.next += 1;
+        Some(m)
+    }
+}
+
+impl Drop for Drain<'_> {
+    fn drop(&mut self) {
+        for slot in &mut self.batch.slots[self.next..self.len] {
+            // SAFETY: the slots not yet read are initialised; each is dropped once.
+            drop(unsafe { slot.assume_init_read() });
+        }
+    }
+}
