@@ -57,12 +57,12 @@ impl Purchase {
             let allowed: Vec<&str> = CYCLE_OPTIONS.iter().map(|(o, _)| *o).collect();
             return Err(format!("cycles: {k} is not a purchase option (allowed: {})", allowed.join(", ")));
         }
-        PortSettings::parse(&self.enforcement_options(&self.link_guarantee()?)).map(|_| ())
+        PortSettings::parse(&self.enforcement_options(&self.link_guarantee()?)).map(|_| ()).map_err(String::from)
     }
 
     /// The guarantee, parsed.
     pub fn link_guarantee(&self) -> Result<Guarantee, String> {
-        parse_guarantee(&self.guarantee)
+        parse_guarantee(&self.guarantee).map_err(String::from)
     }
 
     /// The port options that enforce it with link guarantee `in_force` (for a dynamic one,

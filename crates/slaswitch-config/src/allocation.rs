@@ -21,6 +21,7 @@ pub fn deliverable_cycles_per_sec(capacity: u64) -> u64 {
 
 use crate::bandwidth::{BandwidthSla, LinkSpec};
 use crate::cpu_qos::CpuQos;
+use crate::error::ConfigError;
 use crate::link_policy::{EgressSpec, VmLinkSpec};
 use crate::policing::PolicingSpec;
 use crate::port::PortSpec;
@@ -62,7 +63,7 @@ pub fn plan(
     pmd_count: usize,
     core_cycles_per_sec: u64,
     changed: &str,
-) -> Result<BTreeMap<String, PortPlan>, String> {
+) -> Result<BTreeMap<String, PortPlan>, ConfigError> {
     let settings: Vec<PortSettings> =
         candidates.iter().map(|c| PortSettings::parse(&c.spec.options)).collect::<Result<_, _>>()?;
     let mut slas = BTreeMap::new();
@@ -79,8 +80,9 @@ pub fn plan(
         let sla = slas.get(&c.spec.name).copied();
         let mut allocation = None;
         if let (Some(sla), CycleLimit::Unlimited) = (sla, cpu_qos.limit) {
-            let model = model.ok_or_else(|| {
-                format!("port {}: bandwidth_bps needs the bandwidth-CPU model of this host (run `slaswitch calibrate`), or give cycles_per_sec", c.spec.name)
+            let model = model.ok_or_else(|| ConfigError::Purchase {
+                port: c.spec.name.clone(),
+                why: "bandwidth_bps needs the bandwidth-CPU model of this host (run `slaswitch calibrate`), or give cycles_per_sec".into(),
             })?;
             let deployment = Deployment {
                 vm_count: vms_per_pmd[&c.pmd_core],
@@ -89,7 +91,7 @@ pub fn plan(
             };
             let a = model
                 .allocate(sla.bandwidth_bps, sla.profile, deployment)
-                .map_err(|e| format!("port {}: {e}", c.spec.name))?;
+                .map_err(|why| ConfigError::Purchase { port: c.spec.name.clone(), why })?;
             cpu_qos = cpu_qos.with_cycles(a.cycles_per_sec.max(1));
             cpu_qos.bucket_depth_cycles = Some(ring_depth_cycles(&a, settings.rx_ring_descriptors));
             allocation = Some(a);
@@ -124,7 +126,7 @@ fn admit_cycles(
     plans: &BTreeMap<String, PortPlan>,
     capacity: u64,
     changed: &str,
-) -> Result<(), String> {
+) -> Result<(), ConfigError> {
     let mut per_core: BTreeMap<usize, Vec<(&str, u64)>> = BTreeMap::new();
     for c in candidates {
         let cycles = plans[&c.spec.name].cpu_qos.limit.alloc_cycles_per_sec();
@@ -137,11 +139,14 @@ fn admit_cycles(
         let total: u64 = ports.iter().map(|(_, c)| c).sum();
         if total > deliverable {
             let list: Vec<String> = ports.iter().map(|(n, c)| format!("{n} {c}")).collect();
-            return Err(format!(
-                "{changed}: the ports of the PMD on core {core} would be allocated {total} cycles/s, more than the core's {capacity} can deliver to its ports ({:.0}%: {deliverable}; the rest is the PMD's own work) ({})",
+            return Err(ConfigError::Refused {
+                changed: changed.into(),
+                why: format!(
+                    "the ports of the PMD on core {core} would be allocated {total} cycles/s, more than the core's {capacity} can deliver to its ports ({:.0}%: {deliverable}; the rest is the PMD's own work) ({})",
                 DELIVERABLE_CORE_SHARE * 100.0,
                 list.join(", ")
-            ));
+                ),
+            });
         }
     }
     Ok(())
@@ -151,16 +156,22 @@ fn admit_bandwidth(
     candidates: &[Candidate<'_>],
     plans: &BTreeMap<String, PortPlan>,
     changed: &str,
-) -> Result<(), String> {
+) -> Result<(), ConfigError> {
     let uplinks: Vec<&Candidate> = candidates.iter().filter(|c| plans[&c.spec.name].link.uplink).collect();
     if uplinks.len() > 1 {
         let names: Vec<&str> = uplinks.iter().map(|c| c.spec.name.as_str()).collect();
-        return Err(format!("{changed}: only one port can be the uplink (uplink=true on {})", names.join(" and ")));
+        return Err(ConfigError::Refused {
+            changed: changed.into(),
+            why: format!("only one port can be the uplink (uplink=true on {})", names.join(" and ")),
+        });
     }
     let Some(uplink) = uplinks.first() else { return Ok(()) };
     let line_rate = plans[&uplink.spec.name].link.link_rate_bps;
     if line_rate == 0 {
-        return Err(format!("{changed}: the uplink {} needs link_rate_bps (its NIC's line rate)", uplink.spec.name));
+        return Err(ConfigError::Refused {
+            changed: changed.into(),
+            why: format!("the uplink {} needs link_rate_bps (its NIC's line rate)", uplink.spec.name),
+        });
     }
     let purchased: Vec<(&str, u64)> = candidates
         .iter()
@@ -169,11 +180,14 @@ fn admit_bandwidth(
     let total: u64 = purchased.iter().map(|(_, b)| b).sum();
     if total > line_rate {
         let list: Vec<String> = purchased.iter().map(|(n, b)| format!("{n} {b}")).collect();
-        return Err(format!(
-            "{changed}: purchased bandwidth would add up to {total} bit/s, more than the uplink {}'s link_rate_bps {line_rate} ({})",
+        return Err(ConfigError::Refused {
+                changed: changed.into(),
+                why: format!(
+                    "purchased bandwidth would add up to {total} bit/s, more than the uplink {}'s link_rate_bps {line_rate} ({})",
             uplink.spec.name,
             list.join(", ")
-        ));
+                ),
+            });
     }
     // The link's half: minimums set by hand are reserved on the uplink too (seed 002 Sec. 3.3).
     let minimums: Vec<(&str, u64)> = candidates
@@ -183,11 +197,14 @@ fn admit_bandwidth(
     let total: u64 = minimums.iter().map(|(_, m)| m).sum();
     if total > line_rate {
         let list: Vec<String> = minimums.iter().map(|(n, m)| format!("{n} {m}")).collect();
-        return Err(format!(
-            "{changed}: link_min_bps would add up to {total} bit/s, more than the uplink {}'s link_rate_bps {line_rate} ({})",
-            uplink.spec.name,
-            list.join(", ")
-        ));
+        return Err(ConfigError::Refused {
+            changed: changed.into(),
+            why: format!(
+                "link_min_bps would add up to {total} bit/s, more than the uplink {}'s link_rate_bps {line_rate} ({})",
+                uplink.spec.name,
+                list.join(", ")
+            ),
+        });
     }
     Ok(())
 }
@@ -257,7 +274,9 @@ mod tests {
     #[test]
     fn admission_refuses_too_many_cycles_and_too_much_bandwidth() {
         let big = spec("vm1", &[("bandwidth_bps", "2G"), ("profile_packet_bytes", "64")]);
-        let e = plan(&[Candidate { spec: &big, pmd_core: 0 }], Some(&model()), 1, 100_000_000, "vm1").unwrap_err();
+        let e = plan(&[Candidate { spec: &big, pmd_core: 0 }], Some(&model()), 1, 100_000_000, "vm1")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("core 0") && e.contains("more than the core's 100000000"), "{e}");
         let up = spec("up", &[("uplink", "true"), ("link_rate_bps", "1G")]);
         let v = spec("vm1", &[("bandwidth_bps", "1.5G"), ("cycles_per_sec", "1000")]);
@@ -268,7 +287,8 @@ mod tests {
             1_000_000_000,
             "vm1",
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("1500000000") && e.contains("link_rate_bps 1000000000"), "{e}");
         let e = plan(
             &[Candidate { spec: &spec("vm1", &[("bandwidth_bps", "1G")]), pmd_core: 0 }],
@@ -277,7 +297,8 @@ mod tests {
             1_000_000_000,
             "vm1",
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("slaswitch calibrate"), "{e}");
     }
 }

@@ -59,13 +59,15 @@ impl Default for CpuQos {
 
 impl CpuQos {
     /// Reads the options of this module.
-    pub fn from_options(options: &BTreeMap<String, String>) -> Result<CpuQos, String> {
+    pub fn from_options(options: &BTreeMap<String, String>) -> Result<CpuQos, crate::error::ConfigError> {
         let cycles = number_in(options, "cycles_per_sec", 0..=MAX_CYCLES_PER_SEC)?.unwrap_or(0);
         let weight = number_in(options, "weight", 1..=u32::MAX)?.unwrap_or(1);
         let priority = number_in(options, "priority", 1..=8u8)?.unwrap_or(DEFAULT_PRIORITY);
         let mode = options.get("mode").map(String::as_str).unwrap_or("strict");
         let limit = match (cycles, mode) {
-            (_, m) if m != "strict" && m != "min-max" => return Err(format!("mode={m}: strict or min-max")),
+            (_, m) if m != "strict" && m != "min-max" => {
+                return Err(crate::error::ConfigError::value("mode", m, "strict or min-max"))
+            }
             (0, _) => CycleLimit::Unlimited,
             (c, "strict") => CycleLimit::Strict { cycles_per_sec: c },
             (c, _) => CycleLimit::MinMax { cycles_per_sec: c, weight },

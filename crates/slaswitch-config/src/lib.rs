@@ -7,6 +7,7 @@
 pub mod allocation;
 pub mod bandwidth;
 pub mod cpu_qos;
+pub mod error;
 pub mod link_policy;
 pub mod names;
 pub mod policing;
@@ -14,4 +15,5 @@ pub mod port;
 pub mod port_settings;
 pub mod ranges;
 
+pub use error::ConfigError;
 pub use port::{PortSpec, PortType};

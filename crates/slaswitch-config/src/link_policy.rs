@@ -33,6 +33,7 @@ use slaswitch_qos::egress::softbw::Guarantee;
 use slaswitch_qos::link::WIRE_OVERHEAD_BYTES;
 
 use crate::bandwidth::{parse_rate_bps, BandwidthSla};
+use crate::error::ConfigError;
 use crate::ranges::number_in;
 
 /// The options of this module.
@@ -111,15 +112,15 @@ impl Default for VmLinkSpec {
 
 impl EgressSpec {
     /// Reads the paced port's options.
-    pub fn from_options(options: &BTreeMap<String, String>) -> Result<EgressSpec, String> {
+    pub fn from_options(options: &BTreeMap<String, String>) -> Result<EgressSpec, ConfigError> {
         let kind = match options.get("egress_scheduler") {
             None => SchedulerKind::Fifo,
-            Some(v) => SchedulerKind::parse(v).map_err(|e| format!("egress_scheduler={e}"))?,
+            Some(v) => SchedulerKind::parse(v).map_err(|e| ConfigError::value("egress_scheduler", v, e))?,
         };
         let head_drop = match options.get("link_drop").map(String::as_str) {
             None | Some("tail") => false,
             Some("head") => true,
-            Some(v) => return Err(format!("link_drop={v}: tail or head")),
+            Some(v) => return Err(ConfigError::value("link_drop", v, "tail or head")),
         };
         let period = |key| number_in::<u64>(options, key, 1_000..=1_000_000).map(|us| us.map(|us| us * 1_000));
         let d = EgressSpec::default();
@@ -133,13 +134,16 @@ impl EgressSpec {
 }
 
 /// Checks a tenant's name: the names' pattern, up to 32 characters.
-pub fn valid_tenant_name(name: &str) -> Result<(), String> {
+pub fn valid_tenant_name(name: &str) -> Result<(), ConfigError> {
     crate::names::valid_name("tenant name", name, 32)
 }
 
 /// A size in bytes with an optional `k`, `M` or `G` (powers of ten).
-fn parse_bytes(key: &str, v: &str) -> Result<u64, String> {
-    parse_rate_bps(key, v).ok().filter(|&b| b > 0).ok_or_else(|| format!("{key}: size '{v}': bytes, e.g. 32k or 500M"))
+fn parse_bytes(key: &str, v: &str) -> Result<u64, ConfigError> {
+    parse_rate_bps(key, v)
+        .ok()
+        .filter(|&b| b > 0)
+        .ok_or_else(|| ConfigError::value(key, v, "a size in bytes, e.g. 32k or 500M"))
 }
 
 /// A guarantee as `link_guarantee` writes it, in bits/s, bytes and seconds; what
@@ -155,8 +159,10 @@ pub fn guarantee_text(g: &Guarantee) -> String {
 }
 
 /// `strict:RATE`, `dynamic:SIZE,SECONDS` or `fairness`.
-pub fn parse_guarantee(v: &str) -> Result<Guarantee, String> {
-    let bad = |why: &str| format!("link_guarantee={v}: {why}; strict:RATE, dynamic:SIZE,SECONDS or fairness");
+pub fn parse_guarantee(v: &str) -> Result<Guarantee, ConfigError> {
+    let bad = |why: &str| {
+        ConfigError::value("link_guarantee", v, format!("{why}; strict:RATE, dynamic:SIZE,SECONDS or fairness"))
+    };
     if v == "fairness" {
         return Ok(Guarantee::Fairness);
     }
@@ -169,7 +175,7 @@ pub fn parse_guarantee(v: &str) -> Result<Guarantee, String> {
     }
     if let Some(rest) = v.strip_prefix("dynamic:") {
         let (size, secs) = rest.split_once(',').ok_or_else(|| bad("dynamic needs SIZE,SECONDS"))?;
-        let total_bytes = parse_bytes("link_guarantee", size).map_err(|e| bad(&e))?;
+        let total_bytes = parse_bytes("SIZE", size).map_err(|e| bad(&e.to_string()))?;
         let secs: f64 = secs
             .parse()
             .ok()
@@ -182,11 +188,12 @@ pub fn parse_guarantee(v: &str) -> Result<Guarantee, String> {
 
 impl VmLinkSpec {
     /// Reads a VM port's options.
-    pub fn from_options(options: &BTreeMap<String, String>) -> Result<VmLinkSpec, String> {
-        let rate =
-            |key: &str| -> Result<Option<u64>, String> { options.get(key).map(|v| parse_rate_bps(key, v)).transpose() };
+    pub fn from_options(options: &BTreeMap<String, String>) -> Result<VmLinkSpec, ConfigError> {
+        let rate = |key: &str| -> Result<Option<u64>, ConfigError> {
+            options.get(key).map(|v| parse_rate_bps(key, v)).transpose()
+        };
         let tenant = options.get("tenant").cloned().unwrap_or_else(|| DEFAULT_TENANT.into());
-        valid_tenant_name(&tenant).map_err(|e| format!("tenant={tenant}: {e}"))?;
+        valid_tenant_name(&tenant).map_err(|e| ConfigError::value("tenant", &tenant, e.to_string()))?;
         let spec = VmLinkSpec {
             weight: number_in::<u32>(options, "link_weight", 1..=10_000)?.unwrap_or(1),
             min_bps: rate("link_min_bps")?.filter(|&r| r > 0),
@@ -197,11 +204,11 @@ impl VmLinkSpec {
                 .unwrap_or(DEFAULT_LINK_QUEUE_FRAMES),
         };
         if spec.max_bps == Some(0) {
-            return Err("link_max_bps=0: a maximum must be positive (leave it out for none)".into());
+            return Err(ConfigError::value("link_max_bps", "0", "a maximum must be positive (leave it out for none)"));
         }
         if let (Some(min), Some(max)) = (spec.min_bps, spec.max_bps) {
             if min > max {
-                return Err(format!("link_min_bps={min} is above link_max_bps={max}"));
+                return Err(ConfigError::MinAboveMax { min_bps: min, max_bps: max });
             }
         }
         Ok(spec)
@@ -250,7 +257,7 @@ mod tests {
         );
         assert_eq!(parse_guarantee("fairness").unwrap(), Guarantee::Fairness);
         for bad in ["strict:0", "strict:fast", "dynamic:1M", "dynamic:1M,0", "dynamic:0,1", "dynamic:1M,inf", "wfq"] {
-            let e = parse_guarantee(bad).unwrap_err();
+            let e = parse_guarantee(bad).unwrap_err().to_string();
             assert!(e.starts_with(&format!("link_guarantee={bad}:")) && e.contains("strict:RATE"), "{e}");
         }
     }
@@ -268,10 +275,12 @@ mod tests {
             ("tenant", "_x", "starting with a letter or a digit"),
         ] {
             let o = opts(&[(key, value)]);
-            let e = EgressSpec::from_options(&o).and_then(|_| VmLinkSpec::from_options(&o)).unwrap_err();
+            let e = EgressSpec::from_options(&o).and_then(|_| VmLinkSpec::from_options(&o)).unwrap_err().to_string();
             assert!(e.contains(&format!("{key}={value}")) && e.contains(allowed), "{key}={value}: {e}");
         }
-        let e = VmLinkSpec::from_options(&opts(&[("link_min_bps", "300M"), ("link_max_bps", "200M")])).unwrap_err();
+        let e = VmLinkSpec::from_options(&opts(&[("link_min_bps", "300M"), ("link_max_bps", "200M")]))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("link_min_bps=300000000") && e.contains("link_max_bps=200000000"), "{e}");
     }
 

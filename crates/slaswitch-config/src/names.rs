@@ -3,7 +3,7 @@
 
 /// Checks `name` (a `what`, e.g. "port name"): 1 to `max_len` characters, letters, digits, `-`
 /// and `_`, starting with a letter or a digit.
-pub fn valid_name(what: &str, name: &str, max_len: usize) -> Result<(), String> {
+pub fn valid_name(what: &'static str, name: &str, max_len: usize) -> Result<(), crate::error::ConfigError> {
     let ok = !name.is_empty()
         && name.len() <= max_len
         && name.starts_with(|c: char| c.is_ascii_alphanumeric())
@@ -11,7 +11,7 @@ pub fn valid_name(what: &str, name: &str, max_len: usize) -> Result<(), String> 
     if ok {
         Ok(())
     } else {
-        Err(format!("{what} '{name}': 1 to {max_len} letters, digits, '-' or '_', starting with a letter or a digit"))
+        Err(crate::error::ConfigError::Name { what, name: name.into(), max_len })
     }
 }
 
@@ -25,7 +25,7 @@ mod tests {
             assert_eq!(valid_name("port name", good, 15), Ok(()));
         }
         for bad in ["", "-", "--x", "_x", "vm 1", "vm/1", "sixteen-chars-xx", "é"] {
-            let e = valid_name("port name", bad, 15).unwrap_err();
+            let e = valid_name("port name", bad, 15).unwrap_err().to_string();
             assert!(e.starts_with(&format!("port name '{bad}'")) && e.contains("1 to 15"), "{e}");
         }
     }

@@ -40,13 +40,13 @@ pub struct PolicingSpec {
 }
 
 /// A policing figure, 0 (off) when not given; at most 2^40 of its unit.
-fn number(options: &BTreeMap<String, String>, key: &str) -> Result<u64, String> {
+fn number(options: &BTreeMap<String, String>, key: &str) -> Result<u64, crate::error::ConfigError> {
     Ok(crate::ranges::number_in(options, key, 0..=1u64 << 40)?.unwrap_or(0))
 }
 
 impl PolicingSpec {
     /// The port's policing, `None` when it has none.
-    pub fn from_options(options: &BTreeMap<String, String>) -> Result<Option<PolicingSpec>, String> {
+    pub fn from_options(options: &BTreeMap<String, String>) -> Result<Option<PolicingSpec>, crate::error::ConfigError> {
         let s = PolicingSpec {
             rate_kbps: number(options, "ingress_policing_rate")?,
             burst_kb: number(options, "ingress_policing_burst")?,

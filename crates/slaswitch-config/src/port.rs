@@ -44,7 +44,7 @@ pub enum PortType {
 
 impl PortType {
     /// Parses a type (OVS's names too).
-    pub fn parse(s: &str) -> Result<PortType, String> {
+    pub fn parse(s: &str) -> Result<PortType, crate::error::ConfigError> {
         Ok(match s {
             "vhost-user" | "dpdkvhostuser" => PortType::VhostUser,
             "vhost-user-client" | "dpdkvhostuserclient" => PortType::VhostUserClient,
@@ -52,11 +52,7 @@ impl PortType {
             "af-packet" | "af_packet" => PortType::AfPacket,
             "null" => PortType::Null,
             "dpdk" => PortType::Dpdk,
-            _ => {
-                return Err(format!(
-                    "unknown port type '{s}' (vhost-user, vhost-user-client, tap, af-packet, null, dpdk)"
-                ))
-            }
+            _ => return Err(crate::error::ConfigError::PortType(s.into())),
         })
     }
 
@@ -133,38 +129,40 @@ pub struct DeviceRecipe {
 }
 
 /// Port names may become interface names: at most 15 characters (IFNAMSIZ - 1).
-fn valid_name(name: &str) -> Result<(), String> {
+fn valid_name(name: &str) -> Result<(), crate::error::ConfigError> {
     crate::names::valid_name("port name", name, 15)
 }
 
 impl PortSpec {
     /// Checks the name and every option, and returns the typed settings; `number` is filled
     /// in by the caller.
-    pub fn validate(&self) -> Result<PortSettings, String> {
+    pub fn validate(&self) -> Result<PortSettings, crate::error::ConfigError> {
         valid_name(&self.name)?;
         for key in self.options.keys() {
             if !common_options().any(|o| o == key) && !self.port_type.allowed_options().contains(&key.as_str()) {
                 let mut known: Vec<&str> = common_options().collect();
                 known.extend(self.port_type.allowed_options());
-                return Err(format!(
-                    "{} port {}: unknown option '{key}' (known: {})",
-                    self.port_type.name(),
-                    self.name,
-                    known.join(", ")
-                ));
+                return Err(crate::error::ConfigError::UnknownOption {
+                    port_type: self.port_type.name(),
+                    port: self.name.clone(),
+                    key: key.clone(),
+                    known: known.join(", "),
+                });
             }
         }
         let settings = PortSettings::parse(&self.options)?;
-        match self.port_type {
-            PortType::VhostUserClient if !self.options.contains_key("path") => {
-                Err(format!("vhost-user-client port {} needs path=SOCKET (the VM's vhost-user socket)", self.name))
-            }
-            PortType::AfPacket if !self.options.contains_key("iface") => {
-                Err(format!("af-packet port {} needs iface=INTERFACE", self.name))
-            }
-            PortType::Dpdk if !self.options.contains_key("devargs") => {
-                Err(format!("dpdk port {} needs devargs=PCI_ADDRESS", self.name))
-            }
+        let needs = match self.port_type {
+            PortType::VhostUserClient => Some(("path", "path=SOCKET (the VM's vhost-user socket)")),
+            PortType::AfPacket => Some(("iface", "iface=INTERFACE")),
+            PortType::Dpdk => Some(("devargs", "devargs=PCI_ADDRESS")),
+            _ => None,
+        };
+        match needs {
+            Some((key, option)) if !self.options.contains_key(key) => Err(crate::error::ConfigError::MissingOption {
+                port_type: self.port_type.name(),
+                port: self.name.clone(),
+                option,
+            }),
             _ => Ok(settings),
         }
     }

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use crate::bandwidth::{BandwidthSla, LinkSpec};
 use crate::cpu_qos::CpuQos;
+use crate::error::ConfigError;
 use crate::link_policy::{EgressSpec, VmLinkSpec};
 use crate::policing::PolicingSpec;
 use crate::ranges::{number_in, MAX_PORTS};
@@ -47,7 +48,7 @@ pub struct PortSettings {
 
 impl PortSettings {
     /// Parses every option this module knows; other keys are the caller's to check.
-    pub fn parse(options: &BTreeMap<String, String>) -> Result<PortSettings, String> {
+    pub fn parse(options: &BTreeMap<String, String>) -> Result<PortSettings, ConfigError> {
         let mut link = LinkSpec::from_options(options)?;
         let egress = EgressSpec::from_options(options)?;
         // The NIC-bottleneck fallback (seed 000 Sec. VII) stands in for a link that cannot
@@ -57,7 +58,12 @@ impl PortSettings {
             ofport_request: options.get("ofport_request").map(|v| ofport_request(v)).transpose()?,
             rx_ring_descriptors: ring_descriptors(options, "rx_ring")?,
             tx_ring_descriptors: ring_descriptors(options, "tx_ring")?,
-            pmd_core: number_in(options, "pmd", PMD_CORES).map_err(|e| format!("{e} (a core number)"))?,
+            pmd_core: number_in(options, "pmd", PMD_CORES).map_err(|e| match e {
+                ConfigError::Value { key, value, allowed } => {
+                    ConfigError::Value { key, value, allowed: format!("{allowed} (a core number)") }
+                }
+                e => e,
+            })?,
             policing: PolicingSpec::from_options(options)?,
             cpu_qos: CpuQos::from_options(options)?,
             sla: BandwidthSla::from_options(options)?,
@@ -68,22 +74,22 @@ impl PortSettings {
     }
 }
 
-fn ofport_request(v: &str) -> Result<u16, String> {
+fn ofport_request(v: &str) -> Result<u16, ConfigError> {
     v.parse::<u16>()
         .ok()
         .filter(|&n| n >= 1 && usize::from(n) < MAX_PORTS)
-        .ok_or_else(|| format!("ofport_request={v}: must be from 1 to {}", MAX_PORTS - 1))
+        .ok_or_else(|| ConfigError::value("ofport_request", v, format!("must be from 1 to {}", MAX_PORTS - 1)))
 }
 
-fn ring_descriptors(options: &BTreeMap<String, String>, key: &str) -> Result<u16, String> {
+fn ring_descriptors(options: &BTreeMap<String, String>, key: &str) -> Result<u16, ConfigError> {
     match options.get(key) {
         None => Ok(DEFAULT_RING_DESCRIPTORS),
         Some(v) => match v.parse::<u16>() {
             Ok(n) if RING_DESCRIPTORS.contains(&n) && n.is_power_of_two() => Ok(n),
-            _ => Err(format!(
-                "{key}={v}: must be a power of two from {} to {}",
-                RING_DESCRIPTORS.start(),
-                RING_DESCRIPTORS.end()
+            _ => Err(ConfigError::value(
+                key,
+                v,
+                format!("must be a power of two from {} to {}", RING_DESCRIPTORS.start(), RING_DESCRIPTORS.end()),
             )),
         },
     }
@@ -121,9 +127,22 @@ mod tests {
             ("bandwidth_bps", "fast", "bits per second"),
             ("ingress_policing_rate", "-1", "whole number"),
         ] {
-            let e = PortSettings::parse(&opts(&[(key, value)])).unwrap_err();
+            let e = PortSettings::parse(&opts(&[(key, value)])).unwrap_err().to_string();
             assert!(e.contains(&format!("{key}={value}")) && e.contains(allowed), "{key}={value}: {e}");
         }
+    }
+
+    #[test]
+    fn a_refused_value_is_typed_with_its_option_and_value() {
+        match PortSettings::parse(&opts(&[("rx_ring", "3")])) {
+            Err(ConfigError::Value { key, value, allowed }) => {
+                assert_eq!((key.as_str(), value.as_str()), ("rx_ring", "3"));
+                assert!(allowed.contains("power of two"), "{allowed}");
+            }
+            other => panic!("expected a refused rx_ring, got {other:?}"),
+        }
+        let e = PortSettings::parse(&opts(&[("link_min_bps", "3G"), ("link_max_bps", "1G")])).unwrap_err();
+        assert_eq!(e, ConfigError::MinAboveMax { min_bps: 3_000_000_000, max_bps: 1_000_000_000 });
     }
 
     #[test]

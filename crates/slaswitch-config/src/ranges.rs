@@ -12,10 +12,14 @@ pub fn number_in<T: std::str::FromStr + PartialOrd + std::fmt::Display>(
     options: &BTreeMap<String, String>,
     key: &str,
     range: std::ops::RangeInclusive<T>,
-) -> Result<Option<T>, String> {
+) -> Result<Option<T>, crate::error::ConfigError> {
     let Some(v) = options.get(key) else { return Ok(None) };
     match v.parse::<T>() {
         Ok(n) if range.contains(&n) => Ok(Some(n)),
-        _ => Err(format!("{key}={v}: a whole number from {} to {}", range.start(), range.end())),
+        _ => Err(crate::error::ConfigError::value(
+            key,
+            v,
+            format!("a whole number from {} to {}", range.start(), range.end()),
+        )),
     }
 }

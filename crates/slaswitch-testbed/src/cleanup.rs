@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 #[derive(Clone, Debug)]
@@ -18,25 +18,20 @@ enum Item {
 }
 
 static ITEMS: Mutex<Vec<Item>> = Mutex::new(Vec::new());
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+/// Set by SIGINT or SIGTERM; a second one while it is set ends the process at once.
+static INTERRUPTED: LazyLock<Arc<AtomicBool>> = LazyLock::new(Arc::default);
 
-extern "C" fn on_signal(_: libc::c_int) {
-    // A second signal means the runner did not get to its next check (it may be stuck outside
-    // the sampling loop): leave now rather than ignore the user.
-    if INTERRUPTED.swap(true, Ordering::SeqCst) {
-        // SAFETY: _exit is async-signal-safe.
-        unsafe { libc::_exit(130) };
+/// SIGINT and SIGTERM set a flag the runner checks between steps and samples. A second signal
+/// means the runner did not get to its next check (it may be stuck outside the sampling loop):
+/// the process then leaves at once (status 130) rather than ignore the user.
+pub fn install_signal_handlers() -> std::io::Result<()> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    for signal in [SIGINT, SIGTERM] {
+        // Registered first, so it sees the flag as it was before this signal set it.
+        signal_hook::flag::register_conditional_shutdown(signal, 130, Arc::clone(&INTERRUPTED))?;
+        signal_hook::flag::register(signal, Arc::clone(&INTERRUPTED))?;
     }
-}
-
-/// SIGINT and SIGTERM set a flag the runner checks between steps and samples; a second one
-/// ends the process at once.
-pub fn install_signal_handlers() {
-    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-    unsafe {
-        libc::signal(libc::SIGINT, on_signal as *const () as usize);
-        libc::signal(libc::SIGTERM, on_signal as *const () as usize);
-    }
+    Ok(())
 }
 
 /// True once Ctrl-C or SIGTERM asked the run to stop.

@@ -11,6 +11,7 @@ pub mod host_steal;
 pub mod namespaces;
 pub mod plan;
 pub mod preflight;
+pub mod provenance;
 pub mod report;
 pub mod runner;
 pub mod samples;

@@ -602,9 +602,11 @@ pub fn generate(dir: &Path) -> Result<(), String> {
     };
     let _ = writeln!(
         md,
-        "**Where the numbers come from:** measured on this machine's data plane, {measured_by}. PMD core(s) {}, {vms} on core {}. Machine: {}, {} cores, {}, kernel {}, DPDK {}.\n",
-        pin["pmd_cores"], pin["vm_core"], run["machine"]["cpu"].as_str().unwrap_or("?"), run["machine"]["cores"], run["machine"]["memory"].as_str().unwrap_or("?"),
-        run["machine"]["kernel"].as_str().unwrap_or("?"), run["machine"]["dpdk"].as_str().unwrap_or("?")
+        "**Where the numbers come from:** measured on the data plane of this run's host, {measured_by}. PMD core(s) {}, {vms} on core {}. Host: {}. Commit {}.\n",
+        pin["pmd_cores"],
+        pin["vm_core"],
+        crate::provenance::host_line(&run["machine"]),
+        run["commit"].as_str().unwrap_or("unknown (run before reports named it)")
     );
     if !s.scaling.is_empty() {
         let _ = writeln!(md, "**Scaling:** {}\n", s.scaling.trim());
@@ -634,7 +636,7 @@ pub fn generate(dir: &Path) -> Result<(), String> {
         let _ = writeln!(md, "![{caption}]({file})\n\n{caption}\n");
     }
     write_configuration(&mut md, &run, &text);
-    let _ = writeln!(md, "## Rerun\n\n```\n{}\n```\n\nRaw samples: `samples.csv` (switch, step, t_secs, source, subject, metric, value); run metadata: `run.json`.", run["command"].as_str().unwrap_or(""));
+    let _ = writeln!(md, "## Rerun\n\n```\n{}\n```\n\nRaw samples: `samples.csv` (switch, step, t_secs, source, subject, metric, value); run metadata: `run.json`.", crate::provenance::rerun_command(run["command"].as_str().unwrap_or("")));
     std::fs::write(dir.join("report.md"), md).map_err(|e| e.to_string())?;
     Ok(())
 }
@@ -825,7 +827,14 @@ fn write_configuration(md: &mut String, run: &Value, text: &str) {
             let _ = writeln!(
                 md,
                 "\nCommands:\n\n```\n{}\n```\n",
-                r["commands"].as_array().into_iter().flatten().filter_map(Value::as_str).collect::<Vec<_>>().join("\n")
+                r["commands"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .map(crate::provenance::portable)
+                    .collect::<Vec<_>>()
+                    .join("\n")
             );
             for f in r["files"].as_array().into_iter().flatten() {
                 let _ = writeln!(
@@ -835,7 +844,11 @@ fn write_configuration(md: &mut String, run: &Value, text: &str) {
                     f["text"].as_str().unwrap_or("").trim()
                 );
             }
-            let _ = writeln!(md, "Emulated VMs:\n\n```\n{}\n```\n", r["tenant_command"].as_str().unwrap_or(""));
+            let _ = writeln!(
+                md,
+                "Emulated VMs:\n\n```\n{}\n```\n",
+                crate::provenance::portable(r["tenant_command"].as_str().unwrap_or(""))
+            );
         }
     }
 }

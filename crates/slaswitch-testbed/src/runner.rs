@@ -361,32 +361,6 @@ fn stop_apps(apps: &mut [App], scenario: &Scenario, step: &Step, run_label: &str
     (app_samples, app_outputs)
 }
 
-fn command_output(program: &str, args: &[&str]) -> String {
-    Command::new(program)
-        .args(args)
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_default()
-}
-
-/// The machine, for the report.
-pub fn machine() -> Value {
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let model = cpuinfo
-        .lines()
-        .find(|l| l.starts_with("model name"))
-        .and_then(|l| l.split_once(':'))
-        .map_or("unknown".into(), |(_, m)| m.trim().to_string());
-    json!({
-        "cpu": model,
-        // The machine's, not this process's: the test bed pins itself to the VM core.
-        "cores": cpuinfo.lines().filter(|l| l.starts_with("processor")).count().max(1),
-        "kernel": command_output("uname", &["-r"]),
-        "dpdk": command_output("pkg-config", &["--modversion", "libdpdk"]),
-        "memory": command_output("sh", &["-c", "free -g | awk '/Mem:/ {print $2 \" GiB\"}'"]),
-    })
-}
-
 /// Pins the test bed to the VM core, and with it everything it starts that does not pin itself
 /// (the command-line calls that sample the switches each second, the switches' control
 /// threads): the kernel otherwise places them on a PMD core now and then, and a busy-polling
@@ -502,7 +476,7 @@ pub fn run(opts: &RunOptions) -> Result<PathBuf, String> {
     }
     preflight::check(&provisional, &probe_switches, &opts.tools)?;
     keep_off_pmd_cores(provisional.host.vm_core)?;
-    cleanup::install_signal_handlers();
+    cleanup::install_signal_handlers().map_err(|e| format!("signal handlers: {e}"))?;
     let base = std::env::temp_dir().join(format!("slaswitch-exp-{}", std::process::id()));
     let capacity_pps = if kinds.is_empty() {
         Default::default()
@@ -514,7 +488,7 @@ pub fn run(opts: &RunOptions) -> Result<PathBuf, String> {
     let (scenario, text, budgets) =
         crate::scenario::parse_with_capacity(&file, &source, &capacity_pps).map_err(|e| e.to_string())?;
     let out_dir = opts.out_dir.clone().unwrap_or_else(|| {
-        let stamp = command_output("date", &["+%Y%m%d-%H%M%S"]);
+        let stamp = crate::provenance::command_output("date", &["+%Y%m%d-%H%M%S"]);
         PathBuf::from("results").join(format!("{}-{stamp}", scenario.name))
     });
     std::fs::create_dir_all(&out_dir).map_err(|e| format!("{}: {e}", out_dir.display()))?;
@@ -589,7 +563,8 @@ pub fn run(opts: &RunOptions) -> Result<PathBuf, String> {
         "finished_unix_secs": unix_now(),
         "switches": labels,
         "rounds": rounds,
-        "machine": machine(),
+        "machine": crate::provenance::machine(),
+        "commit": crate::provenance::commit(),
         "pinning": {"pmd_cores": scenario.host.pmd_cores, "vm_core": scenario.host.vm_core},
         "runs": metas,
         "capacity": budgets,

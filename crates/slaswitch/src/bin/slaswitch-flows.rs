@@ -10,7 +10,8 @@
 //! it is stopped, and how fast each source settled after the last one started (seed 003 Fig. 6).
 
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
@@ -72,12 +73,6 @@ enum Cmd {
     },
 }
 
-static STOP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    STOP.store(true, Ordering::Relaxed);
-}
-
 fn main() {
     let cli = Cli::parse();
     let out = match cli.command {
@@ -109,12 +104,13 @@ fn main() {
                 })
                 .collect();
             let iface = iface.unwrap_or_else(only_interface);
-            // SAFETY: the handler only stores to an atomic.
-            unsafe {
-                libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
-                libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+            // SIGTERM or SIGINT ends the measurement; the bins so far are reported.
+            let stop = Arc::new(AtomicBool::new(false));
+            for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+                signal_hook::flag::register(signal, Arc::clone(&stop))
+                    .unwrap_or_else(|e| fail(&format!("signal handler: {e}")));
             }
-            let bins = meter::measure(&iface, Duration::from_micros(bin_us), &STOP)
+            let bins = meter::measure(&iface, Duration::from_micros(bin_us), &stop)
                 .unwrap_or_else(|e| fail(&format!("{iface}: {e}")));
             meter_report(&bins, &names, (smooth_bins, hold_bins), tolerance)
         }

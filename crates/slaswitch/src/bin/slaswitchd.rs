@@ -99,7 +99,7 @@ struct Cli {
     lease_secs: i64,
 }
 
-fn parse_host_id(s: &str) -> Result<String, String> {
+fn parse_host_id(s: &str) -> Result<String, slaswitch_config::ConfigError> {
     slaswitch_config::names::valid_name("host id", s, slaswitch_cluster::purchase::MAX_NAME).map(|()| s.to_string())
 }
 
@@ -139,7 +139,7 @@ fn run(cli: Cli) -> Result<(), String> {
     let socket_gid = cli.socket_group.as_deref().map(access::group_id).transpose()?.unwrap_or(0);
     let store = ConfigStore::new(cli.db);
     let metrics = (!cli.no_metrics).then_some(cli.metrics);
-    install_signal_handlers();
+    install_signal_handlers().map_err(|e| format!("signal handlers: {e}"))?;
     let dp = Datapath::start(settings.clone())?;
     access::secure_run_dir(&cli.run_dir, socket_gid)?;
     let daemon = Daemon::start(dp, store, cli.model)?;

@@ -12,7 +12,7 @@ mod views;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -302,21 +302,18 @@ impl Daemon {
     }
 }
 
-/// Set by SIGINT/SIGTERM.
-pub static STOP: AtomicBool = AtomicBool::new(false);
+/// Set by SIGINT/SIGTERM: the accept loop, the PMDs' owner and the sampler stop at their next
+/// check.
+pub static STOP: LazyLock<Arc<AtomicBool>> = LazyLock::new(Arc::default);
 
-extern "C" fn on_signal(_: libc::c_int) {
-    STOP.store(true, Ordering::SeqCst);
-}
-
-/// SIGINT and SIGTERM stop the daemon; SIGPIPE is ignored.
-pub fn install_signal_handlers() {
-    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-    unsafe {
-        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
-        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
-        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+/// SIGINT and SIGTERM stop the daemon. (Rust's runtime already ignores SIGPIPE, so a client
+/// that hangs up gives a write error, not the end of the daemon.)
+pub fn install_signal_handlers() -> std::io::Result<()> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    for signal in [SIGINT, SIGTERM] {
+        signal_hook::flag::register(signal, Arc::clone(&STOP))?;
     }
+    Ok(())
 }
 
 /// The longest request line the control socket reads, bytes.
