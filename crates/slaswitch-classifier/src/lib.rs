@@ -28,5 +28,5 @@ pub use flow_key::FlowKey;
 pub use mac_learning::MacTable;
 pub use megaflow::MegaflowCache;
 pub use parse::{check_frame, parse_frame, ParseError};
-pub use rule::{Action, Match, Rule};
+pub use rule::{Action, Match, Rule, RuleError};
 pub use tss::{Classifier, RuleId};

@@ -65,48 +65,102 @@ pub fn scan_priority(rules: &[Rule], key: &FlowKey) -> Option<u32> {
 /// The priority of a rule that gives none (OpenFlow's).
 pub const DEFAULT_PRIORITY: u32 = 32768;
 
-fn parse_mac(s: &str) -> Result<[u8; 6], String> {
+/// Why a rule's text was refused; each names the field and the value at fault.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RuleError {
+    /// No `actions=` part.
+    #[error("a rule needs actions= (output:PORT, drop or normal)")]
+    NoActions,
+    /// `actions=` with nothing after it.
+    #[error("actions= is empty")]
+    EmptyActions,
+    /// `drop` beside other actions.
+    #[error("drop cannot be combined with other actions")]
+    DropCombined,
+    /// A field's value that is not what the field takes.
+    #[error("{field}: '{value}' is not {expected}")]
+    Value {
+        /// The match field (or action).
+        field: String,
+        /// What was given.
+        value: String,
+        /// What the field takes.
+        expected: String,
+    },
+    /// A field given without a value.
+    #[error("{field} needs a value")]
+    NeedsValue {
+        /// The match field.
+        field: String,
+    },
+    /// A port name the switch does not have.
+    #[error("{field}: no port named '{name}'")]
+    NoPort {
+        /// `in_port` or `output`.
+        field: &'static str,
+        /// The name given.
+        name: String,
+    },
+    /// A match field no one knows.
+    #[error("unknown match field '{0}'")]
+    UnknownField(String),
+    /// An action no one knows.
+    #[error("unknown action '{0}' (output:PORT, drop, normal)")]
+    UnknownAction(String),
+    /// Fields whose protocol the rule does not name (OpenFlow's prerequisites).
+    #[error("{fields} need {needs} in the same rule (as in OpenFlow)")]
+    Prerequisite {
+        /// The fields that need it.
+        fields: &'static str,
+        /// What they need.
+        needs: &'static str,
+    },
+}
+
+fn bad(field: &str, value: &str, expected: impl Into<String>) -> RuleError {
+    RuleError::Value { field: field.into(), value: value.into(), expected: expected.into() }
+}
+
+fn parse_mac(s: &str, field: &str) -> Result<[u8; 6], RuleError> {
     let parts: Vec<&str> = s.split(':').collect();
+    let not_mac = || bad(field, s, "a MAC address (xx:xx:xx:xx:xx:xx)");
     if parts.len() != 6 {
-        return Err(format!("'{s}' is not a MAC address (xx:xx:xx:xx:xx:xx)"));
+        return Err(not_mac());
     }
     let mut mac = [0u8; 6];
     for (i, p) in parts.iter().enumerate() {
-        mac[i] = u8::from_str_radix(p, 16).map_err(|_| format!("'{s}' is not a MAC address"))?;
+        mac[i] = u8::from_str_radix(p, 16).map_err(|_| not_mac())?;
     }
     Ok(mac)
 }
 
-fn parse_number(s: &str, what: &str, max: u64) -> Result<u64, String> {
+fn parse_number(s: &str, what: &str, max: u64) -> Result<u64, RuleError> {
     let v = if let Some(hex) = s.strip_prefix("0x") { u64::from_str_radix(hex, 16) } else { s.parse::<u64>() };
     match v {
         Ok(v) if v <= max => Ok(v),
-        _ => Err(format!("{what}: '{s}' is not a number from 0 to {max}")),
+        _ => Err(bad(what, s, format!("a number from 0 to {max}"))),
     }
 }
 
-fn split_prefix<'a>(s: &'a str, field: &str, total: u32) -> Result<(&'a str, u32), String> {
+fn split_prefix<'a>(s: &'a str, field: &str, total: u32) -> Result<(&'a str, u32), RuleError> {
     match s.split_once('/') {
         None => Ok((s, total)),
-        Some((addr, bits)) => {
-            let bits: u32 = bits.parse().map_err(|_| format!("{field}: bad prefix length in '{s}'"))?;
-            if bits > total {
-                return Err(format!("{field}: prefix /{bits} is longer than {total} bits"));
-            }
-            Ok((addr, bits))
-        }
+        Some((addr, bits)) => match bits.parse::<u32>() {
+            Ok(bits) if bits <= total => Ok((addr, bits)),
+            _ => Err(bad(field, s, format!("an address with a prefix length from 0 to {total}"))),
+        },
     }
 }
 
-fn ip_field(value: &str, field: &str, v6: bool) -> Result<([u8; 16], [u8; 16]), String> {
+fn ip_field(value: &str, field: &str, v6: bool) -> Result<([u8; 16], [u8; 16]), RuleError> {
     let total = if v6 { 128 } else { 32 };
     let (addr, bits) = split_prefix(value, field, total)?;
     let mut ip = [0u8; 16];
     if v6 {
-        let a: Ipv6Addr = addr.parse().map_err(|_| format!("{field}: '{addr}' is not an IPv6 address"))?;
+        let a: Ipv6Addr = addr.parse().map_err(|_| bad(field, addr, "an IPv6 address"))?;
         ip = a.octets();
     } else {
-        let a: Ipv4Addr = addr.parse().map_err(|_| format!("{field}: '{addr}' is not an IPv4 address"))?;
+        let a: Ipv4Addr = addr.parse().map_err(|_| bad(field, addr, "an IPv4 address"))?;
         ip[..4].copy_from_slice(&a.octets());
     }
     let mask = crate::prefix_trie::prefix_mask(bits as usize);
@@ -118,20 +172,21 @@ fn ip_field(value: &str, field: &str, v6: bool) -> Result<([u8; 16], [u8; 16]), 
 
 impl Rule {
     /// Parses `ovs-ofctl`-style text. `resolve_port` turns a port name (or number) into its number.
-    pub fn parse(text: &str, resolve_port: &dyn Fn(&str) -> Option<u16>) -> Result<Rule, String> {
+    pub fn parse(text: &str, resolve_port: &dyn Fn(&str) -> Option<u16>) -> Result<Rule, RuleError> {
         let text = text.trim();
         let (match_part, actions_part) = match text.split_once("actions=") {
             Some((m, a)) => (m.trim_end_matches([',', ' ']), a),
-            None => return Err("a rule needs actions= (output:PORT, drop or normal)".into()),
+            None => return Err(RuleError::NoActions),
         };
         let mut key = FlowKey::ZERO;
         let mut mask = FlowKey::ZERO;
         let mut priority = DEFAULT_PRIORITY;
-        let port =
-            |name: &str, field: &str| resolve_port(name).ok_or_else(|| format!("{field}: no port named '{name}'"));
+        let port = |name: &str, field: &'static str| {
+            resolve_port(name).ok_or_else(|| RuleError::NoPort { field, name: name.into() })
+        };
         for item in match_part.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let (field, value) = item.split_once('=').map_or((item, ""), |(f, v)| (f.trim(), v.trim()));
-            let need = |v: &str| if v.is_empty() { Err(format!("{field} needs a value")) } else { Ok(()) };
+            let need = |v: &str| if v.is_empty() { Err(RuleError::NeedsValue { field: field.into() }) } else { Ok(()) };
             let set_type = |t: u16, proto: Option<u8>, key: &mut FlowKey, mask: &mut FlowKey| {
                 key.set_eth_type(t);
                 mask.set_eth_type(0xffff);
@@ -150,8 +205,8 @@ impl Rule {
                 "dl_src" | "dl_dst" => {
                     need(value)?;
                     let (mac, m) = match value.split_once('/') {
-                        Some((a, b)) => (parse_mac(a)?, parse_mac(b)?),
-                        None => (parse_mac(value)?, [0xff; 6]),
+                        Some((a, b)) => (parse_mac(a, field)?, parse_mac(b, field)?),
+                        None => (parse_mac(value, field)?, [0xff; 6]),
                     };
                     let masked: [u8; 6] = std::array::from_fn(|i| mac[i] & m[i]);
                     if field == "dl_src" {
@@ -203,14 +258,14 @@ impl Rule {
                     key.set_l4_dst(parse_number(value, "tp_dst", 65535)? as u16);
                     mask.set_l4_dst(0xffff);
                 }
-                other => return Err(format!("unknown match field '{other}'")),
+                other => return Err(RuleError::UnknownField(other.into())),
             }
         }
         if (mask.ip_src() != [0; 16] || mask.ip_dst() != [0; 16] || mask.ip_proto() != 0) && mask.eth_type() == 0 {
-            return Err("IP fields need ip, ipv6, tcp, udp or dl_type= in the same rule (as in OpenFlow)".into());
+            return Err(RuleError::Prerequisite { fields: "IP fields", needs: "ip, ipv6, tcp, udp or dl_type=" });
         }
         if (mask.l4_src() != 0 || mask.l4_dst() != 0) && mask.ip_proto() == 0 {
-            return Err("tp_src/tp_dst need tcp, udp or nw_proto= in the same rule".into());
+            return Err(RuleError::Prerequisite { fields: "tp_src/tp_dst", needs: "tcp, udp or nw_proto=" });
         }
         let mut actions = Vec::new();
         for a in actions_part.split(',').map(str::trim).filter(|s| !s.is_empty()) {
@@ -219,15 +274,15 @@ impl Rule {
                 "normal" | "NORMAL" => Action::Normal,
                 _ => match a.strip_prefix("output:") {
                     Some(p) => Action::Output(port(p, "output")?),
-                    None => return Err(format!("unknown action '{a}' (output:PORT, drop, normal)")),
+                    None => return Err(RuleError::UnknownAction(a.into())),
                 },
             });
         }
         if actions.is_empty() {
-            return Err("actions= is empty".into());
+            return Err(RuleError::EmptyActions);
         }
         if actions.contains(&Action::Drop) && actions.len() > 1 {
-            return Err("drop cannot be combined with other actions".into());
+            return Err(RuleError::DropCombined);
         }
         Ok(Rule { priority, matcher: Match { key, mask }, actions })
     }

@@ -60,7 +60,7 @@ fn same_match_and_priority_replaces_and_deletes() {
 
 #[test]
 fn rule_syntax_errors_name_the_problem() {
-    let err = |t: &str| Rule::parse(t, &ports).unwrap_err();
+    let err = |t: &str| Rule::parse(t, &ports).unwrap_err().to_string();
     assert!(err("in_port=1").contains("actions="));
     assert!(err("in_port=nosuch,actions=drop").contains("no port named 'nosuch'"));
     assert!(err("nw_dst=10.0.0.0/8,actions=drop").contains("need ip"));
@@ -70,6 +70,10 @@ fn rule_syntax_errors_name_the_problem() {
     assert!(err("frobnicate=1,actions=drop").contains("frobnicate"));
     assert!(err("actions=output:1,drop").contains("drop cannot"));
     assert!(err("priority=70000,actions=drop").contains("priority"));
+    assert_eq!(
+        Rule::parse("ip,nw_src=10.0.0.300,actions=drop", &ports).unwrap_err(),
+        RuleError::Value { field: "nw_src".into(), value: "10.0.0.300".into(), expected: "an IPv4 address".into() }
+    );
 }
 
 #[test]
