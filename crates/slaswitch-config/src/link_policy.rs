@@ -115,7 +115,10 @@ impl EgressSpec {
     pub fn from_options(options: &BTreeMap<String, String>) -> Result<EgressSpec, ConfigError> {
         let kind = match options.get("egress_scheduler") {
             None => SchedulerKind::Fifo,
-            Some(v) => SchedulerKind::parse(v).map_err(|e| ConfigError::value("egress_scheduler", v, e))?,
+            Some(v) => SchedulerKind::parse(v).map_err(|_| {
+                let names = SchedulerKind::ALL.map(|k| k.name()).join(", ");
+                ConfigError::value("egress_scheduler", v, format!("one of {names}"))
+            })?,
         };
         let head_drop = match options.get("link_drop").map(String::as_str) {
             None | Some("tail") => false,
