@@ -10,7 +10,10 @@ use serde::Serialize;
 use crate::etcd::e;
 use crate::keys::Keys;
 use crate::master::to_json;
-use crate::purchase::{unix_ns, Enforcement, HostInfo, Purchase, Status};
+use slaswitch_config::link_policy::guarantee_text;
+use slaswitch_qos::egress::softbw::Guarantee;
+
+use crate::purchase::{unix_ns, Enforcement, EnforcementState, HostInfo, Purchase, Status};
 use crate::store::{Record, Store};
 
 /// The host whose port announces `vm`, if any.
@@ -49,7 +52,9 @@ pub async fn buy(client: &mut Client, keys: &Keys, mut purchase: Purchase) -> Re
         let (_, held) = purchase_of(client, keys, &purchase.vm).await?;
         return Err(format!(
             "vm {}: already bought by tenant {} ({}); use set-guarantee, or release it first",
-            purchase.vm, held.tenant, held.guarantee
+            purchase.vm,
+            held.tenant,
+            guarantee_text(&held.guarantee)
         ));
     }
     Ok(purchase)
@@ -57,11 +62,7 @@ pub async fn buy(client: &mut Client, keys: &Keys, mut purchase: Purchase) -> Re
 
 /// The enforcement of a new purchase: all of it (nothing is sent yet).
 fn enforcement(p: &Purchase) -> Result<Enforcement, String> {
-    Ok(Enforcement {
-        vm: p.vm.clone(),
-        options: p.enforcement_options(&p.link_guarantee()?),
-        issued_unix_ns: unix_ns(),
-    })
+    Ok(Enforcement { vm: p.vm.clone(), options: p.enforcement_options(&p.guarantee), issued_unix_ns: unix_ns() })
 }
 
 /// Changes a VM's guarantee (a dynamic one starts counting again now) and, when given, its
@@ -70,11 +71,11 @@ pub async fn set_guarantee(
     client: &mut Client,
     keys: &Keys,
     vm: &str,
-    guarantee: &str,
+    guarantee: Guarantee,
     cycles: Option<BTreeMap<String, String>>,
 ) -> Result<(Purchase, i64), String> {
     let (revision, mut p) = purchase_of(client, keys, vm).await?;
-    p.guarantee = guarantee.to_string();
+    p.guarantee = guarantee;
     if let Some(c) = cycles {
         p.cycles = c;
     }
@@ -108,7 +109,7 @@ pub async fn measure_enforcement(
     let mut watch = client.watch(status_key.as_str(), None).await.map_err(e)?;
     let mut out = Vec::with_capacity(rounds);
     for i in 0..rounds {
-        let rate = if i % 2 == 0 { "strict:101M" } else { "strict:100M" };
+        let rate = Guarantee::Strict { rate_bps: if i % 2 == 0 { 101_000_000 } else { 100_000_000 } };
         let t0 = std::time::Instant::now();
         let (_, revision) = set_guarantee(client, keys, vm, rate, None).await?;
         loop {
@@ -124,7 +125,7 @@ pub async fn measure_enforcement(
                 .filter_map(|kv| serde_json::from_slice::<Status>(kv.value()).ok())
                 .find(|s| s.revision >= revision);
             if let Some(s) = answered {
-                if s.state != "applied" {
+                if s.state != EnforcementState::Applied {
                     return Err(format!("vm {vm}: {} ({})", s.state, s.reason.unwrap_or_default()));
                 }
                 let applied_ms = s.answered_unix_ns.saturating_sub(s.issued_unix_ns) as f64 / 1e6;
@@ -133,7 +134,7 @@ pub async fn measure_enforcement(
             }
         }
     }
-    let _ = set_guarantee(client, keys, vm, &p.guarantee, None).await;
+    let _ = set_guarantee(client, keys, vm, p.guarantee, None).await;
     Ok(out)
 }
 
@@ -185,8 +186,8 @@ pub async fn hosts(client: &mut Client, keys: &Keys) -> Result<Vec<HostView>, St
             "ports" => h.ports.push(name.to_string()),
             "guarantees" => h.guarantees += 1,
             "status" => match serde_json::from_slice::<Status>(kv.value()).map(|s| s.state) {
-                Ok(s) if s == "applied" => h.applied += 1,
-                Ok(s) if s == "refused" => h.refused += 1,
+                Ok(EnforcementState::Applied) => h.applied += 1,
+                Ok(EnforcementState::Refused) => h.refused += 1,
                 _ => {}
             },
             _ => {}

@@ -16,7 +16,7 @@ use etcd_client::{Client, EventType, GetOptions, PutOptions, WatchOptions};
 
 use crate::etcd::{connect, e};
 use crate::keys::Keys;
-use crate::purchase::{release_options, unix_ns, Enforcement, HostInfo, Status};
+use crate::purchase::{release_options, unix_ns, Enforcement, EnforcementState, HostInfo, Status};
 use crate::usage::{Deltas, UsageReport, VmCounters};
 
 /// What the agent needs of a switch. The data plane implements it over the daemon; the scale
@@ -220,18 +220,25 @@ impl<S: LocalSwitch> Agent<S> {
             Err(err) => {
                 self.wanted.remove(vm);
                 let reason = format!("the enforcement at {key} is not readable: {err}");
-                self.answer(vm, "refused", Some(reason), revision, 0);
+                self.answer(vm, EnforcementState::Refused, Some(reason), revision, 0);
             }
         }
     }
 
-    fn answer(&mut self, vm: &str, state: &str, reason: Option<String>, revision: i64, issued_unix_ns: u64) {
+    fn answer(
+        &mut self,
+        vm: &str,
+        state: EnforcementState,
+        reason: Option<String>,
+        revision: i64,
+        issued_unix_ns: u64,
+    ) {
         let same =
             self.statuses.get(vm).is_some_and(|s| s.state == state && s.revision == revision && s.reason == reason);
         if same {
             return;
         }
-        let status = Status { state: state.into(), reason, revision, issued_unix_ns, answered_unix_ns: unix_ns() };
+        let status = Status { state, reason, revision, issued_unix_ns, answered_unix_ns: unix_ns() };
         self.statuses.insert(vm.to_string(), status.clone());
         self.dirty.insert(vm.to_string(), Some(status));
     }
@@ -252,18 +259,24 @@ impl<S: LocalSwitch> Agent<S> {
         }
         for (vm, revision, options, issued) in todo {
             if !self.ports.contains(&vm) {
-                self.answer(&vm, "waiting", Some("no port of this name on the host yet".into()), revision, issued);
+                self.answer(
+                    &vm,
+                    EnforcementState::Waiting,
+                    Some("no port of this name on the host yet".into()),
+                    revision,
+                    issued,
+                );
                 continue;
             }
             match self.switch.apply(&vm, &options) {
                 Ok(()) => {
                     self.applied.insert(vm.clone(), Applied { revision, options });
-                    self.answer(&vm, "applied", None, revision, issued);
+                    self.answer(&vm, EnforcementState::Applied, None, revision, issued);
                 }
                 Err(reason) => {
                     let before = self.applied.get(&vm).map(|a| a.options.clone()).unwrap_or_default();
                     self.applied.insert(vm.clone(), Applied { revision, options: before });
-                    self.answer(&vm, "refused", Some(reason), revision, issued);
+                    self.answer(&vm, EnforcementState::Refused, Some(reason), revision, issued);
                 }
             }
         }

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use slaswitch_config::link_policy::guarantee_text;
 use slaswitch_qos::egress::softbw::Guarantee;
 use slaswitch_qos::pricing::{charge, PriceParams};
 
@@ -32,7 +33,7 @@ pub fn price_report(params: &PriceParams, report: &UsageReport, purchases: &BTre
                 tenant: purchase.map_or(NO_TENANT.to_string(), |p| p.tenant.clone()),
                 secs: report.secs,
                 bytes: u.bytes,
-                guarantee: purchase.map_or("fairness".to_string(), |p| p.guarantee.clone()),
+                guarantee: guarantee_text(&purchase.map_or(Guarantee::Fairness, |p| p.guarantee)),
                 guarantee_bps: c.guarantee_bps,
                 in_force_bps: u.guarantee_bps,
                 rate_bps: c.rate_bps,
@@ -47,14 +48,11 @@ pub fn price_report(params: &PriceParams, report: &UsageReport, purchases: &BTre
 /// The guarantee a cycle ending at `end_unix_ms` is billed under: the purchase's, except that a
 /// dynamic guarantee past its time T leaves only fairness (seed 003 Sec. 4).
 fn billed_guarantee(p: &Purchase, end_unix_ms: u64) -> Guarantee {
-    match p.link_guarantee() {
-        Ok(Guarantee::Dynamic { duration_ns, .. })
-            if end_unix_ms > p.bought_unix_ms + duration_ns.div_ceil(1_000_000) =>
-        {
+    match p.guarantee {
+        Guarantee::Dynamic { duration_ns, .. } if end_unix_ms > p.bought_unix_ms + duration_ns.div_ceil(1_000_000) => {
             Guarantee::Fairness
         }
-        Ok(g) => g,
-        Err(_) => Guarantee::Fairness,
+        g => g,
     }
 }
 
@@ -113,7 +111,7 @@ mod tests {
             vm: "a".into(),
             tenant: "acme".into(),
             host: Some("h".into()),
-            guarantee: "strict:100M".into(),
+            guarantee: Guarantee::Strict { rate_bps: 100_000_000 },
             cycles: BTreeMap::new(),
             bought_unix_ms: 0,
         };

@@ -240,7 +240,7 @@ impl Master {
 
     /// The guarantee a purchase has now: a dynamic one's remaining size and time.
     async fn in_force(&self, p: &Purchase) -> Result<Guarantee, String> {
-        let g = p.link_guarantee()?;
+        let g = p.guarantee;
         let Guarantee::Dynamic { total_bytes, duration_ns } = g else { return Ok(g) };
         let (vm, from) = (p.vm.clone(), p.bought_unix_ms);
         let sent = self.store.run(move |s| s.sent_since(&vm, from)).await?;
@@ -272,7 +272,7 @@ impl Master {
                 .collect();
             records.extend(price_report(&self.settings.prices, report, &purchases));
             for p in purchases.into_values().filter(|p| p.host.as_deref() == Some(report.host.as_str())) {
-                if matches!(p.link_guarantee(), Ok(Guarantee::Dynamic { .. })) {
+                if matches!(p.guarantee, Guarantee::Dynamic { .. }) {
                     dynamic.insert(p.vm.clone(), p);
                 }
             }

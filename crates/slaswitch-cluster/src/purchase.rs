@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use slaswitch_config::link_policy::{guarantee_text, parse_guarantee};
 use slaswitch_config::names::valid_name;
 use slaswitch_config::port_settings::PortSettings;
@@ -34,9 +34,10 @@ pub struct Purchase {
     pub tenant: String,
     /// The host it runs on; `None` until its port is announced by some host.
     pub host: Option<String>,
-    /// The link guarantee, as `link_guarantee` reads it (`strict:RATE`, `dynamic:SIZE,SECONDS`,
-    /// `fairness`).
-    pub guarantee: String,
+    /// The link guarantee; in etcd as `link_guarantee` reads it (`strict:RATE`,
+    /// `dynamic:SIZE,SECONDS`, `fairness`).
+    #[serde(with = "guarantee_as_text")]
+    pub guarantee: Guarantee,
     /// The cycle purchase and profile: port options from [`CYCLE_OPTIONS`].
     #[serde(default)]
     pub cycles: BTreeMap<String, String>,
@@ -52,17 +53,11 @@ impl Purchase {
         if let Some(h) = &self.host {
             valid_name("host", h, MAX_NAME)?;
         }
-        self.link_guarantee()?;
         if let Some(k) = self.cycles.keys().find(|k| !CYCLE_OPTIONS.iter().any(|(o, _)| o == k)) {
             let allowed: Vec<&str> = CYCLE_OPTIONS.iter().map(|(o, _)| *o).collect();
             return Err(format!("cycles: {k} is not a purchase option (allowed: {})", allowed.join(", ")));
         }
-        PortSettings::parse(&self.enforcement_options(&self.link_guarantee()?)).map(|_| ()).map_err(String::from)
-    }
-
-    /// The guarantee, parsed.
-    pub fn link_guarantee(&self) -> Result<Guarantee, String> {
-        parse_guarantee(&self.guarantee).map_err(String::from)
+        PortSettings::parse(&self.enforcement_options(&self.guarantee)).map(|_| ()).map_err(String::from)
     }
 
     /// The port options that enforce it with link guarantee `in_force` (for a dynamic one,
@@ -71,6 +66,21 @@ impl Purchase {
         let mut options = self.cycles.clone();
         options.insert("link_guarantee".into(), guarantee_text(in_force));
         options
+    }
+}
+
+/// A guarantee travels as the text the switch's `link_guarantee` option takes, so etcd, the
+/// CLI and the switch read the same words.
+mod guarantee_as_text {
+    use super::*;
+
+    pub fn serialize<S: Serializer>(g: &Guarantee, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&guarantee_text(g))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Guarantee, D::Error> {
+        let text = String::deserialize(d)?;
+        parse_guarantee(&text).map_err(serde::de::Error::custom)
     }
 }
 
@@ -103,8 +113,8 @@ pub fn release_options(applied: &BTreeMap<String, String>) -> BTreeMap<String, S
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Status {
-    /// `applied`, `refused` or `waiting` (for its port).
-    pub state: String,
+    /// What became of it.
+    pub state: EnforcementState,
     /// Why it was refused, in the switch's words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -114,6 +124,28 @@ pub struct Status {
     pub issued_unix_ns: u64,
     /// When it was applied (or refused).
     pub answered_unix_ns: u64,
+}
+
+/// What became of an enforcement on its host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EnforcementState {
+    /// The switch took the options.
+    Applied,
+    /// The switch refused them (the reason says why); nothing changed.
+    Refused,
+    /// No port of the VM's name on the host yet.
+    Waiting,
+}
+
+impl std::fmt::Display for EnforcementState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(match self {
+            EnforcementState::Applied => "applied",
+            EnforcementState::Refused => "refused",
+            EnforcementState::Waiting => "waiting",
+        })
+    }
 }
 
 /// A live host (etcd `hosts/HOST/alive`).
@@ -142,7 +174,7 @@ mod tests {
             vm: "vm1".into(),
             tenant: "acme".into(),
             host: None,
-            guarantee: guarantee.into(),
+            guarantee: parse_guarantee(guarantee).unwrap(),
             cycles: cycles.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
             bought_unix_ms: 0,
         }
@@ -152,15 +184,21 @@ mod tests {
     fn a_purchase_becomes_the_port_options_of_set_port() {
         let p = purchase("strict:300M", &[("bandwidth_bps", "300M")]);
         p.validate().unwrap();
-        let o = p.enforcement_options(&p.link_guarantee().unwrap());
+        let o = p.enforcement_options(&p.guarantee);
         assert_eq!(o["link_guarantee"], "strict:300000000");
         assert_eq!(o["bandwidth_bps"], "300M");
     }
 
     #[test]
     fn bad_purchases_name_the_field_and_value() {
+        // A guarantee is refused as it is read, from the CLI or from etcd.
+        let text = r#"{"vm":"vm1","tenant":"acme","host":null,"guarantee":"strict:fast","bought_unix_ms":0}"#;
+        let e = serde_json::from_str::<Purchase>(text).unwrap_err().to_string();
+        assert!(e.contains("link_guarantee=strict:fast: not a rate"), "{e}");
+        let back: Purchase =
+            serde_json::from_str(&serde_json::to_string(&purchase("dynamic:1M,30", &[])).unwrap()).unwrap();
+        assert_eq!(back.guarantee, Guarantee::Dynamic { total_bytes: 1_000_000, duration_ns: 30_000_000_000 });
         for (p, says) in [
-            (purchase("strict:fast", &[]), "link_guarantee=strict:fast"),
             (purchase("fairness", &[("pmd", "1")]), "cycles: pmd is not a purchase option"),
             (purchase("fairness", &[("priority", "9")]), "priority"),
             (Purchase { vm: "-x".into(), ..purchase("fairness", &[]) }, "vm '-x'"),

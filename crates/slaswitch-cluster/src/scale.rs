@@ -16,7 +16,9 @@ use crate::agent::{Agent, AgentSettings, LocalSwitch};
 use crate::etcd::{connect, e};
 use crate::keys::Keys;
 use crate::master::{Master, MasterSettings};
-use crate::purchase::{unix_ns, Purchase, Status};
+use slaswitch_qos::egress::softbw::Guarantee;
+
+use crate::purchase::{unix_ns, EnforcementState, Purchase, Status};
 use crate::usage::VmCounters;
 
 /// A switch that is only counters: each VM sends `rate_bps` from its creation.
@@ -173,7 +175,7 @@ pub async fn run(s: ScaleSettings, progress: impl Fn(&str)) -> Result<ScaleResul
                 vm: format!("s{agent:05}v{vm}"),
                 tenant: format!("t{}", agent % 50),
                 host: Some(format!("sim{agent:05}")),
-                guarantee: "strict:100M".into(),
+                guarantee: Guarantee::Strict { rate_bps: 100_000_000 },
                 cycles: BTreeMap::new(),
                 bought_unix_ms: unix_ns() / 1_000_000,
             };
@@ -202,7 +204,7 @@ pub async fn run(s: ScaleSettings, progress: impl Fn(&str)) -> Result<ScaleResul
     for p in &bought {
         let got = client.get(keys.status(p.host.as_deref().expect("host"), &p.vm), None).await.map_err(e)?;
         if let Some(st) = got.kvs().first().and_then(|kv| serde_json::from_slice::<Status>(kv.value()).ok()) {
-            if st.state == "applied" {
+            if st.state == EnforcementState::Applied {
                 latencies.push(st.answered_unix_ns.saturating_sub(st.issued_unix_ns) as f64 / 1e6);
             }
         }

@@ -52,6 +52,8 @@ pub struct PortPlan {
 pub struct Candidate<'a> {
     /// Its configuration.
     pub spec: &'a PortSpec,
+    /// Its options as typed settings, parsed once when they were set ([`PortSpec::validate`]).
+    pub settings: &'a PortSettings,
     /// The core of the PMD that would poll it.
     pub pmd_core: usize,
 }
@@ -64,18 +66,18 @@ pub fn plan(
     core_cycles_per_sec: u64,
     changed: &str,
 ) -> Result<BTreeMap<String, PortPlan>, ConfigError> {
-    let settings: Vec<PortSettings> =
-        candidates.iter().map(|c| PortSettings::parse(&c.spec.options)).collect::<Result<_, _>>()?;
     let mut slas = BTreeMap::new();
     let mut vms_per_pmd: BTreeMap<usize, u32> = BTreeMap::new();
-    for (c, settings) in candidates.iter().zip(&settings) {
+    for c in candidates {
+        let settings = c.settings;
         if let Some(sla) = settings.sla {
             *vms_per_pmd.entry(c.pmd_core).or_default() += 1;
             slas.insert(c.spec.name.clone(), sla);
         }
     }
     let mut plans = BTreeMap::new();
-    for (c, settings) in candidates.iter().zip(&settings) {
+    for c in candidates {
+        let settings = c.settings;
         let mut cpu_qos = settings.cpu_qos;
         let sla = slas.get(&c.spec.name).copied();
         let mut allocation = None;
@@ -242,28 +244,28 @@ mod tests {
         example_model()
     }
 
-    fn spec(name: &str, opts: &[(&str, &str)]) -> PortSpec {
-        PortSpec {
+    /// A null port with `opts`, and its settings parsed as the data plane parses them.
+    fn port(name: &str, opts: &[(&str, &str)]) -> (PortSpec, PortSettings) {
+        let spec = PortSpec {
             name: name.into(),
             port_type: PortType::Null,
             number: 1,
             options: opts.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
-        }
+        };
+        let settings = spec.validate().unwrap();
+        (spec, settings)
+    }
+
+    fn on_core_0((spec, settings): &(PortSpec, PortSettings)) -> Candidate<'_> {
+        Candidate { spec, settings, pmd_core: 0 }
     }
 
     #[test]
     fn the_vm_count_coefficient_moves_every_allocation_on_the_pmd() {
-        let a = spec("vm1", &[("bandwidth_bps", "100M"), ("profile_packet_bytes", "64")]);
-        let b = spec("vm2", &[("bandwidth_bps", "100M"), ("profile_packet_bytes", "64")]);
-        let alone = plan(&[Candidate { spec: &a, pmd_core: 0 }], Some(&model()), 1, 1_000_000_000, "vm1").unwrap();
-        let both = plan(
-            &[Candidate { spec: &a, pmd_core: 0 }, Candidate { spec: &b, pmd_core: 0 }],
-            Some(&model()),
-            1,
-            1_000_000_000,
-            "vm2",
-        )
-        .unwrap();
+        let a = port("vm1", &[("bandwidth_bps", "100M"), ("profile_packet_bytes", "64")]);
+        let b = port("vm2", &[("bandwidth_bps", "100M"), ("profile_packet_bytes", "64")]);
+        let alone = plan(&[on_core_0(&a)], Some(&model()), 1, 1_000_000_000, "vm1").unwrap();
+        let both = plan(&[on_core_0(&a), on_core_0(&b)], Some(&model()), 1, 1_000_000_000, "vm2").unwrap();
         let c1 = alone["vm1"].cpu_qos.limit.alloc_cycles_per_sec();
         let c2 = both["vm1"].cpu_qos.limit.alloc_cycles_per_sec();
         // 100 Mbit/s of 64-byte frames = 195312.5 pps x 200 cycles.
@@ -273,32 +275,15 @@ mod tests {
 
     #[test]
     fn admission_refuses_too_many_cycles_and_too_much_bandwidth() {
-        let big = spec("vm1", &[("bandwidth_bps", "2G"), ("profile_packet_bytes", "64")]);
-        let e = plan(&[Candidate { spec: &big, pmd_core: 0 }], Some(&model()), 1, 100_000_000, "vm1")
-            .unwrap_err()
-            .to_string();
+        let big = port("vm1", &[("bandwidth_bps", "2G"), ("profile_packet_bytes", "64")]);
+        let e = plan(&[on_core_0(&big)], Some(&model()), 1, 100_000_000, "vm1").unwrap_err().to_string();
         assert!(e.contains("core 0") && e.contains("more than the core's 100000000"), "{e}");
-        let up = spec("up", &[("uplink", "true"), ("link_rate_bps", "1G")]);
-        let v = spec("vm1", &[("bandwidth_bps", "1.5G"), ("cycles_per_sec", "1000")]);
-        let e = plan(
-            &[Candidate { spec: &up, pmd_core: 0 }, Candidate { spec: &v, pmd_core: 0 }],
-            None,
-            1,
-            1_000_000_000,
-            "vm1",
-        )
-        .unwrap_err()
-        .to_string();
+        let up = port("up", &[("uplink", "true"), ("link_rate_bps", "1G")]);
+        let v = port("vm1", &[("bandwidth_bps", "1.5G"), ("cycles_per_sec", "1000")]);
+        let e = plan(&[on_core_0(&up), on_core_0(&v)], None, 1, 1_000_000_000, "vm1").unwrap_err().to_string();
         assert!(e.contains("1500000000") && e.contains("link_rate_bps 1000000000"), "{e}");
-        let e = plan(
-            &[Candidate { spec: &spec("vm1", &[("bandwidth_bps", "1G")]), pmd_core: 0 }],
-            None,
-            1,
-            1_000_000_000,
-            "vm1",
-        )
-        .unwrap_err()
-        .to_string();
+        let lone = port("vm1", &[("bandwidth_bps", "1G")]);
+        let e = plan(&[on_core_0(&lone)], None, 1, 1_000_000_000, "vm1").unwrap_err().to_string();
         assert!(e.contains("slaswitch calibrate"), "{e}");
     }
 }

@@ -25,6 +25,9 @@ pub enum ConfigError {
         /// Its longest allowed length.
         max_len: usize,
     },
+    /// An option word without `=`.
+    #[error("'{0}' is not key=value")]
+    NotKeyValue(String),
     /// A port type no one knows.
     #[error("unknown port type '{0}' (vhost-user, vhost-user-client, tap, af-packet, null, dpdk)")]
     PortType(String),

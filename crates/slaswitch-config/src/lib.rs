@@ -6,6 +6,7 @@
 
 pub mod allocation;
 pub mod bandwidth;
+pub mod cli;
 pub mod cpu_qos;
 pub mod error;
 pub mod link_policy;

@@ -27,7 +27,7 @@ const DEFAULT_BURST_KPKTS: u64 = 16;
 const ETHERNET_HEADER_BYTES: u32 = 14;
 
 /// A port's ingress policing, in OVS's units.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PolicingSpec {
     /// Byte rate, kbit/s (0: none).
     pub rate_kbps: u64,

@@ -4,13 +4,13 @@
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use slaswitch_classifier::parse::PARSE_ERROR_KINDS;
 
 use crate::histogram::Histogram;
 
 /// Rx-side figures of one port, as the owning PMD accumulates them.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RxTotals {
     /// Packets received and kept (policing's drops are not in it).
     pub rx_packets: u64,
@@ -98,19 +98,51 @@ impl Default for ResidenceCounts {
 }
 
 /// Where a port stands in its PMD's C2QoS scheduler, as last published.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct CpuQosState {
     /// Cycle tokens (negative: the port overdrew and waits); `None`: no bucket (unlimited).
     pub tokens_cycles: Option<f64>,
     /// Current class (1-8; dynamic priority may have lowered it), 0 when not scheduled.
     pub class: u8,
-    /// "ready", "resting", "waiting", "in-service", or "" when the port is outside HBS.
-    pub place: &'static str,
+    /// Where it is in HBS's lists.
+    pub place: Place,
     /// Cycles of debt forgiven it as a latency-class port within its purchase.
     pub forgiven_cycles: u64,
 }
 
-const PLACES: [&str; 5] = ["", "ready", "waiting", "in-service", "resting"];
+/// Where a port is in HBS (seed 000 Sec. IV-B): its lists, or outside HBS (round robin, or not
+/// scheduled yet).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Place {
+    /// Not in HBS's lists.
+    #[default]
+    #[serde(rename = "")]
+    Outside,
+    /// Ready to run, with tokens.
+    Ready,
+    /// Out of tokens, waiting for them.
+    Waiting,
+    /// Being served now.
+    InService,
+    /// Idle: nothing to receive.
+    Resting,
+}
+
+impl Place {
+    const ALL: [Place; 5] = [Place::Outside, Place::Ready, Place::Waiting, Place::InService, Place::Resting];
+
+    /// Its name in `qos-show` ("" outside HBS).
+    pub fn name(self) -> &'static str {
+        match self {
+            Place::Outside => "",
+            Place::Ready => "ready",
+            Place::Waiting => "waiting",
+            Place::InService => "in-service",
+            Place::Resting => "resting",
+        }
+    }
+}
 
 impl PortCounters {
     /// Publishes the owner's running totals.
@@ -167,7 +199,7 @@ impl PortCounters {
     /// Publishes where the port stands in C2QoS's scheduler.
     pub fn publish_cpu_qos(&self, state: &CpuQosState) {
         self.cpu_tokens_bits.store(state.tokens_cycles.unwrap_or(f64::NAN).to_bits(), Relaxed);
-        let place = PLACES.iter().position(|p| *p == state.place).unwrap_or(0) as u64;
+        let place = Place::ALL.iter().position(|p| *p == state.place).unwrap_or(0) as u64;
         self.cpu_class_place.store(u64::from(state.class) << 8 | place, Relaxed);
         self.cpu_forgiven_cycles.store(state.forgiven_cycles, Relaxed);
     }
@@ -196,7 +228,7 @@ impl PortCounters {
         CpuQosState {
             tokens_cycles: (!tokens.is_nan()).then_some(tokens),
             class: (cp >> 8) as u8,
-            place: PLACES[(cp & 0xff) as usize % PLACES.len()],
+            place: Place::ALL[(cp & 0xff) as usize % Place::ALL.len()],
             forgiven_cycles: self.cpu_forgiven_cycles.load(Relaxed),
         }
     }
@@ -240,7 +272,7 @@ impl PortCounters {
 
 /// Whole-PMD figures: busy is the sum of every batch's three stages, idle everything else
 /// (empty polls, reconfiguration), so busy + idle is the thread's whole time on the TSC.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PmdTotals {
     /// Cycles of every batch's three stages and the scheduler's decisions.
     pub busy_cycles: u64,

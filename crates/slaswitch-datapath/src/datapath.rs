@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use slaswitch_classifier::{Classifier, Rule};
 use slaswitch_dpdk::{hugepage_status, probe_device, remove_device, remove_vdev, Eal, EthPort, EthStats, Mempool};
 
@@ -30,11 +30,12 @@ use slaswitch_config::allocation::{self, Candidate, PortPlan};
 use slaswitch_config::link_policy::DEFAULT_TENANT;
 use slaswitch_config::policing::PolicingSpec;
 use slaswitch_config::port::{DeviceRecipe, PortSpec, PortType};
+use slaswitch_config::port_settings::PortSettings;
 use slaswitch_config::ranges::MAX_PORTS;
 
 mod links;
 pub use crate::paced_tx::LinkOut;
-pub use links::{LinkStats, LinkVmStats, Tenant, TENANT_WEIGHTS};
+pub use links::{DropPolicy, LinkStats, LinkVmStats, Tenant, TENANT_WEIGHTS};
 
 /// How the data plane is started.
 #[derive(Clone, Debug)]
@@ -93,6 +94,8 @@ impl DatapathSettings {
 
 struct PortEntry {
     spec: PortSpec,
+    /// Its options parsed, once, when they were set.
+    settings: PortSettings,
     eth: EthPort,
     recipe: DeviceRecipe,
     counters: Arc<PortCounters>,
@@ -105,6 +108,13 @@ struct PortEntry {
     paced: Option<Arc<PacedLink>>,
 }
 
+/// A port's spec with new options, their settings parsed, and the PMD it would be on.
+struct UpdatedPort {
+    spec: PortSpec,
+    settings: PortSettings,
+    pmd: usize,
+}
+
 struct PmdHandle {
     core: usize,
     sender: Sender<PmdMessage>,
@@ -114,7 +124,7 @@ struct PmdHandle {
 }
 
 /// What `port-stats` shows of one port.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PortStats {
     /// The port's name.
     pub name: String,
@@ -145,8 +155,8 @@ pub struct PortStats {
     pub cpu_qos: crate::counters::CpuQosState,
     /// The cycles the port is allocated (0: unlimited), from `cycles_per_sec` or the model.
     pub cycles_per_sec: u64,
-    /// `strict`, `min-max` or `unlimited`.
-    pub cpu_mode: &'static str,
+    /// How its cycles are limited.
+    pub cpu_mode: CpuMode,
     /// Its C2QoS class.
     pub priority: u8,
     /// The MIN-MAX share weight.
@@ -184,8 +194,31 @@ pub struct PortStats {
     pub residence: crate::histogram::Histogram,
 }
 
+/// How a port's cycles are limited (seed 000 Sec. IV-A): C2TB strict, MIN-MAX, or not at all.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CpuMode {
+    /// No limit.
+    #[default]
+    Unlimited,
+    /// Never more than its allocation.
+    Strict,
+    /// At least its allocation, more while the core has cycles to spare.
+    MinMax,
+}
+
+impl std::fmt::Display for CpuMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(match self {
+            CpuMode::Unlimited => "unlimited",
+            CpuMode::Strict => "strict",
+            CpuMode::MinMax => "min-max",
+        })
+    }
+}
+
 /// One PMD thread's figures.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PmdStats {
     /// Its core.
     pub core: usize,
@@ -201,7 +234,7 @@ pub struct PmdStats {
 }
 
 /// A flow and what it matched.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct FlowStats {
     /// The flow as `add-flow` text.
     pub flow: String,
@@ -231,7 +264,7 @@ pub struct Datapath {
 }
 
 /// The NIC-bottleneck fallback as `qos-show` reports it.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct FallbackStatus {
     /// The uplink's name, if there is one.
     pub uplink: Option<String>,
@@ -452,7 +485,7 @@ impl Datapath {
             spec.number = (1..MAX_PORTS as u16).find(|n| !used.contains(n)).ok_or("no port number left")?;
         }
         let pmd = self.pick_pmd(settings.pmd_core)?;
-        let plans = self.plan_with(&[(&spec, pmd)], None, self.model.as_ref())?;
+        let plans = self.plan_with(&[(&spec, &settings, pmd)], None, self.model.as_ref())?;
         if let Some(path) = spec.socket_path(&self.settings.run_dir) {
             if spec.port_type == PortType::VhostUser && std::path::Path::new(&path).exists() {
                 // A stale socket from a previous run would make the vhost driver fail.
@@ -472,6 +505,7 @@ impl Datapath {
         }
         let entry = PortEntry {
             spec: spec.clone(),
+            settings,
             eth,
             recipe,
             counters: Arc::new(PortCounters::default()),
@@ -497,21 +531,27 @@ impl Datapath {
     /// nothing.
     fn plan_with(
         &self,
-        changed: &[(&PortSpec, usize)],
+        changed: &[(&PortSpec, &PortSettings, usize)],
         removed: Option<&str>,
         model: Option<&BandwidthModel>,
     ) -> Result<BTreeMap<String, PortPlan>, String> {
         let mut candidates: Vec<Candidate> = self
             .ports
             .values()
-            .filter(|p| Some(p.spec.name.as_str()) != removed && !changed.iter().any(|(s, _)| s.name == p.spec.name))
-            .map(|p| Candidate { spec: &p.spec, pmd_core: self.pmds[p.pmd].core })
+            .filter(|p| Some(p.spec.name.as_str()) != removed && !changed.iter().any(|(s, ..)| s.name == p.spec.name))
+            .map(|p| Candidate { spec: &p.spec, settings: &p.settings, pmd_core: self.pmds[p.pmd].core })
             .collect();
-        candidates.extend(changed.iter().map(|&(spec, pmd)| Candidate { spec, pmd_core: self.pmds[pmd].core }));
+        candidates.extend(changed.iter().map(|&(spec, settings, pmd)| Candidate {
+            spec,
+            settings,
+            pmd_core: self.pmds[pmd].core,
+        }));
         let who = match changed {
             [] => removed.map_or("the bandwidth model".to_string(), |r| format!("removing {r}")),
-            [(s, _)] => format!("port {}", s.name),
-            several => format!("ports {}", several.iter().map(|(s, _)| s.name.as_str()).collect::<Vec<_>>().join(", ")),
+            [(s, ..)] => format!("port {}", s.name),
+            several => {
+                format!("ports {}", several.iter().map(|(s, ..)| s.name.as_str()).collect::<Vec<_>>().join(", "))
+            }
         };
         let plans = allocation::plan(&candidates, model, self.pmds.len(), self.eal.tsc_hz(), &who)?;
         for c in &candidates {
@@ -645,10 +685,11 @@ impl Datapath {
     /// Changes a port's options. `pmd` moves its rx queue live; any other change recreates the
     /// port's device under the same number (only that port pauses).
     pub fn set_port(&mut self, name: &str, options: &BTreeMap<String, String>) -> Result<PortSpec, String> {
-        let (spec, pmd) = self.updated_spec(name, options)?;
+        let updated = self.updated_spec(name, options)?;
         if options.keys().all(|k| slaswitch_config::port::is_live_option(k)) {
-            return Ok(self.apply_live(vec![(spec, pmd)])?.remove(0));
+            return Ok(self.apply_live(vec![updated])?.remove(0));
         }
+        let spec = updated.spec;
         let old = self.ports.get(name).expect("checked").spec.clone();
         self.del_port(name)?;
         match self.add_port(spec.clone()) {
@@ -694,7 +735,7 @@ impl Datapath {
     }
 
     /// A port's spec with `options` set, validated, and the PMD it would be on.
-    fn updated_spec(&self, name: &str, options: &BTreeMap<String, String>) -> Result<(PortSpec, usize), String> {
+    fn updated_spec(&self, name: &str, options: &BTreeMap<String, String>) -> Result<UpdatedPort, String> {
         let entry = self.ports.get(name).ok_or_else(|| format!("no port named '{name}'"))?;
         if options.is_empty() {
             return Err(format!("set-port {name} needs at least one key=value"));
@@ -712,30 +753,33 @@ impl Datapath {
         }
         // A port stays on its PMD unless `pmd` names another.
         let pmd = if settings.pmd_core.is_some() { self.pick_pmd(settings.pmd_core)? } else { entry.pmd };
-        Ok((spec, pmd))
+        Ok(UpdatedPort { spec, settings, pmd })
     }
 
     /// Gives ports new specs whose changes are all live: one plan, one switch of the PMDs.
-    fn apply_live(&mut self, updated: Vec<(PortSpec, usize)>) -> Result<Vec<PortSpec>, String> {
-        let changed: Vec<(&PortSpec, usize)> = updated.iter().map(|(s, p)| (s, *p)).collect();
+    fn apply_live(&mut self, updated: Vec<UpdatedPort>) -> Result<Vec<PortSpec>, String> {
+        let changed: Vec<_> = updated.iter().map(|u| (&u.spec, &u.settings, u.pmd)).collect();
         let plans = self.plan_with(&changed, None, self.model.as_ref())?;
         let mut old = Vec::with_capacity(updated.len());
-        for (spec, pmd) in &updated {
-            let entry = self.ports.get_mut(&spec.name).expect("checked by updated_spec");
-            old.push((std::mem::replace(&mut entry.pmd, *pmd), std::mem::replace(&mut entry.spec, spec.clone())));
+        for u in &updated {
+            let entry = self.ports.get_mut(&u.spec.name).expect("checked by updated_spec");
+            old.push((
+                std::mem::replace(&mut entry.pmd, u.pmd),
+                std::mem::replace(&mut entry.spec, u.spec.clone()),
+                std::mem::replace(&mut entry.settings, u.settings.clone()),
+            ));
         }
         let before = self.apply_plans(plans);
         if let Err(e) = self.push_configs() {
-            for ((spec, _), (pmd, old_spec)) in updated.iter().zip(old) {
-                let entry = self.ports.get_mut(&spec.name).expect("checked by updated_spec");
-                entry.pmd = pmd;
-                entry.spec = old_spec;
+            for (u, (pmd, spec, settings)) in updated.iter().zip(old) {
+                let entry = self.ports.get_mut(&u.spec.name).expect("checked by updated_spec");
+                (entry.pmd, entry.spec, entry.settings) = (pmd, spec, settings);
             }
             self.restore_plans(before);
             let _ = self.push_configs();
             return Err(e);
         }
-        Ok(updated.into_iter().map(|(s, _)| s).collect())
+        Ok(updated.into_iter().map(|u| u.spec).collect())
     }
 
     fn resolve_port(&self) -> impl Fn(&str) -> Option<u16> + '_ {
@@ -854,9 +898,9 @@ impl Datapath {
                     cpu_qos: p.counters.cpu_qos(),
                     cycles_per_sec: p.plan.cpu_qos.limit.alloc_cycles_per_sec(),
                     cpu_mode: match p.plan.cpu_qos.limit {
-                        slaswitch_qos::cpu::CycleLimit::Unlimited => "unlimited",
-                        slaswitch_qos::cpu::CycleLimit::Strict { .. } => "strict",
-                        slaswitch_qos::cpu::CycleLimit::MinMax { .. } => "min-max",
+                        slaswitch_qos::cpu::CycleLimit::Unlimited => CpuMode::Unlimited,
+                        slaswitch_qos::cpu::CycleLimit::Strict { .. } => CpuMode::Strict,
+                        slaswitch_qos::cpu::CycleLimit::MinMax { .. } => CpuMode::MinMax,
                     },
                     priority: p.plan.cpu_qos.priority,
                     weight: p.plan.cpu_qos.weight(),

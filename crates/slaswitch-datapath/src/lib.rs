@@ -16,4 +16,4 @@ mod residence;
 mod spin;
 mod stages;
 
-pub use datapath::{Datapath, DatapathSettings, FlowStats, PmdStats, PortStats};
+pub use datapath::{CpuMode, Datapath, DatapathSettings, FlowStats, PmdStats, PortStats};

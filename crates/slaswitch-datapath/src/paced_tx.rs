@@ -78,7 +78,7 @@ impl VmLinkCounters {
 
 /// A source VM's frames through paced ports, read from [`VmLinkCounters`]: what `pmd-stats`
 /// and `link-show` show of the link schedulers.
-#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct LinkOut {
     /// Frames sent onto paced links.
     pub sent_packets: u64,
@@ -253,15 +253,8 @@ impl PacedLink {
                 break;
             }
             let share = (rdtsc() - t0) / n as u64;
-            let mut sent = 0;
             let device = SpinGuard::lock(port.lock);
-            for _ in 0..4 {
-                let k = burst.tx_burst(&port.eth);
-                sent += k;
-                if burst.is_empty() || k == 0 {
-                    break;
-                }
-            }
+            let sent = burst.tx_burst_retrying(&port.eth, TX_TRIES);
             drop(device);
             for (i, (&src, &len)) in sources[..n].iter().zip(&frame_lens[..n]).enumerate() {
                 let vm = &self.per_vm[usize::from(src)];
@@ -290,6 +283,10 @@ impl PacedLink {
         }
     }
 }
+
+/// Tx bursts tried per batch when a device's ring is momentarily full (OVS:
+/// vhost-tx-retries), by the paced links' drains and by unpaced sends alike.
+pub(crate) const TX_TRIES: usize = 4;
 
 /// What sending on a paced port's device takes: the device, its tx lock and its counters.
 pub struct TxDevice<'a> {

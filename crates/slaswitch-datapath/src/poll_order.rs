@@ -14,7 +14,7 @@
 use slaswitch_dpdk::{rdtsc, MAX_BURST};
 use slaswitch_qos::cpu::{C2tbConfig, HbsConfig, PortPlace, PortScheduler, WaitCounts};
 
-use crate::counters::{CpuQosState, PmdTotals};
+use crate::counters::{CpuQosState, Place, PmdTotals};
 use crate::pmd_config::PmdConfig;
 
 /// One scheduler decision in this many is timed for the decision's cost.
@@ -195,10 +195,10 @@ impl PollOrder {
                     tokens_cycles: v.tokens,
                     class: v.current_priority,
                     place: match v.place {
-                        PortPlace::Ready { .. } => "ready",
-                        PortPlace::Resting => "resting",
-                        PortPlace::Waiting => "waiting",
-                        PortPlace::InService => "in-service",
+                        PortPlace::Ready { .. } => Place::Ready,
+                        PortPlace::Resting => Place::Resting,
+                        PortPlace::Waiting => Place::Waiting,
+                        PortPlace::InService => Place::InService,
                     },
                     forgiven_cycles: v.forgiven_cycles,
                 },

@@ -8,7 +8,7 @@ pub mod compare;
 
 use std::sync::{Arc, Mutex};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use slaswitch_dpdk::{rdtsc, rdtsc_after_all, rdtsc_after_loads};
 
 use crate::counters::{PmdTotals, RxTotals};
@@ -73,7 +73,7 @@ pub(crate) struct NoProbe;
 impl Probe for NoProbe {}
 
 /// What the overhead probe measured on one PMD.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProbeTotals {
     /// C2QoS scheduler decisions (HBS picks, C2TB charges).
     pub qos_decisions: u64,
@@ -95,7 +95,7 @@ pub struct ProbeTotals {
 }
 
 /// The probe's report, as the control plane reads it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProbeReport {
     /// The timing figures.
     #[serde(flatten)]

@@ -28,8 +28,7 @@ use crate::spin::SpinGuard;
 use slaswitch_config::policing::Policer;
 use slaswitch_config::ranges::MAX_PORTS;
 
-/// vhost tx bursts retried when the guest's ring is momentarily full (OVS: vhost-tx-retries).
-const TX_RETRIES: usize = 4;
+use crate::paced_tx::TX_TRIES;
 
 /// What the ingress stage got from a port: frames received, and those left after policing
 /// (packed at the front of the batch).
@@ -383,14 +382,7 @@ impl Stages {
                 Some(tx) => {
                     let _guard = self.cfg.shared_tx.then(|| SpinGuard::lock(&tx.lock));
                     let offered = pending.len();
-                    let mut sent = 0;
-                    for _ in 0..TX_RETRIES {
-                        let k = pending.tx_burst(&tx.eth);
-                        sent += k;
-                        if pending.is_empty() || k == 0 {
-                            break;
-                        }
-                    }
+                    let sent = pending.tx_burst_retrying(&tx.eth, TX_TRIES);
                     let unsent_bytes: u64 = pending.as_slice().iter().map(|m| u64::from(m.pkt_len())).sum();
                     tx.counters.add_tx(sent as u64, bytes - unsent_bytes, (offered - sent) as u64);
                 }

@@ -200,6 +200,22 @@ impl MbufBatch {
         sent
     }
 
+    /// Transmits like [`Self::tx_burst`], trying again while the device takes some and at most
+    /// `tries` times: a ring that fills up mid-burst usually has room a moment later, while one
+    /// that took nothing is full. Returns how many it took; the rest stay, at the front.
+    #[inline]
+    pub fn tx_burst_retrying(&mut self, port: &EthPort, tries: usize) -> usize {
+        let mut sent = 0;
+        for _ in 0..tries {
+            let k = self.tx_burst(port);
+            sent += k;
+            if self.is_empty() || k == 0 {
+                break;
+            }
+        }
+        sent
+    }
+
     /// Moves every mbuf out, in order; those the iterator is dropped before reaching are freed.
     #[inline(always)]
     pub fn drain(&mut self) -> Drain<'_> {

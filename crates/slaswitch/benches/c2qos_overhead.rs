@@ -43,8 +43,10 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use slaswitch::protocol::stats::PmdStatsReply;
+use slaswitch::protocol::Response;
 use slaswitch::protocol::{Options, PortChange, Request};
+use slaswitch_datapath::probe::compare::CompareSide;
 
 const PORTS: usize = 28;
 /// Fresh switch instances per workload, and rounds per instance.
@@ -106,8 +108,15 @@ impl Drop for Proc {
     }
 }
 
-fn cli(socket: &Path, req: Request) -> Value {
+fn cli(socket: &Path, req: Request) -> Response {
     slaswitch::control::request(socket, &req).unwrap_or_else(|e| panic!("{req:?}: {e}"))
+}
+
+fn pmd_stats(socket: &Path) -> PmdStatsReply {
+    match cli(socket, Request::PmdStats) {
+        Response::PmdStats(s) => s,
+        other => panic!("pmd-stats answered {other:?}"),
+    }
 }
 
 /// One side's counted totals (`pmd-stats` `compare`).
@@ -123,16 +132,15 @@ struct Side {
 }
 
 impl Side {
-    fn from_json(v: &Value) -> Side {
-        let n = |k: &str| v[k].as_f64().unwrap_or_else(|| panic!("compare side without {k}: {v}"));
+    fn of(s: &CompareSide) -> Side {
         Side {
-            slices: n("slices"),
-            elapsed: n("elapsed_cycles"),
-            busy: n("busy_cycles"),
-            packets: n("packets"),
-            batches: n("batches"),
-            empty_polls: n("empty_polls"),
-            qos: n("qos_cycles"),
+            slices: s.slices as f64,
+            elapsed: s.elapsed_cycles as f64,
+            busy: s.busy_cycles as f64,
+            packets: s.packets as f64,
+            batches: s.batches as f64,
+            empty_polls: s.empty_polls as f64,
+            qos: s.qos_cycles as f64,
         }
     }
 
@@ -200,24 +208,23 @@ struct Counters {
 }
 
 fn counters(socket: &Path) -> Counters {
-    let stats = cli(socket, Request::PmdStats);
-    let pmd = &stats["pmds"][0];
-    let probe = &pmd["probe"];
-    let compare = &probe["compare"];
-    assert!(compare.is_object(), "the daemon runs no comparison: {pmd}");
-    let qos = |k: &str| probe.get(k).unwrap_or(&pmd[k]).as_f64().unwrap();
+    let stats = pmd_stats(socket);
+    let pmd = &stats.pmds[0];
+    let probe = pmd.probe.unwrap_or_else(|| panic!("the daemon runs no probe: {pmd:?}"));
+    let compare = probe.compare.unwrap_or_else(|| panic!("the daemon runs no comparison: {pmd:?}"));
+    let t = probe.totals;
     Counters {
-        round_robin: Side::from_json(&compare["round_robin"]),
-        c2qos: Side::from_json(&compare["c2qos"]),
-        qos: qos("qos_cycles"),
-        pick: qos("qos_pick_cycles"),
-        charge: qos("qos_charge_cycles"),
-        decisions: qos("qos_decisions"),
-        empty_decisions: qos("qos_empty_decisions"),
-        empty_cycles: qos("qos_empty_cycles"),
-        owed: qos("qos_owed"),
-        parked: qos("qos_parked"),
-        sampling: qos("qos_sampling_cycles"),
+        round_robin: Side::of(&compare.round_robin),
+        c2qos: Side::of(&compare.c2qos),
+        qos: t.qos_cycles as f64,
+        pick: t.qos_pick_cycles as f64,
+        charge: t.qos_charge_cycles as f64,
+        decisions: t.qos_decisions as f64,
+        empty_decisions: t.qos_empty_decisions as f64,
+        empty_cycles: t.qos_empty_cycles as f64,
+        owed: pmd.qos_owed as f64,
+        parked: pmd.qos_parked as f64,
+        sampling: t.qos_sampling_cycles as f64,
     }
 }
 
@@ -400,7 +407,7 @@ fn one_run(run: usize, security_group_masks: usize, flows_per_vm: u32) -> RunRes
             .filter(|_| security_group_masks > 0),
     );
     cli(&socket, Request::AddFlow { flows });
-    let tsc_hz = cli(&socket, Request::PmdStats)["tsc_hz"].as_u64().unwrap();
+    let tsc_hz = pmd_stats(&socket).tsc_hz;
     set_c2qos(&socket, tsc_hz);
     let mut tenant = Command::new(env!("CARGO_BIN_EXE_slaswitch-tenant"));
     tenant.args([

@@ -6,26 +6,7 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Duration;
 
-use serde_json::Value;
-
-use crate::protocol::{Reply, Request};
-
-/// The command line of every slaswitch program, parsed from `words` (the program's own when
-/// `None`). A bad option exits with 1, as every other refusal does (clap's own is 2); `--help`
-/// and `--version` print and exit 0.
-pub fn parse_args<C: clap::Parser>(words: Option<&[String]>) -> C {
-    let parsed = match words {
-        Some(w) => C::try_parse_from(w),
-        None => C::try_parse(),
-    };
-    parsed.unwrap_or_else(|e| {
-        if !e.use_stderr() {
-            e.exit();
-        }
-        let _ = e.print();
-        std::process::exit(1)
-    })
-}
+use crate::protocol::{Reply, Request, Response};
 
 /// Where the daemon's socket and vhost-user sockets are by default.
 pub const DEFAULT_RUN_DIR: &str = "/var/run/slaswitch";
@@ -39,8 +20,8 @@ pub fn default_socket() -> String {
     std::env::var("SLASWITCH_SOCKET").unwrap_or_else(|_| format!("{DEFAULT_RUN_DIR}/{SOCKET_NAME}"))
 }
 
-/// Sends one request and returns the result, or the daemon's error.
-pub fn request(socket: &Path, req: &Request) -> Result<Value, String> {
+/// Sends one request and returns its reply, or the daemon's error.
+pub fn request(socket: &Path, req: &Request) -> Result<Response, String> {
     let mut stream = UnixStream::connect(socket).map_err(|e| {
         format!(
             "cannot reach slaswitchd at {} ({e}); is it running? (start it with slaswitchd, or set SLASWITCH_SOCKET)",
@@ -53,7 +34,5 @@ pub fn request(socket: &Path, req: &Request) -> Result<Value, String> {
     stream.write_all(line.as_bytes()).map_err(|e| format!("sending to slaswitchd: {e}"))?;
     let mut reply = String::new();
     BufReader::new(stream).read_line(&mut reply).map_err(|e| format!("reading slaswitchd's reply: {e}"))?;
-    let reply: Reply =
-        serde_json::from_str(&reply).map_err(|e| format!("slaswitchd sent a bad reply ({e}): {reply}"))?;
-    reply.into()
+    Reply::read(&reply, req)
 }

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use slaswitch_qos::egress::link_scheduler::{LinkPlan, LinkSettings, VmLinkPolicy};
 
 use super::{Datapath, PortEntry};
@@ -15,7 +15,7 @@ use slaswitch_config::allocation::PortPlan;
 use slaswitch_config::link_policy::DEFAULT_TENANT;
 
 /// A tenant of PIE-VDE's first level (seed 004 Sec. IV).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Tenant {
     /// Its index in the link schedulers, fixed for its life.
     #[serde(skip)]
@@ -24,11 +24,30 @@ pub struct Tenant {
     pub weight: u32,
 }
 
+/// Which frame a full paced queue drops.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DropPolicy {
+    /// The arriving frame.
+    Tail,
+    /// The oldest frame, for the arriving one.
+    Head,
+}
+
+impl std::fmt::Display for DropPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(match self {
+            DropPolicy::Tail => "tail",
+            DropPolicy::Head => "head",
+        })
+    }
+}
+
 /// Tenant weights an operator may set.
 pub const TENANT_WEIGHTS: std::ops::RangeInclusive<u32> = 1..=10_000;
 
 /// One VM's row of `link-show`.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct LinkVmStats {
     /// The source port.
     pub name: String,
@@ -59,16 +78,16 @@ pub struct LinkVmStats {
 }
 
 /// What `link-show` shows of one paced port.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct LinkStats {
     /// The paced port.
     pub name: String,
     /// Its scheduler.
-    pub scheduler: &'static str,
+    pub scheduler: slaswitch_qos::egress::link_scheduler::SchedulerKind,
     /// Line rate, wire bits/s.
     pub link_rate_bps: u64,
-    /// `tail` or `head`.
-    pub drop_policy: &'static str,
+    /// Which frame a full queue drops.
+    pub drop_policy: DropPolicy,
     /// ANCS's accounting period.
     pub ancs_period_us: u64,
     /// The baseline's period.
@@ -78,7 +97,7 @@ pub struct LinkStats {
     /// Its tenants and their weights.
     pub tenants: BTreeMap<String, u32>,
     /// Every VM (left out when a view puts its own rows there).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub vms: Vec<LinkVmStats>,
 }
 
@@ -205,9 +224,9 @@ impl Datapath {
         let s = plan.settings;
         Ok(LinkStats {
             name: name.to_string(),
-            scheduler: s.kind.name(),
+            scheduler: s.kind,
             link_rate_bps: s.link_rate_bps,
-            drop_policy: if s.head_drop { "head" } else { "tail" },
+            drop_policy: if s.head_drop { DropPolicy::Head } else { DropPolicy::Tail },
             ancs_period_us: s.ancs_period_ns / 1_000,
             ratelimit_period_us: s.ratelimit_period_ns / 1_000,
             queued_frames: link.queued(),

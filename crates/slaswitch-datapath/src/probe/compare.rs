@@ -24,7 +24,7 @@ use crate::counters::{PmdTotals, RxTotals};
 const SETTLE_PERCENT: u64 = 75;
 
 /// What one side ran and did in its counted time.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CompareSide {
     /// Slices counted.
     pub slices: u64,
@@ -58,7 +58,7 @@ impl CompareSide {
 }
 
 /// Both sides' counted totals since the daemon started.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CompareTotals {
     /// The slice, microseconds.
     pub slice_us: u64,

@@ -18,7 +18,8 @@ use super::{Dequeued, EgressScheduler, QueueIndex};
 use crate::NS_PER_SEC;
 
 /// Which scheduler decides.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum SchedulerKind {
     /// First in, first out (a plain NIC queue).
     #[default]
@@ -60,6 +61,12 @@ impl SchedulerKind {
             .into_iter()
             .find(|k| k.name() == s)
             .ok_or_else(|| format!("{s}: one of {}", Self::ALL.map(|k| k.name()).join(", ")))
+    }
+}
+
+impl std::fmt::Display for SchedulerKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.name())
     }
 }
 
@@ -220,7 +227,7 @@ pub struct QueueView {
 }
 
 /// A scheduler's state of one VM.
-#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SchedulerState {
     /// FIFO and PIE-VDE keep nothing per VM worth showing.

@@ -91,7 +91,7 @@ fn ring_descriptors(s: &str) -> Result<u16, String> {
 }
 
 fn main() {
-    let cli: Cli = slaswitch::control::parse_args(None);
+    let cli: Cli = slaswitch_config::cli::parse_args(None);
     if let Err(e) = run(cli) {
         eprintln!("slaswitch-tenant: {e}");
         std::process::exit(1);

@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use clap::Parser;
 
 use slaswitch::control::{DEFAULT_MODEL_PATH, DEFAULT_RUN_DIR, SOCKET_NAME};
-use slaswitch::daemon::{access, config::ConfigStore, install_signal_handlers, serve, Daemon};
+use slaswitch::daemon::control_plane::{self, ControlPlane, StopSignals};
+use slaswitch::daemon::{access, config::ConfigStore, Daemon};
 use slaswitch_cluster::agent::AgentSettings;
 use slaswitch_datapath::probe::ProbeSettings;
 use slaswitch_datapath::{Datapath, DatapathSettings};
@@ -110,7 +111,7 @@ fn parse_bucket_depth_us(s: &str) -> Result<u64, String> {
 
 fn main() {
     tracing_subscriber::fmt().with_writer(std::io::stderr).with_target(false).init();
-    let cli: Cli = slaswitch::control::parse_args(None);
+    let cli: Cli = slaswitch_config::cli::parse_args(None);
     if let Err(e) = run(cli) {
         tracing::error!("{e}");
         std::process::exit(1);
@@ -139,7 +140,8 @@ fn run(cli: Cli) -> Result<(), String> {
     let socket_gid = cli.socket_group.as_deref().map(access::group_id).transpose()?.unwrap_or(0);
     let store = ConfigStore::new(cli.db);
     let metrics = (!cli.no_metrics).then_some(cli.metrics);
-    install_signal_handlers().map_err(|e| format!("signal handlers: {e}"))?;
+    let rt = control_plane::runtime(settings.main_core).map_err(|e| format!("the control plane's runtime: {e}"))?;
+    let signals = StopSignals::register(&rt).map_err(|e| format!("signal handlers: {e}"))?;
     let dp = Datapath::start(settings.clone())?;
     access::secure_run_dir(&cli.run_dir, socket_gid)?;
     let daemon = Daemon::start(dp, store, cli.model)?;
@@ -158,5 +160,5 @@ fn run(cli: Cli) -> Result<(), String> {
         a.lease_ttl_secs = cli.lease_secs;
         a
     });
-    serve(daemon, socket, socket_gid, metrics, agent)
+    control_plane::serve(rt, signals, daemon, ControlPlane { socket, socket_gid, metrics_addr: metrics, agent })
 }

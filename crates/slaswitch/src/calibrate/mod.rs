@@ -21,14 +21,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
 use slaswitch_qos::cpu::model::{FactorTable, ModelEntry, StageCycles, PROFILE_PACKET_SIZES};
 use slaswitch_qos::cpu::{BandwidthModel, FlowCount};
 
 mod batch_term;
 
 use crate::control::request;
-use crate::protocol::Request;
+use crate::protocol::{Request, Response};
 
 /// What `slaswitch calibrate` measures, and where it writes the model.
 pub struct CalibrateOptions {
@@ -74,7 +73,7 @@ impl PrivateSwitch {
         self.dir.join("slaswitchd.ctl")
     }
 
-    fn cmd(&self, req: Request) -> Result<Value, String> {
+    fn cmd(&self, req: Request) -> Result<Response, String> {
         request(&self.socket(), &req)
     }
 }
@@ -122,24 +121,20 @@ struct RowMeasure {
 }
 
 fn read_counts(sw: &PrivateSwitch, vms: &[String]) -> Result<Vec<Counts>, String> {
-    let stats = sw.cmd(Request::PortStats { name: None })?;
+    let Response::PortStats(stats) = sw.cmd(Request::PortStats { name: None })? else {
+        unreachable!("port-stats answers PortStats")
+    };
     vms.iter()
         .map(|name| {
-            let p = stats["ports"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .find(|p| p["name"] == name.as_str())
-                .ok_or_else(|| format!("port {name} vanished"))?;
-            let f = |k: &str| p["rx"][k].as_f64().unwrap_or(0.0);
+            let rx = stats.ports.iter().find(|p| p.name == *name).ok_or_else(|| format!("port {name} vanished"))?.rx;
             Ok(Counts {
-                packets: f("rx_packets"),
-                batches: f("batches"),
-                ingress: f("ingress_cycles"),
-                classify: f("classify_cycles"),
-                egress: f("egress_cycles"),
-                emc_hits: f("emc_hits"),
-                emc_misses: f("emc_misses"),
+                packets: rx.rx_packets as f64,
+                batches: rx.batches as f64,
+                ingress: rx.ingress_cycles as f64,
+                classify: rx.classify_cycles as f64,
+                egress: rx.egress_cycles as f64,
+                emc_hits: rx.emc_hits as f64,
+                emc_misses: rx.emc_misses as f64,
             })
         })
         .collect()
@@ -412,7 +407,8 @@ pub fn calibrate(opts: &CalibrateOptions) -> Result<BandwidthModel, String> {
             .map(|r| r.to_string()),
     );
     sw.cmd(Request::AddFlow { flows })?;
-    let tsc_hz = sw.cmd(Request::PmdStats)?["tsc_hz"].as_u64().unwrap_or(0);
+    let Response::PmdStats(pmd_stats) = sw.cmd(Request::PmdStats)? else { unreachable!("pmd-stats answers PmdStats") };
+    let tsc_hz = pmd_stats.tsc_hz;
 
     let points: Vec<(u32, FlowCount)> =
         PROFILE_PACKET_SIZES.iter().flat_map(|&s| [(s, FlowCount::Single), (s, FlowCount::Many)]).collect();

@@ -64,17 +64,11 @@ impl Daemon {
     }
 }
 
-/// Starts the agent on its own thread; it runs until `stop`.
+/// Starts the agent on the control plane's runtime; it runs until `stop`.
 pub fn spawn(
     daemon: Arc<Mutex<Daemon>>,
     settings: AgentSettings,
     stop: Arc<AtomicBool>,
-) -> std::thread::JoinHandle<()> {
-    std::thread::Builder::new()
-        .name("cluster-agent".into())
-        .spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
-            rt.block_on(Agent::new(settings, Arc::new(DaemonSwitch(daemon))).run(stop));
-        })
-        .expect("start the cluster agent")
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(Agent::new(settings, Arc::new(DaemonSwitch(daemon))).run(stop))
 }

@@ -5,20 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
-use slaswitch_config::PortSpec;
-
-/// What is persisted: tenants, ports and flows.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SavedConfig {
-    /// PIE-VDE's tenants and their weights (restored before the ports that name them).
-    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub tenants: std::collections::BTreeMap<String, u32>,
-    /// Every port, as configured.
-    pub ports: Vec<PortSpec>,
-    /// Flows as `add-flow` text, with port names.
-    pub flows: Vec<String>,
-}
+pub use crate::protocol::SavedConfig;
 
 /// The configuration file.
 pub struct ConfigStore {

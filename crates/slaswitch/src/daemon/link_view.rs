@@ -3,45 +3,17 @@
 //! fulfillment = rate / guarantee as seed 003 Sec. 3.3 defines it, the scheduler's cycles per
 //! frame). `qos-show` shows the same row as the link half of a VM's purchase.
 
-use serde::Serialize;
-use slaswitch_datapath::datapath::{LinkStats, LinkVmStats};
+use slaswitch_datapath::datapath::LinkStats;
 
 use super::rates::Snapshot;
-
-/// One VM's row.
-#[derive(Clone, Debug, Serialize)]
-pub struct LinkVmRow {
-    #[serde(flatten)]
-    pub stats: LinkVmStats,
-    /// Wire bits/s sent over the last interval.
-    pub rate_bps: Option<f64>,
-    /// Of the link's rate, percent.
-    pub share_pct: Option<f64>,
-    /// rate / the guarantee in force, percent (none without a guarantee).
-    pub fulfillment_pct: Option<f64>,
-    /// Frames dropped over the interval.
-    pub dropped_interval: Option<u64>,
-    /// The scheduler's TSC cycles per frame over the interval.
-    pub sched_cycles_per_frame: Option<f64>,
-}
-
-/// `link-show PORT`: the link as the data plane reports it, its VMs as rows with rates.
-#[derive(Clone, Debug, Serialize)]
-pub struct LinkShowView {
-    #[serde(flatten)]
-    pub link: LinkStats,
-    pub interval_secs: Option<f64>,
-    /// All VMs' rates over the interval, of the link's rate, percent.
-    pub utilisation_pct: Option<f64>,
-    pub vms: Vec<LinkVmRow>,
-}
+use crate::protocol::qos::{LinkShowReply, LinkVmRow};
 
 fn find<'a>(s: Option<&'a Snapshot>, name: &str) -> Option<(std::time::Instant, &'a LinkStats)> {
     s.and_then(|s| s.links.iter().find(|l| l.name == name).map(|l| (s.at, l)))
 }
 
 /// The view of `now`, with rates from the two latest snapshots when both have the link.
-pub fn link_show(mut now: LinkStats, previous: Option<&Snapshot>, latest: Option<&Snapshot>) -> LinkShowView {
+pub fn link_show(mut now: LinkStats, previous: Option<&Snapshot>, latest: Option<&Snapshot>) -> LinkShowReply {
     let pair = find(previous, &now.name).zip(find(latest, &now.name));
     let interval_secs = pair.map(|((a, _), (b, _))| b.duration_since(a).as_secs_f64()).filter(|&s| s > 0.0);
     let link_rate = now.link_rate_bps as f64;
@@ -70,5 +42,5 @@ pub fn link_show(mut now: LinkStats, previous: Option<&Snapshot>, latest: Option
         })
         .collect();
     let utilisation_pct = interval_secs.map(|_| vms.iter().filter_map(|v| v.share_pct).sum());
-    LinkShowView { link: now, interval_secs, utilisation_pct, vms }
+    LinkShowReply { link: now, interval_secs, utilisation_pct, vms }
 }

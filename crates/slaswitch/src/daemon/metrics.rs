@@ -1,9 +1,12 @@
 //! Prometheus exposition of every counter the switch keeps, served on a loopback port
 //! (`GET /metrics`) from a snapshot the daemon takes every second.
 
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+
+use axum::http::{header, StatusCode};
+use axum::routing::get;
+use axum::Router;
+use tokio::sync::watch;
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
@@ -52,27 +55,33 @@ pub fn render(snapshot: Arc<MetricsSnapshot>) -> String {
     out
 }
 
-/// Serves `GET /metrics` on `addr` (a small HTTP server, `tiny_http`) from the latest snapshot
-/// until the daemon stops; any other path is 404.
-pub fn serve(addr: &str, latest: Arc<Mutex<Arc<MetricsSnapshot>>>) -> Result<std::thread::JoinHandle<()>, String> {
-    let server = tiny_http::Server::http(addr).map_err(|e| format!("cannot serve metrics on {addr}: {e}"))?;
-    Ok(std::thread::spawn(move || {
-        while !super::STOP.load(Ordering::SeqCst) {
-            let Ok(Some(request)) = server.recv_timeout(Duration::from_millis(100)) else { continue };
-            let path = request.url().split('?').next().unwrap_or("");
-            let response = if *request.method() == tiny_http::Method::Get && path == "/metrics" {
-                let snapshot = latest.lock().expect("metrics snapshot").clone();
-                let header = tiny_http::Header::from_bytes(&b"Content-Type"[..], CONTENT_TYPE).expect("a valid header");
-                tiny_http::Response::from_string(render(snapshot)).with_header(header)
-            } else {
-                tiny_http::Response::from_string("slaswitchd serves GET /metrics\n").with_status_code(404)
-            };
-            let _ = request.respond(response);
+/// Serves `GET /metrics` on `addr` (axum, on the control plane's runtime) from the latest
+/// snapshot until `stop`; any other path is 404.
+pub async fn serve(
+    addr: &str,
+    latest: Arc<Mutex<Arc<MetricsSnapshot>>>,
+    mut stop: watch::Receiver<bool>,
+) -> Result<tokio::task::JoinHandle<()>, String> {
+    let listener =
+        tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("cannot serve metrics on {addr}: {e}"))?;
+    let scrape = move || {
+        let snapshot = latest.lock().expect("metrics snapshot").clone();
+        async move { ([(header::CONTENT_TYPE, CONTENT_TYPE)], render(snapshot)) }
+    };
+    let app = Router::new()
+        .route("/metrics", get(scrape))
+        .fallback(|| async { (StatusCode::NOT_FOUND, "slaswitchd serves GET /metrics\n") });
+    Ok(tokio::spawn(async move {
+        let stopped = async move {
+            let _ = stop.wait_for(|s| *s).await;
+        };
+        if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(stopped).await {
+            tracing::warn!("metrics endpoint: {e}");
         }
     }))
 }
 
-const CONTENT_TYPE: &[u8] = b"application/openmetrics-text; version=1.0.0; charset=utf-8";
+const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// One family through the encoder; a counter's name is given with its `_total`, which the
 /// encoder adds itself.

@@ -4,70 +4,9 @@
 
 use std::time::Instant;
 
-use serde::Serialize;
-use slaswitch_datapath::histogram::Histogram;
 use slaswitch_datapath::{PmdStats, PortStats};
 
-/// Percentiles of a port's residence times (`slaswitch_datapath` residence), microseconds.
-#[derive(Clone, Debug, Serialize)]
-pub struct ResidenceUs {
-    /// Frames timed.
-    pub frames: u64,
-    pub p50: f64,
-    pub p90: f64,
-    pub p99: f64,
-    pub p999: f64,
-    pub max: f64,
-}
-
-impl ResidenceUs {
-    /// `None` when no frame was timed.
-    pub fn of(h: &Histogram) -> Option<ResidenceUs> {
-        let us = |q: f64| h.quantile_ns(q).map(|ns| ns as f64 / 1e3);
-        Some(ResidenceUs {
-            frames: h.count(),
-            p50: us(0.5)?,
-            p90: us(0.9)?,
-            p99: us(0.99)?,
-            p999: us(0.999)?,
-            max: h.max_ns() as f64 / 1e3,
-        })
-    }
-}
-
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct StageCycles {
-    pub ingress: f64,
-    pub classification: f64,
-    pub egress: f64,
-    pub total: f64,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct PortRates {
-    pub name: String,
-    pub rx_kpps: f64,
-    pub rx_mbps: f64,
-    pub tx_kpps: f64,
-    pub tx_mbps: f64,
-    /// Cycles per received packet in each stage over the interval (cumulative if no packet came).
-    pub cycles_per_packet: StageCycles,
-    /// The port's busy cycles as a share of its PMD's cycles in the interval, in percent.
-    pub pmd_share_pct: f64,
-    pub emc_hit_pct: f64,
-    /// Of the lookups that reached the megaflow cache (exact-match misses, or every packet while
-    /// the exact-match cache is left out), the share a megaflow answered.
-    pub megaflow_hit_pct: f64,
-    /// Its frames' residence in the switch over the interval.
-    pub residence_us: Option<ResidenceUs>,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct PmdRates {
-    pub core: usize,
-    pub busy_pct: f64,
-    pub ports: Vec<PortRates>,
-}
+use crate::protocol::stats::{PmdRates, PortRates, ResidenceUs, StageCycles};
 
 #[derive(Clone)]
 pub struct Snapshot {

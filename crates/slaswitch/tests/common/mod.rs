@@ -33,7 +33,15 @@ pub fn can_run() -> bool {
 pub const DAEMON: &str = env!("CARGO_BIN_EXE_slaswitchd");
 pub const CLI: &str = env!("CARGO_BIN_EXE_slaswitch");
 pub const TENANT: &str = env!("CARGO_BIN_EXE_slaswitch-tenant");
-pub const MASTER: &str = env!("CARGO_BIN_EXE_slaswitch-master");
+
+/// `slaswitch-master`, built by the cluster crate beside this crate's programs (`cargo test
+/// --workspace` builds it; alone, `cargo build --release -p slaswitch-cluster`).
+#[allow(dead_code)]
+pub fn master() -> PathBuf {
+    let path = std::path::Path::new(DAEMON).with_file_name("slaswitch-master");
+    assert!(path.exists(), "{} is not built: cargo build --release -p slaswitch-cluster", path.display());
+    path
+}
 
 pub struct Switch {
     pub dir: PathBuf,

@@ -2,13 +2,23 @@
 //! one [`Request`] per connection as a JSON line, answered by one [`Reply`] line.
 //!
 //! Request: `{"cmd": "add-port", "name": "vm1", "type": "vhost-user", "options": {...}}`.
-//! Reply: `{"ok": true, "result": ...}` or `{"ok": false, "error": "what was wrong"}`.
+//! Reply: `{"ok": true, "result": ...}` or `{"ok": false, "error": "what was wrong"}`; the
+//! result is the request's reply type ([`replies`], [`stats`], [`qos`]).
+
+pub mod qos;
+mod render;
+mod render_link;
+mod render_qos;
+pub mod replies;
+pub mod stats;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+pub use replies::{Response, SavedConfig};
 
 /// A port's options as `key=value` words give them.
 pub type Options = BTreeMap<String, String>;
@@ -113,73 +123,53 @@ pub struct PortChange {
 }
 
 /// The daemon's answer: a result, or why nothing changed.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub enum Reply {
     /// It was done; the result.
-    Ok(Value),
+    Ok(Response),
     /// Nothing changed; why.
     Err(String),
 }
 
 /// The reply as it travels.
 #[derive(Serialize, Deserialize)]
-struct WireReply {
+struct WireReply<T> {
     ok: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    result: Option<Value>,
+    result: Option<T>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     error: Option<String>,
 }
 
 impl Serialize for Reply {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let wire = match self {
-            Reply::Ok(v) => WireReply { ok: true, result: Some(v.clone()), error: None },
-            Reply::Err(e) => WireReply { ok: false, result: None, error: Some(e.clone()) },
-        };
-        wire.serialize(s)
+        match self {
+            Reply::Ok(r) => WireReply { ok: true, result: Some(r), error: None }.serialize(s),
+            Reply::Err(e) => WireReply::<()> { ok: false, result: None, error: Some(e.clone()) }.serialize(s),
+        }
     }
 }
 
-impl<'de> Deserialize<'de> for Reply {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let wire = WireReply::deserialize(d)?;
-        Ok(if wire.ok {
-            Reply::Ok(wire.result.unwrap_or(Value::Null))
-        } else {
-            Reply::Err(wire.error.unwrap_or_else(|| "unknown error".into()))
-        })
+impl Reply {
+    /// Reads the reply line to `req`: its result as the request's reply type, or the daemon's
+    /// error.
+    pub fn read(line: &str, req: &Request) -> Result<Response, String> {
+        let bad = |e: serde_json::Error| format!("slaswitchd sent a bad reply ({e}): {}", line.trim_end());
+        let wire: WireReply<Value> = serde_json::from_str(line).map_err(bad)?;
+        if !wire.ok {
+            return Err(wire.error.unwrap_or_else(|| "unknown error".into()));
+        }
+        req.decode_reply(wire.result.unwrap_or(Value::Null)).map_err(bad)
     }
 }
 
-impl From<Result<Value, String>> for Reply {
-    fn from(r: Result<Value, String>) -> Self {
+impl From<Result<Response, String>> for Reply {
+    fn from(r: Result<Response, String>) -> Self {
         match r {
             Ok(v) => Reply::Ok(v),
             Err(e) => Reply::Err(e),
         }
     }
-}
-
-impl From<Reply> for Result<Value, String> {
-    fn from(r: Reply) -> Self {
-        match r {
-            Reply::Ok(v) => Ok(v),
-            Reply::Err(e) => Err(e),
-        }
-    }
-}
-
-/// Parses `key=value` words, as the CLIs take options; errors name the word without `=`.
-pub fn key_values(words: &[String]) -> Result<Options, String> {
-    words
-        .iter()
-        .map(|w| {
-            w.split_once('=')
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .ok_or_else(|| format!("'{w}' is not key=value"))
-        })
-        .collect()
 }
 
 /// Reads a request line; the error says what a client got wrong.
@@ -223,10 +213,16 @@ mod tests {
     }
 
     #[test]
-    fn replies_keep_their_wire_shape() {
-        let ok = serde_json::to_string(&Reply::Ok(serde_json::json!({"added": 1}))).unwrap();
+    fn replies_keep_their_wire_shape_and_read_back_as_the_requests_type() {
+        let added = Reply::Ok(Response::FlowsAdded(replies::FlowsAdded { added: 1 }));
+        let ok = serde_json::to_string(&added).unwrap();
         assert_eq!(ok, r#"{"ok":true,"result":{"added":1}}"#);
-        let err: Reply = serde_json::from_str(r#"{"ok":false,"error":"no port named 'x'"}"#).unwrap();
-        assert_eq!(err, Reply::Err("no port named 'x'".into()));
+        let req = Request::AddFlow { flows: vec!["actions=drop".into()] };
+        assert!(matches!(Reply::read(&ok, &req), Ok(Response::FlowsAdded(replies::FlowsAdded { added: 1 }))));
+        let err = Reply::read(r#"{"ok":false,"error":"no port named 'x'"}"#, &req).unwrap_err();
+        assert_eq!(err, "no port named 'x'");
+        // A result of another request's shape is refused, naming what is missing.
+        let e = Reply::read(r#"{"ok":true,"result":{"deleted":"vm1"}}"#, &req).unwrap_err();
+        assert!(e.contains("added"), "{e}");
     }
 }

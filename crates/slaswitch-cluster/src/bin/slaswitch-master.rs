@@ -14,6 +14,8 @@ use slaswitch_cluster::purchase::{unix_ns, Purchase};
 use slaswitch_cluster::store::Store;
 use slaswitch_cluster::{admin, bill, etcd, scale};
 use slaswitch_config::bandwidth::parse_rate_bps;
+use slaswitch_config::link_policy::{guarantee_text, parse_guarantee};
+use slaswitch_qos::egress::softbw::Guarantee;
 use slaswitch_qos::pricing::PriceParams;
 
 #[derive(Parser, Debug)]
@@ -100,12 +102,14 @@ struct GuaranteeArgs {
 }
 
 impl GuaranteeArgs {
-    fn text(&self) -> String {
-        match (&self.strict, &self.dynamic) {
+    /// The guarantee asked for, parsed as the switch's `link_guarantee` option is.
+    fn guarantee(&self) -> Result<Guarantee, String> {
+        let text = match (&self.strict, &self.dynamic) {
             (Some(r), _) => format!("strict:{r}"),
             (_, Some(d)) => format!("dynamic:{d}"),
             _ => "fairness".into(),
-        }
+        };
+        Ok(parse_guarantee(&text)?)
     }
 }
 
@@ -202,7 +206,7 @@ enum Command {
 
 /// `--cycles` words as options.
 fn key_values(words: &[String]) -> Result<BTreeMap<String, String>, String> {
-    slaswitch::protocol::key_values(words).map_err(|e| format!("--cycles {e}"))
+    slaswitch_config::cli::key_values(words).map_err(|e| format!("--cycles {e}"))
 }
 
 /// A time: Unix seconds, RFC 3339, or a duration before now; Unix milliseconds.
@@ -228,7 +232,7 @@ fn print(json_out: bool, value: serde_json::Value, text: String) {
 }
 
 fn main() {
-    let cli: Cli = slaswitch::control::parse_args(None);
+    let cli: Cli = slaswitch_config::cli::parse_args(None);
     // Thousands of simulated agents would each log their connection.
     let level = match cli.command {
         Command::SimulateAgents { .. } => tracing::Level::WARN,
@@ -295,8 +299,10 @@ fn vms_table(views: &[admin::VmView]) -> String {
             v.purchase.vm,
             v.purchase.tenant,
             v.purchase.host.as_deref().unwrap_or("-"),
-            v.purchase.guarantee,
-            st.map_or(if v.purchase.host.is_some() { "sent" } else { "unplaced" }, |s| s.state.as_str()),
+            guarantee_text(&v.purchase.guarantee),
+            st.map_or(if v.purchase.host.is_some() { "sent".into() } else { "unplaced".into() }, |s| s
+                .state
+                .to_string()),
             v.latest.as_ref().map_or("-".into(), |r| format!("{:.3}", r.rate_bps / 1e6)),
             v.latest.as_ref().and_then(|r| r.fulfillment).map_or("-".into(), |f| format!("{f:.3}")),
             st.and_then(|s| s.reason.clone()).unwrap_or_default()
@@ -322,7 +328,7 @@ async fn run(cli: Cli) -> Result<(), String> {
                 vm,
                 tenant,
                 host,
-                guarantee: guarantee.text(),
+                guarantee: guarantee.guarantee()?,
                 cycles: key_values(&cycles)?,
                 bought_unix_ms: unix_ns() / 1_000_000,
             };
@@ -334,14 +340,18 @@ async fn run(cli: Cli) -> Result<(), String> {
                 .host
                 .as_deref()
                 .map_or("no host yet: sent when its port appears".to_string(), |h| format!("sent to {h}"));
-            print(cli.json, json!(p), format!("{}: bought {} for tenant {} ({where_})\n", p.vm, p.guarantee, p.tenant));
+            print(
+                cli.json,
+                json!(p),
+                format!("{}: bought {} for tenant {} ({where_})\n", p.vm, guarantee_text(&p.guarantee), p.tenant),
+            );
             Ok(())
         }
         Command::SetGuarantee { vm, guarantee, cycles } => {
             let cycles = (!cycles.is_empty()).then(|| key_values(&cycles)).transpose()?;
             let mut client = etcd::connect(&cli.etcd).await?;
-            let (p, _) = admin::set_guarantee(&mut client, &keys, &vm, &guarantee.text(), cycles).await?;
-            print(cli.json, json!(p), format!("{}: now {}\n", p.vm, p.guarantee));
+            let (p, _) = admin::set_guarantee(&mut client, &keys, &vm, guarantee.guarantee()?, cycles).await?;
+            print(cli.json, json!(p), format!("{}: now {}\n", p.vm, guarantee_text(&p.guarantee)));
             Ok(())
         }
         Command::Release { vm } => {

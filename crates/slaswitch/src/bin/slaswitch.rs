@@ -1,16 +1,11 @@
 //! slaswitch: the command line for slaswitchd, with verbs in the style of ovs-vsctl/ovs-appctl.
 
-mod render;
-mod render_link;
-
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 use slaswitch::control::{request, DEFAULT_MODEL_PATH, DEFAULT_RUN_DIR, SOCKET_NAME};
-use slaswitch::protocol::{key_values, PortChange, Request};
-
-/// Most rounds `experiment run --rounds` accepts (each round runs every configuration again).
-const MAX_ROUNDS: usize = 20;
+use slaswitch::protocol::{PortChange, Request};
+use slaswitch_config::cli::key_values;
 
 /// The command line for slaswitchd. `set-port` commands joined with `--` change their ports as
 /// one step: admission judges the final state (live options only).
@@ -94,9 +89,14 @@ enum Verb {
     Show,
     /// Measure this host's bandwidth-CPU model (slaswitchd stopped).
     Calibrate(CalibrateArgs),
-    /// Run a test-bed scenario on each switch, or rebuild a run's report.
-    #[command(subcommand)]
-    Experiment(Experiment),
+    /// Run a test-bed scenario on each switch (`experiment run SCENARIO [--switch S] [--rounds
+    /// N] [--out DIR]`), or rebuild a run's report (`experiment report DIR`): the test bed's
+    /// `slaswitch-experiment`, built beside this program.
+    #[command(disable_help_flag = true)]
+    Experiment {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -135,26 +135,6 @@ struct CalibrateArgs {
     quiet: bool,
 }
 
-#[derive(Subcommand, Debug)]
-enum Experiment {
-    /// Run SCENARIO (experiments/*.toml) on each switch.
-    Run {
-        scenario: PathBuf,
-        /// slaswitch, ovs-dpdk, linux-tc or vde2 (repeat or separate with commas).
-        #[arg(long, value_delimiter = ',')]
-        switch: Vec<String>,
-        /// Run every configuration this many times, interleaved; the report adds the medians.
-        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=MAX_ROUNDS as u64))]
-        rounds: u64,
-        #[arg(long)]
-        out: Option<PathBuf>,
-        #[arg(long)]
-        quiet: bool,
-    },
-    /// Rebuild a run's report.md and plots from its samples.
-    Report { dir: PathBuf },
-}
-
 fn in_range(lo: f64, hi: f64) -> impl Fn(&str) -> Result<f64, String> + Clone {
     move |s| match s.parse::<f64>() {
         Ok(x) if (lo..=hi).contains(&x) => Ok(x),
@@ -187,56 +167,56 @@ fn run() -> Result<(), String> {
     if joined.last().is_some_and(|w| w == "--json") {
         words.push(joined.pop().expect("checked"));
     }
-    let cli: Cli = slaswitch::control::parse_args(Some(&words));
-    let (verb, req) = match cli.command {
+    let cli: Cli = slaswitch_config::cli::parse_args(Some(&words));
+    let req = match cli.command {
         Verb::Calibrate(args) => return calibrate(args),
-        Verb::Experiment(e) => return experiment(e),
+        Verb::Experiment { args } => return experiment(&args),
         other => to_request(other, &joined)?,
     };
-    let result = request(std::path::Path::new(&cli.socket), &req)?;
-    if cli.json || verb == "show" {
-        println!("{}", serde_json::to_string_pretty(&result).expect("JSON"));
+    let reply = request(std::path::Path::new(&cli.socket), &req)?;
+    if cli.json {
+        println!("{}", serde_json::to_string_pretty(&reply).map_err(|e| format!("cannot print the reply: {e}"))?);
     } else {
-        print!("{}", render::render(verb, &result));
+        print!("{reply}");
     }
     Ok(())
 }
 
-/// The request a verb makes, and the verb's name for rendering its reply.
-fn to_request(verb: Verb, joined: &[String]) -> Result<(&'static str, Request), String> {
+/// The request a verb makes.
+fn to_request(verb: Verb, joined: &[String]) -> Result<Request, String> {
     if !joined.is_empty() && !matches!(verb, Verb::SetPort { .. }) {
         return Err("only set-port commands can be joined with --".into());
     }
     Ok(match verb {
         Verb::AddPort { name, port_type, options } => {
-            ("add-port", Request::AddPort { name, port_type, options: key_values(&options)? })
+            Request::AddPort { name, port_type, options: key_values(&options)? }
         }
-        Verb::DelPort { name } => ("del-port", Request::DelPort { name }),
-        Verb::SetPort { name, options } => ("set-port", set_port(name, &options, joined)?),
-        Verb::ListPorts => ("list-ports", Request::ListPorts),
-        Verb::AddFlow { flow } => ("add-flow", Request::AddFlow { flows: vec![flow] }),
+        Verb::DelPort { name } => Request::DelPort { name },
+        Verb::SetPort { name, options } => set_port(name, &options, joined)?,
+        Verb::ListPorts => Request::ListPorts,
+        Verb::AddFlow { flow } => Request::AddFlow { flows: vec![flow] },
         Verb::AddFlows { file } => {
             let text = std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
             let flows = text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#'));
-            ("add-flow", Request::AddFlow { flows: flows.map(str::to_string).collect() })
+            Request::AddFlow { flows: flows.map(str::to_string).collect() }
         }
-        Verb::DelFlows { matcher, strict } => ("del-flows", Request::DelFlows { matcher, strict }),
-        Verb::DumpFlows => ("dump-flows", Request::DumpFlows),
-        Verb::PortStats { name } => ("port-stats", Request::PortStats { name }),
-        Verb::PmdStats => ("pmd-stats", Request::PmdStats),
-        Verb::QosShow { name } => ("qos-show", Request::QosShow { name }),
+        Verb::DelFlows { matcher, strict } => Request::DelFlows { matcher, strict },
+        Verb::DumpFlows => Request::DumpFlows,
+        Verb::PortStats { name } => Request::PortStats { name },
+        Verb::PmdStats => Request::PmdStats,
+        Verb::QosShow { name } => Request::QosShow { name },
         Verb::LoadModel { file } => {
             // The daemon reads the file itself; a relative path means the caller's folder.
             let path =
                 file.map(|p| std::fs::canonicalize(&p).map_err(|e| format!("{}: {e}", p.display()))).transpose()?;
-            ("load-model", Request::LoadModel { path })
+            Request::LoadModel { path }
         }
-        Verb::ModelShow => ("model-show", Request::ModelShow),
-        Verb::LinkShow { name } => ("link-show", Request::LinkShow { name }),
-        Verb::SetTenant { name, options } => ("set-tenant", set_tenant(name, &options)?),
-        Verb::DelTenant { name } => ("del-tenant", Request::DelTenant { name }),
-        Verb::Show => ("show", Request::Show),
-        Verb::Calibrate(_) | Verb::Experiment(_) => unreachable!("handled by run"),
+        Verb::ModelShow => Request::ModelShow,
+        Verb::LinkShow { name } => Request::LinkShow { name },
+        Verb::SetTenant { name, options } => set_tenant(name, &options)?,
+        Verb::DelTenant { name } => Request::DelTenant { name },
+        Verb::Show => Request::Show,
+        Verb::Calibrate(_) | Verb::Experiment { .. } => unreachable!("handled by run"),
     })
 }
 
@@ -267,31 +247,19 @@ fn set_tenant(name: String, options: &[String]) -> Result<Request, String> {
     Ok(Request::SetTenant { name, weight })
 }
 
-fn experiment(e: Experiment) -> Result<(), String> {
-    let dir = match e {
-        Experiment::Run { scenario, switch, rounds, out, quiet } => {
-            let switches = switch
-                .iter()
-                .filter(|s| !s.is_empty())
-                .map(|s| slaswitch_testbed::scenario::SwitchKind::parse(s))
-                .collect::<Result<_, _>>()?;
-            let opts = slaswitch_testbed::runner::RunOptions {
-                scenario_path: scenario,
-                switches,
-                out_dir: out,
-                tools: tools_dir()?,
-                quiet,
-                rounds: rounds as usize,
-            };
-            slaswitch_testbed::runner::run(&opts)?
-        }
-        Experiment::Report { dir } => {
-            slaswitch_testbed::report::generate(&dir)?;
-            dir
-        }
-    };
-    println!("{}", dir.join("report.md").display());
-    Ok(())
+/// `experiment ...`: the test bed's runner takes this process's place with the same words, so
+/// it gets the terminal's signals (its Ctrl-C cleans up) and its exit status is ours.
+fn experiment(args: &[String]) -> Result<(), String> {
+    use std::os::unix::process::CommandExt;
+    let runner = tools_dir()?.join("slaswitch-experiment");
+    if !runner.exists() {
+        return Err(format!(
+            "{} is not built (cargo build --release -p slaswitch-testbed, or the whole workspace)",
+            runner.display()
+        ));
+    }
+    let e = std::process::Command::new(&runner).args(args).exec();
+    Err(format!("{}: {e}", runner.display()))
 }
 
 /// The folder of this program, where its sibling programs are.

@@ -1,0 +1,77 @@
+//! slaswitch-experiment: the test bed's runner. `slaswitch experiment ...` runs it; it stands
+//! each switch up with the same VMs for every step of a scenario, and writes the run's samples,
+//! plots and report.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+use slaswitch_testbed::scenario::SwitchKind;
+
+/// Most rounds `run --rounds` accepts (each round runs every configuration again).
+const MAX_ROUNDS: u64 = 20;
+
+/// Run a test-bed scenario on each switch, or rebuild a run's report.
+#[derive(Parser, Debug)]
+#[command(name = "slaswitch experiment", bin_name = "slaswitch experiment", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run SCENARIO (experiments/*.toml) on each switch.
+    Run {
+        scenario: PathBuf,
+        /// slaswitch, ovs-dpdk, linux-tc or vde2 (repeat or separate with commas).
+        #[arg(long, value_delimiter = ',')]
+        switch: Vec<String>,
+        /// Run every configuration this many times, interleaved; the report adds the medians.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=MAX_ROUNDS))]
+        rounds: u64,
+        #[arg(long)]
+        out: Option<PathBuf>,
+        #[arg(long)]
+        quiet: bool,
+    },
+    /// Rebuild a run's report.md and plots from its samples.
+    Report { dir: PathBuf },
+}
+
+fn main() {
+    let cli: Cli = slaswitch_config::cli::parse_args(None);
+    if let Err(e) = run(cli) {
+        eprintln!("slaswitch experiment: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run(cli: Cli) -> Result<(), String> {
+    let dir = match cli.command {
+        Command::Run { scenario, switch, rounds, out, quiet } => {
+            let switches =
+                switch.iter().filter(|s| !s.is_empty()).map(|s| SwitchKind::parse(s)).collect::<Result<_, _>>()?;
+            let opts = slaswitch_testbed::runner::RunOptions {
+                scenario_path: scenario,
+                switches,
+                out_dir: out,
+                tools: tools_dir()?,
+                quiet,
+                rounds: rounds as usize,
+            };
+            slaswitch_testbed::runner::run(&opts)?
+        }
+        Command::Report { dir } => {
+            slaswitch_testbed::report::generate(&dir)?;
+            dir
+        }
+    };
+    println!("{}", dir.join("report.md").display());
+    Ok(())
+}
+
+/// This program's folder, where slaswitchd, slaswitch and slaswitch-tenant are built too.
+fn tools_dir() -> Result<PathBuf, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
+    exe.parent().map(PathBuf::from).ok_or_else(|| format!("{} has no folder", exe.display()))
+}
