@@ -93,7 +93,7 @@ pub fn plan(
             };
             let a = model
                 .allocate(sla.bandwidth_bps, sla.profile, deployment)
-                .map_err(|why| ConfigError::Purchase { port: c.spec.name.clone(), why })?;
+                .map_err(|why| ConfigError::Purchase { port: c.spec.name.clone(), why: why.to_string() })?;
             cpu_qos = cpu_qos.with_cycles(a.cycles_per_sec.max(1));
             cpu_qos.bucket_depth_cycles = Some(ring_depth_cycles(&a, settings.rx_ring_descriptors));
             allocation = Some(a);

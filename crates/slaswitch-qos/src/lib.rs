@@ -22,11 +22,14 @@
 
 pub mod cpu;
 pub mod egress;
+pub mod error;
 pub mod link;
 pub mod meter;
 pub mod overcommit;
 pub mod pricing;
 pub mod timer_wheel;
+
+pub use error::QosError;
 
 /// Nanoseconds per second, used when converting rates in bits or bytes per second.
 pub const NS_PER_SEC: u64 = 1_000_000_000;

@@ -36,15 +36,18 @@ impl Default for PriceParams {
 
 impl PriceParams {
     /// Checks every field, naming it, its value and what is allowed.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), crate::QosError> {
         if !(self.p0_per_mbit.is_finite() && self.p0_per_mbit > 0.0) {
-            return Err(format!("p0={}: a positive, finite price per Mbit/s-second", self.p0_per_mbit));
+            return Err(crate::QosError::setting(
+                format!("p0={}", self.p0_per_mbit),
+                "a positive, finite price per Mbit/s-second",
+            ));
         }
         if !(self.beta.is_finite() && self.beta > 0.0 && self.beta <= 1.0) {
-            return Err(format!("beta={}: from above 0 to 1", self.beta));
+            return Err(crate::QosError::setting(format!("beta={}", self.beta), "from above 0 to 1"));
         }
         if self.link_capacity_bps == 0 {
-            return Err("link_capacity_bps=0: a positive rate".into());
+            return Err(crate::QosError::setting("link_capacity_bps=0", "a positive rate"));
         }
         Ok(())
     }
@@ -194,7 +197,7 @@ mod tests {
             (PriceParams { beta: 1.5, ..params() }, "beta=1.5"),
             (PriceParams { link_capacity_bps: 0, ..params() }, "link_capacity_bps=0"),
         ] {
-            assert!(bad.validate().unwrap_err().starts_with(field));
+            assert!(bad.validate().unwrap_err().to_string().starts_with(field));
         }
     }
 }

@@ -5,6 +5,7 @@ mod common;
 use common::{assert_within, bps, run_link, Source};
 use proptest::prelude::*;
 use slaswitch_qos::egress::ancs::{Ancs, AncsConfig, AncsPolicy};
+use slaswitch_qos::QosError;
 
 const LINK: u64 = 1_000_000_000;
 const SEC: u64 = 1_000_000_000;
@@ -74,12 +75,14 @@ fn idle_vifs_credit_goes_to_busy_ones() {
 fn minimums_that_exceed_the_link_are_refused_without_change() {
     let mut a = ancs(&[AncsPolicy { min_rate_bps: Some(600 * M), ..AncsPolicy::weighted(1) }]);
     let err = a.set_policy(1, AncsPolicy { min_rate_bps: Some(500 * M), ..AncsPolicy::weighted(1) }, 256).unwrap_err();
-    assert!(err.contains("1100000000") && err.contains("1000000000"), "{err}");
+    assert_eq!(err, QosError::MinimumsAboveLink { total_bps: 1_100_000_000, link_bps: 1_000_000_000 });
+    assert!(err.to_string().contains("1100000000") && err.to_string().contains("1000000000"), "{err}");
     assert!(a.view(1).is_none(), "refused vif must not exist");
     let err = a
         .set_policy(0, AncsPolicy { min_rate_bps: Some(300 * M), max_rate_bps: Some(200 * M), weight: 1 }, 256)
         .unwrap_err();
-    assert!(err.contains("above the maximum"), "{err}");
+    assert_eq!(err, QosError::MinAboveMax { queue: 0, min_bps: 300 * M, max_bps: 200 * M });
+    assert!(err.to_string().contains("above the maximum"), "{err}");
     assert_eq!(a.view(0).unwrap().policy.min_rate_bps, Some(600 * M));
 }
 

@@ -104,12 +104,12 @@ impl C2tbConfig {
 
     /// `depth_us` if it is in [`Self::BUCKET_DEPTH_US`], else the error every caller names
     /// it with (the daemon's option, a scenario's key).
-    pub fn check_bucket_depth_us(depth_us: u64) -> Result<u64, String> {
+    pub fn check_bucket_depth_us(depth_us: u64) -> Result<u64, crate::QosError> {
         let (lo, hi) = Self::BUCKET_DEPTH_US.into_inner();
         if Self::BUCKET_DEPTH_US.contains(&depth_us) {
             Ok(depth_us)
         } else {
-            Err(format!("{depth_us}: from {lo} to {hi} microseconds"))
+            Err(crate::QosError::setting(depth_us.to_string(), format!("from {lo} to {hi} microseconds")))
         }
     }
 

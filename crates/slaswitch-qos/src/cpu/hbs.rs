@@ -52,6 +52,7 @@ use super::ready::ReadyQueues;
 pub use super::ready::PRIORITY_CLASSES;
 use super::PortIndex;
 use crate::timer_wheel::{IntrusiveWheel, Link, WheelLinks};
+use crate::QosError;
 
 /// Waiting-queue wheel: 8192-tick slots, 128 of them: about 420 us at 2.5 GHz before the far
 /// list, which is re-filed once per turn. A port sharing the core with 27 others waits about
@@ -288,11 +289,11 @@ pub struct PortScheduler {
     counts: WaitCounts,
 }
 
-fn check_priority(priority: u8) -> Result<(), String> {
+fn check_priority(priority: u8) -> Result<(), QosError> {
     if (1..=PRIORITY_CLASSES as u8).contains(&priority) {
         Ok(())
     } else {
-        Err(format!("priority {priority} is out of range: classes are 1 (highest) to 8"))
+        Err(QosError::Priority(priority))
     }
 }
 
@@ -371,13 +372,13 @@ impl PortScheduler {
     }
 
     /// Adds a port, ready at once. Errors leave the scheduler unchanged.
-    pub fn add_port(&mut self, port: PortIndex, priority: u8, limit: CycleLimit, now_tsc: u64) -> Result<(), String> {
+    pub fn add_port(&mut self, port: PortIndex, priority: u8, limit: CycleLimit, now_tsc: u64) -> Result<(), QosError> {
         check_priority(priority)?;
         if self.contains(port) {
-            return Err(format!("port {port} is already scheduled on this PMD"));
+            return Err(QosError::PortScheduled(port));
         }
         if port > ReadyQueues::MAX_PORT {
-            return Err(format!("port index {port} is too large: at most {}", ReadyQueues::MAX_PORT));
+            return Err(QosError::PortIndex { port, max: ReadyQueues::MAX_PORT });
         }
         self.ready.reserve(port + 1);
         if self.deferred_parking.due_tsc.len() <= port {
@@ -462,7 +463,7 @@ impl PortScheduler {
     }
 
     /// Changes a port's configured class; takes effect at once, also for a queued port.
-    pub fn set_priority(&mut self, port: PortIndex, priority: u8, now_tsc: u64) -> Result<(), String> {
+    pub fn set_priority(&mut self, port: PortIndex, priority: u8, now_tsc: u64) -> Result<(), QosError> {
         check_priority(priority)?;
         let state = self.state_mut(port)?;
         state.configured_priority = NonZeroU8::new(priority).expect("checked");
@@ -481,7 +482,7 @@ impl PortScheduler {
 
     /// Changes a port's cycle limit; takes effect at once (a waiting port that is now unlimited
     /// or positive becomes ready).
-    pub fn set_limit(&mut self, port: PortIndex, limit: CycleLimit, now_tsc: u64) -> Result<(), String> {
+    pub fn set_limit(&mut self, port: PortIndex, limit: CycleLimit, now_tsc: u64) -> Result<(), QosError> {
         self.state_mut(port)?;
         let place = self.slots.0[port].place;
         self.pool.set_limit(&mut self.slots, port, limit, now_tsc);
@@ -796,12 +797,8 @@ impl PortScheduler {
         ports
     }
 
-    fn state_mut(&mut self, port: PortIndex) -> Result<&mut PortState, String> {
-        self.slots
-            .0
-            .get_mut(port)
-            .and_then(|s| s.state.as_mut())
-            .ok_or_else(|| format!("port {port} is not scheduled on this PMD"))
+    fn state_mut(&mut self, port: PortIndex) -> Result<&mut PortState, QosError> {
+        self.slots.0.get_mut(port).and_then(|s| s.state.as_mut()).ok_or(QosError::PortNotScheduled(port))
     }
 
     /// Puts a port (in service, or just taken out of its queue) into the right queue.

@@ -36,11 +36,11 @@ pub enum FlowCount {
 
 impl FlowCount {
     /// Parses `single` or `many`.
-    pub fn parse(s: &str) -> Result<FlowCount, String> {
+    pub fn parse(s: &str) -> Result<FlowCount, crate::QosError> {
         match s {
             "single" | "1" => Ok(FlowCount::Single),
             "many" | "multiple" => Ok(FlowCount::Many),
-            _ => Err(format!("'{s}': single or many")),
+            _ => Err(crate::QosError::setting(format!("'{s}'"), "single or many")),
         }
     }
 
@@ -329,23 +329,22 @@ fn deployment_product(factors: &[AppliedFactor]) -> f64 {
 impl BandwidthModel {
     /// Cycles per packet for a profile: its row, or the interpolation of the two rows of the
     /// same flow count its size lies between.
-    pub fn cycles_per_packet(&self, profile: &TrafficProfile) -> Result<(StageCycles, Vec<ModelEntry>), String> {
+    pub fn cycles_per_packet(
+        &self,
+        profile: &TrafficProfile,
+    ) -> Result<(StageCycles, Vec<ModelEntry>), crate::QosError> {
         let mut rows: Vec<&ModelEntry> = self.entries.iter().filter(|e| e.flows == profile.flows).collect();
         rows.sort_by_key(|e| e.packet_bytes);
         let (first, last) = match (rows.first(), rows.last()) {
             (Some(f), Some(l)) => (*f, *l),
-            _ => {
-                return Err(format!(
-                    "the bandwidth model has no rows for {} flows: run slaswitch calibrate",
-                    profile.flows.name()
-                ))
-            }
+            _ => return Err(crate::QosError::NoModelRows { flows: profile.flows.name() }),
         };
         if profile.packet_bytes < first.packet_bytes || profile.packet_bytes > last.packet_bytes {
-            return Err(format!(
-                "profile_packet_bytes={}: the model covers {} to {} bytes",
-                profile.packet_bytes, first.packet_bytes, last.packet_bytes
-            ));
+            return Err(crate::QosError::OutsideModel {
+                packet_bytes: profile.packet_bytes,
+                min_bytes: first.packet_bytes,
+                max_bytes: last.packet_bytes,
+            });
         }
         if let Some(exact) = rows.iter().find(|e| e.packet_bytes == profile.packet_bytes) {
             return Ok((exact.cycles_per_packet, vec![**exact]));
@@ -442,12 +441,15 @@ impl BandwidthModel {
         bandwidth_bps: u64,
         profile: TrafficProfile,
         deployment: Deployment,
-    ) -> Result<Allocation, String> {
+    ) -> Result<Allocation, crate::QosError> {
         if profile.packet_bytes == 0 {
-            return Err("profile_packet_bytes must be above 0".into());
+            return Err(crate::QosError::setting("profile_packet_bytes=0", "above 0"));
         }
         if !(1..=FULL_BATCH_PACKETS).contains(&profile.batch_packets) {
-            return Err(format!("profile_batch_packets={}: from 1 to {FULL_BATCH_PACKETS}", profile.batch_packets));
+            return Err(crate::QosError::setting(
+                format!("profile_batch_packets={}", profile.batch_packets),
+                format!("from 1 to {FULL_BATCH_PACKETS}"),
+            ));
         }
         let (cycles_per_packet, entries) = self.cycles_per_packet(&profile)?;
         let batch_cycles_per_packet = self.batch.overhead_cycles_per_packet(profile.batch_packets);
@@ -547,7 +549,11 @@ mod tests {
         // Its traffic is predicted at the batches it bought.
         assert!((m.predict_for_profile(&light, 64.0, 0.0).unwrap() - 1700.0).abs() < 1e-9);
         let bad = TrafficProfile { batch_packets: 0, ..light };
-        assert!(m.allocate(1_000_000, bad, one_vm).unwrap_err().contains("profile_batch_packets=0: from 1 to 32"));
+        assert!(m
+            .allocate(1_000_000, bad, one_vm)
+            .unwrap_err()
+            .to_string()
+            .contains("profile_batch_packets=0: from 1 to 32"));
     }
 
     #[test]
@@ -586,7 +592,7 @@ mod tests {
 
     #[test]
     fn outside_the_table_is_refused() {
-        let e = model().cycles_per_packet(&TrafficProfile::new(9000, FlowCount::Single)).unwrap_err();
+        let e = model().cycles_per_packet(&TrafficProfile::new(9000, FlowCount::Single)).unwrap_err().to_string();
         assert!(e.contains("64 to 1500"), "{e}");
     }
 

@@ -30,6 +30,7 @@ use std::collections::VecDeque;
 
 use super::fill::{weighted_fill, Claim};
 use super::{Dequeued, EgressScheduler, PacketQueues, QueueIndex};
+use crate::QosError;
 use crate::NS_PER_SEC;
 
 /// Round-robin visits over which a vif's period credit is spread.
@@ -112,9 +113,9 @@ pub struct Ancs<T> {
 
 impl<T> Ancs<T> {
     /// A scheduler with no vif, its period started at `now_ns`.
-    pub fn new(config: AncsConfig, now_ns: u64) -> Result<Self, String> {
+    pub fn new(config: AncsConfig, now_ns: u64) -> Result<Self, QosError> {
         if config.period_ns == 0 || config.link_rate_bps == 0 {
-            return Err("ANCS needs a positive link rate and accounting period".into());
+            return Err(QosError::Unusable("ANCS needs a positive link rate and accounting period"));
         }
         Ok(Ancs {
             config,
@@ -135,10 +136,10 @@ impl<T> Ancs<T> {
 
     /// Adds a vif or changes its policy. Refused (and nothing changes) when the minimums would
     /// exceed the link, or a minimum exceeds the vif's own maximum.
-    pub fn set_policy(&mut self, queue: QueueIndex, policy: AncsPolicy, limit_packets: usize) -> Result<(), String> {
+    pub fn set_policy(&mut self, queue: QueueIndex, policy: AncsPolicy, limit_packets: usize) -> Result<(), QosError> {
         if let (Some(min), Some(max)) = (policy.min_rate_bps, policy.max_rate_bps) {
             if min > max {
-                return Err(format!("minimum {min} bit/s is above the maximum {max} bit/s"));
+                return Err(QosError::MinAboveMax { queue, min_bps: min, max_bps: max });
             }
         }
         let other_minimums: u64 = self
@@ -150,10 +151,7 @@ impl<T> Ancs<T> {
             .sum();
         let total_min = other_minimums + policy.min_rate_bps.unwrap_or(0);
         if total_min > self.config.link_rate_bps {
-            return Err(format!(
-                "minimum reservations would total {total_min} bit/s, above the link's {} bit/s",
-                self.config.link_rate_bps
-            ));
+            return Err(QosError::MinimumsAboveLink { total_bps: total_min, link_bps: self.config.link_rate_bps });
         }
         if queue >= self.vifs.len() {
             self.vifs.resize(queue + 1, None);

@@ -15,6 +15,7 @@ use super::pievde::PieVde;
 use super::ratelimit::{RateLimit, RateLimitConfig};
 use super::softbw::{Guarantee, SoftBw, SoftBwConfig};
 use super::{Dequeued, EgressScheduler, QueueIndex};
+use crate::QosError;
 use crate::NS_PER_SEC;
 
 /// Which scheduler decides.
@@ -56,11 +57,11 @@ impl SchedulerKind {
     }
 
     /// Parses a name; the error lists the names allowed.
-    pub fn parse(s: &str) -> Result<SchedulerKind, String> {
+    pub fn parse(s: &str) -> Result<SchedulerKind, QosError> {
         Self::ALL
             .into_iter()
             .find(|k| k.name() == s)
-            .ok_or_else(|| format!("{s}: one of {}", Self::ALL.map(|k| k.name()).join(", ")))
+            .ok_or_else(|| QosError::setting(s, format!("one of {}", Self::ALL.map(|k| k.name()).join(", "))))
     }
 }
 
@@ -165,40 +166,39 @@ pub struct LinkPlan {
 
 impl LinkPlan {
     /// Refuses a plan no scheduler could take, naming what is wrong.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), QosError> {
         let s = &self.settings;
         if s.link_rate_bps == 0 || s.ancs_period_ns == 0 || s.ratelimit_period_ns == 0 || s.quantum_bytes == 0 {
-            return Err("a link needs a positive rate, periods and quantum".into());
+            return Err(QosError::Unusable("a link needs a positive rate, periods and quantum"));
         }
-        if let Some((t, _)) = self.tenants.iter().find(|(_, &w)| w == 0) {
-            return Err(format!("tenant {t}: weight must be at least 1"));
+        if let Some((&t, _)) = self.tenants.iter().find(|(_, &w)| w == 0) {
+            return Err(QosError::TenantWeight(t));
         }
-        for (q, vm) in &self.vms {
+        for (&queue, vm) in &self.vms {
             if vm.weight == 0 || vm.limit_packets == 0 {
-                return Err(format!("queue {q}: weight and queue length must be at least 1"));
+                return Err(QosError::Queue { queue, why: "weight and queue length must be at least 1" });
             }
-            if let (Some(min), Some(max)) = (vm.min_bps, vm.max_bps) {
-                if min > max {
-                    return Err(format!("queue {q}: minimum {min} bit/s is above its maximum {max} bit/s"));
+            if let (Some(min_bps), Some(max_bps)) = (vm.min_bps, vm.max_bps) {
+                if min_bps > max_bps {
+                    return Err(QosError::MinAboveMax { queue, min_bps, max_bps });
                 }
             }
             if !self.tenants.contains_key(&vm.tenant) {
-                return Err(format!("queue {q}: tenant {} does not exist", vm.tenant));
+                return Err(QosError::NoTenant { queue, tenant: vm.tenant });
             }
             match vm.guarantee {
-                Guarantee::Strict { rate_bps: 0 } => return Err(format!("queue {q}: a strict guarantee needs a rate")),
+                Guarantee::Strict { rate_bps: 0 } => {
+                    return Err(QosError::Queue { queue, why: "a strict guarantee needs a rate" })
+                }
                 Guarantee::Dynamic { duration_ns: 0, .. } => {
-                    return Err(format!("queue {q}: a dynamic guarantee needs a time"))
+                    return Err(QosError::Queue { queue, why: "a dynamic guarantee needs a time" })
                 }
                 _ => {}
             }
         }
         let minimums: u64 = self.vms.values().filter_map(|v| v.min_bps).sum();
         if minimums > s.link_rate_bps {
-            return Err(format!(
-                "minimums would add up to {minimums} bit/s, more than the link's {} bit/s",
-                s.link_rate_bps
-            ));
+            return Err(QosError::MinimumsAboveLink { total_bps: minimums, link_bps: s.link_rate_bps });
         }
         Ok(())
     }
@@ -272,7 +272,7 @@ pub struct LinkScheduler<T> {
     plan: LinkPlan,
 }
 
-fn build<T>(plan: &LinkPlan, now_ns: u64) -> Result<Inner<T>, String> {
+fn build<T>(plan: &LinkPlan, now_ns: u64) -> Result<Inner<T>, QosError> {
     let s = plan.settings;
     Ok(match s.kind {
         SchedulerKind::Fifo => {
@@ -345,7 +345,7 @@ impl<T> Inner<T> {
         vm: &VmLinkPolicy,
         old: Option<&VmLinkPolicy>,
         now_ns: u64,
-    ) -> Result<(), String> {
+    ) -> Result<(), QosError> {
         match self {
             Inner::Fifo(s) => s.set_queue(q, vm.limit_packets),
             Inner::Ancs(s) => s.set_policy(q, vm.ancs(), vm.limit_packets)?,
@@ -366,7 +366,7 @@ impl<T> Inner<T> {
 
 impl<T> LinkScheduler<T> {
     /// A scheduler for `plan`, its clocks started at `now_ns`.
-    pub fn new(plan: LinkPlan, now_ns: u64) -> Result<Self, String> {
+    pub fn new(plan: LinkPlan, now_ns: u64) -> Result<Self, QosError> {
         plan.validate()?;
         let inner = build(&plan, now_ns)?;
         Ok(LinkScheduler { inner, plan })
@@ -380,7 +380,7 @@ impl<T> LinkScheduler<T> {
     /// Takes a new plan. Refused whole (nothing changes) when it is invalid; otherwise no
     /// waiting packet is lost, except those of VMs the plan no longer has, which are returned
     /// for the caller to free.
-    pub fn reconfigure(&mut self, plan: LinkPlan, now_ns: u64) -> Result<Vec<T>, String> {
+    pub fn reconfigure(&mut self, plan: LinkPlan, now_ns: u64) -> Result<Vec<T>, QosError> {
         plan.validate()?;
         let mut freed = Vec::new();
         if self.plan.settings.rebuild_for(&plan.settings) {
@@ -416,7 +416,7 @@ impl<T> LinkScheduler<T> {
         Ok(freed)
     }
 
-    fn apply_in_place(&mut self, plan: &LinkPlan, now_ns: u64, freed: &mut Vec<T>) -> Result<(), String> {
+    fn apply_in_place(&mut self, plan: &LinkPlan, now_ns: u64, freed: &mut Vec<T>) -> Result<(), QosError> {
         for &q in self.plan.vms.keys().filter(|q| !plan.vms.contains_key(q)) {
             freed.extend(self.inner.remove(q).into_iter().map(|(_, item)| item));
         }

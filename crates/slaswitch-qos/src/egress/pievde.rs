@@ -13,6 +13,7 @@
 
 use super::vtrr::Vtrr;
 use super::{Dequeued, EgressScheduler, PacketQueues, QueueIndex};
+use crate::QosError;
 
 #[derive(Clone, Debug)]
 struct Tenant {
@@ -51,9 +52,9 @@ impl<T> PieVde<T> {
     }
 
     /// Adds a tenant or changes its weight (takes effect at once).
-    pub fn set_tenant(&mut self, tenant: usize, weight: u32) -> Result<(), String> {
+    pub fn set_tenant(&mut self, tenant: usize, weight: u32) -> Result<(), QosError> {
         if weight == 0 {
-            return Err(format!("tenant {tenant}: weight must be at least 1"));
+            return Err(QosError::TenantWeight(tenant));
         }
         if tenant >= self.tenants.len() {
             self.tenants.resize(tenant + 1, None);
@@ -70,12 +71,12 @@ impl<T> PieVde<T> {
         tenant: usize,
         weight: u32,
         limit_packets: usize,
-    ) -> Result<(), String> {
+    ) -> Result<(), QosError> {
         if weight == 0 {
-            return Err(format!("VM queue {queue}: weight must be at least 1"));
+            return Err(QosError::Queue { queue, why: "weight must be at least 1" });
         }
         if !matches!(self.tenants.get(tenant), Some(Some(_))) {
-            return Err(format!("VM queue {queue}: tenant {tenant} does not exist"));
+            return Err(QosError::NoTenant { queue, tenant });
         }
         let backlogged = self.queues.is_backlogged(queue);
         if let Some(Some(old)) = self.vms.get(queue).copied() {
@@ -111,9 +112,9 @@ impl<T> PieVde<T> {
     }
 
     /// Removes a tenant that has no VMs left.
-    pub fn remove_tenant(&mut self, tenant: usize) -> Result<(), String> {
+    pub fn remove_tenant(&mut self, tenant: usize) -> Result<(), QosError> {
         if self.vms.iter().flatten().any(|vm| vm.tenant == tenant) {
-            return Err(format!("tenant {tenant} still has VMs"));
+            return Err(QosError::TenantInUse(tenant));
         }
         if let Some(slot) = self.tenants.get_mut(tenant) {
             *slot = None;

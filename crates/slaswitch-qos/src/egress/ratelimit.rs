@@ -85,9 +85,9 @@ pub struct RateLimit<T> {
 
 impl<T> RateLimit<T> {
     /// No VM yet, the first period starting at `now_ns`.
-    pub fn new(config: RateLimitConfig, now_ns: u64) -> Result<Self, String> {
+    pub fn new(config: RateLimitConfig, now_ns: u64) -> Result<Self, crate::QosError> {
         if config.link_rate_bps == 0 || config.period_ns == 0 {
-            return Err("rate limiting needs a positive link rate and period".into());
+            return Err(crate::QosError::Unusable("rate limiting needs a positive link rate and period"));
         }
         Ok(RateLimit {
             config,

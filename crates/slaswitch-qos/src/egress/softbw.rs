@@ -30,6 +30,7 @@ use std::collections::VecDeque;
 
 use super::{Dequeued, EgressScheduler, PacketQueues, QueueIndex};
 use crate::timer_wheel::TimerWheel;
+use crate::QosError;
 use crate::NS_PER_SEC;
 
 /// What a queue is guaranteed (seed 003 Sec. 3.1).
@@ -131,9 +132,9 @@ fn ns_per_byte(rate_bps: u64) -> f64 {
 
 impl<T> SoftBw<T> {
     /// A scheduler with no queue, its clock started at `now_ns`.
-    pub fn new(config: SoftBwConfig, now_ns: u64) -> Result<Self, String> {
+    pub fn new(config: SoftBwConfig, now_ns: u64) -> Result<Self, QosError> {
         if config.link_rate_bps == 0 {
-            return Err("SoftBW needs a positive link rate".into());
+            return Err(QosError::Unusable("SoftBW needs a positive link rate"));
         }
         Ok(SoftBw {
             config,
@@ -162,13 +163,13 @@ impl<T> SoftBw<T> {
         guarantee: Guarantee,
         limit_packets: usize,
         now_ns: u64,
-    ) -> Result<(), String> {
+    ) -> Result<(), QosError> {
         match guarantee {
             Guarantee::Strict { rate_bps: 0 } => {
-                return Err(format!("queue {queue}: a strict guarantee needs a positive rate"))
+                return Err(QosError::Queue { queue, why: "a strict guarantee needs a positive rate" })
             }
             Guarantee::Dynamic { duration_ns: 0, .. } => {
-                return Err(format!("queue {queue}: a dynamic guarantee needs T > 0"))
+                return Err(QosError::Queue { queue, why: "a dynamic guarantee needs T > 0" })
             }
             _ => {}
         }

@@ -26,12 +26,12 @@ pub struct Trtcm {
 
 impl Trtcm {
     /// A meter whose buckets start full at `now_ns`; refuses a peak below the committed rate.
-    pub fn new(params: TrtcmParams, now_ns: u64) -> Result<Self, String> {
+    pub fn new(params: TrtcmParams, now_ns: u64) -> Result<Self, crate::QosError> {
         if params.pir_bytes_per_sec < params.cir_bytes_per_sec {
-            return Err(format!(
-                "trTCM peak rate {} B/s is below the committed rate {} B/s (RFC 2698 needs PIR >= CIR)",
-                params.pir_bytes_per_sec, params.cir_bytes_per_sec
-            ));
+            return Err(crate::QosError::PeakBelowCommitted {
+                pir_bytes_per_sec: params.pir_bytes_per_sec,
+                cir_bytes_per_sec: params.cir_bytes_per_sec,
+            });
         }
         Ok(Trtcm {
             committed: TokenBucket::new(params.cir_bytes_per_sec, params.cbs_bytes, now_ns),

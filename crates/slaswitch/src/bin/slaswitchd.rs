@@ -106,7 +106,7 @@ fn parse_host_id(s: &str) -> Result<String, slaswitch_config::ConfigError> {
 
 fn parse_bucket_depth_us(s: &str) -> Result<u64, String> {
     let us: u64 = s.parse().map_err(|_| format!("'{s}' is not a whole number of microseconds"))?;
-    C2tbConfig::check_bucket_depth_us(us)
+    Ok(C2tbConfig::check_bucket_depth_us(us)?)
 }
 
 fn main() {
