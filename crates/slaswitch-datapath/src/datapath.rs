@@ -22,6 +22,7 @@ use slaswitch_dpdk::{hugepage_status, probe_device, remove_device, remove_vdev, 
 use slaswitch_qos::cpu::{Allocation, BandwidthModel};
 
 use crate::counters::{PmdCounters, PmdTotals, PortCounters, RuleCounters, RxTotals};
+use crate::error::DatapathError;
 use crate::paced_tx::{Fallback, PacedLink};
 use crate::pmd;
 use crate::pmd_config::{ModelCycles, PmdConfig, PmdMessage, RxPort, TxPort};
@@ -284,31 +285,25 @@ pub struct FallbackStatus {
 
 impl Datapath {
     /// Starts EAL and the PMD threads (with no ports yet).
-    pub fn start(settings: DatapathSettings) -> Result<Datapath, String> {
+    pub fn start(settings: DatapathSettings) -> Result<Datapath, DatapathError> {
         if settings.pmd_cores.is_empty() {
-            return Err("at least one PMD core is needed".into());
+            return Err(DatapathError::NoPmdCore);
         }
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         if let Some(&bad) = settings.pmd_cores.iter().chain([&settings.main_core]).find(|&&c| c >= cores) {
-            return Err(format!("core {bad} does not exist: this machine has cores 0 to {}", cores - 1));
+            return Err(DatapathError::NoSuchCore { core: bad, last: cores - 1 });
         }
         if settings.hugepages {
             let (total, free, mounted) = hugepage_status();
             if total == 0 || free == 0 || !mounted {
-                return Err(format!(
-                    "no usable hugepages (total {total}, free {free}, hugetlbfs mounted: {mounted}). Fix as root:\n  \
-                     echo 1024 > /proc/sys/vm/nr_hugepages\n  mkdir -p /dev/hugepages && mount -t hugetlbfs nodev /dev/hugepages\n\
-                     or start with --no-huge (slower; vhost-user VMs still need hugepages on their side)"
-                ));
+                return Err(DatapathError::NoHugepages { total, free, mounted });
             }
         }
         std::fs::create_dir_all(&settings.run_dir)
-            .map_err(|e| format!("cannot create run directory {}: {e}", settings.run_dir.display()))?;
-        let eal = Eal::init(&settings.eal_args()).map_err(|e| e.to_string())?;
-        let pool = Arc::new(
-            Mempool::new(&eal, &format!("{}_mbufs", settings.file_prefix), settings.mbufs, 256, 2048 + 128)
-                .map_err(|e| e.to_string())?,
-        );
+            .map_err(|source| DatapathError::RunDir { path: settings.run_dir.display().to_string(), source })?;
+        let eal = Eal::init(&settings.eal_args())?;
+        let pool =
+            Arc::new(Mempool::new(&eal, &format!("{}_mbufs", settings.file_prefix), settings.mbufs, 256, 2048 + 128)?);
         let classifier = Arc::new(Classifier::new(Vec::new()));
         let rule_counters = Arc::new(RuleCounters::new(0));
         let mut dp = Datapath {
@@ -343,7 +338,7 @@ impl Datapath {
                     }
                     pmd::run(cfg, receiver, thread_counters, thread_probe);
                 })
-                .map_err(|e| format!("cannot start the PMD thread for core {core}: {e}"))?;
+                .map_err(|source| DatapathError::PmdThread { core, source })?;
             dp.pmds.push(PmdHandle { core, sender, counters, probe, join: Some(join) });
         }
         Ok(dp)
@@ -441,18 +436,17 @@ impl Datapath {
     }
 
     /// Sends every PMD its new configuration and waits until each has switched.
-    fn push_configs(&self) -> Result<(), String> {
+    fn push_configs(&self) -> Result<(), DatapathError> {
         let mut acks = Vec::new();
         for (i, pmd) in self.pmds.iter().enumerate() {
             let (ack_tx, ack_rx) = channel();
             pmd.sender
                 .send(PmdMessage::Config(self.pmd_config(i), ack_tx))
-                .map_err(|_| format!("the PMD thread on core {} has stopped", pmd.core))?;
+                .map_err(|_| DatapathError::PmdStopped(pmd.core))?;
             acks.push((pmd.core, ack_rx));
         }
         for (core, ack) in acks {
-            ack.recv_timeout(Duration::from_secs(10))
-                .map_err(|_| format!("the PMD thread on core {core} did not take the new configuration"))?;
+            ack.recv_timeout(Duration::from_secs(10)).map_err(|_| DatapathError::PmdNoAnswer(core))?;
         }
         Ok(())
     }
@@ -470,19 +464,19 @@ impl Datapath {
     }
 
     /// Adds a port; on any failure nothing changes. `spec.number` 0 means "pick one".
-    pub fn add_port(&mut self, mut spec: PortSpec) -> Result<PortSpec, String> {
+    pub fn add_port(&mut self, mut spec: PortSpec) -> Result<PortSpec, DatapathError> {
         let settings = spec.validate()?;
         if self.ports.contains_key(&spec.name) {
-            return Err(format!("a port named '{}' already exists", spec.name));
+            return Err(DatapathError::PortExists(spec.name));
         }
         let used: Vec<u16> = self.ports.values().map(|p| p.spec.number).collect();
         if let Some(n) = settings.ofport_request {
             if used.contains(&n) {
-                return Err(format!("ofport_request={n}: port number {n} is taken by '{}'", self.port_name(n)));
+                return Err(DatapathError::NumberTaken { number: n, by: self.port_name(n) });
             }
             spec.number = n;
         } else if spec.number == 0 || used.contains(&spec.number) {
-            spec.number = (1..MAX_PORTS as u16).find(|n| !used.contains(n)).ok_or("no port number left")?;
+            spec.number = (1..MAX_PORTS as u16).find(|n| !used.contains(n)).ok_or(DatapathError::NoPortNumber)?;
         }
         let pmd = self.pick_pmd(settings.pmd_core)?;
         let plans = self.plan_with(&[(&spec, &settings, pmd)], None, self.model.as_ref())?;
@@ -498,10 +492,14 @@ impl Datapath {
         } else {
             probe_device(&self.eal, &recipe.device)
         }
-        .map_err(|e| format!("cannot create {} port {}: {e}", spec.port_type.name(), spec.name))?;
+        .map_err(|source| DatapathError::CreateDevice {
+            port_type: spec.port_type.name(),
+            port: spec.name.clone(),
+            source,
+        })?;
         if let Err(e) = eth.setup(settings.rx_ring_descriptors, settings.tx_ring_descriptors, &self.pool) {
             Self::destroy_device(eth, &recipe);
-            return Err(format!("cannot start {} port {}: {e}", spec.port_type.name(), spec.name));
+            return Err(DatapathError::StartDevice { port_type: spec.port_type.name(), port: spec.name, source: e });
         }
         let entry = PortEntry {
             spec: spec.clone(),
@@ -534,7 +532,7 @@ impl Datapath {
         changed: &[(&PortSpec, &PortSettings, usize)],
         removed: Option<&str>,
         model: Option<&BandwidthModel>,
-    ) -> Result<BTreeMap<String, PortPlan>, String> {
+    ) -> Result<BTreeMap<String, PortPlan>, DatapathError> {
         let mut candidates: Vec<Candidate> = self
             .ports
             .values()
@@ -557,17 +555,14 @@ impl Datapath {
         for c in &candidates {
             let tenant = &plans[&c.spec.name].vm_link.tenant;
             if !self.tenants.contains_key(tenant) {
-                return Err(format!(
-                    "port {}: tenant={tenant} does not exist (create it first: slaswitch set-tenant {tenant} weight=W)",
-                    c.spec.name
-                ));
+                return Err(DatapathError::NoTenantForPort { port: c.spec.name.clone(), tenant: tenant.clone() });
             }
         }
         let numbers: BTreeMap<&str, u16> = candidates.iter().map(|c| (c.spec.name.as_str(), c.spec.number)).collect();
         for name in plans.iter().filter(|(_, p)| p.link.link_rate_bps > 0).map(|(n, _)| n) {
             self.link_plan(name, &plans, &numbers, &self.tenants)
                 .validate()
-                .map_err(|e| format!("{who}: the link scheduler of {name} would refuse it: {e}"))?;
+                .map_err(|source| DatapathError::LinkRefuses { change: who.clone(), link: name.clone(), source })?;
         }
         Ok(plans)
     }
@@ -609,7 +604,7 @@ impl Datapath {
 
     /// Replaces the bandwidth-CPU model; refused (nothing changes) when some port's purchase
     /// would no longer fit under the new model.
-    pub fn set_model(&mut self, model: Option<BandwidthModel>) -> Result<(), String> {
+    pub fn set_model(&mut self, model: Option<BandwidthModel>) -> Result<(), DatapathError> {
         let plans = self.plan_with(&[], None, model.as_ref())?;
         let old_model = std::mem::replace(&mut self.model, model);
         let before = self.apply_plans(plans);
@@ -642,11 +637,13 @@ impl Datapath {
         }
     }
 
-    fn pick_pmd(&self, pmd_core: Option<usize>) -> Result<usize, String> {
+    fn pick_pmd(&self, pmd_core: Option<usize>) -> Result<usize, DatapathError> {
         if let Some(core) = pmd_core {
-            return self.pmds.iter().position(|p| p.core == core).ok_or_else(|| {
-                format!("pmd={core}: no PMD thread runs on core {core} (PMD cores: {:?})", self.settings.pmd_cores)
-            });
+            return self
+                .pmds
+                .iter()
+                .position(|p| p.core == core)
+                .ok_or_else(|| DatapathError::NoPmdOnCore { core, cores: self.settings.pmd_cores.clone() });
         }
         // Round robin: the PMD with the fewest ports.
         Ok((0..self.pmds.len()).min_by_key(|&i| self.ports.values().filter(|p| p.pmd == i).count()).unwrap_or(0))
@@ -662,9 +659,9 @@ impl Datapath {
     }
 
     /// Removes a port: PMDs stop using it first, then its device is closed.
-    pub fn del_port(&mut self, name: &str) -> Result<(), String> {
+    pub fn del_port(&mut self, name: &str) -> Result<(), DatapathError> {
         if !self.ports.contains_key(name) {
-            return Err(format!("no port named '{name}'"));
+            return Err(DatapathError::NoPort(name.to_string()));
         }
         // Fewer VMs on a PMD only lowers the others' coefficients, so this plan always fits.
         let plans = self.plan_with(&[], Some(name), self.model.as_ref());
@@ -684,7 +681,7 @@ impl Datapath {
 
     /// Changes a port's options. `pmd` moves its rx queue live; any other change recreates the
     /// port's device under the same number (only that port pauses).
-    pub fn set_port(&mut self, name: &str, options: &BTreeMap<String, String>) -> Result<PortSpec, String> {
+    pub fn set_port(&mut self, name: &str, options: &BTreeMap<String, String>) -> Result<PortSpec, DatapathError> {
         let updated = self.updated_spec(name, options)?;
         if options.keys().all(|k| slaswitch_config::port::is_live_option(k)) {
             return Ok(self.apply_live(vec![updated])?.remove(0));
@@ -696,7 +693,9 @@ impl Datapath {
             Ok(s) => Ok(s),
             Err(e) => {
                 // Put the old port back so a bad setting changes nothing.
-                self.add_port(old).map_err(|e2| format!("{e}; restoring the old port failed too: {e2}"))?;
+                if let Err(restore) = self.add_port(old) {
+                    return Err(DatapathError::RestoreFailed { error: Box::new(e), restore: Box::new(restore) });
+                }
                 Err(e)
             }
         }
@@ -708,26 +707,29 @@ impl Datapath {
     /// first, one that would overbook the core). Only live options (C2QoS, meters, purchase,
     /// link, `pmd`) can be set together, since recreating devices cannot be undone as a whole;
     /// one port's request is [`Self::set_port`]. Refused whole, changing nothing.
-    pub fn set_ports(&mut self, changes: &[(String, BTreeMap<String, String>)]) -> Result<Vec<PortSpec>, String> {
+    pub fn set_ports(
+        &mut self,
+        changes: &[(String, BTreeMap<String, String>)],
+    ) -> Result<Vec<PortSpec>, DatapathError> {
         match changes {
-            [] => return Err("no port to set".into()),
+            [] => return Err(DatapathError::NothingToSet),
             [(name, options)] => return self.set_port(name, options).map(|s| vec![s]),
             _ => {}
         }
         let mut updated = Vec::with_capacity(changes.len());
         for (i, (name, options)) in changes.iter().enumerate() {
             if changes[..i].iter().any(|(n, _)| n == name) {
-                return Err(format!("port {name} is named twice; give all its options in one place"));
+                return Err(DatapathError::NamedTwice(name.clone()));
             }
             if let Some(key) = options.keys().find(|k| !slaswitch_config::port::is_live_option(k)) {
-                return Err(format!("{name}: {key} recreates the port's device, so it cannot be set together with other ports; set it alone"));
+                return Err(DatapathError::NotLive { port: name.clone(), key: key.clone() });
             }
             // Among several ports, an error must say whose option it is.
             updated.push(self.updated_spec(name, options).map_err(|e| {
-                if e.contains(name.as_str()) {
+                if e.to_string().contains(name.as_str()) {
                     e
                 } else {
-                    format!("{name}: {e}")
+                    DatapathError::OfPort { port: name.clone(), source: Box::new(e) }
                 }
             })?);
         }
@@ -735,10 +737,10 @@ impl Datapath {
     }
 
     /// A port's spec with `options` set, validated, and the PMD it would be on.
-    fn updated_spec(&self, name: &str, options: &BTreeMap<String, String>) -> Result<UpdatedPort, String> {
-        let entry = self.ports.get(name).ok_or_else(|| format!("no port named '{name}'"))?;
+    fn updated_spec(&self, name: &str, options: &BTreeMap<String, String>) -> Result<UpdatedPort, DatapathError> {
+        let entry = self.ports.get(name).ok_or_else(|| DatapathError::NoPort(name.to_string()))?;
         if options.is_empty() {
-            return Err(format!("set-port {name} needs at least one key=value"));
+            return Err(DatapathError::NoOptions(name.to_string()));
         }
         let mut spec = entry.spec.clone();
         for (k, v) in options {
@@ -746,10 +748,7 @@ impl Datapath {
         }
         let settings = spec.validate()?;
         if options.contains_key("ofport_request") && settings.ofport_request != Some(spec.number) {
-            return Err(format!(
-                "ofport_request cannot change on a live port ({} is number {}); delete and add it",
-                name, spec.number
-            ));
+            return Err(DatapathError::NumberChange { port: name.to_string(), number: spec.number });
         }
         // A port stays on its PMD unless `pmd` names another.
         let pmd = if settings.pmd_core.is_some() { self.pick_pmd(settings.pmd_core)? } else { entry.pmd };
@@ -757,7 +756,7 @@ impl Datapath {
     }
 
     /// Gives ports new specs whose changes are all live: one plan, one switch of the PMDs.
-    fn apply_live(&mut self, updated: Vec<UpdatedPort>) -> Result<Vec<PortSpec>, String> {
+    fn apply_live(&mut self, updated: Vec<UpdatedPort>) -> Result<Vec<PortSpec>, DatapathError> {
         let changed: Vec<_> = updated.iter().map(|u| (&u.spec, &u.settings, u.pmd)).collect();
         let plans = self.plan_with(&changed, None, self.model.as_ref())?;
         let mut old = Vec::with_capacity(updated.len());
@@ -787,7 +786,7 @@ impl Datapath {
     }
 
     /// Installs a new rule set, keeping the counters of rules that stay.
-    fn install_rules(&mut self, rules: Vec<Rule>) -> Result<(), String> {
+    fn install_rules(&mut self, rules: Vec<Rule>) -> Result<(), DatapathError> {
         let classifier = Arc::new(Classifier::new(rules));
         let counters = RuleCounters::new(classifier.rules().len());
         for (i, r) in classifier.rules().iter().enumerate() {
@@ -820,12 +819,13 @@ impl Datapath {
     }
 
     /// Adds flows given as `add-flow` text, all or none; returns how many.
-    pub fn add_flows(&mut self, texts: &[String]) -> Result<usize, String> {
+    pub fn add_flows(&mut self, texts: &[String]) -> Result<usize, DatapathError> {
         let mut new_rules = Vec::new();
         {
             let resolve = self.resolve_port();
             for t in texts {
-                new_rules.push(Rule::parse(t, &resolve).map_err(|e| format!("flow '{t}': {e}"))?);
+                new_rules
+                    .push(Rule::parse(t, &resolve).map_err(|source| DatapathError::Flow { flow: t.clone(), source })?);
             }
         }
         let mut rules = self.rules.clone();
@@ -836,13 +836,16 @@ impl Datapath {
     }
 
     /// Deletes every rule, or those whose match equals `matcher` (and priority, when `strict`).
-    pub fn del_flows(&mut self, matcher: Option<&str>, strict: bool) -> Result<usize, String> {
+    pub fn del_flows(&mut self, matcher: Option<&str>, strict: bool) -> Result<usize, DatapathError> {
         let parsed = match matcher {
             None => None,
             Some(m) => {
                 let resolve = self.resolve_port();
                 let text = if m.contains("actions=") { m.to_string() } else { format!("{m},actions=drop") };
-                Some(Rule::parse(&text, &resolve).map_err(|e| format!("match '{m}': {e}"))?)
+                Some(
+                    Rule::parse(&text, &resolve)
+                        .map_err(|source| DatapathError::Match { matcher: m.to_string(), source })?,
+                )
             }
         };
         let (kept, removed) = self

@@ -5,6 +5,7 @@
 pub mod counters;
 pub mod datapath;
 mod drift;
+pub mod error;
 mod flow_caches;
 pub mod histogram;
 pub mod paced_tx;
@@ -17,3 +18,4 @@ mod spin;
 mod stages;
 
 pub use datapath::{CpuMode, Datapath, DatapathSettings, FlowStats, PmdStats, PortStats};
+pub use error::DatapathError;

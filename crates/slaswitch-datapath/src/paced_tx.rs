@@ -120,7 +120,7 @@ pub struct PacedLink {
 
 impl PacedLink {
     /// A link for `plan`; `watch_for_fallback`: the uplink, with its detector running.
-    pub fn new(plan: LinkPlan, watch_for_fallback: bool, now_ns: u64) -> Result<PacedLink, String> {
+    pub fn new(plan: LinkPlan, watch_for_fallback: bool, now_ns: u64) -> Result<PacedLink, slaswitch_qos::QosError> {
         let rate_bps = plan.settings.link_rate_bps;
         Ok(PacedLink {
             state: SpinLock::new(LinkState {
@@ -153,7 +153,12 @@ impl PacedLink {
     /// Takes a new plan live: no queued frame is lost except those of VMs the plan no longer
     /// has (freed and counted as theirs). Refused whole, changing nothing, if the scheduler
     /// refuses the plan.
-    pub fn configure(&self, plan: LinkPlan, watch_for_fallback: bool, now_ns: u64) -> Result<(), String> {
+    pub fn configure(
+        &self,
+        plan: LinkPlan,
+        watch_for_fallback: bool,
+        now_ns: u64,
+    ) -> Result<(), slaswitch_qos::QosError> {
         let mut s = self.state.lock();
         let gone: Vec<usize> = s.sched.plan().vms.keys().filter(|q| !plan.vms.contains_key(q)).copied().collect();
         let gone: Vec<(usize, usize)> =

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use slaswitch_qos::egress::link_scheduler::{LinkPlan, LinkSettings, VmLinkPolicy};
 
 use super::{Datapath, PortEntry};
+use crate::error::DatapathError;
 use crate::paced_tx::{LinkOut, PacedLink};
 use slaswitch_config::allocation::PortPlan;
 use slaswitch_config::link_policy::DEFAULT_TENANT;
@@ -158,7 +159,7 @@ impl Datapath {
 
     /// Makes every paced port's link and scheduler match the ports' plans: a new link for a
     /// newly paced port, the same link reconfigured live (no frame lost) otherwise.
-    pub(super) fn configure_links(&mut self) -> Result<(), String> {
+    pub(super) fn configure_links(&mut self) -> Result<(), DatapathError> {
         let now_ns = crate::pmd_config::tsc_to_ns(slaswitch_dpdk::rdtsc(), self.eal.tsc_hz());
         let plans: BTreeMap<String, PortPlan> = self.ports.iter().map(|(n, e)| (n.clone(), e.plan.clone())).collect();
         let numbers: BTreeMap<&str, u16> = self.ports.iter().map(|(n, e)| (n.as_str(), e.spec.number)).collect();
@@ -189,12 +190,9 @@ impl Datapath {
     }
 
     /// The scheduler of paced port `name` and every VM in it.
-    pub fn link_stats(&self, name: &str) -> Result<LinkStats, String> {
-        let entry = self.ports.get(name).ok_or_else(|| format!("no port named '{name}'"))?;
-        let link = entry
-            .paced
-            .as_ref()
-            .ok_or_else(|| format!("port {name} has no link scheduler: it is not paced (set link_rate_bps on it)"))?;
+    pub fn link_stats(&self, name: &str) -> Result<LinkStats, DatapathError> {
+        let entry = self.ports.get(name).ok_or_else(|| DatapathError::NoPort(name.to_string()))?;
+        let link = entry.paced.as_ref().ok_or_else(|| DatapathError::NotPaced(name.to_string()))?;
         let sources: Vec<&PortEntry> = self.ports.values().filter(|p| p.spec.name != name).collect();
         let numbers: Vec<u16> = sources.iter().map(|p| p.spec.number).collect();
         let (plan, views) = link.view(&numbers);
@@ -246,14 +244,11 @@ impl Datapath {
     }
 
     /// Adds a tenant or changes its weight, live on every paced link.
-    pub fn set_tenant(&mut self, name: &str, weight: u32) -> Result<(), String> {
+    pub fn set_tenant(&mut self, name: &str, weight: u32) -> Result<(), DatapathError> {
         slaswitch_config::link_policy::valid_tenant_name(name)?;
         if !TENANT_WEIGHTS.contains(&weight) {
-            return Err(format!(
-                "weight={weight}: a whole number from {} to {}",
-                TENANT_WEIGHTS.start(),
-                TENANT_WEIGHTS.end()
-            ));
+            let (min, max) = TENANT_WEIGHTS.into_inner();
+            return Err(DatapathError::TenantWeight { weight, min, max });
         }
         let index = match self.tenants.get(name) {
             Some(t) => t.index,
@@ -272,17 +267,17 @@ impl Datapath {
     }
 
     /// Removes a tenant no port names.
-    pub fn del_tenant(&mut self, name: &str) -> Result<(), String> {
+    pub fn del_tenant(&mut self, name: &str) -> Result<(), DatapathError> {
         if name == DEFAULT_TENANT {
-            return Err(format!("tenant {DEFAULT_TENANT} always exists (ports that name no tenant are in it)"));
+            return Err(DatapathError::DefaultTenant(DEFAULT_TENANT));
         }
         if !self.tenants.contains_key(name) {
-            return Err(format!("no tenant named '{name}'"));
+            return Err(DatapathError::NoTenant(name.to_string()));
         }
         let users: Vec<&str> =
             self.ports.values().filter(|p| p.plan.vm_link.tenant == name).map(|p| p.spec.name.as_str()).collect();
         if !users.is_empty() {
-            return Err(format!("tenant {name} still has ports: {} (move them first)", users.join(", ")));
+            return Err(DatapathError::TenantInUse { name: name.to_string(), ports: users.join(", ") });
         }
         let old = self.tenants.remove(name).expect("checked");
         if let Err(e) = self.configure_links() {

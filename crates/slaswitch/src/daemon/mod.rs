@@ -65,7 +65,7 @@ impl Daemon {
         for spec in saved.ports {
             if let Err(e) = d.dp.add_port(spec.clone()) {
                 tracing::warn!("port {} not restored: {e}", spec.name);
-                d.unrestored_ports.push((spec, e));
+                d.unrestored_ports.push((spec, e.to_string()));
             }
         }
         for flow in saved.flows {
@@ -81,7 +81,7 @@ impl Daemon {
         for (spec, err) in std::mem::take(&mut self.unrestored_ports) {
             if let Err(e) = self.dp.add_port(spec.clone()) {
                 let _ = err;
-                self.unrestored_ports.push((spec, e));
+                self.unrestored_ports.push((spec, e.to_string()));
             }
         }
     }
@@ -139,11 +139,11 @@ impl Daemon {
                 Response::Ports(views::list_ports(&ports, &specs, &self.unrestored_ports))
             }
             Request::AddFlow { flows } => {
-                Response::FlowsAdded(self.changed(|d| d.dp.add_flows(&flows).map(|added| FlowsAdded { added }))?)
+                Response::FlowsAdded(self.changed(|d| Ok(FlowsAdded { added: d.dp.add_flows(&flows)? }))?)
             }
             Request::DelFlows { matcher, strict } => {
                 let matcher = matcher.filter(|m| !m.trim().is_empty());
-                let deleted = self.changed(|d| d.dp.del_flows(matcher.as_deref(), strict))?;
+                let deleted = self.changed(|d| Ok(d.dp.del_flows(matcher.as_deref(), strict)?))?;
                 Response::FlowsDeleted(FlowsDeleted { deleted })
             }
             Request::DumpFlows => Response::Flows(FlowList(self.dp.dump_flows())),
@@ -182,12 +182,14 @@ impl Daemon {
                 }
             },
             Request::LinkShow { name } => Response::LinkShow(Box::new(self.link_show(name)?)),
-            Request::SetTenant { name, weight } => Response::TenantSet(
-                self.changed(|d| d.dp.set_tenant(&name, weight).map(|()| TenantSet { tenant: name, weight }))?,
-            ),
-            Request::DelTenant { name } => Response::TenantDeleted(
-                self.changed(|d| d.dp.del_tenant(&name).map(|()| TenantDeleted { deleted: name }))?,
-            ),
+            Request::SetTenant { name, weight } => Response::TenantSet(self.changed(|d| {
+                d.dp.set_tenant(&name, weight)?;
+                Ok(TenantSet { tenant: name, weight })
+            })?),
+            Request::DelTenant { name } => Response::TenantDeleted(self.changed(|d| {
+                d.dp.del_tenant(&name)?;
+                Ok(TenantDeleted { deleted: name })
+            })?),
             Request::Show => Response::Config(self.saved()),
         })
     }
