@@ -182,7 +182,7 @@ pub fn plot(path: &Path, b: &Bill, records: &[Record]) -> Result<(), String> {
         Panel { title: "rate per billing cycle, Mbit/s".into(), series: series(rates), markers: Vec::new() },
         Panel { title: "charge per billing cycle".into(), series: series(charges), markers: Vec::new() },
     ];
-    lines(path, &format!("tenant {}: usage", b.tenant), "seconds from the period's start", "", &panels)
+    Ok(lines(path, &format!("tenant {}: usage", b.tenant), "seconds from the period's start", "", &panels)?)
 }
 
 #[cfg(test)]

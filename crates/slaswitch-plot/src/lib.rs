@@ -14,20 +14,45 @@ pub const FONT: &str = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
 
 static FONT_ONCE: Once = Once::new();
 
-fn ensure_font() -> Result<(), String> {
+/// Why a chart was not drawn.
+#[derive(Debug, thiserror::Error)]
+pub enum PlotError {
+    /// The font is missing or unreadable.
+    #[error("{FONT}: {why} (apt-get install fonts-dejavu-core)")]
+    Font {
+        /// What is wrong with it.
+        why: String,
+    },
+    /// plotters could not draw or write the file.
+    #[error("drawing {path}: {why}")]
+    Draw {
+        /// The chart's file.
+        path: String,
+        /// plotters' error.
+        why: String,
+    },
+}
+
+impl From<PlotError> for String {
+    fn from(e: PlotError) -> String {
+        e.to_string()
+    }
+}
+
+fn ensure_font() -> Result<(), PlotError> {
     let mut result = Ok(());
     FONT_ONCE.call_once(|| match std::fs::read(FONT) {
         Ok(bytes) => {
             // The font lives as long as the process: plotters keeps a 'static reference.
             let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
             if register_font("sans-serif", FontStyle::Normal, bytes).is_err() {
-                result = Err(format!("{FONT} is not a font plotters can read"));
+                result = Err(PlotError::Font { why: "not a font plotters can read".into() });
             }
         }
-        Err(e) => result = Err(format!("{FONT}: {e} (apt-get install fonts-dejavu-core)")),
+        Err(e) => result = Err(PlotError::Font { why: e.to_string() }),
     });
     if !Path::new(FONT).exists() {
-        return Err(format!("{FONT} is missing (apt-get install fonts-dejavu-core)"));
+        return Err(PlotError::Font { why: "missing".into() });
     }
     result
 }
@@ -78,17 +103,18 @@ fn group_label(names: &[String], x: f64) -> String {
     names.get(x.floor() as usize).cloned().unwrap_or_default()
 }
 
-fn e<T: std::fmt::Display>(x: T) -> String {
-    x.to_string()
+/// plotters' error, with the chart it was drawing.
+fn drawing(path: &Path, why: impl std::fmt::Display) -> PlotError {
+    PlotError::Draw { path: path.display().to_string(), why: why.to_string() }
 }
 
 /// Line charts, one panel per entry, stacked vertically, sharing axis labels.
-pub fn lines(path: &Path, title: &str, x_label: &str, y_label: &str, panels: &[Panel]) -> Result<(), String> {
+pub fn lines(path: &Path, title: &str, x_label: &str, y_label: &str, panels: &[Panel]) -> Result<(), PlotError> {
     ensure_font()?;
     let height = 80 + 320 * panels.len().max(1) as u32;
     let root = BitMapBackend::new(path, (1200, height)).into_drawing_area();
-    root.fill(&WHITE).map_err(e)?;
-    let root = root.titled(&fit(title, 110), ("sans-serif", 20)).map_err(e)?;
+    root.fill(&WHITE).map_err(|x| drawing(path, x))?;
+    let root = root.titled(&fit(title, 110), ("sans-serif", 20)).map_err(|x| drawing(path, x))?;
     let areas = root.split_evenly((panels.len().max(1), 1));
     for (panel, area) in panels.iter().zip(areas.iter()) {
         let xs = panel.series.iter().flat_map(|s| s.points.iter().map(|p| p.0));
@@ -101,18 +127,24 @@ pub fn lines(path: &Path, title: &str, x_label: &str, y_label: &str, panels: &[P
             .x_label_area_size(40)
             .y_label_area_size(70)
             .build_cartesian_2d(x_min..x_max, 0.0..y_max)
-            .map_err(e)?;
-        chart.configure_mesh().x_desc(x_label).y_desc(y_label).label_style(("sans-serif", 14)).draw().map_err(e)?;
+            .map_err(|x| drawing(path, x))?;
+        chart
+            .configure_mesh()
+            .x_desc(x_label)
+            .y_desc(y_label)
+            .label_style(("sans-serif", 14))
+            .draw()
+            .map_err(|x| drawing(path, x))?;
         for &m in &panel.markers {
             chart
                 .draw_series(LineSeries::new(vec![(m, 0.0), (m, y_max)], BLACK.mix(0.3).stroke_width(1)))
-                .map_err(e)?;
+                .map_err(|x| drawing(path, x))?;
         }
         for (i, s) in panel.series.iter().enumerate() {
             let color = COLORS[i % COLORS.len()];
             chart
                 .draw_series(LineSeries::new(s.points.iter().copied(), color.stroke_width(2)))
-                .map_err(e)?
+                .map_err(|x| drawing(path, x))?
                 .label(&s.label)
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
         }
@@ -124,10 +156,10 @@ pub fn lines(path: &Path, title: &str, x_label: &str, y_label: &str, panels: &[P
                 .label_font(("sans-serif", 14))
                 .position(SeriesLabelPosition::UpperRight)
                 .draw()
-                .map_err(e)?;
+                .map_err(|x| drawing(path, x))?;
         }
     }
-    root.present().map_err(e)?;
+    root.present().map_err(|x| drawing(path, x))?;
     Ok(())
 }
 
@@ -138,10 +170,10 @@ pub fn bars(
     y_label: &str,
     members: &[String],
     groups: &[(String, Vec<f64>)],
-) -> Result<(), String> {
+) -> Result<(), PlotError> {
     ensure_font()?;
     let root = BitMapBackend::new(path, (1200, 500)).into_drawing_area();
-    root.fill(&WHITE).map_err(e)?;
+    root.fill(&WHITE).map_err(|x| drawing(path, x))?;
     let title = fit(title, 110);
     let y_max = groups.iter().flat_map(|(_, v)| v.iter().copied()).fold(0.0f64, f64::max).max(1e-9) * 1.15;
     let n = groups.len().max(1) as f64;
@@ -151,7 +183,7 @@ pub fn bars(
         .x_label_area_size(40)
         .y_label_area_size(70)
         .build_cartesian_2d(0.0..n, 0.0..y_max)
-        .map_err(e)?;
+        .map_err(|x| drawing(path, x))?;
     let names: Vec<String> = groups.iter().map(|(g, _)| g.clone()).collect();
     chart
         .configure_mesh()
@@ -161,7 +193,7 @@ pub fn bars(
         .x_label_formatter(&|x| group_label(&names, *x))
         .label_style(("sans-serif", 14))
         .draw()
-        .map_err(e)?;
+        .map_err(|x| drawing(path, x))?;
     let width = 0.8 / members.len().max(1) as f64;
     for (mi, member) in members.iter().enumerate() {
         let color = COLORS[mi % COLORS.len()];
@@ -171,7 +203,7 @@ pub fn bars(
                 let x0 = gi as f64 + 0.1 + mi as f64 * width;
                 Some(Rectangle::new([(x0, 0.0), (x0 + width * 0.95, v)], color.filled()))
             }))
-            .map_err(e)?
+            .map_err(|x| drawing(path, x))?
             .label(member)
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 15, y + 5)], color.filled()));
     }
@@ -181,8 +213,8 @@ pub fn bars(
         .border_style(BLACK)
         .label_font(("sans-serif", 14))
         .draw()
-        .map_err(e)?;
-    root.present().map_err(e)?;
+        .map_err(|x| drawing(path, x))?;
+    root.present().map_err(|x| drawing(path, x))?;
     Ok(())
 }
 
@@ -204,10 +236,10 @@ pub fn latency_boxes(
     x_label: &str,
     members: &[String],
     groups: &[(String, Vec<Option<LatencyBox>>)],
-) -> Result<(), String> {
+) -> Result<(), PlotError> {
     ensure_font()?;
     let root = BitMapBackend::new(path, (1200, 550)).into_drawing_area();
-    root.fill(&WHITE).map_err(e)?;
+    root.fill(&WHITE).map_err(|x| drawing(path, x))?;
     let title = fit(title, 110);
     let values = groups.iter().flat_map(|(_, b)| b.iter().flatten().flat_map(|b| [b.p50, b.p99]));
     let lo = values.clone().fold(f64::INFINITY, f64::min).max(0.1) / 1.5;
@@ -221,7 +253,7 @@ pub fn latency_boxes(
         .x_label_area_size(45)
         .y_label_area_size(80)
         .build_cartesian_2d(0.0..n, (lo..hi).log_scale())
-        .map_err(e)?;
+        .map_err(|x| drawing(path, x))?;
     let names: Vec<String> = groups.iter().map(|(g, _)| g.clone()).collect();
     chart
         .configure_mesh()
@@ -232,7 +264,7 @@ pub fn latency_boxes(
         .x_label_formatter(&|x| group_label(&names, *x))
         .label_style(("sans-serif", 14))
         .draw()
-        .map_err(e)?;
+        .map_err(|x| drawing(path, x))?;
     let width = 0.8 / members.len().max(1) as f64;
     for (mi, member) in members.iter().enumerate() {
         let color = COLORS[mi % COLORS.len()];
@@ -251,7 +283,7 @@ pub fn latency_boxes(
         }
         chart
             .draw_series(shapes)
-            .map_err(e)?
+            .map_err(|x| drawing(path, x))?
             .label(member)
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 15, y + 5)], color.mix(0.5).filled()));
     }
@@ -262,7 +294,7 @@ pub fn latency_boxes(
         .label_font(("sans-serif", 14))
         .position(SeriesLabelPosition::UpperLeft)
         .draw()
-        .map_err(e)?;
-    root.present().map_err(e)?;
+        .map_err(|x| drawing(path, x))?;
+    root.present().map_err(|x| drawing(path, x))?;
     Ok(())
 }

@@ -296,7 +296,8 @@ fn core_plot(dir: &Path, rows: &[Row]) -> Result<(), String> {
         "over-commitment ratio (links)",
         "strict VMs failing at least one second (%)",
         &[Panel { title: "each server's switch core in front of its link".into(), series, markers: Vec::new() }],
-    )
+    )?;
+    Ok(())
 }
 
 /// The packet check, as text.

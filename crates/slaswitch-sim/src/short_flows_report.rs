@@ -63,7 +63,8 @@ fn cdf_plot(out: &Path, cells: &[Cell]) -> Result<(), String> {
         "completion time, log10 of microseconds",
         "share of short flows",
         &[Panel { title: "every short flow (lost ones never reach 1)".into(), series, markers: Vec::new() }],
-    )
+    )?;
+    Ok(())
 }
 
 /// Writes fct.png, report.md and summary.json into `out`; returns the table.

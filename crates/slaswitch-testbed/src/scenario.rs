@@ -788,8 +788,9 @@ fn validate_topology(s: &Scenario, c: &Checker) -> Result<(), ScenarioError> {
                     );
                 }
                 for (j, text) in vm.phases.iter().enumerate() {
-                    let p: Phase =
-                        text.parse().map_err(|e: String| c.err(&[Key("vm"), Index(i), Key("phases"), Index(j)], e))?;
+                    let p: Phase = text.parse().map_err(|e: slaswitch_traffic::SpecError| {
+                        c.err(&[Key("vm"), Index(i), Key("phases"), Index(j)], e.to_string())
+                    })?;
                     if p.vm.is_some() {
                         return Err(c.err(
                             &[Key("vm"), Index(i), Key("phases"), Index(j)],

@@ -60,12 +60,12 @@ pub enum Malformed {
 
 impl Malformed {
     /// `bad-ihl`, `bad-version` or `bad-length`.
-    pub fn parse(s: &str) -> Result<Malformed, String> {
+    pub fn parse(s: &str) -> Result<Malformed, crate::SpecError> {
         match s {
             "bad-ihl" => Ok(Malformed::BadIhl),
             "bad-version" => Ok(Malformed::BadVersion),
             "bad-length" => Ok(Malformed::BadLength),
-            _ => Err(format!("malformed={s}: bad-ihl, bad-version or bad-length")),
+            _ => Err(crate::SpecError::new(format!("malformed={s}"), "bad-ihl, bad-version or bad-length")),
         }
     }
 

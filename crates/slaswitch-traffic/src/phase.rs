@@ -8,6 +8,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::SpecError;
+
 /// Frame sizes a phase sends.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Size {
@@ -110,16 +112,16 @@ impl Phase {
 }
 
 /// Parses `02:5a:00:00:00:01`.
-pub fn parse_mac(s: &str) -> Result<[u8; 6], String> {
+pub fn parse_mac(s: &str) -> Result<[u8; 6], SpecError> {
     let parts: Vec<u8> = s
         .split(':')
         .map(|p| u8::from_str_radix(p, 16))
         .collect::<Result<_, _>>()
-        .map_err(|_| format!("'{s}' is not a MAC address"))?;
-    parts.try_into().map_err(|_| format!("'{s}' is not a MAC address"))
+        .map_err(|_| SpecError::new(format!("'{s}'"), "not a MAC address"))?;
+    parts.try_into().map_err(|_| SpecError::new(format!("'{s}'"), "not a MAC address"))
 }
 
-fn parse_rate(s: &str) -> Result<Rate, String> {
+fn parse_rate(s: &str) -> Result<Rate, SpecError> {
     if s == "max" {
         return Ok(Rate::Max);
     }
@@ -138,18 +140,18 @@ fn parse_rate(s: &str) -> Result<Rate, String> {
         if let Some(num) = lower.strip_suffix(suffix) {
             if let Ok(v) = num.parse::<f64>() {
                 if v <= 0.0 || !v.is_finite() {
-                    return Err(format!("rate '{s}' must be positive"));
+                    return Err(SpecError::new(format!("rate '{s}'"), "must be positive"));
                 }
                 return Ok(if pps { Rate::Pps(v * scale) } else { Rate::Bps(v * scale) });
             }
         }
     }
-    Err(format!("rate '{s}': use e.g. 1mpps, 500kpps, 2gbps, 800mbps or max"))
+    Err(SpecError::new(format!("rate '{s}'"), "use e.g. 1mpps, 500kpps, 2gbps, 800mbps or max"))
 }
 
 impl std::str::FromStr for Phase {
-    type Err = String;
-    fn from_str(spec: &str) -> Result<Phase, String> {
+    type Err = SpecError;
+    fn from_str(spec: &str) -> Result<Phase, SpecError> {
         let mut p = Phase {
             start_secs: 0.0,
             duration_secs: f64::INFINITY,
@@ -163,8 +165,9 @@ impl std::str::FromStr for Phase {
             malformed: None,
         };
         for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            let (k, v) = item.split_once('=').ok_or_else(|| format!("phase item '{item}' is not key=value"))?;
-            let num = |v: &str| v.parse::<f64>().map_err(|_| format!("{k}={v}: not a number"));
+            let (k, v) =
+                item.split_once('=').ok_or_else(|| SpecError::new(format!("phase item '{item}'"), "not key=value"))?;
+            let num = |v: &str| v.parse::<f64>().map_err(|_| SpecError::new(format!("{k}={v}"), "not a number"));
             match k {
                 "start" => p.start_secs = num(v)?,
                 "dur" | "duration" => p.duration_secs = num(v)?,
@@ -172,44 +175,57 @@ impl std::str::FromStr for Phase {
                     p.size = if v == "imix" {
                         Size::Imix
                     } else {
-                        let s: u16 = v.parse().map_err(|_| format!("size={v}: a frame length or imix"))?;
+                        let s: u16 =
+                            v.parse().map_err(|_| SpecError::new(format!("size={v}"), "a frame length or imix"))?;
                         if !(60..=1514).contains(&s) {
-                            return Err(format!("size={s}: frames are 60 to 1514 bytes (without FCS)"));
+                            return Err(SpecError::new(
+                                format!("size={s}"),
+                                "frames are 60 to 1514 bytes (without FCS)",
+                            ));
                         }
                         Size::Fixed(s)
                     }
                 }
                 "rate" => p.rate = parse_rate(v)?,
                 "flows" => {
-                    p.flows = v.parse().ok().filter(|&f| f >= 1).ok_or_else(|| format!("flows={v}: at least 1"))?;
+                    p.flows = v
+                        .parse()
+                        .ok()
+                        .filter(|&f| f >= 1)
+                        .ok_or_else(|| SpecError::new(format!("flows={v}"), "at least 1"))?;
                 }
                 "dst-mac" => p.dst_mac = parse_mac(v)?,
                 "dst-ip" => {
-                    let ip: std::net::Ipv4Addr = v.parse().map_err(|_| format!("dst-ip={v}: not an IPv4 address"))?;
+                    let ip: std::net::Ipv4Addr =
+                        v.parse().map_err(|_| SpecError::new(format!("dst-ip={v}"), "not an IPv4 address"))?;
                     p.dst_ip = ip.octets();
                 }
                 "vm" => p.vm = Some(v.to_string()),
                 "burst" => p.burst = Some(parse_burst(v)?),
                 "malformed" => p.malformed = Some(crate::frames::Malformed::parse(v)?),
                 other => {
-                    return Err(format!(
-                        "unknown phase key '{other}' (start, dur, size, rate, flows, dst-mac, dst-ip, vm, burst, malformed)"
+                    return Err(SpecError::new(
+                        format!("unknown phase key '{other}'"),
+                        "start, dur, size, rate, flows, dst-mac, dst-ip, vm, burst or malformed",
                     ))
                 }
             }
         }
         if p.start_secs < 0.0 || p.duration_secs <= 0.0 {
-            return Err(format!("phase '{spec}': start must be >= 0 and dur > 0"));
+            return Err(SpecError::new(format!("phase '{spec}'"), "start must be >= 0 and dur > 0"));
         }
         if p.burst.is_some() && p.rate == Rate::Max {
-            return Err(format!("phase '{spec}': burst needs a rate (a phase at rate=max has no pace to bunch)"));
+            return Err(SpecError::new(
+                format!("phase '{spec}'"),
+                "burst needs a rate (a phase at rate=max has no pace to bunch)",
+            ));
         }
         Ok(p)
     }
 }
 
 /// Parses `ON/PERIOD`, each `NNms` or `NNus`, with 0 < ON <= PERIOD.
-fn parse_burst(v: &str) -> Result<Burst, String> {
+fn parse_burst(v: &str) -> Result<Burst, SpecError> {
     let secs = |s: &str| -> Option<f64> {
         let (num, scale) = match s {
             _ if s.ends_with("ms") => (&s[..s.len() - 2], 1e-3),
@@ -218,7 +234,8 @@ fn parse_burst(v: &str) -> Result<Burst, String> {
         };
         num.parse::<f64>().ok().filter(|x| x.is_finite() && *x > 0.0).map(|x| x * scale)
     };
-    let usage = || format!("burst={v}: ON/PERIOD in ms or us, ON no longer than PERIOD (e.g. burst=1ms/4ms)");
+    let usage =
+        || SpecError::new(format!("burst={v}"), "ON/PERIOD in ms or us, ON no longer than PERIOD (e.g. burst=1ms/4ms)");
     let (on, period) = v.split_once('/').ok_or_else(usage)?;
     match (secs(on), secs(period)) {
         (Some(on_secs), Some(period_secs)) if on_secs <= period_secs => Ok(Burst { on_secs, period_secs }),
