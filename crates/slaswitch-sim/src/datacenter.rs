@@ -20,6 +20,7 @@ use slaswitch_qos::egress::fill::{weighted_fill, Claim};
 use slaswitch_qos::egress::softbw_fluid::{fluid_rates, FluidDemand, FluidScratch};
 
 use crate::datacenter_cpu::{pass_core, CoreScratch, CpuHost};
+use crate::SimError;
 
 /// How a link is shared among the VMs that send over it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -33,12 +34,12 @@ pub enum Sharing {
 }
 
 impl std::str::FromStr for Sharing {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = SimError;
+    fn from_str(s: &str) -> Result<Self, SimError> {
         match s {
             "softbw" => Ok(Sharing::Softbw),
             "per-flow" => Ok(Sharing::PerFlow),
-            other => Err(format!("sharing: '{other}' is not allowed; give softbw or per-flow")),
+            other => Err(SimError::setting("sharing", format!("'{other}'"), "give softbw or per-flow")),
         }
     }
 }
@@ -105,12 +106,12 @@ impl DcConfig {
     }
 
     /// Refuses settings the simulation cannot run, naming the field and what is allowed.
-    pub fn validate(&self) -> Result<(), String> {
-        let positive = |name: &str, v: f64| {
+    pub fn validate(&self) -> Result<(), SimError> {
+        let positive = |name: &'static str, v: f64| {
             if v.is_finite() && v > 0.0 {
                 Ok(())
             } else {
-                Err(format!("{name}: {v} is not allowed; give a finite number above 0"))
+                Err(SimError::setting(name, v, "give a finite number above 0"))
             }
         };
         positive("oc", self.oc)?;
@@ -118,25 +119,27 @@ impl DcConfig {
         positive("link_mbps", self.link_mbps)?;
         positive("guarantee_mbps", self.guarantee_mbps)?;
         if !(0.0..=1.0).contains(&self.dynamic_share) {
-            return Err(format!("dynamic_share: {} is not allowed; give 0 to 1", self.dynamic_share));
+            return Err(SimError::setting("dynamic_share", self.dynamic_share, "give 0 to 1"));
         }
         if self.flows.is_empty() || self.flows.contains(&0) {
-            return Err(format!("flows: {:?} is not allowed; give one or more counts of at least 1", self.flows));
+            return Err(SimError::setting(
+                "flows",
+                format!("{:?}", self.flows),
+                "give one or more counts of at least 1",
+            ));
         }
         if let Some(h) = &self.cpu {
             h.validate()?;
         }
         if self.flooders > self.vms_per_server() - self.dynamic_per_server() {
-            return Err(format!(
-                "flooders: {} is not allowed; a server has {} strict VMs",
-                self.flooders,
-                self.vms_per_server() - self.dynamic_per_server()
-            ));
+            let strict = self.vms_per_server() - self.dynamic_per_server();
+            return Err(SimError::setting("flooders", self.flooders, format!("a server has {strict} strict VMs")));
         }
         if self.servers < 2 || self.secs == 0 {
-            return Err(format!(
-                "servers: {} and secs: {}: give at least 2 servers and 1 second",
-                self.servers, self.secs
+            return Err(SimError::setting(
+                "servers and secs",
+                format!("{} and {}", self.servers, self.secs),
+                "give at least 2 servers and 1 second",
             ));
         }
         Ok(())

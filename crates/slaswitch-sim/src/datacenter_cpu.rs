@@ -9,6 +9,7 @@
 //! Only the sender's core is modelled: in the data plane a received frame's cycles are charged
 //! to the uplink's port, which has no purchase, so they are not a VM's guarantee.
 
+use crate::SimError;
 use serde::Serialize;
 use slaswitch_qos::cpu::c2tb_fluid::{fluid_cycles, CpuScratch, FluidPort};
 use slaswitch_qos::cpu::{BandwidthModel, CycleLimit};
@@ -31,13 +32,13 @@ pub enum CpuSharing {
 }
 
 impl std::str::FromStr for CpuSharing {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = SimError;
+    fn from_str(s: &str) -> Result<Self, SimError> {
         match s {
             "c2qos" => Ok(CpuSharing::C2qos),
             "c2qos-strict" => Ok(CpuSharing::C2qosStrict),
             "round-robin" => Ok(CpuSharing::RoundRobin),
-            other => Err(format!("cpu: '{other}' is not allowed; give c2qos, c2qos-strict or round-robin")),
+            other => Err(SimError::setting("cpu", format!("'{other}'"), "give c2qos, c2qos-strict or round-robin")),
         }
     }
 }
@@ -63,32 +64,29 @@ impl CpuHost {
         core_cycles_per_sec: f64,
         frame_bytes: Vec<u32>,
         sharing: CpuSharing,
-    ) -> Result<CpuHost, String> {
+    ) -> Result<CpuHost, SimError> {
         let cycles_per_frame = frame_bytes
             .iter()
             .map(|&b| {
                 let miss = model.calibrated_miss_share(slaswitch_qos::cpu::FlowCount::Many);
-                model
-                    .predict_cycles_per_packet(f64::from(b), miss)
-                    .ok_or_else(|| "the bandwidth-CPU model has no rows: run slaswitch calibrate".to_string())
+                model.predict_cycles_per_packet(f64::from(b), miss).ok_or(SimError::EmptyModel)
             })
             .collect::<Result<_, _>>()?;
         Ok(CpuHost { core_cycles_per_sec, frame_bytes, cycles_per_frame, sharing })
     }
 
     /// Refuses settings the simulation cannot run, naming the field and what is allowed.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), SimError> {
         if !(self.core_cycles_per_sec.is_finite() && self.core_cycles_per_sec > 0.0) {
-            return Err(format!(
-                "core_cycles_per_sec: {} is not allowed; give a number above 0",
-                self.core_cycles_per_sec
-            ));
+            return Err(SimError::setting("core_cycles_per_sec", self.core_cycles_per_sec, "give a number above 0"));
         }
         if self.frame_bytes.is_empty() || self.frame_bytes.iter().any(|b| !(60..=9000).contains(b)) {
-            return Err(format!("frame_bytes: {:?} is not allowed; give sizes of 60 to 9000 bytes", self.frame_bytes));
+            let sizes = format!("{:?}", self.frame_bytes);
+            return Err(SimError::setting("frame_bytes", sizes, "give sizes of 60 to 9000 bytes"));
         }
         if self.cycles_per_frame.len() != self.frame_bytes.len() || self.cycles_per_frame.iter().any(|c| *c <= 0.0) {
-            return Err("cycles_per_frame: one price above 0 per frame size".into());
+            let prices = format!("{:?}", self.cycles_per_frame);
+            return Err(SimError::setting("cycles_per_frame", prices, "give one price above 0 per frame size"));
         }
         Ok(())
     }

@@ -10,6 +10,7 @@ use slaswitch_plot::{self as plot, Panel, Series};
 
 use crate::datacenter::DcResult;
 use crate::validate::FluidCheck;
+use crate::SimError;
 
 /// One over-commitment's run, summarized.
 #[derive(Clone, Debug, Serialize)]
@@ -206,8 +207,8 @@ fn cdf(values: &[f64]) -> Vec<(f64, f64)> {
 
 /// Writes fig11.png, fig12.png and fig13.png into `dir`: utilization per load, completion
 /// over deadline from the runs with dynamic guarantees, failure time from those with strict.
-pub fn plots(dir: &Path, runs: &[(String, DcResult)], rows: &[Row]) -> Result<(), String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+pub fn plots(dir: &Path, runs: &[(String, DcResult)], rows: &[Row]) -> Result<(), SimError> {
+    std::fs::create_dir_all(dir).map_err(SimError::write(dir))?;
     let mut kinds: Vec<(&str, String)> = rows.iter().map(|r| (r.load.as_str(), r.variant())).collect();
     kinds.dedup();
     let mut util: Vec<Series> = kinds
@@ -276,7 +277,7 @@ pub fn plots(dir: &Path, runs: &[(String, DcResult)], rows: &[Row]) -> Result<()
 
 /// Writes core.png when the runs had CPU-bound hosts: the share of strict VMs that failed
 /// against over-commitment, per core sharing and frame size.
-fn core_plot(dir: &Path, rows: &[Row]) -> Result<(), String> {
+fn core_plot(dir: &Path, rows: &[Row]) -> Result<(), SimError> {
     let mut series: Vec<Series> = Vec::new();
     for (r, c) in rows.iter().filter_map(|r| r.cpu.as_ref().map(|c| (r, c))) {
         for &(bytes, failed) in &c.strict_failed_by_frame {

@@ -13,9 +13,12 @@
 pub mod datacenter;
 pub mod datacenter_cpu;
 pub mod datacenter_report;
+pub mod error;
 pub mod monte_carlo;
 pub mod overcommit;
 pub mod short_flows;
 pub mod short_flows_report;
 pub mod validate;
 pub mod validate_cpu;
+
+pub use error::SimError;

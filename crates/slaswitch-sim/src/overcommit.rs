@@ -9,6 +9,7 @@ use slaswitch_plot::{lines, Panel, Series};
 use slaswitch_qos::overcommit::{max_ratio, Overcommit};
 
 use crate::monte_carlo;
+use crate::SimError;
 
 /// What to study.
 #[derive(Clone, Debug)]
@@ -31,8 +32,10 @@ pub struct Study {
 
 impl Study {
     /// Checks every setting; the error names the option, the value and what is allowed.
-    pub fn validate(&self) -> Result<(), String> {
-        let bad = |name: &str, value: String, allowed: &str| Err(format!("--{name} {value}: {allowed}"));
+    pub fn validate(&self) -> Result<(), SimError> {
+        let bad = |option: &'static str, value: String, allowed: &'static str| {
+            Err(SimError::Option { option, value, allowed })
+        };
         if !(1..=100_000).contains(&self.vms) {
             return bad("vms", self.vms.to_string(), "from 1 to 100000 VMs");
         }
@@ -179,8 +182,8 @@ pub fn render(f: &Findings) -> String {
 }
 
 /// Draws Fig. 2 into `dir/overcommit-failure.png` from a fine sweep of Eq. 2; returns its path.
-pub fn plot(study: &Study, f: &Findings, dir: &Path) -> Result<PathBuf, String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+pub fn plot(study: &Study, f: &Findings, dir: &Path) -> Result<PathBuf, SimError> {
+    std::fs::create_dir_all(dir).map_err(SimError::write(dir))?;
     let fine = Study { step: (study.max_ratio - 1.0).max(0.01) / 200.0, samples: 0, ..study.clone() };
     let series = study
         .utilizations
@@ -252,7 +255,7 @@ mod tests {
         for (spoil, named) in cases {
             let mut s = fig2();
             spoil(&mut s);
-            let e = s.validate().unwrap_err();
+            let e = s.validate().unwrap_err().to_string();
             assert!(e.starts_with(named), "{e}");
         }
         assert!(fig2().validate().is_ok());

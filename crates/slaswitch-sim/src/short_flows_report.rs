@@ -8,6 +8,7 @@ use slaswitch_plot::{self as plot, Panel, Series};
 
 use crate::datacenter::DcConfig;
 use crate::short_flows::{self, FlowTime, Scheduler, ShortFlows};
+use crate::SimError;
 
 /// One scheduler's short flows at one over-commitment.
 pub struct Cell {
@@ -44,7 +45,7 @@ pub fn table(cells: &[Cell], link_bps: f64) -> String {
 }
 
 /// fct.png: the completion times' CDF per scheduler at the largest over-commitment.
-fn cdf_plot(out: &Path, cells: &[Cell]) -> Result<(), String> {
+fn cdf_plot(out: &Path, cells: &[Cell]) -> Result<(), SimError> {
     let last = cells.iter().map(|c| c.oc).fold(f64::MIN, f64::max);
     let series = cells
         .iter()
@@ -74,10 +75,10 @@ pub fn write(
     (sample, short): (usize, &ShortFlows),
     cells: &[Cell],
     wall_secs: f64,
-) -> Result<String, String> {
-    std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
+) -> Result<String, SimError> {
+    std::fs::create_dir_all(out).map_err(SimError::write(out))?;
     let link_bps = base.link_mbps * 1e6;
-    cdf_plot(out, cells).map_err(|e| format!("the plot: {e}"))?;
+    cdf_plot(out, cells)?;
     let table = table(cells, link_bps);
     let report = format!(
         "# Short flows at datacenter scale (seed 003 Fig. 7 on Sec. 6.4's links)\n\nSimulated, not measured: `slaswitch-sim short-flows`, {} servers, rho {}, seed {}. In second {} of each strict-load run the {sample} servers whose VMs offered the most are replayed frame by frame for {} s on a fake clock: their first VM sends short flows of {:?} bytes (exponential gaps, mean {} ms; a flow's frames are queued on arrival), the others what the simulation had them offer, through each link scheduler of the data plane. Queues of {} frames; a flow that loses a frame is lost. {wall_secs:.1} s in all.\n\n{table}\n![completion times](fct.png)\n",
@@ -90,14 +91,15 @@ pub fn write(
         short.mean_interval_ns as f64 / 1e6,
         short_flows::QUEUE_FRAMES
     );
-    std::fs::write(out.join("report.md"), &report).map_err(|e| format!("{}: {e}", out.join("report.md").display()))?;
+    let report_path = out.join("report.md");
+    std::fs::write(&report_path, &report).map_err(SimError::write(&report_path))?;
     let rows: Vec<serde_json::Value> = cells
         .iter()
         .map(|c| serde_json::json!({"oc": c.oc, "scheduler": c.scheduler.name(), "stats": short_flows::stats(&c.flows, link_bps)}))
         .collect();
     let summary = serde_json::json!({"config": base, "short": short, "sample_servers": sample, "rows": rows, "wall_secs": wall_secs});
     let text = serde_json::to_string_pretty(&summary).expect("serializable");
-    std::fs::write(out.join("summary.json"), &text)
-        .map_err(|e| format!("{}: {e}", out.join("summary.json").display()))?;
+    let summary_path = out.join("summary.json");
+    std::fs::write(&summary_path, &text).map_err(SimError::write(&summary_path))?;
     Ok(table)
 }

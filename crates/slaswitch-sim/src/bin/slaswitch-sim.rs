@@ -13,6 +13,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use anyhow::{bail, Context};
+
 use std::time::Instant;
 
 use clap::{Parser, Subcommand};
@@ -164,7 +166,23 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    match Cli::parse().command {
+    let command = Cli::parse().command;
+    let verb = match command {
+        Command::Overcommit { .. } => "overcommit",
+        Command::ShortFlows { .. } => "short-flows",
+        Command::Datacenter { .. } => "datacenter",
+    };
+    match run(command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("slaswitch-sim {verb}: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run(command: Command) -> anyhow::Result<()> {
+    match command {
         Command::Overcommit { vms, utilization, max_oc, step, max_failure, samples, seed, out, json } => {
             overcommit_study(
                 Study { vms, utilizations: utilization, max_ratio: max_oc, step, max_failure, samples, seed },
@@ -174,10 +192,7 @@ fn main() -> ExitCode {
         }
         Command::ShortFlows { servers, secs, oc, rho, sample_servers, sizes, interval_ms, seed, out } => {
             if !(interval_ms.is_finite() && interval_ms > 0.0) {
-                eprintln!(
-                    "slaswitch-sim short-flows: interval-ms: {interval_ms} is not allowed; give a number above 0"
-                );
-                return ExitCode::from(1);
+                bail!("interval-ms: {interval_ms} is not allowed; give a number above 0");
             }
             let base = DcConfig { servers, secs, rho, ..DcConfig::paper(servers, 1.0, seed) };
             let short = ShortFlows { sizes_bytes: sizes, mean_interval_ns: (interval_ms * 1e6) as u64 };
@@ -213,31 +228,16 @@ fn main() -> ExitCode {
                 flooders,
                 ..DcConfig::paper(servers, 1.0, seed)
             };
-            let cpus = match cpu_hosts(&cpu, frame_bytes, &model, core_hz) {
-                Ok(c) => c,
-                Err(e) => {
-                    eprintln!("slaswitch-sim datacenter: {e}");
-                    return ExitCode::from(1);
-                }
-            };
+            let cpus = cpu_hosts(&cpu, frame_bytes, &model, core_hz)?;
             datacenter_study(&base, (&loads, &sharing, &cpus), &oc, check_servers, &out, json)
         }
     }
 }
 
-fn overcommit_study(study: Study, out: &std::path::Path, json: bool) -> ExitCode {
-    if let Err(e) = study.validate() {
-        eprintln!("slaswitch-sim overcommit: {e}");
-        return ExitCode::from(1);
-    }
+fn overcommit_study(study: Study, out: &std::path::Path, json: bool) -> anyhow::Result<()> {
+    study.validate()?;
     let findings = overcommit::run(&study);
-    let plot = match overcommit::plot(&study, &findings, out) {
-        Ok(path) => path,
-        Err(e) => {
-            eprintln!("slaswitch-sim overcommit: the plot: {e}");
-            return ExitCode::from(1);
-        }
-    };
+    let plot = overcommit::plot(&study, &findings, out)?;
     if json {
         let doc = serde_json::json!({"findings": findings, "plot": plot});
         println!("{}", serde_json::to_string_pretty(&doc).expect("serializable"));
@@ -245,7 +245,7 @@ fn overcommit_study(study: Study, out: &std::path::Path, json: bool) -> ExitCode
         print!("{}", overcommit::render(&findings));
         println!("plot: {}", plot.display());
     }
-    ExitCode::SUCCESS
+    Ok(())
 }
 
 /// The switch cores `--cpu` asks for (none: one run without them).
@@ -254,14 +254,14 @@ fn cpu_hosts(
     frame_bytes: Vec<u32>,
     model_path: &std::path::Path,
     core_hz: Option<f64>,
-) -> Result<Vec<Option<CpuHost>>, String> {
+) -> anyhow::Result<Vec<Option<CpuHost>>> {
     if sharings.is_empty() {
         return Ok(vec![None]);
     }
     let text = std::fs::read_to_string(model_path)
-        .map_err(|e| format!("model: {}: {e} (run slaswitch calibrate, or give --model)", model_path.display()))?;
+        .with_context(|| format!("model: {} (run slaswitch calibrate, or give --model)", model_path.display()))?;
     let model: slaswitch_qos::cpu::BandwidthModel = serde_json::from_str(&text)
-        .map_err(|e| format!("model: {} is not a bandwidth-CPU model: {e}", model_path.display()))?;
+        .with_context(|| format!("model: {} is not a bandwidth-CPU model", model_path.display()))?;
     let hz = core_hz.unwrap_or(model.tsc_hz as f64);
     let core = hz * slaswitch_qos::cpu::water_fill::DELIVERABLE_CORE_SHARE;
     sharings
@@ -275,12 +275,12 @@ fn cpu_hosts(
 }
 
 /// A load's share of VMs with a dynamic guarantee.
-fn dynamic_share(load: &str) -> Result<f64, String> {
+fn dynamic_share(load: &str) -> anyhow::Result<f64> {
     match load {
         "strict" => Ok(0.0),
         "dynamic" => Ok(1.0),
         "mixed" => Ok(0.5),
-        other => Err(format!("loads: '{other}' is not allowed; give strict, dynamic or mixed")),
+        other => bail!("loads: '{other}' is not allowed; give strict, dynamic or mixed"),
     }
 }
 
@@ -290,9 +290,9 @@ fn datacenter_plan(
     base: &DcConfig,
     (loads, sharings, cpus): (&[String], &[String], &[Option<CpuHost>]),
     ocs: &[f64],
-) -> Result<Vec<(String, DcConfig)>, String> {
+) -> anyhow::Result<Vec<(String, DcConfig)>> {
     if ocs.is_empty() || loads.is_empty() || sharings.is_empty() {
-        return Err("oc, loads and sharing: give at least one of each".into());
+        bail!("oc, loads and sharing: give at least one of each");
     }
     let mut plan = Vec::new();
     for load in loads {
@@ -318,15 +318,8 @@ fn datacenter_study(
     check_servers: usize,
     out: &std::path::Path,
     json: bool,
-) -> ExitCode {
-    let fail = |e: String| {
-        eprintln!("slaswitch-sim datacenter: {e}");
-        ExitCode::from(1)
-    };
-    let plan = match datacenter_plan(base, (loads, sharings, cpus), ocs) {
-        Ok(plan) => plan,
-        Err(e) => return fail(e),
-    };
+) -> anyhow::Result<()> {
+    let plan = datacenter_plan(base, (loads, sharings, cpus), ocs)?;
     let bar = indicatif::ProgressBar::new(u64::from(base.secs) * plan.len() as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len} simulated seconds, {eta} left")
@@ -363,9 +356,7 @@ fn datacenter_study(
     bar.finish_and_clear();
     let wall_secs = started.elapsed().as_secs_f64();
     let peak_rss_kib = peak_rss_kib();
-    if let Err(e) = datacenter_report::plots(out, &runs, &rows) {
-        return fail(format!("the plots: {e}"));
-    }
+    datacenter_report::plots(out, &runs, &rows)?;
     let summary = serde_json::json!({
         "config": base, "rows": rows, "wall_secs": wall_secs, "peak_rss_kib": peak_rss_kib,
         "threads": rayon::current_num_threads(),
@@ -385,13 +376,11 @@ fn datacenter_study(
         check_servers,
         datacenter_report::check_table(&checked)
     );
-    if let Err(e) = std::fs::write(out.join("report.md"), report) {
-        return fail(format!("{}: {e}", out.join("report.md").display()));
-    }
+    let report_path = out.join("report.md");
+    std::fs::write(&report_path, report).with_context(|| report_path.display().to_string())?;
     let text = serde_json::to_string_pretty(&summary).expect("serializable");
-    if let Err(e) = std::fs::write(out.join("summary.json"), &text) {
-        return fail(format!("{}: {e}", out.join("summary.json").display()));
-    }
+    let summary_path = out.join("summary.json");
+    std::fs::write(&summary_path, &text).with_context(|| summary_path.display().to_string())?;
     if json {
         println!("{text}");
     } else {
@@ -423,7 +412,7 @@ fn datacenter_study(
         }
         println!("figures and summary.json: {}", out.display());
     }
-    ExitCode::SUCCESS
+    Ok(())
 }
 
 /// The process's peak resident memory (VmHWM), KiB.
@@ -472,33 +461,23 @@ fn short_flow_study(
     sample: usize,
     short: &ShortFlows,
     out: &std::path::Path,
-) -> ExitCode {
-    let fail = |e: String| {
-        eprintln!("slaswitch-sim short-flows: {e}");
-        ExitCode::from(1)
-    };
+) -> anyhow::Result<()> {
     if ocs.is_empty() || sample == 0 || short.sizes_bytes.contains(&0) || short.sizes_bytes.is_empty() {
-        return fail("oc, sample-servers and sizes: give at least one ratio, one server and sizes above 0".into());
+        bail!("oc, sample-servers and sizes: give at least one ratio, one server and sizes above 0");
     }
     let started = Instant::now();
     let mut cells = Vec::new();
     for &oc in ocs {
         let cfg = DcConfig { oc, dynamic_share: 0.0, ..base.clone() };
-        if let Err(e) = cfg.validate() {
-            return fail(e);
-        }
+        cfg.validate()?;
         let (_, captured) = datacenter::run(&cfg, Some((cfg.secs / 2, sample)), &|_| {});
         for (scheduler, flows) in short_flows::study(cfg.link_mbps * 1e6, &captured, short, cfg.seed) {
             cells.push(Cell { oc, scheduler, flows });
         }
     }
     let wall_secs = started.elapsed().as_secs_f64();
-    match short_flows_report::write(out, base, (sample, short), &cells, wall_secs) {
-        Ok(table) => {
-            print!("{table}");
-            println!("{wall_secs:.1} s; report, summary.json and fct.png: {}", out.display());
-            ExitCode::SUCCESS
-        }
-        Err(e) => fail(e),
-    }
+    let table = short_flows_report::write(out, base, (sample, short), &cells, wall_secs)?;
+    print!("{table}");
+    println!("{wall_secs:.1} s; report, summary.json and fct.png: {}", out.display());
+    Ok(())
 }
