@@ -300,7 +300,7 @@ impl Datapath {
             }
         }
         std::fs::create_dir_all(&settings.run_dir)
-            .map_err(|source| DatapathError::RunDir { path: settings.run_dir.display().to_string(), source })?;
+            .map_err(|cause| DatapathError::RunDir { path: settings.run_dir.display().to_string(), cause })?;
         let eal = Eal::init(&settings.eal_args())?;
         let pool =
             Arc::new(Mempool::new(&eal, &format!("{}_mbufs", settings.file_prefix), settings.mbufs, 256, 2048 + 128)?);
@@ -338,7 +338,7 @@ impl Datapath {
                     }
                     pmd::run(cfg, receiver, thread_counters, thread_probe);
                 })
-                .map_err(|source| DatapathError::PmdThread { core, source })?;
+                .map_err(|cause| DatapathError::PmdThread { core, cause })?;
             dp.pmds.push(PmdHandle { core, sender, counters, probe, join: Some(join) });
         }
         Ok(dp)
@@ -492,14 +492,14 @@ impl Datapath {
         } else {
             probe_device(&self.eal, &recipe.device)
         }
-        .map_err(|source| DatapathError::CreateDevice {
+        .map_err(|cause| DatapathError::CreateDevice {
             port_type: spec.port_type.name(),
             port: spec.name.clone(),
-            source,
+            cause,
         })?;
         if let Err(e) = eth.setup(settings.rx_ring_descriptors, settings.tx_ring_descriptors, &self.pool) {
             Self::destroy_device(eth, &recipe);
-            return Err(DatapathError::StartDevice { port_type: spec.port_type.name(), port: spec.name, source: e });
+            return Err(DatapathError::StartDevice { port_type: spec.port_type.name(), port: spec.name, cause: e });
         }
         let entry = PortEntry {
             spec: spec.clone(),
@@ -562,7 +562,7 @@ impl Datapath {
         for name in plans.iter().filter(|(_, p)| p.link.link_rate_bps > 0).map(|(n, _)| n) {
             self.link_plan(name, &plans, &numbers, &self.tenants)
                 .validate()
-                .map_err(|source| DatapathError::LinkRefuses { change: who.clone(), link: name.clone(), source })?;
+                .map_err(|cause| DatapathError::LinkRefuses { change: who.clone(), link: name.clone(), cause })?;
         }
         Ok(plans)
     }
@@ -729,7 +729,7 @@ impl Datapath {
                 if e.to_string().contains(name.as_str()) {
                     e
                 } else {
-                    DatapathError::OfPort { port: name.clone(), source: Box::new(e) }
+                    DatapathError::OfPort { port: name.clone(), cause: Box::new(e) }
                 }
             })?);
         }
@@ -825,7 +825,7 @@ impl Datapath {
             let resolve = self.resolve_port();
             for t in texts {
                 new_rules
-                    .push(Rule::parse(t, &resolve).map_err(|source| DatapathError::Flow { flow: t.clone(), source })?);
+                    .push(Rule::parse(t, &resolve).map_err(|cause| DatapathError::Flow { flow: t.clone(), cause })?);
             }
         }
         let mut rules = self.rules.clone();
@@ -844,7 +844,7 @@ impl Datapath {
                 let text = if m.contains("actions=") { m.to_string() } else { format!("{m},actions=drop") };
                 Some(
                     Rule::parse(&text, &resolve)
-                        .map_err(|source| DatapathError::Match { matcher: m.to_string(), source })?,
+                        .map_err(|cause| DatapathError::Match { matcher: m.to_string(), cause })?,
                 )
             }
         };

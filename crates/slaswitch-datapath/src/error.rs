@@ -1,6 +1,7 @@
 //! Why the data plane refused a change or could not start. Every change it refuses leaves it as
 //! it was; each error names what was asked and what is allowed, and the control socket's replies
-//! take its `Display`.
+//! take its `Display`. A cause is part of the message (a field named `cause`, not a `source`
+//! chain), so that one line of text carries all of it.
 
 use slaswitch_classifier::RuleError;
 use slaswitch_config::ConfigError;
@@ -42,20 +43,20 @@ pub enum DatapathError {
         mounted: bool,
     },
     /// The run directory could not be made.
-    #[error("cannot create run directory {path}: {source}")]
+    #[error("cannot create run directory {path}: {cause}")]
     RunDir {
         /// The directory.
         path: String,
         /// Why.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// A PMD thread could not be started or pinned.
-    #[error("cannot start the PMD thread for core {core}: {source}")]
+    #[error("cannot start the PMD thread for core {core}: {cause}")]
     PmdThread {
         /// Its core.
         core: usize,
         /// Why.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// A PMD thread has stopped.
     #[error("the PMD thread on core {0} has stopped")]
@@ -72,12 +73,12 @@ pub enum DatapathError {
         cores: Vec<usize>,
     },
     /// A thread could not be pinned.
-    #[error("cannot pin to core {core}: {source}")]
+    #[error("cannot pin to core {core}: {cause}")]
     Pin {
         /// The core.
         core: usize,
         /// Why.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// A port of that name exists.
     #[error("a port named '{0}' already exists")]
@@ -105,24 +106,24 @@ pub enum DatapathError {
         number: u16,
     },
     /// A port's device could not be created.
-    #[error("cannot create {port_type} port {port}: {source}")]
+    #[error("cannot create {port_type} port {port}: {cause}")]
     CreateDevice {
         /// Its type.
         port_type: &'static str,
         /// The port.
         port: String,
         /// Why.
-        source: DpdkError,
+        cause: DpdkError,
     },
     /// A port's device could not be started.
-    #[error("cannot start {port_type} port {port}: {source}")]
+    #[error("cannot start {port_type} port {port}: {cause}")]
     StartDevice {
         /// Its type.
         port_type: &'static str,
         /// The port.
         port: String,
         /// Why.
-        source: DpdkError,
+        cause: DpdkError,
     },
     /// A change failed and putting the old port back failed too.
     #[error("{error}; restoring the old port failed too: {restore}")]
@@ -150,12 +151,12 @@ pub enum DatapathError {
         key: String,
     },
     /// One port's error among several ports' changes.
-    #[error("{port}: {source}")]
+    #[error("{port}: {cause}")]
     OfPort {
         /// The port.
         port: String,
         /// Its error.
-        source: Box<DatapathError>,
+        cause: Box<DatapathError>,
     },
     /// A port names a tenant that does not exist.
     #[error("port {port}: tenant={tenant} does not exist (create it first: slaswitch set-tenant {tenant} weight=W)")]
@@ -166,14 +167,14 @@ pub enum DatapathError {
         tenant: String,
     },
     /// A change a paced link's scheduler would refuse.
-    #[error("{change}: the link scheduler of {link} would refuse it: {source}")]
+    #[error("{change}: the link scheduler of {link} would refuse it: {cause}")]
     LinkRefuses {
         /// The change.
         change: String,
         /// The paced port.
         link: String,
         /// Why.
-        source: QosError,
+        cause: QosError,
     },
     /// A link scheduler refused its settings.
     #[error(transparent)]
@@ -206,20 +207,20 @@ pub enum DatapathError {
         ports: String,
     },
     /// A flow that does not parse.
-    #[error("flow '{flow}': {source}")]
+    #[error("flow '{flow}': {cause}")]
     Flow {
         /// The flow's text.
         flow: String,
         /// Why.
-        source: RuleError,
+        cause: RuleError,
     },
     /// A match that does not parse.
-    #[error("match '{matcher}': {source}")]
+    #[error("match '{matcher}': {cause}")]
     Match {
         /// The match's text.
         matcher: String,
         /// Why.
-        source: RuleError,
+        cause: RuleError,
     },
 }
 

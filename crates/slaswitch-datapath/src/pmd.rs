@@ -326,7 +326,7 @@ pub fn pin_to_core(core: usize) -> Result<(), crate::DatapathError> {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         libc::CPU_SET(core, &mut set);
         if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            return Err(crate::DatapathError::Pin { core, source: std::io::Error::last_os_error() });
+            return Err(crate::DatapathError::Pin { core, cause: std::io::Error::last_os_error() });
         }
     }
     Ok(())

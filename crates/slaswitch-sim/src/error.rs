@@ -30,16 +30,22 @@ pub enum SimError {
     #[error("the bandwidth-CPU model has no rows: run slaswitch calibrate")]
     EmptyModel,
     /// A file or folder of the report that could not be written.
-    #[error("{path}: {source}")]
+    #[error("{path}: {cause}")]
     Write {
         /// The file or folder.
         path: String,
         /// Why.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// A chart that could not be drawn.
     #[error("the plot: {0}")]
-    Plot(#[from] PlotError),
+    Plot(PlotError),
+}
+
+impl From<PlotError> for SimError {
+    fn from(e: PlotError) -> SimError {
+        SimError::Plot(e)
+    }
 }
 
 impl SimError {
@@ -50,6 +56,6 @@ impl SimError {
 
     /// What writing `path` returned, as a report's error.
     pub fn write(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> SimError + '_ {
-        move |source| SimError::Write { path: path.display().to_string(), source }
+        move |cause| SimError::Write { path: path.display().to_string(), cause }
     }
 }

@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 
+use anyhow::Context;
 use clap::{Parser, Subcommand};
 use slaswitch_testbed::scenario::SwitchKind;
 
@@ -41,16 +42,20 @@ enum Command {
 fn main() {
     let cli: Cli = slaswitch_config::cli::parse_args(None);
     if let Err(e) = run(cli) {
-        eprintln!("slaswitch experiment: {e}");
+        eprintln!("slaswitch experiment: {e:#}");
         std::process::exit(1);
     }
 }
 
-fn run(cli: Cli) -> Result<(), String> {
+fn run(cli: Cli) -> anyhow::Result<()> {
     let dir = match cli.command {
         Command::Run { scenario, switch, rounds, out, quiet } => {
-            let switches =
-                switch.iter().filter(|s| !s.is_empty()).map(|s| SwitchKind::parse(s)).collect::<Result<_, _>>()?;
+            let switches = switch
+                .iter()
+                .filter(|s| !s.is_empty())
+                .map(|s| SwitchKind::parse(s))
+                .collect::<Result<_, _>>()
+                .map_err(anyhow::Error::msg)?;
             let opts = slaswitch_testbed::runner::RunOptions {
                 scenario_path: scenario,
                 switches,
@@ -59,10 +64,10 @@ fn run(cli: Cli) -> Result<(), String> {
                 quiet,
                 rounds: rounds as usize,
             };
-            slaswitch_testbed::runner::run(&opts)?
+            slaswitch_testbed::runner::run(&opts).map_err(anyhow::Error::msg)?
         }
         Command::Report { dir } => {
-            slaswitch_testbed::report::generate(&dir)?;
+            slaswitch_testbed::report::generate(&dir).map_err(anyhow::Error::msg)?;
             dir
         }
     };
@@ -71,7 +76,7 @@ fn run(cli: Cli) -> Result<(), String> {
 }
 
 /// This program's folder, where slaswitchd, slaswitch and slaswitch-tenant are built too.
-fn tools_dir() -> Result<PathBuf, String> {
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
-    exe.parent().map(PathBuf::from).ok_or_else(|| format!("{} has no folder", exe.display()))
+fn tools_dir() -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe().context("cannot find this program")?;
+    exe.parent().map(PathBuf::from).with_context(|| format!("{} has no folder", exe.display()))
 }

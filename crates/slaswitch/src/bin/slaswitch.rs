@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use anyhow::{anyhow, bail, Context};
 use clap::{Args, Parser, Subcommand};
 use slaswitch::control::{request, DEFAULT_MODEL_PATH, DEFAULT_RUN_DIR, SOCKET_NAME};
 use slaswitch::protocol::{PortChange, Request};
@@ -151,12 +152,12 @@ fn pmd_factor(kv: &str) -> Result<(u32, f64), String> {
 
 fn main() {
     if let Err(e) = run() {
-        eprintln!("slaswitch: {e}");
+        eprintln!("slaswitch: {e:#}");
         std::process::exit(1);
     }
 }
 
-fn run() -> Result<(), String> {
+fn run() -> anyhow::Result<()> {
     let mut words: Vec<String> = std::env::args().collect();
     // `-- set-port ...` joins commands, as in ovs-vsctl: split them off before parsing the first.
     let mut joined = match words.iter().position(|w| w == "--") {
@@ -173,9 +174,9 @@ fn run() -> Result<(), String> {
         Verb::Experiment { args } => return experiment(&args),
         other => to_request(other, &joined)?,
     };
-    let reply = request(std::path::Path::new(&cli.socket), &req)?;
+    let reply = request(std::path::Path::new(&cli.socket), &req).map_err(anyhow::Error::msg)?;
     if cli.json {
-        println!("{}", serde_json::to_string_pretty(&reply).map_err(|e| format!("cannot print the reply: {e}"))?);
+        println!("{}", serde_json::to_string_pretty(&reply).context("cannot print the reply")?);
     } else {
         print!("{reply}");
     }
@@ -183,9 +184,9 @@ fn run() -> Result<(), String> {
 }
 
 /// The request a verb makes.
-fn to_request(verb: Verb, joined: &[String]) -> Result<Request, String> {
+fn to_request(verb: Verb, joined: &[String]) -> anyhow::Result<Request> {
     if !joined.is_empty() && !matches!(verb, Verb::SetPort { .. }) {
-        return Err("only set-port commands can be joined with --".into());
+        bail!("only set-port commands can be joined with --");
     }
     Ok(match verb {
         Verb::AddPort { name, port_type, options } => {
@@ -196,7 +197,7 @@ fn to_request(verb: Verb, joined: &[String]) -> Result<Request, String> {
         Verb::ListPorts => Request::ListPorts,
         Verb::AddFlow { flow } => Request::AddFlow { flows: vec![flow] },
         Verb::AddFlows { file } => {
-            let text = std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+            let text = std::fs::read_to_string(&file).with_context(|| file.display().to_string())?;
             let flows = text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#'));
             Request::AddFlow { flows: flows.map(str::to_string).collect() }
         }
@@ -207,8 +208,7 @@ fn to_request(verb: Verb, joined: &[String]) -> Result<Request, String> {
         Verb::QosShow { name } => Request::QosShow { name },
         Verb::LoadModel { file } => {
             // The daemon reads the file itself; a relative path means the caller's folder.
-            let path =
-                file.map(|p| std::fs::canonicalize(&p).map_err(|e| format!("{}: {e}", p.display()))).transpose()?;
+            let path = file.map(|p| std::fs::canonicalize(&p).with_context(|| p.display().to_string())).transpose()?;
             Request::LoadModel { path }
         }
         Verb::ModelShow => Request::ModelShow,
@@ -221,57 +221,51 @@ fn to_request(verb: Verb, joined: &[String]) -> Result<Request, String> {
 }
 
 /// `set-port NAME K=V... [-- set-port NAME K=V...]`: one port, or several changed as one step.
-fn set_port(name: String, options: &[String], joined: &[String]) -> Result<Request, String> {
+fn set_port(name: String, options: &[String], joined: &[String]) -> anyhow::Result<Request> {
     let mut ports = vec![PortChange { name, options: key_values(options)? }];
     for command in joined.split(|w| w == "--").skip(1) {
         match command {
             [verb, name, options @ ..] if verb == "set-port" => {
                 ports.push(PortChange { name: name.clone(), options: key_values(options)? })
             }
-            [verb] if verb == "set-port" => return Err("set-port needs a port name".into()),
-            [other, ..] => return Err(format!("only set-port commands can be joined with -- (found '{other}')")),
-            [] => return Err("an empty command between --".into()),
+            [verb] if verb == "set-port" => bail!("set-port needs a port name"),
+            [other, ..] => bail!("only set-port commands can be joined with -- (found '{other}')"),
+            [] => bail!("an empty command between --"),
         }
     }
     Ok(Request::SetPort { ports })
 }
 
 /// `set-tenant NAME weight=W`.
-fn set_tenant(name: String, options: &[String]) -> Result<Request, String> {
+fn set_tenant(name: String, options: &[String]) -> anyhow::Result<Request> {
     let mut kv = key_values(options)?;
-    let w = kv.remove("weight").ok_or("set-tenant NAME weight=W: the weight is missing")?;
+    let w = kv.remove("weight").context("set-tenant NAME weight=W: the weight is missing")?;
     if let Some(k) = kv.keys().next() {
-        return Err(format!("set-tenant: unknown option '{k}' (known: weight)"));
+        bail!("set-tenant: unknown option '{k}' (known: weight)");
     }
-    let weight = w.parse::<u32>().map_err(|_| format!("weight={w}: a whole number from 1 to 10000"))?;
+    let weight = w.parse::<u32>().map_err(|_| anyhow!("weight={w}: a whole number from 1 to 10000"))?;
     Ok(Request::SetTenant { name, weight })
 }
 
 /// `experiment ...`: the test bed's runner takes this process's place with the same words, so
 /// it gets the terminal's signals (its Ctrl-C cleans up) and its exit status is ours.
-fn experiment(args: &[String]) -> Result<(), String> {
+fn experiment(args: &[String]) -> anyhow::Result<()> {
     use std::os::unix::process::CommandExt;
     let runner = tools_dir()?.join("slaswitch-experiment");
     if !runner.exists() {
-        return Err(format!(
-            "{} is not built (cargo build --release -p slaswitch-testbed, or the whole workspace)",
-            runner.display()
-        ));
+        bail!("{} is not built (cargo build --release -p slaswitch-testbed, or the whole workspace)", runner.display());
     }
     let e = std::process::Command::new(&runner).args(args).exec();
-    Err(format!("{}: {e}", runner.display()))
+    Err(anyhow::Error::new(e).context(runner.display().to_string()))
 }
 
 /// The folder of this program, where its sibling programs are.
-fn tools_dir() -> Result<PathBuf, String> {
-    std::env::current_exe()
-        .map_err(|e| e.to_string())?
-        .parent()
-        .map(PathBuf::from)
-        .ok_or("no folder for this program".into())
+fn tools_dir() -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe().context("cannot find this program")?;
+    exe.parent().map(PathBuf::from).with_context(|| format!("{} has no folder", exe.display()))
 }
 
-fn calibrate(a: CalibrateArgs) -> Result<(), String> {
+fn calibrate(a: CalibrateArgs) -> anyhow::Result<()> {
     let opts = slaswitch::calibrate::CalibrateOptions {
         out: a.out,
         tools: tools_dir()?,
@@ -288,7 +282,7 @@ fn calibrate(a: CalibrateArgs) -> Result<(), String> {
         numa_remote: a.numa_remote,
         quiet: a.quiet,
     };
-    let model = slaswitch::calibrate::calibrate(&opts)?;
+    let model = slaswitch::calibrate::calibrate(&opts).map_err(anyhow::Error::msg)?;
     print!("{}", slaswitch::calibrate::render(&model));
     println!("written to {}", opts.out.display());
     Ok(())

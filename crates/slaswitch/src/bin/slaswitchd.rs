@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use anyhow::Context;
 use clap::Parser;
 
 use slaswitch::control::{DEFAULT_MODEL_PATH, DEFAULT_RUN_DIR, SOCKET_NAME};
@@ -113,12 +114,12 @@ fn main() {
     tracing_subscriber::fmt().with_writer(std::io::stderr).with_target(false).init();
     let cli: Cli = slaswitch_config::cli::parse_args(None);
     if let Err(e) = run(cli) {
-        tracing::error!("{e}");
+        tracing::error!("{e:#}");
         std::process::exit(1);
     }
 }
 
-fn run(cli: Cli) -> Result<(), String> {
+fn run(cli: Cli) -> anyhow::Result<()> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let default_main = (0..cores).rev().find(|c| !cli.pmd_cores.contains(c)).unwrap_or(0);
     debug_assert!(cli.compare_slice_us.is_none_or(|us| COMPARE_SLICE_US.contains(&us)));
@@ -137,14 +138,15 @@ fn run(cli: Cli) -> Result<(), String> {
         lower_class_burst: cli.lower_class_burst,
         probe,
     };
-    let socket_gid = cli.socket_group.as_deref().map(access::group_id).transpose()?.unwrap_or(0);
+    let socket_gid =
+        cli.socket_group.as_deref().map(access::group_id).transpose().map_err(anyhow::Error::msg)?.unwrap_or(0);
     let store = ConfigStore::new(cli.db);
     let metrics = (!cli.no_metrics).then_some(cli.metrics);
-    let rt = control_plane::runtime(settings.main_core).map_err(|e| format!("the control plane's runtime: {e}"))?;
-    let signals = StopSignals::register(&rt).map_err(|e| format!("signal handlers: {e}"))?;
+    let rt = control_plane::runtime(settings.main_core).context("the control plane's runtime")?;
+    let signals = StopSignals::register(&rt).context("signal handlers")?;
     let dp = Datapath::start(settings.clone())?;
-    access::secure_run_dir(&cli.run_dir, socket_gid)?;
-    let daemon = Daemon::start(dp, store, cli.model)?;
+    access::secure_run_dir(&cli.run_dir, socket_gid).map_err(anyhow::Error::msg)?;
+    let daemon = Daemon::start(dp, store, cli.model).map_err(anyhow::Error::msg)?;
     let socket = cli.run_dir.join(SOCKET_NAME);
     tracing::info!(
         "ready; PMD cores {:?}, control core {}, control socket {}{}",
@@ -160,5 +162,6 @@ fn run(cli: Cli) -> Result<(), String> {
         a.lease_ttl_secs = cli.lease_secs;
         a
     });
-    control_plane::serve(rt, signals, daemon, ControlPlane { socket, socket_gid, metrics_addr: metrics, agent })
+    let plane = ControlPlane { socket, socket_gid, metrics_addr: metrics, agent };
+    control_plane::serve(rt, signals, daemon, plane).map_err(anyhow::Error::msg)
 }
