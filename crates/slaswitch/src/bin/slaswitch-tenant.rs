@@ -16,6 +16,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
+use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
 use serde_json::json;
 use slaswitch::tenant::frames::{mac_for, mac_text};
@@ -93,7 +94,7 @@ fn ring_descriptors(s: &str) -> Result<u16, String> {
 fn main() {
     let cli: Cli = slaswitch_config::cli::parse_args(None);
     if let Err(e) = run(cli) {
-        eprintln!("slaswitch-tenant: {e}");
+        eprintln!("slaswitch-tenant: {e:#}");
         std::process::exit(1);
     }
 }
@@ -125,36 +126,36 @@ struct GenPlan {
 }
 
 /// Checks the command line as a whole; `None` plan: sink mode.
-fn check(cli: Cli) -> Result<(Common, Option<GenPlan>), String> {
+fn check(cli: Cli) -> anyhow::Result<(Common, Option<GenPlan>)> {
     let c = cli.common;
     if c.vms.is_empty() {
-        return Err("at least one --vm NAME=SOCKET is needed".into());
+        bail!("at least one --vm NAME=SOCKET is needed");
     }
     let Mode::Gen { mut phases, script, sinks, keep_refused } = cli.mode else { return Ok((c, None)) };
     if let Some(script) = script {
-        let text = std::fs::read_to_string(&script).map_err(|e| format!("--script {}: {e}", script.display()))?;
+        let text = std::fs::read_to_string(&script).with_context(|| format!("--script {}", script.display()))?;
         for (i, line) in
             text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
         {
-            phases.push(line.parse().map_err(|e| format!("{}:{}: {e}", script.display(), i + 1))?);
+            phases.push(line.parse().with_context(|| format!("{}:{}", script.display(), i + 1))?);
         }
     }
     if let Some(name) = sinks.iter().find(|n| !c.vms.iter().any(|v| &v.name == *n)) {
-        return Err(format!("--sink {name} is not one of this process's --vm"));
+        bail!("--sink {name} is not one of this process's --vm");
     }
     if !sinks.is_empty() && c.format == "csv" {
-        return Err("--sink with --format csv: sender and sink records differ, use --format json".into());
+        bail!("--sink with --format csv: sender and sink records differ, use --format json");
     }
     if phases.is_empty() {
-        return Err("gen needs at least one --phase (or --script)".into());
+        bail!("gen needs at least one --phase (or --script)");
     }
     if let Some(vm) = phases.iter().filter_map(|p| p.vm.as_ref()).find(|vm| !c.vms.iter().any(|v| &v.name == *vm)) {
-        return Err(format!("a phase names vm={vm}, which is not one of this process's --vm"));
+        bail!("a phase names vm={vm}, which is not one of this process's --vm");
     }
     Ok((c, Some(GenPlan { phases, sinks, keep_refused })))
 }
 
-fn run(cli: Cli) -> Result<(), String> {
+fn run(cli: Cli) -> anyhow::Result<()> {
     let (c, gen) = check(cli)?;
     let (eal, pool, ports) = attach(&c)?;
     let mut records = Records::new(&c)?;
@@ -197,7 +198,7 @@ fn run(cli: Cli) -> Result<(), String> {
 type Device = (String, EthPort);
 
 /// Starts EAL on the VMs' core and brings up one device per VM, waiting for their links.
-fn attach(c: &Common) -> Result<(Eal, Mempool, Vec<Device>), String> {
+fn attach(c: &Common) -> anyhow::Result<(Eal, Mempool, Vec<Device>)> {
     let ring = c.ring_descriptors;
     let prefix = c.file_prefix.clone().unwrap_or_else(|| format!("tenant{}", std::process::id()));
     // --in-memory: hugepages backed by memfd, shared with the switch over vhost-user, and nothing
@@ -218,15 +219,15 @@ fn attach(c: &Common) -> Result<(Eal, Mempool, Vec<Device>), String> {
     .iter()
     .map(|s| s.to_string())
     .collect();
-    let eal = Eal::init(&eal_args).map_err(|e| e.to_string())?;
+    let eal = Eal::init(&eal_args)?;
     let mbufs = (c.vms.len() as u32 * (2 * u32::from(ring) + 1024)).next_power_of_two() - 1;
     let pool = Mempool::new(&eal, "tenant_pool", mbufs, 256, 2048 + 128)
-        .map_err(|e| format!("{e} (asked for {mbufs} mbufs for {} VMs with {ring}-descriptor rings)", c.vms.len()))?;
+        .with_context(|| format!("asked for {mbufs} mbufs for {} VMs with {ring}-descriptor rings", c.vms.len()))?;
     let mut ports = Vec::new();
     for (i, vm) in c.vms.iter().enumerate() {
         let (dev, args) = device(i, vm, ring);
-        let port = EthPort::create_vdev(&eal, &dev, &args).map_err(|e| format!("VM {}: {e}", vm.name))?;
-        port.setup(ring, ring, &pool).map_err(|e| format!("VM {}: {e}", vm.name))?;
+        let port = EthPort::create_vdev(&eal, &dev, &args).with_context(|| format!("VM {}", vm.name))?;
+        port.setup(ring, ring, &pool).with_context(|| format!("VM {}", vm.name))?;
         ports.push((dev, port));
     }
     let waited = std::time::Instant::now();
@@ -323,9 +324,9 @@ struct Records {
 }
 
 impl Records {
-    fn new(c: &Common) -> Result<Records, String> {
+    fn new(c: &Common) -> anyhow::Result<Records> {
         let out: Box<dyn Write> = match &c.out {
-            Some(path) => Box::new(std::fs::File::create(path).map_err(|e| format!("--out {}: {e}", path.display()))?),
+            Some(path) => Box::new(std::fs::File::create(path).with_context(|| format!("--out {}", path.display()))?),
             None => Box::new(std::io::sink()),
         };
         Ok(Records { out, csv: c.format == "csv", csv_header: false, records: Vec::new(), sink_records: Vec::new() })
@@ -353,12 +354,12 @@ impl Records {
     }
 
     /// Writes the JSON document (JSON format with --out).
-    fn finish(mut self, c: &Common, start_unix_secs: f64, summary: &serde_json::Value) -> Result<(), String> {
+    fn finish(mut self, c: &Common, start_unix_secs: f64, summary: &serde_json::Value) -> anyhow::Result<()> {
         if self.csv || c.out.is_none() {
             return Ok(());
         }
         let doc = json!({"interval_secs": c.interval_secs, "start_unix_secs": start_unix_secs, "records": self.records,
                          "sink_records": self.sink_records, "summary": summary});
-        writeln!(self.out, "{}", serde_json::to_string_pretty(&doc).expect("JSON")).map_err(|e| e.to_string())
+        Ok(writeln!(self.out, "{}", serde_json::to_string_pretty(&doc).expect("JSON"))?)
     }
 }
