@@ -15,9 +15,10 @@ use slaswitch_qos::egress::softbw::Guarantee;
 
 use crate::purchase::{unix_ns, Enforcement, EnforcementState, HostInfo, Purchase, Status};
 use crate::store::{Record, Store};
+use crate::ClusterError;
 
 /// The host whose port announces `vm`, if any.
-async fn announced_on(client: &mut Client, keys: &Keys, vm: &str) -> Result<Option<String>, String> {
+async fn announced_on(client: &mut Client, keys: &Keys, vm: &str) -> Result<Option<String>, ClusterError> {
     let got = client.get(keys.hosts(), Some(GetOptions::new().with_prefix().with_keys_only())).await.map_err(e)?;
     for kv in got.kvs() {
         if let Some((host, "ports", name)) = keys.parse_host_key(kv.key_str().map_err(e)?) {
@@ -29,16 +30,17 @@ async fn announced_on(client: &mut Client, keys: &Keys, vm: &str) -> Result<Opti
     Ok(None)
 }
 
-async fn purchase_of(client: &mut Client, keys: &Keys, vm: &str) -> Result<(i64, Purchase), String> {
+async fn purchase_of(client: &mut Client, keys: &Keys, vm: &str) -> Result<(i64, Purchase), ClusterError> {
     let got = client.get(keys.vm(vm), None).await.map_err(e)?;
-    let kv = got.kvs().first().ok_or_else(|| format!("vm {vm}: nothing is bought for it"))?;
-    let p = serde_json::from_slice(kv.value()).map_err(|err| format!("{}: not a purchase: {err}", keys.vm(vm)))?;
+    let kv = got.kvs().first().ok_or_else(|| ClusterError::vm(vm, "nothing is bought for it"))?;
+    let p =
+        serde_json::from_slice(kv.value()).map_err(|cause| ClusterError::NotPurchase { key: keys.vm(vm), cause })?;
     Ok((kv.mod_revision(), p))
 }
 
 /// Buys `purchase`; it goes at once to its host (given, or the one whose port announces it).
 /// Refused if the VM already has a purchase.
-pub async fn buy(client: &mut Client, keys: &Keys, mut purchase: Purchase) -> Result<Purchase, String> {
+pub async fn buy(client: &mut Client, keys: &Keys, mut purchase: Purchase) -> Result<Purchase, ClusterError> {
     purchase.validate()?;
     if purchase.host.is_none() {
         purchase.host = announced_on(client, keys, &purchase.vm).await?;
@@ -50,18 +52,18 @@ pub async fn buy(client: &mut Client, keys: &Keys, mut purchase: Purchase) -> Re
     let txn = Txn::new().when([Compare::version(keys.vm(&purchase.vm), CompareOp::Equal, 0)]).and_then(ops);
     if !client.txn(txn).await.map_err(e)?.succeeded() {
         let (_, held) = purchase_of(client, keys, &purchase.vm).await?;
-        return Err(format!(
-            "vm {}: already bought by tenant {} ({}); use set-guarantee, or release it first",
-            purchase.vm,
+        let why = format!(
+            "already bought by tenant {} ({}); use set-guarantee, or release it first",
             held.tenant,
             guarantee_text(&held.guarantee)
-        ));
+        );
+        return Err(ClusterError::vm(&purchase.vm, why));
     }
     Ok(purchase)
 }
 
 /// The enforcement of a new purchase: all of it (nothing is sent yet).
-fn enforcement(p: &Purchase) -> Result<Enforcement, String> {
+fn enforcement(p: &Purchase) -> Result<Enforcement, ClusterError> {
     Ok(Enforcement { vm: p.vm.clone(), options: p.enforcement_options(&p.guarantee), issued_unix_ns: unix_ns() })
 }
 
@@ -73,7 +75,7 @@ pub async fn set_guarantee(
     vm: &str,
     guarantee: Guarantee,
     cycles: Option<BTreeMap<String, String>>,
-) -> Result<(Purchase, i64), String> {
+) -> Result<(Purchase, i64), ClusterError> {
     let (revision, mut p) = purchase_of(client, keys, vm).await?;
     p.guarantee = guarantee;
     if let Some(c) = cycles {
@@ -88,7 +90,7 @@ pub async fn set_guarantee(
     let txn = Txn::new().when([Compare::mod_revision(keys.vm(vm), CompareOp::Equal, revision)]).and_then(ops);
     let done = client.txn(txn).await.map_err(e)?;
     if !done.succeeded() {
-        return Err(format!("vm {vm}: its purchase changed meanwhile; try again"));
+        return Err(ClusterError::vm(vm, "its purchase changed meanwhile; try again"));
     }
     Ok((p, done.header().map_or(0, |h| h.revision())))
 }
@@ -102,9 +104,9 @@ pub async fn measure_enforcement(
     keys: &Keys,
     vm: &str,
     rounds: usize,
-) -> Result<Vec<(f64, f64)>, String> {
+) -> Result<Vec<(f64, f64)>, ClusterError> {
     let (_, p) = purchase_of(client, keys, vm).await?;
-    let host = p.host.clone().ok_or_else(|| format!("vm {vm}: not placed on a host yet"))?;
+    let host = p.host.clone().ok_or_else(|| ClusterError::vm(vm, "not placed on a host yet"))?;
     let status_key = keys.status(&host, vm);
     let mut watch = client.watch(status_key.as_str(), None).await.map_err(e)?;
     let mut out = Vec::with_capacity(rounds);
@@ -115,9 +117,9 @@ pub async fn measure_enforcement(
         loop {
             let msg = tokio::time::timeout(std::time::Duration::from_secs(10), watch.message())
                 .await
-                .map_err(|_| format!("vm {vm}: host {host} did not answer within 10 s"))?
+                .map_err(|_| ClusterError::vm(vm, format!("host {host} did not answer within 10 s")))?
                 .map_err(e)?
-                .ok_or("the watch ended")?;
+                .ok_or(ClusterError::WatchEnded)?;
             let answered = msg
                 .events()
                 .iter()
@@ -126,7 +128,7 @@ pub async fn measure_enforcement(
                 .find(|s| s.revision >= revision);
             if let Some(s) = answered {
                 if s.state != EnforcementState::Applied {
-                    return Err(format!("vm {vm}: {} ({})", s.state, s.reason.unwrap_or_default()));
+                    return Err(ClusterError::vm(vm, format!("{} ({})", s.state, s.reason.unwrap_or_default())));
                 }
                 let applied_ms = s.answered_unix_ns.saturating_sub(s.issued_unix_ns) as f64 / 1e6;
                 out.push((applied_ms, t0.elapsed().as_secs_f64() * 1e3));
@@ -139,7 +141,7 @@ pub async fn measure_enforcement(
 }
 
 /// Ends a VM's purchase; its host puts the port back to the switch's defaults.
-pub async fn release(client: &mut Client, keys: &Keys, vm: &str) -> Result<Purchase, String> {
+pub async fn release(client: &mut Client, keys: &Keys, vm: &str) -> Result<Purchase, ClusterError> {
     let (revision, p) = purchase_of(client, keys, vm).await?;
     let mut ops = vec![TxnOp::delete(keys.vm(vm), None)];
     if let Some(host) = &p.host {
@@ -147,7 +149,7 @@ pub async fn release(client: &mut Client, keys: &Keys, vm: &str) -> Result<Purch
     }
     let txn = Txn::new().when([Compare::mod_revision(keys.vm(vm), CompareOp::Equal, revision)]).and_then(ops);
     if !client.txn(txn).await.map_err(e)?.succeeded() {
-        return Err(format!("vm {vm}: its purchase changed meanwhile; try again"));
+        return Err(ClusterError::vm(vm, "its purchase changed meanwhile; try again"));
     }
     Ok(p)
 }
@@ -172,7 +174,7 @@ pub struct HostView {
 }
 
 /// Every host with keys in etcd.
-pub async fn hosts(client: &mut Client, keys: &Keys) -> Result<Vec<HostView>, String> {
+pub async fn hosts(client: &mut Client, keys: &Keys) -> Result<Vec<HostView>, ClusterError> {
     let got = client.get(keys.hosts(), Some(GetOptions::new().with_prefix())).await.map_err(e)?;
     let mut hosts: BTreeMap<String, HostView> = BTreeMap::new();
     for kv in got.kvs() {
@@ -211,7 +213,7 @@ pub struct VmView {
 }
 
 /// Every purchase with its host's answer and its latest billed cycle (from `store`, if given).
-pub async fn vms(client: &mut Client, keys: &Keys, store: Option<&mut Store>) -> Result<Vec<VmView>, String> {
+pub async fn vms(client: &mut Client, keys: &Keys, store: Option<&mut Store>) -> Result<Vec<VmView>, ClusterError> {
     let got = client.get(keys.vms(), Some(GetOptions::new().with_prefix())).await.map_err(e)?;
     let purchases: Vec<Purchase> = got.kvs().iter().filter_map(|kv| serde_json::from_slice(kv.value()).ok()).collect();
     let now_ms = unix_ns() / 1_000_000;

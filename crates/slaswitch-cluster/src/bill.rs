@@ -9,6 +9,7 @@ use serde::Serialize;
 use slaswitch_plot::{lines, Panel, Series};
 
 use crate::store::Record;
+use crate::ClusterError;
 
 /// One VM's line of a bill.
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
@@ -167,7 +168,7 @@ pub fn csv(records: &[Record]) -> String {
 }
 
 /// Each VM's rate and charge per cycle over the period, as a PNG.
-pub fn plot(path: &Path, b: &Bill, records: &[Record]) -> Result<(), String> {
+pub fn plot(path: &Path, b: &Bill, records: &[Record]) -> Result<(), ClusterError> {
     let mut rates: BTreeMap<&str, Vec<(f64, f64)>> = BTreeMap::new();
     let mut charges: BTreeMap<&str, Vec<(f64, f64)>> = BTreeMap::new();
     for r in records {

@@ -5,18 +5,20 @@ use std::time::Duration;
 
 use etcd_client::{Client, ConnectOptions};
 
-/// An etcd error as text.
-pub fn e(err: impl std::fmt::Display) -> String {
-    err.to_string()
+use crate::ClusterError;
+
+/// An etcd error, as the fleet's.
+pub fn e(cause: etcd_client::Error) -> ClusterError {
+    ClusterError::Etcd { cause }
 }
 
 /// Connects to the first of `endpoints` that answers.
-pub async fn connect(endpoints: &[String]) -> Result<Client, String> {
+pub async fn connect(endpoints: &[String]) -> Result<Client, ClusterError> {
     let opts = ConnectOptions::new()
         .with_connect_timeout(Duration::from_secs(2))
         .with_timeout(Duration::from_secs(5))
         .with_keep_alive(Duration::from_secs(2), Duration::from_secs(2));
     Client::connect(endpoints, Some(opts))
         .await
-        .map_err(|err| format!("cannot reach etcd at {}: {err}", endpoints.join(",")))
+        .map_err(|cause| ClusterError::Connect { endpoints: endpoints.join(","), cause })
 }

@@ -1,6 +1,7 @@
 //! A private etcd (Debian's `etcd-server`) on loopback, for the tests and for the scale
 //! experiment when no cluster is given. Stopped, and its data removed, when dropped.
 
+use crate::ClusterError;
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -16,17 +17,17 @@ pub struct EtcdServer {
 }
 
 /// A loopback port nobody listens on now.
-fn free_port() -> Result<u16, String> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no free port: {e}"))?;
-    l.local_addr().map(|a| a.port()).map_err(|e| e.to_string())
+fn free_port() -> Result<u16, ClusterError> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(ClusterError::io("no free port"))?;
+    l.local_addr().map(|a| a.port()).map_err(ClusterError::io("no free port"))
 }
 
 impl EtcdServer {
     /// Starts etcd with its data in `dir` (created; removed on drop).
-    pub fn start(dir: &Path) -> Result<EtcdServer, String> {
+    pub fn start(dir: &Path) -> Result<EtcdServer, ClusterError> {
         let mut s =
             EtcdServer { child: None, dir: dir.to_path_buf(), client_port: free_port()?, peer_port: free_port()? };
-        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(ClusterError::io(format!("cannot create {}", dir.display())))?;
         s.spawn()?;
         Ok(s)
     }
@@ -36,14 +37,14 @@ impl EtcdServer {
         format!("http://127.0.0.1:{}", self.client_port)
     }
 
-    fn spawn(&mut self) -> Result<(), String> {
+    fn spawn(&mut self) -> Result<(), ClusterError> {
         let client = self.url();
         let peer = format!("http://127.0.0.1:{}", self.peer_port);
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(self.dir.join("etcd.log"))
-            .map_err(|e| e.to_string())?;
+            .map_err(ClusterError::io("etcd.log"))?;
         let child = Command::new("etcd")
             .args(["--name", "slaswitch-test", "--data-dir"])
             .arg(self.dir.join("data"))
@@ -53,12 +54,12 @@ impl EtcdServer {
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
-            .map_err(|e| format!("cannot start etcd (apt-get install etcd-server): {e}"))?;
+            .map_err(ClusterError::io("cannot start etcd (apt-get install etcd-server)"))?;
         self.child = Some(child);
         let t = Instant::now();
         while TcpStream::connect(("127.0.0.1", self.client_port)).is_err() {
             if t.elapsed() > Duration::from_secs(20) {
-                return Err(format!("etcd did not come up: {}", self.log()));
+                return Err(ClusterError::EtcdDown(self.log()));
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -79,7 +80,7 @@ impl EtcdServer {
     }
 
     /// Starts it again on the same ports and data.
-    pub fn restart(&mut self) -> Result<(), String> {
+    pub fn restart(&mut self) -> Result<(), ClusterError> {
         self.kill();
         self.spawn()
     }

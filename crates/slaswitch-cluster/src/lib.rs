@@ -16,6 +16,7 @@ pub mod admin;
 pub mod agent;
 pub mod bill;
 pub mod billing;
+pub mod error;
 pub mod etcd;
 pub mod etcd_server;
 pub mod keys;
@@ -24,3 +25,5 @@ pub mod purchase;
 pub mod scale;
 pub mod store;
 pub mod usage;
+
+pub use error::ClusterError;

@@ -22,6 +22,7 @@ use crate::keys::Keys;
 use crate::purchase::{unix_ns, Enforcement, Purchase};
 use crate::store::Store;
 use crate::usage::UsageReport;
+use crate::ClusterError;
 
 /// Where billing records go.
 #[derive(Clone, Debug)]
@@ -34,7 +35,7 @@ pub enum StoreSpec {
 
 impl StoreSpec {
     /// Opens it.
-    pub fn open(&self) -> Result<Store, String> {
+    pub fn open(&self) -> Result<Store, ClusterError> {
         match self {
             StoreSpec::Sqlite(p) => Store::open_sqlite(p),
             StoreSpec::Postgres(url) => Store::open_postgres(url),
@@ -89,7 +90,7 @@ pub struct Master {
 
 impl Master {
     /// Opens the store.
-    pub fn new(settings: MasterSettings) -> Result<Master, String> {
+    pub fn new(settings: MasterSettings) -> Result<Master, ClusterError> {
         settings.prices.validate()?;
         let store = StoreThread::open(settings.store.clone())?;
         Ok(Master {
@@ -104,7 +105,7 @@ impl Master {
     }
 
     /// Serves until `stop`, reconnecting to etcd whenever it goes away.
-    pub async fn serve(mut self, stop: Arc<AtomicBool>) -> Result<(), String> {
+    pub async fn serve(mut self, stop: Arc<AtomicBool>) -> Result<(), ClusterError> {
         while !stop.load(Ordering::SeqCst) {
             match self.session(&stop).await {
                 Ok(()) => return Ok(()),
@@ -115,7 +116,7 @@ impl Master {
         Ok(())
     }
 
-    async fn session(&mut self, stop: &AtomicBool) -> Result<(), String> {
+    async fn session(&mut self, stop: &AtomicBool) -> Result<(), ClusterError> {
         let mut client = connect(&self.settings.endpoints).await?;
         let root = format!("{}/", self.settings.prefix.trim_end_matches('/'));
         let got = client.get(root.as_str(), Some(GetOptions::new().with_prefix())).await.map_err(e)?;
@@ -148,9 +149,9 @@ impl Master {
         while !stop.load(Ordering::SeqCst) {
             tokio::select! {
                 msg = watch.message() => {
-                    let msg = msg.map_err(e)?.ok_or("the watch ended")?;
+                    let msg = msg.map_err(e)?.ok_or(ClusterError::WatchEnded)?;
                     if msg.canceled() {
-                        return Err(format!("the watch was cancelled: {}", msg.cancel_reason()));
+                        return Err(ClusterError::WatchCancelled(msg.cancel_reason().to_string()));
                     }
                     let mut reports = Vec::new();
                     for ev in msg.events() {
@@ -210,7 +211,7 @@ impl Master {
 
     /// Sends a purchase to the host that announced its VM, if that is not where it is already
     /// (the VM started, or moved).
-    async fn place_if_announced(&mut self, client: &mut Client, vm: &str) -> Result<(), String> {
+    async fn place_if_announced(&mut self, client: &mut Client, vm: &str) -> Result<(), ClusterError> {
         let (Some(host), Some((revision, purchase))) = (self.announced.get(vm), self.purchases.get(vm)) else {
             return Ok(());
         };
@@ -239,7 +240,7 @@ impl Master {
     }
 
     /// The guarantee a purchase has now: a dynamic one's remaining size and time.
-    async fn in_force(&self, p: &Purchase) -> Result<Guarantee, String> {
+    async fn in_force(&self, p: &Purchase) -> Result<Guarantee, ClusterError> {
         let g = p.guarantee;
         let Guarantee::Dynamic { total_bytes, duration_ns } = g else { return Ok(g) };
         let (vm, from) = (p.vm.clone(), p.bought_unix_ms);
@@ -249,7 +250,7 @@ impl Master {
 
     /// Bills a batch of reports in one store transaction, keeps their dynamic guarantees
     /// current, then deletes them from etcd. A report that cannot be read is logged and deleted.
-    async fn bill(&mut self, client: &mut Client, batch: Vec<(String, Vec<u8>)>) -> Result<(), String> {
+    async fn bill(&mut self, client: &mut Client, batch: Vec<(String, Vec<u8>)>) -> Result<(), ClusterError> {
         let mut reports = Vec::with_capacity(batch.len());
         for (key, value) in &batch {
             match serde_json::from_slice::<UsageReport>(value) {
@@ -299,7 +300,7 @@ impl Master {
     }
 
     /// Rewrites a dynamic purchase's enforcement as what is left of it (seed 003 Sec. 4).
-    async fn refresh_dynamic(&mut self, client: &mut Client, p: &Purchase) -> Result<(), String> {
+    async fn refresh_dynamic(&mut self, client: &mut Client, p: &Purchase) -> Result<(), ClusterError> {
         let in_force = self.in_force(p).await?;
         let text = slaswitch_config::link_policy::guarantee_text(&in_force);
         if in_force == Guarantee::Fairness && self.dynamic_written.get(&p.vm) == Some(&text) {
@@ -325,7 +326,7 @@ struct StoreThread {
 }
 
 impl StoreThread {
-    fn open(spec: StoreSpec) -> Result<StoreThread, String> {
+    fn open(spec: StoreSpec) -> Result<StoreThread, ClusterError> {
         let (jobs, queue) = std::sync::mpsc::channel::<Job>();
         let (opened_tx, opened) = std::sync::mpsc::channel();
         std::thread::Builder::new()
@@ -346,22 +347,22 @@ impl StoreThread {
                     job(&mut store);
                 }
             })
-            .map_err(|e| format!("cannot start the billing store's thread: {e}"))?;
-        opened.recv().map_err(|_| "the billing store's thread ended".to_string())??;
+            .map_err(ClusterError::io("cannot start the billing store's thread"))?;
+        opened.recv().map_err(|_| ClusterError::StoreThread)??;
         Ok(StoreThread { jobs })
     }
 
     async fn run<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&mut Store) -> Result<T, String> + Send + 'static,
-    ) -> Result<T, String> {
+        f: impl FnOnce(&mut Store) -> Result<T, ClusterError> + Send + 'static,
+    ) -> Result<T, ClusterError> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.jobs
             .send(Box::new(move |s: &mut Store| {
                 let _ = tx.send(f(s));
             }))
-            .map_err(|_| "the billing store's thread ended".to_string())?;
-        rx.await.map_err(|_| "the billing store's thread ended".to_string())?
+            .map_err(|_| ClusterError::StoreThread)?;
+        rx.await.map_err(|_| ClusterError::StoreThread)?
     }
 }
 

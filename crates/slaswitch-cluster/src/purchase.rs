@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::ClusterError;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use slaswitch_config::link_policy::{guarantee_text, parse_guarantee};
 use slaswitch_config::names::valid_name;
@@ -47,7 +48,7 @@ pub struct Purchase {
 
 impl Purchase {
     /// Checks every field with the switch's own rules; the error names the field and value.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ClusterError> {
         valid_name("vm", &self.vm, MAX_VM_NAME)?;
         valid_name("tenant", &self.tenant, MAX_NAME)?;
         if let Some(h) = &self.host {
@@ -55,9 +56,10 @@ impl Purchase {
         }
         if let Some(k) = self.cycles.keys().find(|k| !CYCLE_OPTIONS.iter().any(|(o, _)| o == k)) {
             let allowed: Vec<&str> = CYCLE_OPTIONS.iter().map(|(o, _)| *o).collect();
-            return Err(format!("cycles: {k} is not a purchase option (allowed: {})", allowed.join(", ")));
+            return Err(ClusterError::NotCycleOption { key: k.clone(), allowed: allowed.join(", ") });
         }
-        PortSettings::parse(&self.enforcement_options(&self.guarantee)).map(|_| ()).map_err(String::from)
+        PortSettings::parse(&self.enforcement_options(&self.guarantee))?;
+        Ok(())
     }
 
     /// The port options that enforce it with link guarantee `in_force` (for a dynamic one,
@@ -204,7 +206,7 @@ mod tests {
             (Purchase { vm: "-x".into(), ..purchase("fairness", &[]) }, "vm '-x'"),
             (Purchase { tenant: String::new(), ..purchase("fairness", &[]) }, "tenant ''"),
         ] {
-            let e = p.validate().unwrap_err();
+            let e = p.validate().unwrap_err().to_string();
             assert!(e.contains(says), "{says}: {e}");
         }
     }

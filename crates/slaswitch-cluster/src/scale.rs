@@ -20,6 +20,7 @@ use slaswitch_qos::egress::softbw::Guarantee;
 
 use crate::purchase::{unix_ns, EnforcementState, Purchase, Status};
 use crate::usage::VmCounters;
+use crate::ClusterError;
 
 /// A switch that is only counters: each VM sends `rate_bps` from its creation.
 pub struct CounterSwitch {
@@ -123,7 +124,7 @@ pub struct ScaleResult {
 }
 
 /// Runs the experiment in this process (agents, master, buyer on one tokio runtime).
-pub async fn run(s: ScaleSettings, progress: impl Fn(&str)) -> Result<ScaleResult, String> {
+pub async fn run(s: ScaleSettings, progress: impl Fn(&str)) -> Result<ScaleResult, ClusterError> {
     let keys = Keys::new(&s.master.prefix);
     let stop = Arc::new(AtomicBool::new(false));
     let master = Master::new(s.master.clone())?;
@@ -156,7 +157,7 @@ pub async fn run(s: ScaleSettings, progress: impl Fn(&str)) -> Result<ScaleResul
         }
         if started.elapsed() > Duration::from_secs(120) {
             stop.store(true, Ordering::SeqCst);
-            return Err(format!("only {n} of {} agents came up in 120 s", s.agents));
+            return Err(ClusterError::AgentsDown { up: n, agents: s.agents });
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }

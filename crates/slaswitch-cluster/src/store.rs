@@ -3,6 +3,7 @@
 //! idempotent: a report billed twice (a retry, a master restarted before it deleted the report)
 //! inserts nothing the second time.
 
+use crate::ClusterError;
 use serde::{Deserialize, Serialize};
 
 /// One VM's bill for one cycle.
@@ -80,104 +81,106 @@ fn i(v: u64) -> i64 {
 impl Store {
     /// Opens a SQLite file that must exist (for readers: an absent file is a wrong path, not an
     /// empty bill).
-    pub fn open_sqlite_existing(path: &std::path::Path) -> Result<Store, String> {
+    pub fn open_sqlite_existing(path: &std::path::Path) -> Result<Store, ClusterError> {
         if !path.exists() {
-            return Err(format!("no billing store at {} (give the --db the master serves with)", path.display()));
+            return Err(ClusterError::NoStore(path.display().to_string()));
         }
         Store::open_sqlite(path)
     }
 
     /// Opens (creating if needed) a SQLite file.
-    pub fn open_sqlite(path: &std::path::Path) -> Result<Store, String> {
+    pub fn open_sqlite(path: &std::path::Path) -> Result<Store, ClusterError> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+            std::fs::create_dir_all(dir).map_err(ClusterError::io(format!("cannot create {}", dir.display())))?;
         }
-        let c = rusqlite::Connection::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+        let opening = |cause: rusqlite::Error| ClusterError::StoreOpen {
+            what: format!("cannot open {}", path.display()),
+            cause: cause.to_string(),
+        };
+        let c = rusqlite::Connection::open(path).map_err(opening)?;
         // WAL: `bill` and `vms` read while the master writes. FULL: a committed record survives
         // a power cut, since its report leaves etcd once committed.
         c.execute_batch("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA busy_timeout=5000;")
             .and_then(|()| c.execute_batch(CREATE))
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+            .map_err(opening)?;
         Ok(Store::Sqlite(c))
     }
 
     /// Connects to PostgreSQL at `url` (`postgresql://user@host/db`) and creates the table.
-    pub fn open_postgres(url: &str) -> Result<Store, String> {
-        let mut c =
-            postgres::Client::connect(url, postgres::NoTls).map_err(|e| format!("cannot connect to {url}: {e}"))?;
-        c.batch_execute(CREATE).map_err(|e| format!("{url}: {e}"))?;
+    pub fn open_postgres(url: &str) -> Result<Store, ClusterError> {
+        let mut c = postgres::Client::connect(url, postgres::NoTls).map_err(|cause| ClusterError::StoreOpen {
+            what: format!("cannot connect to {url}"),
+            cause: cause.to_string(),
+        })?;
+        c.batch_execute(CREATE)
+            .map_err(|cause| ClusterError::StoreOpen { what: url.to_string(), cause: cause.to_string() })?;
         Ok(Store::Postgres(Box::new(c)))
     }
 
     /// Inserts `records` in one transaction; returns how many were new.
-    pub fn insert(&mut self, records: &[Record]) -> Result<usize, String> {
+    pub fn insert(&mut self, records: &[Record]) -> Result<usize, ClusterError> {
         let sql = insert_sql();
-        let err = |e: &dyn std::fmt::Display| format!("billing store: {e}");
         match self {
             Store::Sqlite(c) => {
-                let tx = c.transaction().map_err(|e| err(&e))?;
+                let tx = c.transaction()?;
                 let mut n = 0;
                 {
-                    let mut st = tx.prepare_cached(&sql).map_err(|e| err(&e))?;
+                    let mut st = tx.prepare_cached(&sql)?;
                     for r in records {
-                        n += st
-                            .execute(rusqlite::params![
-                                r.vm,
-                                i(r.cycle),
-                                i(r.cycle_ms),
-                                r.host,
-                                r.tenant,
-                                r.secs,
-                                i(r.bytes),
-                                r.guarantee,
-                                r.guarantee_bps,
-                                i(r.in_force_bps),
-                                r.rate_bps,
-                                r.fulfillment,
-                                r.charge_guaranteed,
-                                r.charge_above
-                            ])
-                            .map_err(|e| err(&e))?;
+                        n += st.execute(rusqlite::params![
+                            r.vm,
+                            i(r.cycle),
+                            i(r.cycle_ms),
+                            r.host,
+                            r.tenant,
+                            r.secs,
+                            i(r.bytes),
+                            r.guarantee,
+                            r.guarantee_bps,
+                            i(r.in_force_bps),
+                            r.rate_bps,
+                            r.fulfillment,
+                            r.charge_guaranteed,
+                            r.charge_above
+                        ])?;
                     }
                 }
-                tx.commit().map_err(|e| err(&e))?;
+                tx.commit()?;
                 Ok(n)
             }
             Store::Postgres(c) => {
-                let mut tx = c.transaction().map_err(|e| err(&e))?;
-                let st = tx.prepare(&sql).map_err(|e| err(&e))?;
+                let mut tx = c.transaction()?;
+                let st = tx.prepare(&sql)?;
                 let mut n = 0;
                 for r in records {
-                    n += tx
-                        .execute(
-                            &st,
-                            &[
-                                &r.vm,
-                                &i(r.cycle),
-                                &i(r.cycle_ms),
-                                &r.host,
-                                &r.tenant,
-                                &r.secs,
-                                &i(r.bytes),
-                                &r.guarantee,
-                                &r.guarantee_bps,
-                                &i(r.in_force_bps),
-                                &r.rate_bps,
-                                &r.fulfillment,
-                                &r.charge_guaranteed,
-                                &r.charge_above,
-                            ],
-                        )
-                        .map_err(|e| err(&e))? as usize;
+                    n += tx.execute(
+                        &st,
+                        &[
+                            &r.vm,
+                            &i(r.cycle),
+                            &i(r.cycle_ms),
+                            &r.host,
+                            &r.tenant,
+                            &r.secs,
+                            &i(r.bytes),
+                            &r.guarantee,
+                            &r.guarantee_bps,
+                            &i(r.in_force_bps),
+                            &r.rate_bps,
+                            &r.fulfillment,
+                            &r.charge_guaranteed,
+                            &r.charge_above,
+                        ],
+                    )? as usize;
                 }
-                tx.commit().map_err(|e| err(&e))?;
+                tx.commit()?;
                 Ok(n)
             }
         }
     }
 
     /// Bytes `vm` sent in cycles ending at or after `from_unix_ms`.
-    pub fn sent_since(&mut self, vm: &str, from_unix_ms: u64) -> Result<u64, String> {
+    pub fn sent_since(&mut self, vm: &str, from_unix_ms: u64) -> Result<u64, ClusterError> {
         let sql = "SELECT COALESCE(SUM(bytes), 0) FROM usage_records WHERE vm = $1 AND cycle * cycle_ms >= $2";
         let sum: i64 = match self {
             Store::Sqlite(c) => c.query_row(sql, rusqlite::params![vm, i(from_unix_ms)], |r| r.get(0)),
@@ -187,49 +190,50 @@ impl Store {
                 return c
                     .query_one(&sql, &[&vm, &i(from_unix_ms)])
                     .map(|r| r.get::<_, i64>(0).max(0) as u64)
-                    .map_err(|e| format!("billing store: {e}"));
+                    .map_err(ClusterError::from);
             }
-        }
-        .map_err(|e| format!("billing store: {e}"))?;
+        }?;
         Ok(sum.max(0) as u64)
     }
 
     /// Records whose cycle ends within [from, to) Unix milliseconds, of `tenant` (or every
     /// tenant), in cycle order.
-    pub fn records(&mut self, tenant: Option<&str>, from_unix_ms: u64, to_unix_ms: u64) -> Result<Vec<Record>, String> {
+    pub fn records(
+        &mut self,
+        tenant: Option<&str>,
+        from_unix_ms: u64,
+        to_unix_ms: u64,
+    ) -> Result<Vec<Record>, ClusterError> {
         let sql = format!(
             "SELECT {COLUMNS} FROM usage_records WHERE ($1 = '' OR tenant = $1) \
              AND cycle * cycle_ms >= $2 AND cycle * cycle_ms < $3 ORDER BY cycle, vm"
         );
         let t = tenant.unwrap_or("");
-        let err = |e: &dyn std::fmt::Display| format!("billing store: {e}");
         match self {
             Store::Sqlite(c) => {
-                let mut st = c.prepare(&sql).map_err(|e| err(&e))?;
-                let rows = st
-                    .query_map(rusqlite::params![t, i(from_unix_ms), i(to_unix_ms)], |r| {
-                        Ok(Record {
-                            vm: r.get(0)?,
-                            cycle: r.get::<_, i64>(1)? as u64,
-                            cycle_ms: r.get::<_, i64>(2)? as u64,
-                            host: r.get(3)?,
-                            tenant: r.get(4)?,
-                            secs: r.get(5)?,
-                            bytes: r.get::<_, i64>(6)? as u64,
-                            guarantee: r.get(7)?,
-                            guarantee_bps: r.get(8)?,
-                            in_force_bps: r.get::<_, i64>(9)? as u64,
-                            rate_bps: r.get(10)?,
-                            fulfillment: r.get(11)?,
-                            charge_guaranteed: r.get(12)?,
-                            charge_above: r.get(13)?,
-                        })
+                let mut st = c.prepare(&sql)?;
+                let rows = st.query_map(rusqlite::params![t, i(from_unix_ms), i(to_unix_ms)], |r| {
+                    Ok(Record {
+                        vm: r.get(0)?,
+                        cycle: r.get::<_, i64>(1)? as u64,
+                        cycle_ms: r.get::<_, i64>(2)? as u64,
+                        host: r.get(3)?,
+                        tenant: r.get(4)?,
+                        secs: r.get(5)?,
+                        bytes: r.get::<_, i64>(6)? as u64,
+                        guarantee: r.get(7)?,
+                        guarantee_bps: r.get(8)?,
+                        in_force_bps: r.get::<_, i64>(9)? as u64,
+                        rate_bps: r.get(10)?,
+                        fulfillment: r.get(11)?,
+                        charge_guaranteed: r.get(12)?,
+                        charge_above: r.get(13)?,
                     })
-                    .map_err(|e| err(&e))?;
-                rows.collect::<Result<Vec<_>, _>>().map_err(|e| err(&e))
+                })?;
+                Ok(rows.collect::<Result<Vec<_>, _>>()?)
             }
             Store::Postgres(c) => {
-                let rows = c.query(&sql, &[&t, &i(from_unix_ms), &i(to_unix_ms)]).map_err(|e| err(&e))?;
+                let rows = c.query(&sql, &[&t, &i(from_unix_ms), &i(to_unix_ms)])?;
                 Ok(rows
                     .iter()
                     .map(|r| Record {

@@ -49,7 +49,7 @@ fn sqlite_writes_each_record_once_and_keeps_it() {
     written_once_and_read_back(&mut Store::open_sqlite(&path).unwrap());
     // Reopened: still there.
     assert_eq!(Store::open_sqlite(&path).unwrap().sent_since("b", 0).unwrap(), 7);
-    let e = Store::open_sqlite_existing(&dir.join("nosuch.sqlite")).err().unwrap();
+    let e = Store::open_sqlite_existing(&dir.join("nosuch.sqlite")).err().unwrap().to_string();
     assert!(e.contains("no billing store at"), "{e}");
     let _ = std::fs::remove_dir_all(dir);
 }
@@ -65,6 +65,6 @@ fn postgres_writes_each_record_once_and_keeps_it() {
     let mut again = Store::open_postgres(&pg.url()).unwrap();
     assert_eq!(again.insert(&[record("a", 11, 3)]).unwrap(), 0);
     assert_eq!(again.sent_since("b", 0).unwrap(), 7);
-    let e = Store::open_postgres("host=/nonexistent port=1 user=postgres").err().unwrap();
+    let e = Store::open_postgres("host=/nonexistent port=1 user=postgres").err().unwrap().to_string();
     assert!(e.contains("cannot connect to"), "{e}");
 }

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
+use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
 use serde_json::json;
 use slaswitch_cluster::etcd_server::EtcdServer;
@@ -53,10 +54,10 @@ impl StoreArgs {
     }
 
     /// The store a reader opens: it must exist.
-    fn open_existing(&self) -> Result<Store, String> {
+    fn open_existing(&self) -> anyhow::Result<Store> {
         match &self.postgres {
-            Some(url) => Store::open_postgres(url),
-            None => Store::open_sqlite_existing(&self.db),
+            Some(url) => Ok(Store::open_postgres(url)?),
+            None => Ok(Store::open_sqlite_existing(&self.db)?),
         }
     }
 }
@@ -75,7 +76,7 @@ struct PriceArgs {
 }
 
 impl PriceArgs {
-    fn params(&self) -> Result<PriceParams, String> {
+    fn params(&self) -> anyhow::Result<PriceParams> {
         let p = PriceParams {
             p0_per_mbit: self.p0,
             beta: self.beta,
@@ -103,7 +104,7 @@ struct GuaranteeArgs {
 
 impl GuaranteeArgs {
     /// The guarantee asked for, parsed as the switch's `link_guarantee` option is.
-    fn guarantee(&self) -> Result<Guarantee, String> {
+    fn guarantee(&self) -> anyhow::Result<Guarantee> {
         let text = match (&self.strict, &self.dynamic) {
             (Some(r), _) => format!("strict:{r}"),
             (_, Some(d)) => format!("dynamic:{d}"),
@@ -205,12 +206,12 @@ enum Command {
 }
 
 /// `--cycles` words as options.
-fn key_values(words: &[String]) -> Result<BTreeMap<String, String>, String> {
-    slaswitch_config::cli::key_values(words).map_err(|e| format!("--cycles {e}"))
+fn key_values(words: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
+    slaswitch_config::cli::key_values(words).context("--cycles")
 }
 
 /// A time: Unix seconds, RFC 3339, or a duration before now; Unix milliseconds.
-fn time_ms(s: &str) -> Result<u64, String> {
+fn time_ms(s: &str) -> anyhow::Result<u64> {
     let now = unix_ns() / 1_000_000;
     if let Ok(secs) = s.parse::<u64>() {
         return Ok(secs * 1000);
@@ -220,7 +221,7 @@ fn time_ms(s: &str) -> Result<u64, String> {
     }
     humantime::parse_duration(s)
         .map(|d| now.saturating_sub(d.as_millis() as u64))
-        .map_err(|_| format!("'{s}': Unix seconds, an RFC 3339 time, or a duration ago such as 10m"))
+        .map_err(|_| anyhow::anyhow!("'{s}': Unix seconds, an RFC 3339 time, or a duration ago such as 10m"))
 }
 
 fn print(json_out: bool, value: serde_json::Value, text: String) {
@@ -241,16 +242,16 @@ fn main() {
     tracing_subscriber::fmt().with_writer(std::io::stderr).with_target(false).with_max_level(level).init();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
     if let Err(e) = rt.block_on(run(cli)) {
-        eprintln!("slaswitch-master: {e}");
+        eprintln!("slaswitch-master: {e:#}");
         std::process::exit(1);
     }
 }
 
 /// Serves until SIGINT or SIGTERM, then lets the master finish its cycle.
-async fn serve(master: Master) -> Result<(), String> {
+async fn serve(master: Master) -> anyhow::Result<()> {
     use tokio::signal::unix::{signal, SignalKind};
-    let mut interrupt = signal(SignalKind::interrupt()).map_err(|e| format!("SIGINT handler: {e}"))?;
-    let mut terminate = signal(SignalKind::terminate()).map_err(|e| format!("SIGTERM handler: {e}"))?;
+    let mut interrupt = signal(SignalKind::interrupt()).context("SIGINT handler")?;
+    let mut terminate = signal(SignalKind::terminate()).context("SIGTERM handler")?;
     let stop = Arc::new(AtomicBool::new(false));
     let watcher = {
         let stop = stop.clone();
@@ -265,7 +266,7 @@ async fn serve(master: Master) -> Result<(), String> {
     tracing::info!("master serving");
     let r = master.serve(stop).await;
     watcher.abort();
-    r
+    Ok(r?)
 }
 
 fn hosts_table(hosts: &[admin::HostView]) -> String {
@@ -311,7 +312,7 @@ fn vms_table(views: &[admin::VmView]) -> String {
     text
 }
 
-async fn run(cli: Cli) -> Result<(), String> {
+async fn run(cli: Cli) -> anyhow::Result<()> {
     let keys = Keys::new(&cli.prefix);
     match cli.command {
         Command::Serve { store, prices } => {
@@ -392,7 +393,7 @@ async fn run(cli: Cli) -> Result<(), String> {
             let (from_ms, to_ms) =
                 (time_ms(&from)?, to.as_deref().map(time_ms).transpose()?.unwrap_or(unix_ns() / 1_000_000 + 1));
             if from_ms >= to_ms {
-                return Err(format!("--from {from} is not before --to"));
+                bail!("--from {from} is not before --to");
             }
             let mut s = store.open_existing()?;
             let records = s.records(Some(&tenant), from_ms, to_ms)?;
