@@ -9,8 +9,8 @@
 use std::collections::BTreeMap;
 
 use crate::ClusterError;
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use slaswitch_config::link_policy::{guarantee_text, parse_guarantee};
+use serde::{Deserialize, Serialize};
+use slaswitch_config::link_policy::guarantee_text;
 use slaswitch_config::names::valid_name;
 use slaswitch_config::port_settings::PortSettings;
 use slaswitch_qos::egress::softbw::Guarantee;
@@ -37,7 +37,7 @@ pub struct Purchase {
     pub host: Option<String>,
     /// The link guarantee; in etcd as `link_guarantee` reads it (`strict:RATE`,
     /// `dynamic:SIZE,SECONDS`, `fairness`).
-    #[serde(with = "guarantee_as_text")]
+    #[serde(with = "slaswitch_config::link_policy::guarantee_as_text")]
     pub guarantee: Guarantee,
     /// The cycle purchase and profile: port options from [`CYCLE_OPTIONS`].
     #[serde(default)]
@@ -68,21 +68,6 @@ impl Purchase {
         let mut options = self.cycles.clone();
         options.insert("link_guarantee".into(), guarantee_text(in_force));
         options
-    }
-}
-
-/// A guarantee travels as the text the switch's `link_guarantee` option takes, so etcd, the
-/// CLI and the switch read the same words.
-mod guarantee_as_text {
-    use super::*;
-
-    pub fn serialize<S: Serializer>(g: &Guarantee, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&guarantee_text(g))
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Guarantee, D::Error> {
-        let text = String::deserialize(d)?;
-        parse_guarantee(&text).map_err(serde::de::Error::custom)
     }
 }
 
@@ -170,6 +155,7 @@ pub fn unix_ns() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use slaswitch_config::link_policy::parse_guarantee;
 
     fn purchase(guarantee: &str, cycles: &[(&str, &str)]) -> Purchase {
         Purchase {

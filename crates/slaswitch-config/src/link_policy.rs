@@ -161,6 +161,24 @@ pub fn guarantee_text(g: &Guarantee) -> String {
     }
 }
 
+/// A guarantee in JSON as the text `link_guarantee` takes, for serde's `with`: etcd, the
+/// control socket's replies and the switch's options read the same words.
+pub mod guarantee_as_text {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use slaswitch_qos::egress::softbw::Guarantee;
+
+    /// Writes [`super::guarantee_text`].
+    pub fn serialize<S: Serializer>(g: &Guarantee, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&super::guarantee_text(g))
+    }
+
+    /// Reads with [`super::parse_guarantee`]; a bad one is refused naming the field.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Guarantee, D::Error> {
+        let text = String::deserialize(d)?;
+        super::parse_guarantee(&text).map_err(serde::de::Error::custom)
+    }
+}
+
 /// `strict:RATE`, `dynamic:SIZE,SECONDS` or `fairness`.
 pub fn parse_guarantee(v: &str) -> Result<Guarantee, ConfigError> {
     let bad = |why: &str| {

@@ -60,8 +60,10 @@ pub struct LinkVmStats {
     pub min_bps: Option<u64>,
     /// ANCS maximum, wire bits/s.
     pub max_bps: Option<u64>,
-    /// SoftBW's guarantee in force, as text (`strict:450000000`, `dynamic:BYTES,SECONDS`, `fairness`).
-    pub guarantee: String,
+    /// SoftBW's guarantee in force; in JSON as `link_guarantee` text (`strict:450000000`,
+    /// `dynamic:BYTES,SECONDS`, `fairness`).
+    #[serde(with = "slaswitch_config::link_policy::guarantee_as_text")]
+    pub guarantee: slaswitch_qos::egress::softbw::Guarantee,
     /// PIE-VDE tenant.
     pub tenant: String,
     /// Frames its queue holds at most.
@@ -209,7 +211,7 @@ impl Datapath {
                 weight: policy.weight,
                 min_bps: policy.min_bps,
                 max_bps: policy.max_bps,
-                guarantee: slaswitch_config::link_policy::guarantee_text(&policy.guarantee),
+                guarantee: policy.guarantee,
                 tenant: tenant_name(policy.tenant),
                 queue_limit: policy.limit_packets,
                 queued_frames: view.packets,

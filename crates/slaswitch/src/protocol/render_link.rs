@@ -2,6 +2,7 @@
 
 use std::fmt::{self, Display, Formatter};
 
+use slaswitch_config::link_policy::guarantee_text;
 use slaswitch_qos::egress::link_scheduler::SchedulerState;
 
 use super::qos::{LinkShowReply, LinkVmRow};
@@ -72,7 +73,7 @@ impl Display for LinkShowReply {
                 s.weight,
                 mbps(s.min_bps.map(|b| b as f64)),
                 mbps(s.max_bps.map(|b| b as f64)),
-                s.guarantee,
+                guarantee_text(&s.guarantee),
                 s.tenant,
                 s.queued_frames,
                 mbps(v.rate_bps),
@@ -92,7 +93,7 @@ pub(super) fn link_half(l: &LinkVmRow) -> String {
     let s = &l.stats;
     format!(
         "  link half: guarantee {} (now {} Mbit/s wire), min {} Mbit/s, tenant {}; sent {} Mbit/s, fulfillment {}%, {} frames queued\n",
-        s.guarantee,
+        guarantee_text(&s.guarantee),
         mbps(Some(s.guarantee_bps as f64)),
         mbps(s.min_bps.map(|b| b as f64)),
         s.tenant,
