@@ -16,6 +16,7 @@ use slaswitch_qos::egress::softbw::Guarantee;
 use crate::purchase::{unix_ns, Enforcement, EnforcementState, HostInfo, Purchase, Status};
 use crate::store::{Record, Store};
 use crate::ClusterError;
+use slaswitch_agent::FleetError;
 
 /// The host whose port announces `vm`, if any.
 async fn announced_on(client: &mut Client, keys: &Keys, vm: &str) -> Result<Option<String>, ClusterError> {
@@ -33,8 +34,7 @@ async fn announced_on(client: &mut Client, keys: &Keys, vm: &str) -> Result<Opti
 async fn purchase_of(client: &mut Client, keys: &Keys, vm: &str) -> Result<(i64, Purchase), ClusterError> {
     let got = client.get(keys.vm(vm), None).await.map_err(e)?;
     let kv = got.kvs().first().ok_or_else(|| ClusterError::vm(vm, "nothing is bought for it"))?;
-    let p =
-        serde_json::from_slice(kv.value()).map_err(|cause| ClusterError::NotPurchase { key: keys.vm(vm), cause })?;
+    let p = serde_json::from_slice(kv.value()).map_err(|cause| FleetError::NotPurchase { key: keys.vm(vm), cause })?;
     Ok((kv.mod_revision(), p))
 }
 
@@ -119,7 +119,7 @@ pub async fn measure_enforcement(
                 .await
                 .map_err(|_| ClusterError::vm(vm, format!("host {host} did not answer within 10 s")))?
                 .map_err(e)?
-                .ok_or(ClusterError::WatchEnded)?;
+                .ok_or(FleetError::WatchEnded)?;
             let answered = msg
                 .events()
                 .iter()

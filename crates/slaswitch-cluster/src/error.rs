@@ -1,35 +1,16 @@
-//! Why a fleet operation failed: etcd, the billing store, a purchase refused or not answered.
+//! Why a fleet operation failed: etcd or a purchase ([`FleetError`]), the billing store, a process.
 //! A cause is part of the message (a field named `cause`), so one line of text carries all of it.
 
+use slaswitch_agent::FleetError;
 use slaswitch_config::ConfigError;
 use slaswitch_plot::PlotError;
 
 /// A fleet operation that failed, and why.
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
-    /// etcd refused or failed a request.
-    #[error("{cause}")]
-    Etcd {
-        /// etcd's error.
-        cause: etcd_client::Error,
-    },
-    /// No etcd endpoint answered.
-    #[error("cannot reach etcd at {endpoints}: {cause}")]
-    Connect {
-        /// The endpoints tried, comma separated.
-        endpoints: String,
-        /// The last error.
-        cause: etcd_client::Error,
-    },
-    /// A watch stream ended.
-    #[error("the watch ended")]
-    WatchEnded,
-    /// etcd cancelled a watch.
-    #[error("the watch was cancelled: {0}")]
-    WatchCancelled(String),
-    /// The agent's lease ran out.
-    #[error("the lease expired")]
-    LeaseExpired,
+    /// etcd, or a purchase refused, malformed or not answered.
+    #[error(transparent)]
+    Fleet(#[from] FleetError),
     /// The SQLite billing store failed.
     #[error("billing store: {cause}")]
     Sqlite {
@@ -67,30 +48,6 @@ pub enum ClusterError {
     /// The private etcd did not start.
     #[error("etcd did not come up: {0}")]
     EtcdDown(String),
-    /// A VM's purchase: refused, not found, or not answered.
-    #[error("vm {vm}: {why}")]
-    Vm {
-        /// The VM.
-        vm: String,
-        /// What is wrong.
-        why: String,
-    },
-    /// An etcd value that is not a purchase.
-    #[error("{key}: not a purchase: {cause}")]
-    NotPurchase {
-        /// Its key.
-        key: String,
-        /// Why it does not parse.
-        cause: serde_json::Error,
-    },
-    /// A purchase's cycle option that is not one.
-    #[error("cycles: {key} is not a purchase option (allowed: {allowed})")]
-    NotCycleOption {
-        /// The option.
-        key: String,
-        /// The options a purchase takes.
-        allowed: String,
-    },
     /// Simulated agents that did not come up.
     #[error("only {up} of {agents} agents came up in 120 s")]
     AgentsDown {
@@ -113,7 +70,7 @@ pub enum ClusterError {
 impl ClusterError {
     /// A VM's purchase refused, not found or not answered.
     pub fn vm(vm: &str, why: impl Into<String>) -> ClusterError {
-        ClusterError::Vm { vm: vm.to_string(), why: why.into() }
+        FleetError::vm(vm, why).into()
     }
 
     /// What doing `what` returned, as a fleet error.

@@ -1,8 +1,8 @@
 #![warn(missing_docs)]
 //! slaswitch-cluster: SoftBW's system across hosts (seed 003 Sec. 4, Fig. 4).
 //!
-//! * [`purchase`]: what a tenant buys for a VM and what its host is told to enforce;
-//! * [`agent`]: the agent in every `slaswitchd` (`--etcd URL --host-id NAME`);
+//! * [`purchase`], [`usage`], [`keys`] and [`agent`] (the agent in every `slaswitchd`): from
+//!   `slaswitch-agent`, which the switch links without the billing store;
 //! * [`master`]: `slaswitch-master`, which places purchases on the hosts whose ports announce
 //!   them, bills every cycle and keeps dynamic guarantees up to date;
 //! * [`billing`] and [`store`]: usage-based charging (seed 003 Sec. 3.3, the price functions in
@@ -13,17 +13,14 @@
 //! without etcd needs none of this.
 
 pub mod admin;
-pub mod agent;
 pub mod bill;
 pub mod billing;
 pub mod error;
-pub mod etcd;
 pub mod etcd_server;
-pub mod keys;
 pub mod master;
-pub mod purchase;
 pub mod scale;
 pub mod store;
-pub mod usage;
+
+pub use slaswitch_agent::{agent, etcd, keys, purchase, usage};
 
 pub use error::ClusterError;

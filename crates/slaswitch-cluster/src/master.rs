@@ -23,6 +23,7 @@ use crate::purchase::{unix_ns, Enforcement, Purchase};
 use crate::store::Store;
 use crate::usage::UsageReport;
 use crate::ClusterError;
+use slaswitch_agent::FleetError;
 
 /// Where billing records go.
 #[derive(Clone, Debug)]
@@ -149,9 +150,9 @@ impl Master {
         while !stop.load(Ordering::SeqCst) {
             tokio::select! {
                 msg = watch.message() => {
-                    let msg = msg.map_err(e)?.ok_or(ClusterError::WatchEnded)?;
+                    let msg = msg.map_err(e)?.ok_or(FleetError::WatchEnded)?;
                     if msg.canceled() {
-                        return Err(ClusterError::WatchCancelled(msg.cancel_reason().to_string()));
+                        return Err(FleetError::WatchCancelled(msg.cancel_reason().to_string()).into());
                     }
                     let mut reports = Vec::new();
                     for ev in msg.events() {

@@ -8,7 +8,7 @@ use clap::Parser;
 use slaswitch::control::{DEFAULT_MODEL_PATH, DEFAULT_RUN_DIR, SOCKET_NAME};
 use slaswitch::daemon::control_plane::{self, ControlPlane, StopSignals};
 use slaswitch::daemon::{access, config::ConfigStore, Daemon};
-use slaswitch_cluster::agent::AgentSettings;
+use slaswitch_agent::agent::AgentSettings;
 use slaswitch_datapath::probe::ProbeSettings;
 use slaswitch_datapath::{Datapath, DatapathSettings};
 use slaswitch_qos::cpu::C2tbConfig;
@@ -90,7 +90,7 @@ struct Cli {
     #[arg(long, requires = "etcd", value_parser = parse_host_id)]
     host_id: Option<String>,
     /// The cluster's key prefix in etcd.
-    #[arg(long, default_value = slaswitch_cluster::keys::DEFAULT_PREFIX)]
+    #[arg(long, default_value = slaswitch_agent::keys::DEFAULT_PREFIX)]
     etcd_prefix: String,
     /// The billing cycle, milliseconds (100 to 3600000).
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(100..=3_600_000))]
@@ -102,7 +102,7 @@ struct Cli {
 }
 
 fn parse_host_id(s: &str) -> Result<String, slaswitch_config::ConfigError> {
-    slaswitch_config::names::valid_name("host id", s, slaswitch_cluster::purchase::MAX_NAME).map(|()| s.to_string())
+    slaswitch_config::names::valid_name("host id", s, slaswitch_agent::purchase::MAX_NAME).map(|()| s.to_string())
 }
 
 fn parse_bucket_depth_us(s: &str) -> Result<u64, String> {

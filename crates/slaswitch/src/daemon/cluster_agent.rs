@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
-use slaswitch_cluster::agent::{Agent, AgentSettings, LocalSwitch};
-use slaswitch_cluster::usage::VmCounters;
+use slaswitch_agent::agent::{Agent, AgentSettings, LocalSwitch};
+use slaswitch_agent::usage::VmCounters;
 
 use super::Daemon;
 use crate::protocol::{PortChange, Reply, Request};

@@ -72,7 +72,7 @@ pub struct ControlPlane {
     /// Where to serve `GET /metrics`, if anywhere.
     pub metrics_addr: Option<String>,
     /// The cluster agent's settings, when the switch is part of a fleet.
-    pub agent: Option<slaswitch_cluster::agent::AgentSettings>,
+    pub agent: Option<slaswitch_agent::agent::AgentSettings>,
 }
 
 /// Serves until a stop signal; then the agent reports its last cycle, open connections end

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::ClusterError;
+use crate::FleetError;
 use serde::{Deserialize, Serialize};
 use slaswitch_config::link_policy::guarantee_text;
 use slaswitch_config::names::valid_name;
@@ -48,7 +48,7 @@ pub struct Purchase {
 
 impl Purchase {
     /// Checks every field with the switch's own rules; the error names the field and value.
-    pub fn validate(&self) -> Result<(), ClusterError> {
+    pub fn validate(&self) -> Result<(), FleetError> {
         valid_name("vm", &self.vm, MAX_VM_NAME)?;
         valid_name("tenant", &self.tenant, MAX_NAME)?;
         if let Some(h) = &self.host {
@@ -56,7 +56,7 @@ impl Purchase {
         }
         if let Some(k) = self.cycles.keys().find(|k| !CYCLE_OPTIONS.iter().any(|(o, _)| o == k)) {
             let allowed: Vec<&str> = CYCLE_OPTIONS.iter().map(|(o, _)| *o).collect();
-            return Err(ClusterError::NotCycleOption { key: k.clone(), allowed: allowed.join(", ") });
+            return Err(FleetError::NotCycleOption { key: k.clone(), allowed: allowed.join(", ") });
         }
         PortSettings::parse(&self.enforcement_options(&self.guarantee))?;
         Ok(())

@@ -18,7 +18,7 @@ use crate::etcd::{connect, e};
 use crate::keys::Keys;
 use crate::purchase::{release_options, unix_ns, Enforcement, EnforcementState, HostInfo, Status};
 use crate::usage::{Deltas, UsageReport, VmCounters};
-use crate::ClusterError;
+use crate::FleetError;
 
 /// What the agent needs of a switch. The data plane implements it over the daemon; the scale
 /// simulation implements it with counters.
@@ -147,7 +147,7 @@ impl<S: LocalSwitch> Agent<S> {
     }
 
     /// One connection to etcd, until it fails or `stop`.
-    async fn session(&mut self, stop: &AtomicBool) -> Result<(), ClusterError> {
+    async fn session(&mut self, stop: &AtomicBool) -> Result<(), FleetError> {
         let mut client = connect(&self.settings.endpoints).await?;
         let lease = client.lease_grant(self.settings.lease_ttl_secs, None).await.map_err(e)?.id();
         let (mut keeper, mut alive_stream) = client.lease_keep_alive(lease).await.map_err(e)?;
@@ -179,9 +179,9 @@ impl<S: LocalSwitch> Agent<S> {
             }
             tokio::select! {
                 msg = watch.message() => {
-                    let msg = msg.map_err(e)?.ok_or(ClusterError::WatchEnded)?;
+                    let msg = msg.map_err(e)?.ok_or(FleetError::WatchEnded)?;
                     if msg.canceled() {
-                        return Err(ClusterError::WatchCancelled(msg.cancel_reason().to_string()));
+                        return Err(FleetError::WatchCancelled(msg.cancel_reason().to_string()));
                     }
                     for ev in msg.events() {
                         let Some(kv) = ev.kv() else { continue };
@@ -202,7 +202,7 @@ impl<S: LocalSwitch> Agent<S> {
                 keeper.keep_alive().await.map_err(e)?;
                 let ttl = alive_stream.message().await.map_err(e)?.map_or(0, |r| r.ttl());
                 if ttl <= 0 {
-                    return Err(ClusterError::LeaseExpired);
+                    return Err(FleetError::LeaseExpired);
                 }
                 renewed = Instant::now();
             }
@@ -337,7 +337,7 @@ impl<S: LocalSwitch> Agent<S> {
     }
 
     /// Writes what changed: ports, answers, reports. A report leaves the queue once etcd has it.
-    async fn flush(&mut self, client: &mut Client, lease: i64) -> Result<(), ClusterError> {
+    async fn flush(&mut self, client: &mut Client, lease: i64) -> Result<(), FleetError> {
         let host = self.settings.host.clone();
         let leased = || Some(PutOptions::new().with_lease(lease));
         for vm in self.ports.difference(&self.announced).cloned().collect::<Vec<_>>() {
