@@ -6,6 +6,7 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Duration;
 
+use crate::error::ControlError;
 use crate::protocol::{Reply, Request, Response};
 
 /// Where the daemon's socket and vhost-user sockets are by default.
@@ -21,18 +22,16 @@ pub fn default_socket() -> String {
 }
 
 /// Sends one request and returns its reply, or the daemon's error.
-pub fn request(socket: &Path, req: &Request) -> Result<Response, String> {
-    let mut stream = UnixStream::connect(socket).map_err(|e| {
-        format!(
-            "cannot reach slaswitchd at {} ({e}); is it running? (start it with slaswitchd, or set SLASWITCH_SOCKET)",
-            socket.display()
-        )
-    })?;
+pub fn request(socket: &Path, req: &Request) -> Result<Response, ControlError> {
+    let mut stream = UnixStream::connect(socket)
+        .map_err(|cause| ControlError::Unreachable { socket: socket.to_path_buf(), cause })?;
     stream.set_read_timeout(Some(Duration::from_secs(60))).ok();
     let mut line = serde_json::to_string(req).expect("JSON");
     line.push('\n');
-    stream.write_all(line.as_bytes()).map_err(|e| format!("sending to slaswitchd: {e}"))?;
+    stream.write_all(line.as_bytes()).map_err(|cause| ControlError::Io { what: "sending to slaswitchd", cause })?;
     let mut reply = String::new();
-    BufReader::new(stream).read_line(&mut reply).map_err(|e| format!("reading slaswitchd's reply: {e}"))?;
+    BufReader::new(stream)
+        .read_line(&mut reply)
+        .map_err(|cause| ControlError::Io { what: "reading slaswitchd's reply", cause })?;
     Reply::read(&reply, req)
 }

@@ -4,5 +4,6 @@
 pub mod calibrate;
 pub mod control;
 pub mod daemon;
+pub mod error;
 pub mod protocol;
 pub mod tenant;

@@ -14,6 +14,7 @@ use slaswitch_qos::cpu::model::{BatchPoint, BatchTerm};
 use slaswitch_qos::cpu::BandwidthModel;
 
 use super::{mac, measure_window, median_run, CalibrateOptions, PrivateSwitch};
+use crate::error::CalibrateError;
 
 /// One pace of the light VM: its batches' mean size and what one cost beyond its frames.
 fn measure_point(
@@ -21,7 +22,7 @@ fn measure_point(
     opts: &CalibrateOptions,
     model: &BandwidthModel,
     rate_kpps: f64,
-) -> Result<BatchPoint, String> {
+) -> Result<BatchPoint, CalibrateError> {
     let uplink = mac("uplink");
     let mut phases = vec![format!("size=64,rate={rate_kpps}kpps,flows=1,dst-mac={uplink},vm=vm1")];
     for i in 2..=opts.batch_neighbours + 1 {
@@ -33,7 +34,7 @@ fn measure_point(
     let vm_factor = model.vm_count.lookup(opts.batch_neighbours as u32 + 1);
     let per_packet = model
         .predict_cycles_per_packet(64.0, light.miss_share())
-        .ok_or("the model has no 64-byte rows to price the light VM's frames")?;
+        .ok_or(CalibrateError::Plan("the model has no 64-byte rows to price the light VM's frames"))?;
     let cycles_per_batch = light.busy() / light.batches.max(1.0) / vm_factor;
     Ok(BatchPoint { packets_per_batch, overhead_cycles_per_batch: cycles_per_batch - packets_per_batch * per_packet })
 }
@@ -45,7 +46,7 @@ pub(super) fn measure(
     opts: &CalibrateOptions,
     model: &BandwidthModel,
     mut progress: impl FnMut(&str),
-) -> Result<BatchTerm, String> {
+) -> Result<BatchTerm, CalibrateError> {
     let mut points = Vec::new();
     for &rate in &opts.batch_rates_kpps {
         progress(&format!("light VM at {rate} kpps beside {} backlogged", opts.batch_neighbours));

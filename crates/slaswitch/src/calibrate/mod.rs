@@ -27,6 +27,7 @@ use slaswitch_qos::cpu::{BandwidthModel, FlowCount};
 mod batch_term;
 
 use crate::control::request;
+use crate::error::CalibrateError;
 use crate::protocol::{Request, Response};
 
 /// What `slaswitch calibrate` measures, and where it writes the model.
@@ -73,8 +74,8 @@ impl PrivateSwitch {
         self.dir.join("slaswitchd.ctl")
     }
 
-    fn cmd(&self, req: Request) -> Result<Response, String> {
-        request(&self.socket(), &req)
+    fn cmd(&self, req: Request) -> Result<Response, CalibrateError> {
+        Ok(request(&self.socket(), &req)?)
     }
 }
 
@@ -120,13 +121,18 @@ struct RowMeasure {
     emc_miss_share: f64,
 }
 
-fn read_counts(sw: &PrivateSwitch, vms: &[String]) -> Result<Vec<Counts>, String> {
+fn read_counts(sw: &PrivateSwitch, vms: &[String]) -> Result<Vec<Counts>, CalibrateError> {
     let Response::PortStats(stats) = sw.cmd(Request::PortStats { name: None })? else {
         unreachable!("port-stats answers PortStats")
     };
     vms.iter()
         .map(|name| {
-            let rx = stats.ports.iter().find(|p| p.name == *name).ok_or_else(|| format!("port {name} vanished"))?.rx;
+            let rx = stats
+                .ports
+                .iter()
+                .find(|p| p.name == *name)
+                .ok_or_else(|| CalibrateError::PortVanished(name.clone()))?
+                .rx;
             Ok(Counts {
                 packets: rx.rx_packets as f64,
                 batches: rx.batches as f64,
@@ -191,7 +197,7 @@ fn measure_window(
     opts: &CalibrateOptions,
     vm_count: usize,
     phases: &[String],
-) -> Result<Window, String> {
+) -> Result<Window, CalibrateError> {
     let vms: Vec<String> = (1..=vm_count).map(|i| format!("vm{i}")).collect();
     let warmup = 1.5;
     let mut cmd = Command::new(opts.tools.join("slaswitch-tenant"));
@@ -215,7 +221,7 @@ fn measure_window(
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("cannot start slaswitch-tenant: {e}"))?;
+        .map_err(|cause| CalibrateError::Spawn { program: "slaswitch-tenant", cause })?;
     let result = (|| {
         // Wait for every VM to connect and traffic to flow, then measure a clean window.
         let t = Instant::now();
@@ -224,11 +230,11 @@ fn measure_window(
             if c.iter().all(|c| c.packets > 0.0) {
                 break;
             }
-            if let Some(status) = tenant.try_wait().map_err(|e| e.to_string())? {
-                return Err(format!("slaswitch-tenant stopped early ({status})"));
+            if let Ok(Some(status)) = tenant.try_wait() {
+                return Err(CalibrateError::Stopped { program: "slaswitch-tenant", status, log: String::new() });
             }
             if t.elapsed() > Duration::from_secs(25) {
-                return Err("the emulated VMs sent nothing within 25 s".into());
+                return Err(CalibrateError::NotUp("the emulated VMs sent nothing within 25 s"));
             }
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -240,7 +246,7 @@ fn measure_window(
         let secs = t0.elapsed().as_secs_f64();
         let per_vm: Vec<Counts> = b.iter().zip(&a).map(|(b, a)| b.since(a)).collect();
         if per_vm.iter().any(|d| d.packets < 100.0) {
-            return Err(format!("a VM forwarded fewer than 100 packets in {secs:.1} s: the VMs are not sending"));
+            return Err(CalibrateError::TooFew { secs });
         }
         Ok(Window { per_vm, secs })
     })();
@@ -263,7 +269,7 @@ fn measure(
     vm_count: usize,
     size: u32,
     flows: u32,
-) -> Result<RowMeasure, String> {
+) -> Result<RowMeasure, CalibrateError> {
     let phase = format!("size={size},rate=max,flows={flows},dst-mac={}", mac("uplink"));
     let w = measure_window(sw, opts, vm_count, &[phase])?;
     let d = w.total();
@@ -315,7 +321,7 @@ fn measure_median(
     vm_count: usize,
     size: u32,
     flows: u32,
-) -> Result<RowMeasure, String> {
+) -> Result<RowMeasure, CalibrateError> {
     median_run(opts, || measure(sw, opts, vm_count, size, flows), |m| m.cycles.total())
 }
 
@@ -323,9 +329,9 @@ fn measure_median(
 /// host's speed drifts between seconds, and a single window can land on a slow one.
 fn median_run<T>(
     opts: &CalibrateOptions,
-    mut run: impl FnMut() -> Result<T, String>,
+    mut run: impl FnMut() -> Result<T, CalibrateError>,
     key: impl Fn(&T) -> f64,
-) -> Result<T, String> {
+) -> Result<T, CalibrateError> {
     let mut runs = Vec::new();
     for _ in 0..opts.repeats.max(1) {
         runs.push(run()?);
@@ -336,12 +342,13 @@ fn median_run<T>(
 
 impl PrivateSwitch {
     /// Starts a private slaswitchd on the calibration's cores, with no model and its own files.
-    fn start(opts: &CalibrateOptions) -> Result<PrivateSwitch, String> {
+    fn start(opts: &CalibrateOptions) -> Result<PrivateSwitch, CalibrateError> {
         let prefix = format!("sscal{}", std::process::id());
         let dir = std::env::temp_dir().join(&prefix);
         let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let log = std::fs::File::create(dir.join("slaswitchd.log")).map_err(|e| e.to_string())?;
+        std::fs::create_dir_all(&dir).map_err(CalibrateError::file(&dir))?;
+        let log_path = dir.join("slaswitchd.log");
+        let log = std::fs::File::create(&log_path).map_err(CalibrateError::file(&log_path))?;
         let child = Command::new(opts.tools.join("slaswitchd"))
             .args(["--pmd-cores", &opts.pmd_core.to_string(), "--main-core", &opts.vm_core.to_string(), "--run-dir"])
             .arg(&dir)
@@ -353,18 +360,16 @@ impl PrivateSwitch {
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
-            .map_err(|e| format!("cannot start slaswitchd: {e}"))?;
+            .map_err(|cause| CalibrateError::Spawn { program: "slaswitchd", cause })?;
         let mut sw = PrivateSwitch { dir: dir.clone(), child: Some(child), prefix };
         let t = Instant::now();
         while !sw.socket().exists() {
             if let Some(Ok(Some(status))) = sw.child.as_mut().map(|c| c.try_wait()) {
-                return Err(format!(
-                    "slaswitchd exited ({status}): {}",
-                    std::fs::read_to_string(dir.join("slaswitchd.log")).unwrap_or_default()
-                ));
+                let log = format!(": {}", std::fs::read_to_string(&log_path).unwrap_or_default());
+                return Err(CalibrateError::Stopped { program: "slaswitchd", status, log });
             }
             if t.elapsed() > Duration::from_secs(30) {
-                return Err("slaswitchd did not come up within 30 s".into());
+                return Err(CalibrateError::NotUp("slaswitchd did not come up within 30 s"));
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -373,16 +378,16 @@ impl PrivateSwitch {
 }
 
 /// Measures the model and writes it to `opts.out`.
-pub fn calibrate(opts: &CalibrateOptions) -> Result<BandwidthModel, String> {
+pub fn calibrate(opts: &CalibrateOptions) -> Result<BandwidthModel, CalibrateError> {
     if unsafe { libc::geteuid() } != 0 {
-        return Err("calibrate drives the data plane: run it as root".into());
+        return Err(CalibrateError::NotRoot);
     }
     let (total, free, mounted) = slaswitch_dpdk::hugepage_status();
     if total == 0 || free < 512 || !mounted {
-        return Err(format!("calibrate needs free hugepages (total {total}, free {free}, mounted {mounted}): echo 1024 > /proc/sys/vm/nr_hugepages"));
+        return Err(CalibrateError::NoHugepages { total, free, mounted });
     }
     if request(Path::new(&crate::control::default_socket()), &Request::ListPorts).is_ok() {
-        return Err("slaswitchd is running: calibrating beside it would measure both. Stop it, calibrate, and start it again (it reads the model at start), or calibrate elsewhere and `slaswitch load-model FILE`".into());
+        return Err(CalibrateError::DaemonRunning);
     }
     let sw = PrivateSwitch::start(opts)?;
     let max_vms = (opts.vm_counts.iter().copied().max().unwrap_or(1).max(1) as usize).max(opts.batch_neighbours + 1);
@@ -439,7 +444,7 @@ pub fn calibrate(opts: &CalibrateOptions) -> Result<BandwidthModel, String> {
         .iter()
         .find(|(n, _)| *n == 1)
         .map(|(_, c)| *c)
-        .ok_or("--vm-counts must include 1 (the single-VM baseline)")?;
+        .ok_or(CalibrateError::Plan("--vm-counts must include 1 (the single-VM baseline)"))?;
     // The paper's curves rise and then flatten (Fig. 6b); a point below the one before is the
     // host's noise, and taking it would shrink allocations as VMs arrive. So the factor is the
     // running maximum of the measured ratios, never below 1.
@@ -480,12 +485,12 @@ pub fn calibrate(opts: &CalibrateOptions) -> Result<BandwidthModel, String> {
     progress(opts, total_steps, total_steps, "done");
     drop(sw);
     if let Some(parent) = opts.out.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+        std::fs::create_dir_all(parent).map_err(CalibrateError::file(parent))?;
     }
     let tmp = opts.out.with_extension("tmp");
     std::fs::write(&tmp, serde_json::to_string_pretty(&model).expect("model serialises"))
-        .map_err(|e| format!("{}: {e}", tmp.display()))?;
-    std::fs::rename(&tmp, &opts.out).map_err(|e| format!("{}: {e}", opts.out.display()))?;
+        .map_err(CalibrateError::file(&tmp))?;
+    std::fs::rename(&tmp, &opts.out).map_err(CalibrateError::file(&opts.out))?;
     Ok(model)
 }
 

@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::error::DaemonError;
 pub use crate::protocol::SavedConfig;
 
 /// The configuration file.
@@ -25,32 +26,29 @@ impl ConfigStore {
 
     /// Reads the file; an absent file is an empty configuration. A corrupt or truncated file is
     /// refused, and a copy of it is kept beside it (`NAME.corrupt-UNIXSECS`).
-    pub fn load(&self) -> Result<SavedConfig, String> {
+    pub fn load(&self) -> Result<SavedConfig, DaemonError> {
         let text = match std::fs::read_to_string(&self.path) {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(SavedConfig::default()),
-            Err(e) => return Err(format!("cannot read {}: {e}", self.path.display())),
+            Err(cause) => return Err(DaemonError::File { action: "read", path: self.path.clone(), cause }),
         };
-        serde_json::from_str(&text).map_err(|e| {
+        serde_json::from_str(&text).map_err(|cause| {
             let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
             let aside = PathBuf::from(format!("{}.corrupt-{secs}", self.path.display()));
             let kept = match std::fs::copy(&self.path, &aside) {
                 Ok(_) => format!("a copy is kept at {}", aside.display()),
                 Err(c) => format!("no copy could be kept ({c})"),
             };
-            format!(
-                "{} is not a valid slaswitch configuration ({e}); {kept}; the daemon will not overwrite it: fix or remove it to start",
-                self.path.display()
-            )
+            DaemonError::CorruptConfig { path: self.path.clone(), cause, kept }
         })
     }
 
     /// Writes the file atomically and durably: a temporary file, synced, renamed over the old
     /// one, and the directory synced so the rename survives a power cut.
-    pub fn save(&self, config: &SavedConfig) -> Result<(), String> {
+    pub fn save(&self, config: &SavedConfig) -> Result<(), DaemonError> {
         use std::io::Write;
         let dir = self.path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(DaemonError::file("create", dir))?;
         let tmp = self.path.with_extension("tmp");
         let text = serde_json::to_string_pretty(config).expect("config serialises");
         let write = || -> std::io::Result<()> {
@@ -58,9 +56,9 @@ impl ConfigStore {
             f.write_all(text.as_bytes())?;
             f.sync_all()
         };
-        write().map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
-        std::fs::rename(&tmp, &self.path).map_err(|e| format!("cannot replace {}: {e}", self.path.display()))?;
-        std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(|e| format!("cannot sync {}: {e}", dir.display()))
+        write().map_err(DaemonError::file("write", &tmp))?;
+        std::fs::rename(&tmp, &self.path).map_err(DaemonError::file("replace", &self.path))?;
+        std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(DaemonError::file("sync", dir))
     }
 }
 
@@ -75,7 +73,7 @@ mod tests {
         let path = dir.join("conf.json");
         for text in ["{\"ports\": [{\"name\": \"vm1\", \"ty", "\u{0}\u{0}garbage"] {
             std::fs::write(&path, text).unwrap();
-            let e = ConfigStore::new(path.clone()).load().unwrap_err();
+            let e = ConfigStore::new(path.clone()).load().unwrap_err().to_string();
             assert!(e.contains("is not a valid slaswitch configuration") && e.contains("will not overwrite"), "{e}");
             assert_eq!(std::fs::read_to_string(&path).unwrap(), text, "the file is left as it was");
             let copies: Vec<_> = std::fs::read_dir(&dir)

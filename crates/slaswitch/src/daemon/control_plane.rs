@@ -14,6 +14,7 @@ use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::sync::{watch, Semaphore};
 
 use super::{access, cluster_agent, metrics, Daemon};
+use crate::error::DaemonError;
 use crate::protocol::{parse_request, Reply};
 
 /// The longest request line the control socket reads, bytes.
@@ -77,12 +78,12 @@ pub struct ControlPlane {
 
 /// Serves until a stop signal; then the agent reports its last cycle, open connections end
 /// within their deadline, and the data plane shuts down.
-pub fn serve(rt: Runtime, mut signals: StopSignals, daemon: Daemon, plane: ControlPlane) -> Result<(), String> {
+pub fn serve(rt: Runtime, mut signals: StopSignals, daemon: Daemon, plane: ControlPlane) -> Result<(), DaemonError> {
     let daemon = Arc::new(Mutex::new(daemon));
     let result = rt.block_on(async {
         let listener = access::bind_control_socket(&plane.socket, plane.socket_gid)?;
-        listener.set_nonblocking(true).map_err(|e| e.to_string())?;
-        let listener = UnixListener::from_std(listener).map_err(|e| e.to_string())?;
+        listener.set_nonblocking(true).map_err(DaemonError::ControlPlane)?;
+        let listener = UnixListener::from_std(listener).map_err(DaemonError::ControlPlane)?;
         let (stop_tx, stop) = watch::channel(false);
         let published = sampler(&daemon, plane.metrics_addr.is_some(), stop.clone());
         let metrics = match (&plane.metrics_addr, published) {
@@ -170,7 +171,7 @@ async fn serve_connection(daemon: &Arc<Mutex<Daemon>>, stream: UnixStream) {
                     .await
                     .unwrap_or_else(|e| Reply::Err(format!("the request failed: {e}")))
             }
-            Err(e) => Reply::Err(e),
+            Err(e) => Reply::Err(e.to_string()),
         },
         Ok(Err(e)) => Reply::Err(format!("cannot read the request: {e}")),
         Err(_) => Reply::Err(format!("no request within {} s", CLIENT_DEADLINE.as_secs())),

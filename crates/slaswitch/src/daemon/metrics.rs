@@ -8,6 +8,7 @@ use axum::routing::get;
 use axum::Router;
 use tokio::sync::watch;
 
+use crate::error::DaemonError;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
@@ -61,9 +62,10 @@ pub async fn serve(
     addr: &str,
     latest: Arc<Mutex<Arc<MetricsSnapshot>>>,
     mut stop: watch::Receiver<bool>,
-) -> Result<tokio::task::JoinHandle<()>, String> {
-    let listener =
-        tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("cannot serve metrics on {addr}: {e}"))?;
+) -> Result<tokio::task::JoinHandle<()>, DaemonError> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|cause| DaemonError::Access { what: format!("cannot serve metrics on {addr}"), cause })?;
     let scrape = move || {
         let snapshot = latest.lock().expect("metrics snapshot").clone();
         async move { ([(header::CONTENT_TYPE, CONTENT_TYPE)], render(snapshot)) }

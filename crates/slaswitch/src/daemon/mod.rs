@@ -17,6 +17,7 @@ use std::time::Instant;
 use slaswitch_config::{PortSpec, PortType};
 use slaswitch_datapath::Datapath;
 
+use crate::error::DaemonError;
 use crate::protocol::qos::ModelShowReply;
 use crate::protocol::replies::*;
 use crate::protocol::{Options, PortChange, Reply, Request, Response};
@@ -36,19 +37,19 @@ pub struct Daemon {
 }
 
 /// Reads a bandwidth-CPU model file; `None` when there is none.
-pub fn load_model(path: &std::path::Path) -> Result<Option<slaswitch_qos::cpu::BandwidthModel>, String> {
+pub fn load_model(path: &std::path::Path) -> Result<Option<slaswitch_qos::cpu::BandwidthModel>, DaemonError> {
     match std::fs::read_to_string(path) {
         Ok(text) => serde_json::from_str(&text)
             .map(Some)
-            .map_err(|e| format!("{} is not a bandwidth-CPU model: {e}", path.display())),
+            .map_err(|cause| DaemonError::NotModel { path: path.to_path_buf(), cause }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+        Err(cause) => Err(DaemonError::File { action: "read", path: path.to_path_buf(), cause }),
     }
 }
 
 impl Daemon {
     /// Starts the data plane and replays the saved configuration.
-    pub fn start(mut dp: Datapath, store: ConfigStore, model_path: PathBuf) -> Result<Daemon, String> {
+    pub fn start(mut dp: Datapath, store: ConfigStore, model_path: PathBuf) -> Result<Daemon, DaemonError> {
         let saved = store.load()?;
         match load_model(&model_path) {
             Ok(Some(model)) => dp.set_model(Some(model))?,
@@ -97,7 +98,7 @@ impl Daemon {
         SavedConfig { tenants, ports, flows: self.dp.flow_texts() }
     }
 
-    fn persist(&self) -> Result<(), String> {
+    fn persist(&self) -> Result<(), DaemonError> {
         self.store.save(&self.saved())
     }
 
@@ -127,7 +128,7 @@ impl Daemon {
         self.dispatch(req).into()
     }
 
-    fn dispatch(&mut self, req: Request) -> Result<Response, String> {
+    fn dispatch(&mut self, req: Request) -> Result<Response, DaemonError> {
         Ok(match req {
             Request::AddPort { name, port_type, options } => {
                 Response::PortAdded(self.add_port(name, &port_type, options)?)
@@ -174,12 +175,7 @@ impl Daemon {
                 Some(m) => {
                     Response::Model(Box::new(ModelShowReply { path: self.model_path.clone(), model: m.clone() }))
                 }
-                None => {
-                    return Err(format!(
-                        "no bandwidth-CPU model loaded ({} does not exist: run slaswitch calibrate)",
-                        self.model_path.display()
-                    ))
-                }
+                None => return Err(DaemonError::NoModel(self.model_path.clone())),
             },
             Request::LinkShow { name } => Response::LinkShow(Box::new(self.link_show(name)?)),
             Request::SetTenant { name, weight } => Response::TenantSet(self.changed(|d| {
@@ -195,13 +191,13 @@ impl Daemon {
     }
 
     /// Runs a change and persists the configuration once it succeeded.
-    fn changed<T>(&mut self, change: impl FnOnce(&mut Self) -> Result<T, String>) -> Result<T, String> {
+    fn changed<T>(&mut self, change: impl FnOnce(&mut Self) -> Result<T, DaemonError>) -> Result<T, DaemonError> {
         let reply = change(self)?;
         self.persist()?;
         Ok(reply)
     }
 
-    fn add_port(&mut self, name: String, port_type: &str, options: Options) -> Result<PortAdded, String> {
+    fn add_port(&mut self, name: String, port_type: &str, options: Options) -> Result<PortAdded, DaemonError> {
         let spec = PortSpec { name, port_type: PortType::parse(port_type)?, number: 0, options };
         self.changed(|d| {
             let added = d.dp.add_port(spec)?;
@@ -211,7 +207,7 @@ impl Daemon {
         })
     }
 
-    fn del_port(&mut self, name: String) -> Result<PortDeleted, String> {
+    fn del_port(&mut self, name: String) -> Result<PortDeleted, DaemonError> {
         self.changed(|d| {
             let before = d.unrestored_ports.len();
             d.unrestored_ports.retain(|(s, _)| s.name != name);
@@ -223,7 +219,7 @@ impl Daemon {
     }
 
     /// One port, or several as one step ([`Datapath::set_ports`]).
-    fn set_ports(&mut self, ports: Vec<PortChange>) -> Result<PortsSet, String> {
+    fn set_ports(&mut self, ports: Vec<PortChange>) -> Result<PortsSet, DaemonError> {
         let several = ports.len() > 1;
         let changes: Vec<(String, Options)> = ports.into_iter().map(|p| (p.name, p.options)).collect();
         self.changed(|d| {
@@ -235,10 +231,9 @@ impl Daemon {
     /// Reads a bandwidth-CPU model (`slaswitch calibrate` writes one) and re-plans every port
     /// with it; refused whole if a purchase would no longer fit. Once taken it is copied to the
     /// daemon's model file, so a restart keeps it.
-    fn load_model(&mut self, path: Option<PathBuf>) -> Result<ModelLoaded, String> {
+    fn load_model(&mut self, path: Option<PathBuf>) -> Result<ModelLoaded, DaemonError> {
         let path = path.unwrap_or_else(|| self.model_path.clone());
-        let model =
-            load_model(&path)?.ok_or_else(|| format!("{}: no such file (run slaswitch calibrate)", path.display()))?;
+        let model = load_model(&path)?.ok_or_else(|| DaemonError::NoModelFile(path.clone()))?;
         let text = serde_json::to_string_pretty(&model).expect("model serialises");
         self.dp.set_model(Some(model))?;
         if path != self.model_path {
@@ -246,9 +241,9 @@ impl Daemon {
             if let Some(dir) = self.model_path.parent() {
                 let _ = std::fs::create_dir_all(dir);
             }
-            std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, &self.model_path)).map_err(|e| {
-                format!("the model is in use but could not be saved to {}: {e}", self.model_path.display())
-            })?;
+            std::fs::write(&tmp, text)
+                .and_then(|()| std::fs::rename(&tmp, &self.model_path))
+                .map_err(|cause| DaemonError::ModelNotSaved { path: self.model_path.clone(), cause })?;
         }
         self.retry_unrestored();
         self.persist()?;
@@ -256,13 +251,13 @@ impl Daemon {
     }
 
     /// `link-show`: paced port `name`, or the only one.
-    fn link_show(&self, name: Option<String>) -> Result<crate::protocol::qos::LinkShowReply, String> {
+    fn link_show(&self, name: Option<String>) -> Result<crate::protocol::qos::LinkShowReply, DaemonError> {
         let name = match name {
             Some(n) => n,
             None => match self.dp.paced_ports().as_slice() {
                 [one] => one.clone(),
-                [] => return Err("no port is paced (set link_rate_bps on the uplink)".into()),
-                several => return Err(format!("several ports are paced ({}): name one", several.join(", "))),
+                [] => return Err(DaemonError::NoPacedPort),
+                several => return Err(DaemonError::SeveralPaced(several.join(", "))),
             },
         };
         let now = self.dp.link_stats(&name)?;

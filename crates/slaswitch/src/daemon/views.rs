@@ -6,7 +6,7 @@ use std::path::Path;
 use slaswitch_config::cpu_qos::own_bucket_depth;
 use slaswitch_config::PortSpec;
 use slaswitch_datapath::counters::CpuQosState;
-use slaswitch_datapath::{Datapath, PmdStats, PortStats};
+use slaswitch_datapath::{Datapath, DatapathError, PmdStats, PortStats};
 use slaswitch_qos::cpu::C2tbConfig;
 
 use crate::protocol::qos::{CyclesFrom, LinkVmRow, ModelView, QosPortView, QosShowReply};
@@ -79,9 +79,9 @@ pub fn qos_show(
     links: &[LinkVmRow],
     wanted: Option<&str>,
     model_path: &Path,
-) -> Result<QosShowReply, String> {
+) -> Result<QosShowReply, DatapathError> {
     if let Some(n) = wanted.filter(|n| !ports.iter().any(|p| p.name == *n)) {
-        return Err(format!("no port named '{n}'"));
+        return Err(DatapathError::NoPort(n.to_string()));
     }
     let hz = dp.tsc_hz();
     let switch_depth = C2tbConfig::depth_cycles(hz, dp.settings().c2tb_bucket_us);
@@ -169,9 +169,13 @@ fn qos_port(
 }
 
 /// `port-stats`: the ports `wanted` names (all without a name) and their rates.
-pub fn port_stats(ports: Vec<PortStats>, rates: &[PmdRates], wanted: Option<&str>) -> Result<PortStatsReply, String> {
+pub fn port_stats(
+    ports: Vec<PortStats>,
+    rates: &[PmdRates],
+    wanted: Option<&str>,
+) -> Result<PortStatsReply, DatapathError> {
     if let Some(n) = wanted.filter(|n| !ports.iter().any(|p| p.name == *n)) {
-        return Err(format!("no port named '{n}'"));
+        return Err(DatapathError::NoPort(n.to_string()));
     }
     let rates: Vec<PortRates> = rates.iter().flat_map(|r| r.ports.iter().cloned()).collect();
     Ok(PortStatsReply { ports: ports.into_iter().filter(|p| wanted.is_none_or(|n| n == p.name)).collect(), rates })

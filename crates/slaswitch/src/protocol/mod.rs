@@ -18,6 +18,8 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::error::{ControlError, RequestError};
+
 pub use replies::{Response, SavedConfig};
 
 /// A port's options as `key=value` words give them.
@@ -153,35 +155,36 @@ impl Serialize for Reply {
 impl Reply {
     /// Reads the reply line to `req`: its result as the request's reply type, or the daemon's
     /// error.
-    pub fn read(line: &str, req: &Request) -> Result<Response, String> {
-        let bad = |e: serde_json::Error| format!("slaswitchd sent a bad reply ({e}): {}", line.trim_end());
+    pub fn read(line: &str, req: &Request) -> Result<Response, ControlError> {
+        let bad = |cause| ControlError::BadReply { line: line.trim_end().to_string(), cause };
         let wire: WireReply<Value> = serde_json::from_str(line).map_err(bad)?;
         if !wire.ok {
-            return Err(wire.error.unwrap_or_else(|| "unknown error".into()));
+            return Err(ControlError::Refused(wire.error.unwrap_or_else(|| "unknown error".into())));
         }
         req.decode_reply(wire.result.unwrap_or(Value::Null)).map_err(bad)
     }
 }
 
-impl From<Result<Response, String>> for Reply {
-    fn from(r: Result<Response, String>) -> Self {
+impl<E: std::fmt::Display> From<Result<Response, E>> for Reply {
+    fn from(r: Result<Response, E>) -> Self {
         match r {
             Ok(v) => Reply::Ok(v),
-            Err(e) => Reply::Err(e),
+            Err(e) => Reply::Err(e.to_string()),
         }
     }
 }
 
 /// Reads a request line; the error says what a client got wrong.
-pub fn parse_request(line: &str) -> Result<Request, String> {
-    let value: serde_json::Value = serde_json::from_str(line).map_err(|e| format!("bad request: {e}"))?;
-    let req: Request = serde_json::from_value(value.clone()).map_err(|e| format!("bad request: {e}"))?;
+pub fn parse_request(line: &str) -> Result<Request, RequestError> {
+    let value: serde_json::Value = serde_json::from_str(line).map_err(RequestError::Malformed)?;
+    let req: Request = serde_json::from_value(value.clone()).map_err(RequestError::Malformed)?;
     // serde lets an internally tagged unit variant (`pmd-stats`) carry any fields; refuse them
     // as every other variant does.
-    let known = serde_json::to_value(&req).map_err(|e| format!("bad request: {e}"))?;
+    let known = serde_json::to_value(&req).map_err(RequestError::Malformed)?;
     if let (Some(given), Some(known)) = (value.as_object(), known.as_object()) {
         if let Some(extra) = given.keys().find(|k| !known.contains_key(*k)) {
-            return Err(format!("bad request: unknown field `{extra}` for `{}`", known["cmd"].as_str().unwrap_or("?")));
+            let cmd = known["cmd"].as_str().unwrap_or("?").to_string();
+            return Err(RequestError::UnknownField { field: extra.clone(), cmd });
         }
     }
     Ok(req)
@@ -204,11 +207,11 @@ mod tests {
 
     #[test]
     fn a_bad_request_is_refused_with_what_was_wrong() {
-        let e = parse_request(r#"{"cmd":"add-port","name":"vm1"}"#).unwrap_err();
+        let e = parse_request(r#"{"cmd":"add-port","name":"vm1"}"#).unwrap_err().to_string();
         assert!(e.contains("type"), "{e}");
-        let e = parse_request(r#"{"cmd":"reboot"}"#).unwrap_err();
+        let e = parse_request(r#"{"cmd":"reboot"}"#).unwrap_err().to_string();
         assert!(e.contains("reboot") && e.contains("add-port"), "{e}");
-        let e = parse_request(r#"{"cmd":"del-port","name":"vm1","force":true}"#).unwrap_err();
+        let e = parse_request(r#"{"cmd":"del-port","name":"vm1","force":true}"#).unwrap_err().to_string();
         assert!(e.contains("force"), "{e}");
     }
 
@@ -220,9 +223,9 @@ mod tests {
         let req = Request::AddFlow { flows: vec!["actions=drop".into()] };
         assert!(matches!(Reply::read(&ok, &req), Ok(Response::FlowsAdded(replies::FlowsAdded { added: 1 }))));
         let err = Reply::read(r#"{"ok":false,"error":"no port named 'x'"}"#, &req).unwrap_err();
-        assert_eq!(err, "no port named 'x'");
+        assert!(matches!(&err, ControlError::Refused(e) if e == "no port named 'x'"), "{err}");
         // A result of another request's shape is refused, naming what is missing.
-        let e = Reply::read(r#"{"ok":true,"result":{"deleted":"vm1"}}"#, &req).unwrap_err();
+        let e = Reply::read(r#"{"ok":true,"result":{"deleted":"vm1"}}"#, &req).unwrap_err().to_string();
         assert!(e.contains("added"), "{e}");
     }
 }
