@@ -90,41 +90,118 @@ impl Resolved {
 
 const UNITS: &str = "pps, kpps, mpps, bps, kbps, mbps, gbps, policer_kbps";
 
+/// A `[capacity]` table that cannot be priced: the budget or placeholder, and what is allowed.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum BudgetError {
+    /// The table does not read as budgets.
+    #[error("capacity: {0}")]
+    Table(String),
+    /// A budget's name.
+    #[error("capacity.{name}: a budget's name is letters, digits, '-' and '_'")]
+    Name {
+        /// The budget.
+        name: String,
+    },
+    /// A frame size.
+    #[error("capacity.{name}.size={size}: frames are 60 to 1514 bytes (without FCS)")]
+    Size {
+        /// The budget.
+        name: String,
+        /// The size given.
+        size: u16,
+    },
+    /// A share of the core.
+    #[error("capacity.{name}.core_share={share}: a share above 0, at most 10")]
+    Share {
+        /// The budget.
+        name: String,
+        /// The share given.
+        share: f64,
+    },
+    /// `same_policed_rate_as` names a budget that is not a share itself.
+    #[error("capacity.{name}.same_policed_rate_as='{other}': that budget must give a core_share itself")]
+    NotAShare {
+        /// The budget.
+        name: String,
+        /// The one it names.
+        other: String,
+    },
+    /// `same_policed_rate_as` names no budget.
+    #[error("capacity.{name}.same_policed_rate_as='{other}': no such budget")]
+    NoSuchBudget {
+        /// The budget.
+        name: String,
+        /// The one it names.
+        other: String,
+    },
+    /// Neither or both of the two ways to size a budget.
+    #[error("capacity.{name}: give either core_share or same_policed_rate_as")]
+    Neither {
+        /// The budget.
+        name: String,
+    },
+    /// A traffic kind whose capacity was not measured.
+    #[error("no capacity measured for {0}")]
+    NotMeasured(String),
+    /// A placeholder naming no budget.
+    #[error("line {line}: {{{placeholder}}}: no budget '{name}' in [capacity] (it has: {names})")]
+    Placeholder {
+        /// Its line.
+        line: usize,
+        /// Its text between the braces.
+        placeholder: String,
+        /// The budget it names.
+        name: String,
+        /// The budgets there are, comma separated.
+        names: String,
+    },
+    /// A placeholder's unit.
+    #[error("line {line}: {{{placeholder}}}: unknown unit '{unit}' ({})", UNITS)]
+    Unit {
+        /// Its line.
+        line: usize,
+        /// Its text between the braces.
+        placeholder: String,
+        /// The unit given.
+        unit: String,
+    },
+}
+
 /// The `[capacity]` table of a scenario's text (empty when it has none).
-pub fn budgets(text: &str) -> Result<BTreeMap<String, Budget>, String> {
+pub fn budgets(text: &str) -> Result<BTreeMap<String, Budget>, BudgetError> {
     #[derive(Deserialize)]
     struct OnlyCapacity {
         #[serde(default)]
         capacity: BTreeMap<String, Budget>,
     }
-    let doc: toml::Table = toml::from_str(text).map_err(|e| e.message().trim().to_string())?;
+    let doc: toml::Table = toml::from_str(text).map_err(|e| BudgetError::Table(e.message().trim().to_string()))?;
     let Some(table) = doc.get("capacity") else { return Ok(BTreeMap::new()) };
     let wrapped = toml::Table::from_iter([("capacity".to_string(), table.clone())]);
-    let only: OnlyCapacity = wrapped.try_into().map_err(|e: toml::de::Error| format!("capacity: {}", e.message()))?;
+    let only: OnlyCapacity =
+        wrapped.try_into().map_err(|e: toml::de::Error| BudgetError::Table(e.message().to_string()))?;
     for (name, b) in &only.capacity {
         check_budget(name, b, &only.capacity)?;
     }
     Ok(only.capacity)
 }
 
-fn check_budget(name: &str, b: &Budget, all: &BTreeMap<String, Budget>) -> Result<(), String> {
+fn check_budget(name: &str, b: &Budget, all: &BTreeMap<String, Budget>) -> Result<(), BudgetError> {
+    let name = name.to_string();
     if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
-        return Err(format!("capacity.{name}: a budget's name is letters, digits, '-' and '_'"));
+        return Err(BudgetError::Name { name });
     }
     if !(60..=1514).contains(&b.size) {
-        return Err(format!("capacity.{name}.size={}: frames are 60 to 1514 bytes (without FCS)", b.size));
+        return Err(BudgetError::Size { name, size: b.size });
     }
     match (b.core_share, &b.same_policed_rate_as) {
         (Some(s), None) if s > 0.0 && s <= 10.0 => Ok(()),
-        (Some(s), None) => Err(format!("capacity.{name}.core_share={s}: a share above 0, at most 10")),
+        (Some(share), None) => Err(BudgetError::Share { name, share }),
         (None, Some(other)) => match all.get(other) {
             Some(o) if o.core_share.is_some() => Ok(()),
-            Some(_) => Err(format!(
-                "capacity.{name}.same_policed_rate_as='{other}': that budget must give a core_share itself"
-            )),
-            None => Err(format!("capacity.{name}.same_policed_rate_as='{other}': no such budget")),
+            Some(_) => Err(BudgetError::NotAShare { name, other: other.clone() }),
+            None => Err(BudgetError::NoSuchBudget { name, other: other.clone() }),
         },
-        _ => Err(format!("capacity.{name}: give either core_share or same_policed_rate_as")),
+        _ => Err(BudgetError::Neither { name }),
     }
 }
 
@@ -141,10 +218,10 @@ pub fn kinds(budgets: &BTreeMap<String, Budget>) -> Vec<Kind> {
 pub fn resolve(
     budgets: &BTreeMap<String, Budget>,
     capacity_pps: &BTreeMap<Kind, f64>,
-) -> Result<Vec<Resolved>, String> {
-    let share_rate = |b: &Budget| -> Result<(f64, f64), String> {
+) -> Result<Vec<Resolved>, BudgetError> {
+    let share_rate = |b: &Budget| -> Result<(f64, f64), BudgetError> {
         let kind = Kind { size: b.size, flows: b.flows };
-        let cap = *capacity_pps.get(&kind).ok_or_else(|| format!("no capacity measured for {kind:?}"))?;
+        let cap = *capacity_pps.get(&kind).ok_or_else(|| BudgetError::NotMeasured(format!("{kind:?}")))?;
         Ok((cap, cap * b.core_share.expect("a share budget")))
     };
     budgets
@@ -167,7 +244,7 @@ pub fn resolve(
 /// `text` with every `{NAME.UNIT}` / `{NAME.UNIT*FACTOR}` replaced by the number; a placeholder
 /// that is a whole quoted string (`"{a.bps}"`) becomes a bare number. Rates in bits, and pps,
 /// are whole numbers; the others keep three decimals.
-pub fn substitute(text: &str, resolved: &[Resolved]) -> Result<String, String> {
+pub fn substitute(text: &str, resolved: &[Resolved]) -> Result<String, BudgetError> {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(open) = rest.find('{') {
@@ -181,10 +258,11 @@ pub fn substitute(text: &str, resolved: &[Resolved]) -> Result<String, String> {
         let line = text[..text.len() - rest.len() + open].matches('\n').count() + 1;
         let r = resolved.iter().find(|r| r.name == name).ok_or_else(|| {
             let names: Vec<&str> = resolved.iter().map(|r| r.name.as_str()).collect();
-            format!("line {line}: {{{inner}}}: no budget '{name}' in [capacity] (it has: {})", names.join(", "))
+            let (placeholder, name, names) = (inner.to_string(), name.to_string(), names.join(", "));
+            BudgetError::Placeholder { line, placeholder, name, names }
         })?;
-        let v =
-            r.value(unit).ok_or_else(|| format!("line {line}: {{{inner}}}: unknown unit '{unit}' ({UNITS})"))? * factor;
+        let unit_error = || BudgetError::Unit { line, placeholder: inner.to_string(), unit: unit.to_string() };
+        let v = r.value(unit).ok_or_else(unit_error)? * factor;
         let number = if matches!(unit, "kpps" | "mpps" | "mbps" | "gbps") {
             format!("{v:.3}")
         } else {
@@ -283,16 +361,16 @@ qos = { bandwidth_bps = "{a.bps}", ingress_policing_rate_kbps = "{a.policer_kbps
 
     #[test]
     fn bad_budgets_and_placeholders_are_named() {
-        let e = budgets("[capacity]\na = { core_share = 0, size = 64 }\n").unwrap_err();
+        let e = budgets("[capacity]\na = { core_share = 0, size = 64 }\n").unwrap_err().to_string();
         assert!(e.contains("capacity.a.core_share=0"), "{e}");
-        let e = budgets("[capacity]\na = { same_policed_rate_as = \"z\", size = 64 }\n").unwrap_err();
+        let e = budgets("[capacity]\na = { same_policed_rate_as = \"z\", size = 64 }\n").unwrap_err().to_string();
         assert!(e.contains("no such budget"), "{e}");
-        let e = budgets("[capacity]\na = { size = 64 }\n").unwrap_err();
+        let e = budgets("[capacity]\na = { size = 64 }\n").unwrap_err().to_string();
         assert!(e.contains("either core_share or same_policed_rate_as"), "{e}");
         let r = resolve(&budgets(TEXT).unwrap(), &caps()).unwrap();
-        let e = substitute("x = \"{c.bps}\"\n", &r).unwrap_err();
+        let e = substitute("x = \"{c.bps}\"\n", &r).unwrap_err().to_string();
         assert!(e.contains("line 1") && e.contains("no budget 'c'"), "{e}");
-        let e = substitute("\n\nx = \"{a.furlongs}\"\n", &r).unwrap_err();
+        let e = substitute("\n\nx = \"{a.furlongs}\"\n", &r).unwrap_err().to_string();
         assert!(e.contains("line 3") && e.contains("unknown unit 'furlongs'"), "{e}");
     }
 }

@@ -2,6 +2,7 @@
 //! go away. Every process and kernel object a driver creates is registered with
 //! [`crate::cleanup`] the moment it exists, so an interrupted run still removes it.
 
+use anyhow::anyhow;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -38,12 +39,12 @@ impl Reading {
 /// What the runner needs of a switch: start it, configure it, sample it, stop it.
 pub trait Driver {
     /// Starts the switch's processes (or kernel objects).
-    fn start(&mut self) -> Result<(), String>;
+    fn start(&mut self) -> anyhow::Result<()>;
 
     /// Applies the plan: writes its files and runs its commands in order.
-    fn configure(&mut self, plan: &SwitchPlan) -> Result<(), String> {
+    fn configure(&mut self, plan: &SwitchPlan) -> anyhow::Result<()> {
         for (path, text) in &plan.files {
-            std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+            std::fs::write(path, text).map_err(|e| anyhow!("{}: {e}", path.display()))?;
         }
         for undo in &plan.undo {
             crate::cleanup::undo(&undo.iter().map(String::as_str).collect::<Vec<_>>());
@@ -59,7 +60,7 @@ pub trait Driver {
                 .stderr(Stdio::null())
                 .process_group(0)
                 .spawn()
-                .map_err(|e| format!("cannot start {}: {e}", cmd.join(" ")))?;
+                .map_err(|e| anyhow!("cannot start {}: {e}", cmd.join(" ")))?;
             crate::cleanup::process(child.id(), &cmd[0]);
         }
         for cmd in &plan.after_daemons {
@@ -75,7 +76,7 @@ pub trait Driver {
     }
 
     /// Waits until every VM's port sees its VM (link up), where the switch can tell.
-    fn wait_for_vms(&mut self, _names: &[String], _timeout: Duration) -> Result<(), String> {
+    fn wait_for_vms(&mut self, _names: &[String], _timeout: Duration) -> anyhow::Result<()> {
         Ok(())
     }
 
@@ -91,14 +92,14 @@ pub trait Driver {
 }
 
 /// Runs a command; its failure is an error naming the command and its output.
-pub fn run(cmd: &[String]) -> Result<String, String> {
+pub fn run(cmd: &[String]) -> anyhow::Result<String> {
     let out = Command::new(&cmd[0])
         .args(&cmd[1..])
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| format!("cannot run {}: {e}", cmd[0]))?;
+        .map_err(|e| anyhow!("cannot run {}: {e}", cmd[0]))?;
     if !out.status.success() {
-        return Err(format!(
+        return Err(anyhow!(
             "`{}` failed ({}): {}{}",
             cmd.join(" "),
             out.status,
@@ -131,18 +132,18 @@ pub fn on_every_core(cmd: &mut Command) -> &mut Command {
 }
 
 /// Runs a command and returns its output, or its error output when it fails.
-pub fn run_args(args: &[&str]) -> Result<String, String> {
+pub fn run_args(args: &[&str]) -> anyhow::Result<String> {
     run(&args.iter().map(|s| s.to_string()).collect::<Vec<_>>())
 }
 
 /// Waits for `path` to exist, failing after `timeout` with what `log` holds.
-pub fn wait_for_path(path: &Path, timeout: Duration, what: &str, log: &Path) -> Result<(), String> {
+pub fn wait_for_path(path: &Path, timeout: Duration, what: &str, log: &Path) -> anyhow::Result<()> {
     let t = Instant::now();
     while !path.exists() {
         if t.elapsed() > timeout {
             let log_text = std::fs::read_to_string(log).unwrap_or_default();
             let tail: Vec<&str> = log_text.lines().rev().take(10).collect();
-            return Err(format!(
+            return Err(anyhow!(
                 "{what} did not come up within {} s; last log lines:\n{}",
                 timeout.as_secs(),
                 tail.into_iter().rev().collect::<Vec<_>>().join("\n")
@@ -168,8 +169,8 @@ pub fn version_of(program: &str, arg: &str) -> String {
 pub fn wait_until_connected(
     switch: &str,
     timeout: Duration,
-    mut down: impl FnMut() -> Result<Vec<String>, String>,
-) -> Result<(), String> {
+    mut down: impl FnMut() -> anyhow::Result<Vec<String>>,
+) -> anyhow::Result<()> {
     let t = Instant::now();
     loop {
         let missing = down()?;
@@ -177,7 +178,7 @@ pub fn wait_until_connected(
             return Ok(());
         }
         if t.elapsed() > timeout {
-            return Err(format!("these VMs never connected to {switch}: {}", missing.join(", ")));
+            return Err(anyhow!("these VMs never connected to {switch}: {}", missing.join(", ")));
         }
         std::thread::sleep(Duration::from_millis(100));
     }

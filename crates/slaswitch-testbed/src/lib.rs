@@ -3,6 +3,11 @@
 //! A scenario file describes the VMs, the uplink, QoS settings and phases; the runner stands the
 //! same scenario up on each switch (slaswitch, OVS-DPDK, a Linux bridge with tc, VDE2), samples
 //! every second, and writes raw samples, plots and a Markdown report.
+//!
+//! Errors: what an experimenter writes is checked into typed errors that name the field
+//! ([`scenario::ScenarioError`], [`capacity::BudgetError`]); running one (processes, switches,
+//! files) reports `anyhow` chains, since the experiment program and the tests are the only
+//! callers and none of them recovers from a failed run other than by reporting it.
 
 pub mod capacity;
 pub mod cleanup;

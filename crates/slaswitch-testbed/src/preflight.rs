@@ -2,6 +2,7 @@
 //! installed; what cannot be fixed here (not root, no hugepages) stops the run with a message
 //! saying what to do.
 
+use anyhow::anyhow;
 use std::path::Path;
 use std::process::Command;
 
@@ -44,7 +45,7 @@ fn present(file_or_program: &str) -> bool {
     Command::new("sh").args(["-c", &format!("command -v {file_or_program}")]).output().is_ok_and(|o| o.status.success())
 }
 
-fn apt_install(packages: &[&str]) -> Result<(), String> {
+fn apt_install(packages: &[&str]) -> anyhow::Result<()> {
     eprintln!("installing {} from Debian", packages.join(" "));
     // Keep the packages' own services (e.g. the system Open vSwitch) from starting.
     let policy = Path::new("/usr/sbin/policy-rc.d");
@@ -73,26 +74,26 @@ fn apt_install(packages: &[&str]) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!("apt-get could not install {}", packages.join(" ")))
+        Err(anyhow!("apt-get could not install {}", packages.join(" ")))
     }
 }
 
 /// Checks (and where it can, fixes) what `switches` need for `scenario`.
-pub fn check(scenario: &Scenario, switches: &[SwitchKind], tools: &Path) -> Result<(), String> {
+pub fn check(scenario: &Scenario, switches: &[SwitchKind], tools: &Path) -> anyhow::Result<()> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        return Err("experiments need root (DPDK, hugepages, network namespaces, tc): run with sudo".into());
+        return Err(anyhow!("experiments need root (DPDK, hugepages, network namespaces, tc): run with sudo"));
     }
     let (total, free, mounted) = slaswitch_dpdk::hugepage_status();
     if total == 0 || !mounted {
-        return Err("no hugepages: run `scripts/hugepages 1024` (or echo 1024 > /proc/sys/vm/nr_hugepages and mount hugetlbfs on /dev/hugepages)".into());
+        return Err(anyhow!("no hugepages: run `scripts/hugepages 1024` (or echo 1024 > /proc/sys/vm/nr_hugepages and mount hugetlbfs on /dev/hugepages)"));
     }
     if free < 512 {
-        return Err(format!("only {free} of {total} hugepages are free (another DPDK process is running?); the emulated VMs and the switch need 512"));
+        return Err(anyhow!("only {free} of {total} hugepages are free (another DPDK process is running?); the emulated VMs and the switch need 512"));
     }
     for program in ["slaswitchd", "slaswitch", "slaswitch-tenant", "slaswitch-flows"] {
         if !tools.join(program).exists() {
-            return Err(format!("{} is missing: build with `cargo build --release`", tools.join(program).display()));
+            return Err(anyhow!("{} is missing: build with `cargo build --release`", tools.join(program).display()));
         }
     }
     let mut missing: Vec<&str> = Vec::new();

@@ -2,6 +2,7 @@
 //! recorded (`scenario.toml`, `run.json`, `samples.csv`). Regenerating a report never reruns
 //! anything, so a report can be rebuilt (or its format improved) from old data.
 
+use anyhow::anyhow;
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -387,7 +388,7 @@ fn write_plots(
     s: &Scenario,
     samples: &[Sample],
     switches: &[String],
-) -> Result<Vec<(String, String)>, String> {
+) -> anyhow::Result<Vec<(String, String)>> {
     let steps = s.steps();
     let markers = phase_boundaries(s);
     let mut made = Vec::new();
@@ -487,7 +488,7 @@ fn convergence_plot(
     samples: &[Sample],
     switches: &[String],
     step: &Step,
-) -> Result<Option<(String, String)>, String> {
+) -> anyhow::Result<Option<(String, String)>> {
     if !samples.iter().any(|x| x.source == "app" && x.metric == "rate_fine_mbps") {
         return Ok(None);
     }
@@ -528,7 +529,7 @@ fn sweep_latency_plot(
     sweep: &crate::scenario::Sweep,
     samples: &[Sample],
     switches: &[String],
-) -> Result<Option<(String, String)>, String> {
+) -> anyhow::Result<Option<(String, String)>> {
     let probe = steps[0].vms.first().map(|v| v.name.clone()).unwrap_or_default();
     let at = |sw: &str, st: &Step, pct: &str| {
         median(
@@ -562,16 +563,16 @@ fn sweep_latency_plot(
 }
 
 /// Writes a run folder's `report.md` and plots from its samples and metadata.
-pub fn generate(dir: &Path) -> Result<(), String> {
+pub fn generate(dir: &Path) -> anyhow::Result<()> {
     let scenario_path = dir.join("scenario.toml");
     let text = std::fs::read_to_string(&scenario_path)
-        .map_err(|e| format!("{}: {e} (is this a run folder?)", scenario_path.display()))?;
-    let mut s = crate::scenario::parse(&scenario_path.display().to_string(), &text).map_err(|e| e.to_string())?;
+        .map_err(|e| anyhow!("{}: {e} (is this a run folder?)", scenario_path.display()))?;
+    let mut s = crate::scenario::parse(&scenario_path.display().to_string(), &text)?;
     let run: Value = serde_json::from_str(
         &std::fs::read_to_string(dir.join("run.json"))
-            .map_err(|e| format!("{}: {e}", dir.join("run.json").display()))?,
+            .map_err(|e| anyhow!("{}: {e}", dir.join("run.json").display()))?,
     )
-    .map_err(|e| format!("run.json: {e}"))?;
+    .map_err(|e| anyhow!("run.json: {e}"))?;
     // The copy in the run folder is called scenario.toml; the run knows the scenario's name.
     if let Some(name) = run["scenario"].as_str() {
         s.name = name.to_string();
@@ -637,7 +638,7 @@ pub fn generate(dir: &Path) -> Result<(), String> {
     }
     write_configuration(&mut md, &run, &text);
     let _ = writeln!(md, "## Rerun\n\n```\n{}\n```\n\nRaw samples: `samples.csv` (switch, step, t_secs, source, subject, metric, value); run metadata: `run.json`.", crate::provenance::rerun_command(run["command"].as_str().unwrap_or("")));
-    std::fs::write(dir.join("report.md"), md).map_err(|e| e.to_string())?;
+    std::fs::write(dir.join("report.md"), md)?;
     Ok(())
 }
 

@@ -3,6 +3,7 @@
 //! every VM and receives for the uplink, so the VMs are backlogged together), sample every
 //! interval, then take everything down. Writes `samples.csv` and `run.json`, then the report.
 
+use anyhow::anyhow;
 use std::io::Write as _;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -107,18 +108,18 @@ struct App {
 impl App {
     /// Runs `command` in namespace `ns`, pinned to `core` (the VM core: the PMD keeps its own),
     /// with the test bed's own tools (`tools`) on its PATH.
-    fn start(ns: &str, command: &str, vm: &str, output: &Path, core: usize, tools: &Path) -> Result<App, String> {
-        let file = std::fs::File::create(output).map_err(|e| format!("{}: {e}", output.display()))?;
+    fn start(ns: &str, command: &str, vm: &str, output: &Path, core: usize, tools: &Path) -> anyhow::Result<App> {
+        let file = std::fs::File::create(output).map_err(|e| anyhow!("{}: {e}", output.display()))?;
         let path = format!("{}:{}", tools.display(), std::env::var("PATH").unwrap_or_default());
         let child = Command::new("ip")
             .env("PATH", path)
             .args(["netns", "exec", ns, "taskset", "-c", &core.to_string(), "sh", "-c", command])
             .stdin(Stdio::null())
-            .stdout(file.try_clone().map_err(|e| e.to_string())?)
+            .stdout(file.try_clone()?)
             .stderr(file)
             .process_group(0)
             .spawn()
-            .map_err(|e| format!("cannot run `{command}` in {ns}: {e}"))?;
+            .map_err(|e| anyhow!("cannot run `{command}` in {ns}: {e}"))?;
         cleanup::process(child.id(), &format!("{vm}: {command}"));
         Ok(App { vm: vm.into(), command: command.into(), output: output.to_path_buf(), child, done: false })
     }
@@ -153,8 +154,8 @@ fn run_step(
     work: &Path,
     opts: &RunOptions,
     label: &str,
-) -> Result<StepResult, String> {
-    std::fs::create_dir_all(work).map_err(|e| format!("{}: {e}", work.display()))?;
+) -> anyhow::Result<StepResult> {
+    std::fs::create_dir_all(work).map_err(|e| anyhow!("{}: {e}", work.display()))?;
     let prefix = format!("tb{}{}", std::process::id(), switch.name().chars().next().unwrap_or('x'));
     let mut driver = driver_for(switch, work, &opts.tools, scenario, step, &format!("{prefix}sw"));
     let p = plan(switch, scenario, step, work, &opts.tools);
@@ -162,7 +163,7 @@ fn run_step(
     members.extend(step.vms.iter().map(|v| v.name.as_str()));
     for name in members.into_iter().filter(|n| namespaces::is_namespace(scenario, step, n)) {
         if !p.namespaces.iter().any(|(n, _)| n == name) {
-            return Err(format!(
+            return Err(anyhow!(
                 "{switch} cannot attach the namespace VM {name} (the runner plugs only emulated VMs into it)"
             ));
         }
@@ -185,11 +186,11 @@ fn run_step(
         let mut next = Instant::now();
         let status = loop {
             if cleanup::interrupted() {
-                return Err("interrupted".to_string());
+                return Err(anyhow!("interrupted"));
             }
             match child.as_mut() {
                 Some(c) => {
-                    if let Some(status) = c.try_wait().map_err(|e| e.to_string())? {
+                    if let Some(status) = c.try_wait()? {
                         break Some(status);
                     }
                 }
@@ -210,7 +211,7 @@ fn run_step(
                     break;
                 }
                 for c in commands {
-                    crate::driver::run(c).map_err(|e| format!("change at {at} s: {e}"))?;
+                    crate::driver::run(c).map_err(|e| anyhow!("change at {at} s: {e}"))?;
                 }
                 pending_changes.next();
             }
@@ -229,7 +230,7 @@ fn run_step(
         }
         if let Some(status) = status.filter(|s| !s.success()) {
             let tail = std::fs::read_to_string(&log).unwrap_or_default();
-            return Err(format!("slaswitch-tenant failed ({status}): {}", tail.trim()));
+            return Err(anyhow!("slaswitch-tenant failed ({status}): {}", tail.trim()));
         }
         let doc: Value = match child {
             Some(_) => read_json(&tenant_out)?,
@@ -258,22 +259,22 @@ fn run_step(
 
 /// Starts the emulated VMs (`slaswitch-tenant`) in a process group of their own, registered for
 /// cleanup; their log goes to `log`.
-fn start_tenant(cmd: &[String], work: &Path, log: &Path) -> Result<std::process::Child, String> {
+fn start_tenant(cmd: &[String], work: &Path, log: &Path) -> anyhow::Result<std::process::Child> {
     let c = Command::new(&cmd[0])
         .args(&cmd[1..])
         .stdin(Stdio::null())
-        .stdout(std::fs::File::create(work.join("tenant.stdout")).map_err(|e| e.to_string())?)
-        .stderr(std::fs::File::create(log).map_err(|e| e.to_string())?)
+        .stdout(std::fs::File::create(work.join("tenant.stdout"))?)
+        .stderr(std::fs::File::create(log)?)
         .process_group(0)
         .spawn()
-        .map_err(|e| format!("cannot start slaswitch-tenant: {e}"))?;
+        .map_err(|e| anyhow!("cannot start slaswitch-tenant: {e}"))?;
     cleanup::process(c.id(), "slaswitch-tenant");
     Ok(c)
 }
 
-fn read_json(path: &Path) -> Result<Value, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+fn read_json(path: &Path) -> anyhow::Result<Value> {
+    let text = std::fs::read_to_string(path).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+    serde_json::from_str(&text).map_err(|e| anyhow!("{}: {e}", path.display()))
 }
 
 /// What the run's metadata records of one step: versions, exact commands, files, notes.
@@ -309,7 +310,7 @@ fn start_apps(
     p: &SwitchPlan,
     work: &Path,
     tools: &Path,
-) -> Result<(Vec<App>, usize), String> {
+) -> anyhow::Result<(Vec<App>, usize)> {
     // Namespace programs: the uplink's servers first, then the VMs' clients.
     let mut apps: Vec<App> = Vec::new();
     if let Some((_, ns)) = p.namespaces.iter().find(|(n, _)| *n == scenario.uplink.name) {
@@ -365,8 +366,8 @@ fn stop_apps(apps: &mut [App], scenario: &Scenario, step: &Step, run_label: &str
 /// (the command-line calls that sample the switches each second, the switches' control
 /// threads): the kernel otherwise places them on a PMD core now and then, and a busy-polling
 /// PMD that loses its core for a few milliseconds lets every VM's ring overflow.
-fn keep_off_pmd_cores(vm_core: usize) -> Result<(), String> {
-    slaswitch_datapath::pmd::pin_to_core(vm_core).map_err(|e| format!("the test bed: {e}"))
+fn keep_off_pmd_cores(vm_core: usize) -> anyhow::Result<()> {
+    slaswitch_datapath::pmd::pin_to_core(vm_core).map_err(|e| anyhow!("the test bed: {e}"))
 }
 
 /// Seconds each traffic kind is measured alone when capacities are measured.
@@ -380,7 +381,7 @@ fn measure_capacity(
     kinds: &[capacity::Kind],
     work: &Path,
     opts: &RunOptions,
-) -> Result<std::collections::BTreeMap<capacity::Kind, f64>, String> {
+) -> anyhow::Result<std::collections::BTreeMap<capacity::Kind, f64>> {
     let mut probe = s.clone();
     probe.host.pmd_cores.truncate(1);
     probe.uplink = crate::scenario::Uplink {
@@ -431,9 +432,10 @@ fn measure_capacity(
             .collect();
         pps.sort_by(f64::total_cmp);
         let median = pps.get(pps.len() / 2).copied().ok_or_else(|| {
-            format!(
+            anyhow!(
                 "measuring the PMD's capacity: no second carried {}-byte frames over {} flows alone",
-                k.size, k.flows
+                k.size,
+                k.flows
             )
         })?;
         out.insert(*k, median);
@@ -460,15 +462,14 @@ fn keep_failed_logs(base: &Path, out_dir: &Path) -> PathBuf {
 }
 
 /// Runs the scenario; returns the folder with the samples and the report.
-pub fn run(opts: &RunOptions) -> Result<PathBuf, String> {
+pub fn run(opts: &RunOptions) -> anyhow::Result<PathBuf> {
     let source =
-        std::fs::read_to_string(&opts.scenario_path).map_err(|e| format!("{}: {e}", opts.scenario_path.display()))?;
+        std::fs::read_to_string(&opts.scenario_path).map_err(|e| anyhow!("{}: {e}", opts.scenario_path.display()))?;
     let file = opts.scenario_path.display().to_string();
-    let kinds = capacity::kinds(&capacity::budgets(&source).map_err(|e| format!("{file}: {e}"))?);
+    let kinds = capacity::kinds(&capacity::budgets(&source).map_err(|e| anyhow!("{file}: {e}"))?);
     // Read the host layout with every kind at a stand-in capacity, before measuring the real one.
     let stand_in = kinds.iter().map(|k| (*k, 1e6)).collect();
-    let (provisional, _, _) =
-        crate::scenario::parse_with_capacity(&file, &source, &stand_in).map_err(|e| e.to_string())?;
+    let (provisional, _, _) = crate::scenario::parse_with_capacity(&file, &source, &stand_in)?;
     let switches = if opts.switches.is_empty() { provisional.switches.clone() } else { opts.switches.clone() };
     let mut probe_switches = switches.clone();
     if !kinds.is_empty() && !probe_switches.contains(&SwitchKind::Slaswitch) {
@@ -476,7 +477,7 @@ pub fn run(opts: &RunOptions) -> Result<PathBuf, String> {
     }
     preflight::check(&provisional, &probe_switches, &opts.tools)?;
     keep_off_pmd_cores(provisional.host.vm_core)?;
-    cleanup::install_signal_handlers().map_err(|e| format!("signal handlers: {e}"))?;
+    cleanup::install_signal_handlers().map_err(|e| anyhow!("signal handlers: {e}"))?;
     let base = std::env::temp_dir().join(format!("slaswitch-exp-{}", std::process::id()));
     let capacity_pps = if kinds.is_empty() {
         Default::default()
@@ -485,17 +486,16 @@ pub fn run(opts: &RunOptions) -> Result<PathBuf, String> {
         cleanup::undo_all();
         measured?
     };
-    let (scenario, text, budgets) =
-        crate::scenario::parse_with_capacity(&file, &source, &capacity_pps).map_err(|e| e.to_string())?;
+    let (scenario, text, budgets) = crate::scenario::parse_with_capacity(&file, &source, &capacity_pps)?;
     let out_dir = opts.out_dir.clone().unwrap_or_else(|| {
         let stamp = crate::provenance::command_output("date", &["+%Y%m%d-%H%M%S"]);
         PathBuf::from("results").join(format!("{}-{stamp}", scenario.name))
     });
-    std::fs::create_dir_all(&out_dir).map_err(|e| format!("{}: {e}", out_dir.display()))?;
+    std::fs::create_dir_all(&out_dir).map_err(|e| anyhow!("{}: {e}", out_dir.display()))?;
     // The run folder's scenario is the one that ran: placeholders filled in with this host's rates.
-    std::fs::write(out_dir.join("scenario.toml"), &text).map_err(|e| e.to_string())?;
+    std::fs::write(out_dir.join("scenario.toml"), &text)?;
     if !budgets.is_empty() {
-        std::fs::write(out_dir.join("scenario-source.toml"), &source).map_err(|e| e.to_string())?;
+        std::fs::write(out_dir.join("scenario-source.toml"), &source)?;
         if !opts.quiet {
             eprintln!("rates from the PMD's measured capacity:");
             capacity::describe(&budgets).iter().for_each(|l| eprintln!("  {l}"));
@@ -504,7 +504,7 @@ pub fn run(opts: &RunOptions) -> Result<PathBuf, String> {
     let steps = scenario.steps();
     let configs = scenario.run_configs(&switches);
     if configs.is_empty() {
-        return Err(format!(
+        return Err(anyhow!(
             "no variant of {} runs on {}",
             scenario.name,
             switches.iter().map(|s| s.name()).collect::<Vec<_>>().join(", ")
@@ -552,10 +552,10 @@ pub fn run(opts: &RunOptions) -> Result<PathBuf, String> {
     if let Some(e) = failure {
         let kept = keep_failed_logs(&base, &out_dir);
         let _ = std::fs::remove_dir_all(&base);
-        return Err(format!("{e}\n(logs in {})", kept.display()));
+        return Err(anyhow!("{e}\n(logs in {})", kept.display()));
     }
     let _ = std::fs::remove_dir_all(&base);
-    std::fs::write(out_dir.join("samples.csv"), samples::to_csv(&all)).map_err(|e| e.to_string())?;
+    std::fs::write(out_dir.join("samples.csv"), samples::to_csv(&all))?;
     let run = json!({
         "scenario": scenario.name,
         "scenario_file": opts.scenario_path.display().to_string(),
@@ -570,8 +570,7 @@ pub fn run(opts: &RunOptions) -> Result<PathBuf, String> {
         "capacity": budgets,
         "command": format!("slaswitch experiment run {} --switch {} --rounds {rounds} --out {}", opts.scenario_path.display(), switches.iter().map(|s| s.name()).collect::<Vec<_>>().join(","), out_dir.display()),
     });
-    std::fs::write(out_dir.join("run.json"), serde_json::to_string_pretty(&run).expect("JSON"))
-        .map_err(|e| e.to_string())?;
+    std::fs::write(out_dir.join("run.json"), serde_json::to_string_pretty(&run).expect("JSON"))?;
     report::generate(&out_dir)?;
     Ok(out_dir)
 }

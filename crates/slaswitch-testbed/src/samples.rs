@@ -3,6 +3,7 @@
 //! `sent` (what each VM put on its ring), `switch` (the switch's own per-port and per-PMD
 //! figures over the interval).
 
+use anyhow::anyhow;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -49,18 +50,18 @@ pub fn to_csv(samples: &[Sample]) -> String {
 }
 
 /// Reads samples from CSV.
-pub fn from_csv(text: &str) -> Result<Vec<Sample>, String> {
+pub fn from_csv(text: &str) -> anyhow::Result<Vec<Sample>> {
     let mut reader = csv::Reader::from_reader(text.as_bytes());
-    let header = reader.headers().map_err(|e| format!("samples.csv: {e}"))?;
+    let header = reader.headers().map_err(|e| anyhow!("samples.csv: {e}"))?;
     if header.iter().collect::<Vec<_>>().join(",") != HEADER {
-        return Err(format!("not a samples file (first line should be '{HEADER}')"));
+        return Err(anyhow!("not a samples file (first line should be '{HEADER}')"));
     }
-    reader.deserialize().enumerate().map(|(i, row)| row.map_err(|e| format!("samples.csv:{}: {e}", i + 2))).collect()
+    reader.deserialize().enumerate().map(|(i, row)| row.map_err(|e| anyhow!("samples.csv:{}: {e}", i + 2))).collect()
 }
 
 /// Reads a `samples.csv`.
-pub fn load(path: &Path) -> Result<Vec<Sample>, String> {
-    from_csv(&std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?)
+pub fn load(path: &Path) -> anyhow::Result<Vec<Sample>> {
+    from_csv(&std::fs::read_to_string(path).map_err(|e| anyhow!("{}: {e}", path.display()))?)
 }
 
 /// Samples from the tenant's JSON output (sender and sink records), timed from its start.

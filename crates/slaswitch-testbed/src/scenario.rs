@@ -20,6 +20,7 @@ use std::fmt;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
+use slaswitch_config::ConfigError;
 use slaswitch_qos::cpu::C2tbConfig;
 use slaswitch_traffic::phase::Phase;
 
@@ -53,11 +54,11 @@ impl SwitchKind {
     }
 
     /// Parses a switch's name.
-    pub fn parse(s: &str) -> Result<SwitchKind, String> {
+    pub fn parse(s: &str) -> Result<SwitchKind, ConfigError> {
         SwitchKind::ALL
             .into_iter()
             .find(|k| k.name() == s)
-            .ok_or_else(|| format!("unknown switch '{s}' (slaswitch, ovs-dpdk, linux-tc, vde2)"))
+            .ok_or_else(|| ConfigError::value("--switch", s, "slaswitch, ovs-dpdk, linux-tc or vde2"))
     }
 }
 
@@ -582,6 +583,8 @@ impl fmt::Display for ScenarioError {
     }
 }
 
+impl std::error::Error for ScenarioError {}
+
 /// A path to a value in the TOML document, for finding its line.
 #[derive(Clone, Debug)]
 enum Seg {
@@ -667,7 +670,12 @@ pub fn parse_with_capacity(
     text: &str,
     capacity_pps: &std::collections::BTreeMap<crate::capacity::Kind, f64>,
 ) -> Result<(Scenario, String, Vec<crate::capacity::Resolved>), ScenarioError> {
-    let whole = |message: String| ScenarioError { file: file.to_string(), line: None, field: String::new(), message };
+    let whole = |e: crate::capacity::BudgetError| ScenarioError {
+        file: file.to_string(),
+        line: None,
+        field: String::new(),
+        message: e.to_string(),
+    };
     let budgets = crate::capacity::budgets(text).map_err(whole)?;
     let resolved = crate::capacity::resolve(&budgets, capacity_pps).map_err(whole)?;
     let filled = crate::capacity::substitute(text, &resolved).map_err(whole)?;
@@ -676,9 +684,9 @@ pub fn parse_with_capacity(
 }
 
 /// Reads and checks a scenario file.
-pub fn load(path: &Path) -> Result<Scenario, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    parse(&path.display().to_string(), &text).map_err(|e| e.to_string())
+pub fn load(path: &Path) -> anyhow::Result<Scenario> {
+    let text = std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    Ok(parse(&path.display().to_string(), &text)?)
 }
 
 fn valid_vm_name(name: &str) -> bool {
@@ -754,7 +762,7 @@ fn validate_topology(s: &Scenario, c: &Checker) -> Result<(), ScenarioError> {
         );
     }
     if let Some(rate) = &s.uplink.line_rate {
-        parse_rate_bps(rate).map_err(|e| c.err(&[Key("uplink"), Key("line_rate")], e))?;
+        parse_rate_bps(rate).map_err(|e| c.err(&[Key("uplink"), Key("line_rate")], e.to_string()))?;
     }
     if s.uplink.kind != UplinkKind::Namespace && !s.uplink.commands.is_empty() {
         return Err(
@@ -1058,13 +1066,13 @@ fn check_scheduler(name: Option<&str>, c: &Checker, at: &[Seg]) -> Result<(), Sc
 
 /// Bits per second from "10gbps", "800mbps", "100kbps" or a plain number: the switch's own
 /// exact reading of rates, with the "bps" of the scenario files' spelling.
-pub fn parse_rate_bps(s: &str) -> Result<u64, String> {
+pub fn parse_rate_bps(s: &str) -> Result<u64, ConfigError> {
     let lower = s.trim().to_ascii_lowercase();
     let num = lower.strip_suffix("bps").unwrap_or(&lower);
     match slaswitch_config::bandwidth::parse_rate_bps("rate", num) {
-        Ok(0) => Err(format!("rate '{s}' must be positive")),
+        Ok(0) => Err(ConfigError::value("rate", s, "must be positive")),
         Ok(bps) => Ok(bps),
-        Err(_) => Err(format!("rate '{s}': a whole number of bits per second, e.g. 10gbps or 800mbps")),
+        Err(_) => Err(ConfigError::value("rate", s, "a whole number of bits per second, e.g. 10gbps or 800mbps")),
     }
 }
 

@@ -122,7 +122,7 @@ fn sys_counter(iface: &str, name: &str) -> f64 {
 }
 
 impl Driver for LinuxTc {
-    fn start(&mut self) -> Result<(), String> {
+    fn start(&mut self) -> anyhow::Result<()> {
         cleanup::undo(&["ip", "link", "del", BRIDGE]);
         run_args(&["ip", "link", "add", BRIDGE, "type", "bridge"])?;
         run_args(&["ip", "link", "set", BRIDGE, "up"])?;
@@ -130,7 +130,7 @@ impl Driver for LinuxTc {
         Ok(())
     }
 
-    fn wait_for_vms(&mut self, _names: &[String], _timeout: Duration) -> Result<(), String> {
+    fn wait_for_vms(&mut self, _names: &[String], _timeout: Duration) -> anyhow::Result<()> {
         // Bridge ports forward once they leave the listening state (no STP: at once).
         Ok(())
     }

@@ -11,6 +11,7 @@
 //! - `max_rate_kbps` becomes a `kbps` OpenFlow meter on the VM's traffic.
 //! - `min_rate_kbps`, `weight`, `priority`: OVS-DPDK has no equivalent (the report says so).
 
+use anyhow::anyhow;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -182,7 +183,7 @@ impl Ovs {
         }
     }
 
-    fn appctl(&self, args: &[&str]) -> Result<String, String> {
+    fn appctl(&self, args: &[&str]) -> anyhow::Result<String> {
         let mut cmd =
             vec!["ovs-appctl".to_string(), "-t".into(), self.dir.join("ovs-vswitchd.ctl").display().to_string()];
         cmd.extend(args.iter().map(|s| s.to_string()));
@@ -195,11 +196,11 @@ impl Ovs {
         }
     }
 
-    fn daemon(&self, program: &str, args: &[String], what: &str) -> Result<(), String> {
+    fn daemon(&self, program: &str, args: &[String], what: &str) -> anyhow::Result<()> {
         let mut cmd = Command::new(program);
         cmd.args(args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).process_group(0);
         self.env(&mut cmd);
-        let child = cmd.spawn().map_err(|e| format!("cannot start {what}: {e}"))?;
+        let child = cmd.spawn().map_err(|e| anyhow!("cannot start {what}: {e}"))?;
         cleanup::process(child.id(), what);
         Ok(())
     }
@@ -285,7 +286,7 @@ pub fn parse_rxq_usage(text: &str) -> Vec<(String, f64)> {
 }
 
 impl Driver for Ovs {
-    fn start(&mut self) -> Result<(), String> {
+    fn start(&mut self) -> anyhow::Result<()> {
         let d = &self.dir;
         cleanup::undo(&["pkill", "-f", &format!("--file-prefix {}", self.file_prefix)]);
         run_args(&["ovsdb-tool", "create", &d.join("conf.db").display().to_string(), SCHEMA])?;
@@ -351,14 +352,14 @@ impl Driver for Ovs {
         Ok(())
     }
 
-    fn wait_for_vms(&mut self, names: &[String], timeout: Duration) -> Result<(), String> {
+    fn wait_for_vms(&mut self, names: &[String], timeout: Duration) -> anyhow::Result<()> {
         // A vhost port shows "enabled" before any VM connects; a VM has connected once the
         // interface reports link state up.
         wait_until_connected("OVS", timeout, || {
             let up = |n: &str| {
                 let mut cmd = vsctl(&self.dir);
                 cmd.extend(["get", "Interface", n, "link_state"].iter().map(|s| s.to_string()));
-                run(&cmd).map(|s| s.trim().to_string()).as_deref() == Ok("up")
+                run(&cmd).is_ok_and(|s| s.trim() == "up")
             };
             Ok(names.iter().filter(|n| !up(n)).cloned().collect())
         })

@@ -1,6 +1,7 @@
 //! slaswitch under test: slaswitchd with its PMD on the scenario's cores, vhost-user ports with
 //! pinned numbers, the scenario's rules, and per-port ingress policing.
 
+use anyhow::anyhow;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -209,7 +210,7 @@ impl Slaswitch {
         }
     }
 
-    fn cli(&self, args: &[&str]) -> Result<String, String> {
+    fn cli(&self, args: &[&str]) -> anyhow::Result<String> {
         let mut cmd = vec![
             self.tools.join("slaswitch").display().to_string(),
             "--socket".into(),
@@ -219,15 +220,15 @@ impl Slaswitch {
         run(&cmd)
     }
 
-    fn json(&self, args: &[&str]) -> Result<Value, String> {
+    fn json(&self, args: &[&str]) -> anyhow::Result<Value> {
         let mut a = args.to_vec();
         a.push("--json");
-        serde_json::from_str(&self.cli(&a)?).map_err(|e| format!("slaswitch {}: {e}", args.join(" ")))
+        serde_json::from_str(&self.cli(&a)?).map_err(|e| anyhow!("slaswitch {}: {e}", args.join(" ")))
     }
 }
 
 impl Driver for Slaswitch {
-    fn start(&mut self) -> Result<(), String> {
+    fn start(&mut self) -> anyhow::Result<()> {
         let log = self.dir.join("slaswitchd.log");
         let cores: Vec<String> = self.pmd_cores.iter().map(|c| c.to_string()).collect();
         let child = on_every_core(&mut Command::new(self.tools.join("slaswitchd")))
@@ -239,16 +240,16 @@ impl Driver for Slaswitch {
             .args(self.c2tb_bucket_us.iter().flat_map(|us| ["--c2tb-bucket-us".to_string(), us.to_string()]))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?)
+            .stderr(std::fs::File::create(&log).map_err(|e| anyhow!("{}: {e}", log.display()))?)
             .process_group(0)
             .spawn()
-            .map_err(|e| format!("cannot start slaswitchd: {e}"))?;
+            .map_err(|e| anyhow!("cannot start slaswitchd: {e}"))?;
         cleanup::process(child.id(), "slaswitchd");
         self.child = Some(child);
         wait_for_path(&self.dir.join("slaswitchd.ctl"), Duration::from_secs(30), "slaswitchd", &log)
     }
 
-    fn wait_for_vms(&mut self, names: &[String], timeout: Duration) -> Result<(), String> {
+    fn wait_for_vms(&mut self, names: &[String], timeout: Duration) -> anyhow::Result<()> {
         wait_until_connected("slaswitch", timeout, || {
             let ports = self.json(&["list-ports"])?;
             let up = |n: &str| ports.as_array().into_iter().flatten().any(|p| p["name"] == n && p["link_up"] == true);

@@ -4,6 +4,7 @@
 //! interface. VDE2 has no QoS settings and no classifier: every QoS field and the security
 //! groups are listed as having no equivalent.
 
+use anyhow::anyhow;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -80,17 +81,17 @@ impl Vde2 {
 }
 
 impl Driver for Vde2 {
-    fn start(&mut self) -> Result<(), String> {
+    fn start(&mut self) -> anyhow::Result<()> {
         let log = self.dir.join("vde_switch.log");
         let child = crate::driver::on_every_core(&mut Command::new("vde_switch"))
             .arg("--sock")
             .arg(self.dir.join("vde.ctl"))
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).map_err(|e| e.to_string())?)
+            .stderr(std::fs::File::create(&log)?)
             .process_group(0)
             .spawn()
-            .map_err(|e| format!("cannot start vde_switch: {e}"))?;
+            .map_err(|e| anyhow!("cannot start vde_switch: {e}"))?;
         cleanup::process(child.id(), "vde_switch");
         self.pid = Some(child.id());
         // vde_switch reads commands from stdin; keep it open for the life of the switch.
@@ -98,13 +99,13 @@ impl Driver for Vde2 {
         wait_for_path(&self.dir.join("vde.ctl"), Duration::from_secs(10), "vde_switch", &log)
     }
 
-    fn wait_for_vms(&mut self, names: &[String], timeout: Duration) -> Result<(), String> {
+    fn wait_for_vms(&mut self, names: &[String], timeout: Duration) -> anyhow::Result<()> {
         let t = std::time::Instant::now();
         for n in names {
             let tap = tap_name(n);
             while !Path::new(&format!("/sys/class/net/{tap}")).exists() {
                 if t.elapsed() > timeout {
-                    return Err(format!("vde_plug2tap did not create the tap of {n}"));
+                    return Err(anyhow!("vde_plug2tap did not create the tap of {n}"));
                 }
                 std::thread::sleep(Duration::from_millis(100));
             }

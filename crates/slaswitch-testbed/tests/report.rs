@@ -95,6 +95,6 @@ fn the_report_computes_its_headline_from_the_samples() {
 
 #[test]
 fn a_folder_without_a_run_is_refused_with_a_reason() {
-    let e = generate(std::path::Path::new("/nonexistent-run")).unwrap_err();
+    let e = generate(std::path::Path::new("/nonexistent-run")).unwrap_err().to_string();
     assert!(e.contains("is this a run folder?"), "{e}");
 }

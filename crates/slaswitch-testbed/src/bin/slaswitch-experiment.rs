@@ -50,12 +50,8 @@ fn main() {
 fn run(cli: Cli) -> anyhow::Result<()> {
     let dir = match cli.command {
         Command::Run { scenario, switch, rounds, out, quiet } => {
-            let switches = switch
-                .iter()
-                .filter(|s| !s.is_empty())
-                .map(|s| SwitchKind::parse(s))
-                .collect::<Result<_, _>>()
-                .map_err(anyhow::Error::msg)?;
+            let switches =
+                switch.iter().filter(|s| !s.is_empty()).map(|s| SwitchKind::parse(s)).collect::<Result<_, _>>()?;
             let opts = slaswitch_testbed::runner::RunOptions {
                 scenario_path: scenario,
                 switches,
