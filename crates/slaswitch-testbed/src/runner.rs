@@ -461,6 +461,40 @@ fn keep_failed_logs(base: &Path, out_dir: &Path) -> PathBuf {
     kept
 }
 
+/// What a run's rounds measured: the samples, each step's record, and the runs' labels.
+type Rounds = (Vec<Sample>, Vec<Value>, Vec<String>);
+
+/// Round after round, every configuration in each, so a drift of the host during the run
+/// touches every configuration alike (the host is shared and noisy). Stops at the first step
+/// that fails, naming it.
+fn run_rounds(
+    configs: &[crate::scenario::RunConfig],
+    step_count: usize,
+    rounds: usize,
+    base: &Path,
+    opts: &RunOptions,
+) -> anyhow::Result<Rounds> {
+    let (mut all, mut metas, mut labels) = (Vec::new(), Vec::new(), Vec::new());
+    for (round, (si, cfg)) in (1..=rounds).flat_map(|r| configs.iter().enumerate().map(move |c| (r, c))) {
+        let run_label = crate::report::round_label(&cfg.label, round, rounds);
+        if !labels.contains(&run_label) {
+            labels.push(run_label.clone());
+        }
+        for (ti, step) in cfg.scenario.steps().iter().enumerate() {
+            let of_rounds = if rounds > 1 { format!(" round {round}/{rounds}") } else { String::new() };
+            let (n, steps) = (configs.len(), step_count);
+            let label = format!("{} ({}/{n}){of_rounds} {} ({}/{steps})", cfg.label, si + 1, step.label, ti + 1);
+            let work = base.join(format!("{}-{round}-{si}-{ti}", cfg.switch.name()));
+            let r = run_step(&cfg.scenario, step, cfg.switch, &run_label, &work, opts, &label)
+                .map_err(|e| anyhow!("{}, {}: {e}", cfg.label, step.label))?;
+            all.extend(r.samples);
+            metas.push(r.meta);
+            let _ = std::fs::remove_dir_all(&work);
+        }
+    }
+    Ok((all, metas, labels))
+}
+
 /// Runs the scenario; returns the folder with the samples and the report.
 pub fn run(opts: &RunOptions) -> anyhow::Result<PathBuf> {
     let source =
@@ -510,50 +544,18 @@ pub fn run(opts: &RunOptions) -> anyhow::Result<PathBuf> {
             switches.iter().map(|s| s.name()).collect::<Vec<_>>().join(", ")
         ));
     }
-    let mut all: Vec<Sample> = Vec::new();
-    let mut metas = Vec::new();
     let started = unix_now();
-    let mut failure = None;
     let rounds = opts.rounds.max(1);
-    let mut labels = Vec::new();
-    // Round after round, every configuration in each, so a drift of the host during the run
-    // touches every configuration alike (the host is shared and noisy).
-    'outer: for (round, (si, cfg)) in (1..=rounds).flat_map(|r| configs.iter().enumerate().map(move |c| (r, c))) {
-        let run_label = crate::report::round_label(&cfg.label, round, rounds);
-        if !labels.contains(&run_label) {
-            labels.push(run_label.clone());
-        }
-        for (ti, step) in cfg.scenario.steps().iter().enumerate() {
-            let of_rounds = if rounds > 1 { format!(" round {round}/{rounds}") } else { String::new() };
-            let label = format!(
-                "{} ({}/{}){of_rounds} {} ({}/{})",
-                cfg.label,
-                si + 1,
-                configs.len(),
-                step.label,
-                ti + 1,
-                steps.len()
-            );
-            let work = base.join(format!("{}-{round}-{si}-{ti}", cfg.switch.name()));
-            match run_step(&cfg.scenario, step, cfg.switch, &run_label, &work, opts, &label) {
-                Ok(r) => {
-                    all.extend(r.samples);
-                    metas.push(r.meta);
-                }
-                Err(e) => {
-                    failure = Some(format!("{}, {}: {e}", cfg.label, step.label));
-                    break 'outer;
-                }
-            }
-            let _ = std::fs::remove_dir_all(&work);
-        }
-    }
+    let ran = run_rounds(&configs, steps.len(), rounds, &base, opts);
     cleanup::undo_all();
-    if let Some(e) = failure {
-        let kept = keep_failed_logs(&base, &out_dir);
-        let _ = std::fs::remove_dir_all(&base);
-        return Err(anyhow!("{e}\n(logs in {})", kept.display()));
-    }
+    let (all, metas, labels) = match ran {
+        Ok(ran) => ran,
+        Err(e) => {
+            let kept = keep_failed_logs(&base, &out_dir);
+            let _ = std::fs::remove_dir_all(&base);
+            return Err(anyhow!("{e}\n(logs in {})", kept.display()));
+        }
+    };
     let _ = std::fs::remove_dir_all(&base);
     std::fs::write(out_dir.join("samples.csv"), samples::to_csv(&all))?;
     let run = json!({

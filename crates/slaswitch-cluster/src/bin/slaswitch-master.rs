@@ -312,6 +312,33 @@ fn vms_table(views: &[admin::VmView]) -> String {
     text
 }
 
+/// `buy`: checked here first, so a bad purchase is refused before etcd is even asked.
+async fn buy(endpoints: &[String], keys: &Keys, p: Purchase, as_json: bool) -> anyhow::Result<()> {
+    p.validate()?;
+    let mut client = etcd::connect(endpoints).await?;
+    let p = admin::buy(&mut client, keys, p).await?;
+    let where_ =
+        p.host.as_deref().map_or("no host yet: sent when its port appears".to_string(), |h| format!("sent to {h}"));
+    let text = format!("{}: bought {} for tenant {} ({where_})\n", p.vm, guarantee_text(&p.guarantee), p.tenant);
+    print(as_json, json!(p), text);
+    Ok(())
+}
+
+/// `latency`: changes a VM's guarantee `rounds` times and times each until its switch answers.
+async fn latency(endpoints: &[String], keys: &Keys, vm: &str, rounds: usize, as_json: bool) -> anyhow::Result<()> {
+    let mut client = etcd::connect(endpoints).await?;
+    let samples = admin::measure_enforcement(&mut client, keys, vm, rounds).await?;
+    let applied = scale::percentiles(samples.iter().map(|s| s.0).collect());
+    let seen = scale::percentiles(samples.iter().map(|s| s.1).collect());
+    let text = format!(
+        "{vm}, {rounds} changes: applied by its switch p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms; \
+         answer seen here p50 {:.2} ms, p99 {:.2} ms\n",
+        applied.p50_ms, applied.p99_ms, applied.max_ms, seen.p50_ms, seen.p99_ms
+    );
+    print(as_json, json!({"vm": vm, "applied": applied, "answer_seen": seen}), text);
+    Ok(())
+}
+
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let keys = Keys::new(&cli.prefix);
     match cli.command {
@@ -333,20 +360,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 cycles: key_values(&cycles)?,
                 bought_unix_ms: unix_ns() / 1_000_000,
             };
-            // Refused before etcd is even asked.
-            p.validate()?;
-            let mut client = etcd::connect(&cli.etcd).await?;
-            let p = admin::buy(&mut client, &keys, p).await?;
-            let where_ = p
-                .host
-                .as_deref()
-                .map_or("no host yet: sent when its port appears".to_string(), |h| format!("sent to {h}"));
-            print(
-                cli.json,
-                json!(p),
-                format!("{}: bought {} for tenant {} ({where_})\n", p.vm, guarantee_text(&p.guarantee), p.tenant),
-            );
-            Ok(())
+            buy(&cli.etcd, &keys, p, cli.json).await
         }
         Command::SetGuarantee { vm, guarantee, cycles } => {
             let cycles = (!cycles.is_empty()).then(|| key_values(&cycles)).transpose()?;
@@ -361,19 +375,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             print(cli.json, json!(p), format!("{}: released\n", p.vm));
             Ok(())
         }
-        Command::Latency { vm, rounds } => {
-            let mut client = etcd::connect(&cli.etcd).await?;
-            let samples = admin::measure_enforcement(&mut client, &keys, &vm, rounds).await?;
-            let applied = scale::percentiles(samples.iter().map(|s| s.0).collect());
-            let seen = scale::percentiles(samples.iter().map(|s| s.1).collect());
-            let text = format!(
-                "{vm}, {rounds} changes: applied by its switch p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms; \
-                 answer seen here p50 {:.2} ms, p99 {:.2} ms\n",
-                applied.p50_ms, applied.p99_ms, applied.max_ms, seen.p50_ms, seen.p99_ms
-            );
-            print(cli.json, json!({"vm": vm, "applied": applied, "answer_seen": seen}), text);
-            Ok(())
-        }
+        Command::Latency { vm, rounds } => latency(&cli.etcd, &keys, &vm, rounds, cli.json).await,
         Command::Hosts => {
             let mut client = etcd::connect(&cli.etcd).await?;
             let hosts = admin::hosts(&mut client, &keys).await?;
@@ -401,10 +403,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             if let Some(path) = plot {
                 bill::plot(&path, &b, &records)?;
             }
-            if csv {
-                print!("{}", bill::csv(&records));
-            } else {
-                print(cli.json, json!(b), bill::table(&b));
+            match csv {
+                true => print!("{}", bill::csv(&records)),
+                false => print(cli.json, json!(b), bill::table(&b)),
             }
             Ok(())
         }

@@ -379,6 +379,42 @@ impl PrivateSwitch {
 
 /// Measures the model and writes it to `opts.out`.
 pub fn calibrate(opts: &CalibrateOptions) -> Result<BandwidthModel, CalibrateError> {
+    check_host()?;
+    let sw = PrivateSwitch::start(opts)?;
+    let tsc_hz = set_up(&sw, opts)?;
+    let total_steps = PROFILE_PACKET_SIZES.len() * 2 + opts.vm_counts.len() + opts.batch_rates_kpps.len();
+    let entries = measure_rows(&sw, opts, total_steps)?;
+    let (vm_count, measured_ratios) = measure_vm_count(&sw, opts, entries.len(), total_steps)?;
+    let mut pmd_points = vec![(1, 1.0)];
+    pmd_points.extend(opts.pmd_factors.iter().copied().filter(|(n, _)| *n != 1));
+    let mut model = BandwidthModel {
+        machine: machine_description(tsc_hz),
+        tsc_hz,
+        measured_unix_secs: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+        method: format!(
+            "slaswitch calibrate: PMD on core {}, emulated VMs (virtio-user) on core {}, null uplink; {} s per point after warm-up; rules: {} security-group masks + one output rule per VM; single = 1 flow, many = {} flows; median of {} runs per point; each stage of a row raised to at least that of any smaller frame (`raised from` gives the measured total); VM-count points with 64-byte frames, many flows, every VM backlogged (measured ratios {measured_ratios}; the factor is their running maximum)",
+            opts.pmd_core, opts.vm_core, opts.seconds, opts.security_group_masks, opts.many_flows, opts.repeats
+        ),
+        entries,
+        vm_count,
+        numa_remote: FactorTable { points: vec![(1, opts.numa_remote)], source: "given".into() },
+        pmd_count: FactorTable { points: pmd_points, source: if opts.pmd_factors.is_empty() { "measured".into() } else { "given".into() } },
+        batch: Default::default(),
+    };
+    let mut step = total_steps - opts.batch_rates_kpps.len();
+    model.batch = batch_term::measure(&sw, opts, &model, |what| {
+        progress(opts, step, total_steps, what);
+        step += 1;
+    })?;
+    progress(opts, total_steps, total_steps, "done");
+    drop(sw);
+    write_model(&model, &opts.out)?;
+    Ok(model)
+}
+
+/// Root, free hugepages, and no switch running beside the calibration.
+fn check_host() -> Result<(), CalibrateError> {
+    // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         return Err(CalibrateError::NotRoot);
     }
@@ -389,41 +425,46 @@ pub fn calibrate(opts: &CalibrateOptions) -> Result<BandwidthModel, CalibrateErr
     if request(Path::new(&crate::control::default_socket()), &Request::ListPorts).is_ok() {
         return Err(CalibrateError::DaemonRunning);
     }
-    let sw = PrivateSwitch::start(opts)?;
+    Ok(())
+}
+
+/// The null uplink, as many VM ports as any step needs, one output rule per VM and the
+/// security group; returns the TSC's rate.
+fn set_up(sw: &PrivateSwitch, opts: &CalibrateOptions) -> Result<u64, CalibrateError> {
     let max_vms = (opts.vm_counts.iter().copied().max().unwrap_or(1).max(1) as usize).max(opts.batch_neighbours + 1);
+    let options = |k: &str, v: &str| [(k.to_string(), v.to_string())].into();
     sw.cmd(Request::AddPort {
         name: "uplink".into(),
         port_type: "null".into(),
-        options: [("ofport_request".to_string(), "1".to_string())].into(),
+        options: options("ofport_request", "1"),
     })?;
     let mut flows: Vec<String> = Vec::new();
     for i in 1..=max_vms {
         let name = format!("vm{i}");
-        sw.cmd(Request::AddPort {
-            name: name.clone(),
-            port_type: "vhost-user".into(),
-            options: [("rx_ring".to_string(), "4096".to_string())].into(),
-        })?;
+        let port_type = "vhost-user".into();
+        sw.cmd(Request::AddPort { name: name.clone(), port_type, options: options("rx_ring", "4096") })?;
         flows.push(format!("priority=1,in_port={name},actions=output:uplink"));
     }
-    flows.extend(
-        slaswitch_classifier::security_group::security_group_rules(opts.security_group_masks)
-            .iter()
-            .map(|r| r.to_string()),
-    );
+    let security_group = slaswitch_classifier::security_group::security_group_rules(opts.security_group_masks);
+    flows.extend(security_group.iter().map(|r| r.to_string()));
     sw.cmd(Request::AddFlow { flows })?;
     let Response::PmdStats(pmd_stats) = sw.cmd(Request::PmdStats)? else { unreachable!("pmd-stats answers PmdStats") };
-    let tsc_hz = pmd_stats.tsc_hz;
+    Ok(pmd_stats.tsc_hz)
+}
 
-    let points: Vec<(u32, FlowCount)> =
-        PROFILE_PACKET_SIZES.iter().flat_map(|&s| [(s, FlowCount::Single), (s, FlowCount::Many)]).collect();
-    let total_steps = points.len() + opts.vm_counts.len() + opts.batch_rates_kpps.len();
-    // (Each step is `opts.repeats` runs.)
+/// One VM, each frame size with one flow and with many: the model's rows, raised to the size
+/// envelope.
+fn measure_rows(
+    sw: &PrivateSwitch,
+    opts: &CalibrateOptions,
+    total_steps: usize,
+) -> Result<Vec<ModelEntry>, CalibrateError> {
+    let points = PROFILE_PACKET_SIZES.iter().flat_map(|&s| [(s, FlowCount::Single), (s, FlowCount::Many)]);
     let mut entries = Vec::new();
-    for (i, &(size, flows)) in points.iter().enumerate() {
+    for (i, (size, flows)) in points.enumerate() {
         progress(opts, i, total_steps, &format!("{size}-byte frames, {} flow(s)", flows.name()));
         let n_flows = if flows == FlowCount::Single { 1 } else { opts.many_flows };
-        let m = measure_median(&sw, opts, 1, size, n_flows)?;
+        let m = measure_median(sw, opts, 1, size, n_flows)?;
         entries.push(ModelEntry {
             packet_bytes: size,
             flows,
@@ -434,10 +475,20 @@ pub fn calibrate(opts: &CalibrateOptions) -> Result<BandwidthModel, CalibrateErr
         });
     }
     slaswitch_qos::cpu::model::raise_to_size_envelope(&mut entries);
+    Ok(entries)
+}
+
+/// The VM-count coefficient (seed 000 Sec. III-D), and the measured ratios as text.
+fn measure_vm_count(
+    sw: &PrivateSwitch,
+    opts: &CalibrateOptions,
+    first_step: usize,
+    total_steps: usize,
+) -> Result<(FactorTable, String), CalibrateError> {
     let mut per_count = Vec::new();
     for (i, &n) in opts.vm_counts.iter().enumerate() {
-        progress(opts, points.len() + i, total_steps, &format!("{n} VM(s) at once, 64-byte frames, many flows"));
-        let m = measure_median(&sw, opts, n.max(1) as usize, 64, opts.many_flows)?;
+        progress(opts, first_step + i, total_steps, &format!("{n} VM(s) at once, 64-byte frames, many flows"));
+        let m = measure_median(sw, opts, n.max(1) as usize, 64, opts.many_flows)?;
         per_count.push((n, m.cycles.total()));
     }
     let base = per_count
@@ -450,48 +501,26 @@ pub fn calibrate(opts: &CalibrateOptions) -> Result<BandwidthModel, CalibrateErr
     // running maximum of the measured ratios, never below 1.
     per_count.sort_by_key(|(n, _)| *n);
     let mut highest: f64 = 1.0;
-    let vm_count = FactorTable {
-        points: per_count
-            .iter()
-            .map(|&(n, c)| {
-                highest = highest.max(c / base);
-                (n, highest)
-            })
-            .collect(),
-        source: "measured".into(),
-    };
-    let measured_ratios: Vec<String> = per_count.iter().map(|&(n, c)| format!("{n}: {:.3}", c / base)).collect();
-    let mut pmd_points = vec![(1, 1.0)];
-    pmd_points.extend(opts.pmd_factors.iter().copied().filter(|(n, _)| *n != 1));
-    let mut model = BandwidthModel {
-        machine: machine_description(tsc_hz),
-        tsc_hz,
-        measured_unix_secs: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
-        method: format!(
-            "slaswitch calibrate: PMD on core {}, emulated VMs (virtio-user) on core {}, null uplink; {} s per point after warm-up; rules: {} security-group masks + one output rule per VM; single = 1 flow, many = {} flows; median of {} runs per point; each stage of a row raised to at least that of any smaller frame (`raised from` gives the measured total); VM-count points with 64-byte frames, many flows, every VM backlogged (measured ratios {}; the factor is their running maximum)",
-            opts.pmd_core, opts.vm_core, opts.seconds, opts.security_group_masks, opts.many_flows, opts.repeats, measured_ratios.join(", ")
-        ),
-        entries,
-        vm_count,
-        numa_remote: FactorTable { points: vec![(1, opts.numa_remote)], source: "given".into() },
-        pmd_count: FactorTable { points: pmd_points, source: if opts.pmd_factors.is_empty() { "measured".into() } else { "given".into() } },
-        batch: Default::default(),
-    };
-    let mut step = points.len() + opts.vm_counts.len();
-    model.batch = batch_term::measure(&sw, opts, &model, |what| {
-        progress(opts, step, total_steps, what);
-        step += 1;
-    })?;
-    progress(opts, total_steps, total_steps, "done");
-    drop(sw);
-    if let Some(parent) = opts.out.parent() {
+    let points = per_count
+        .iter()
+        .map(|&(n, c)| {
+            highest = highest.max(c / base);
+            (n, highest)
+        })
+        .collect();
+    let ratios: Vec<String> = per_count.iter().map(|&(n, c)| format!("{n}: {:.3}", c / base)).collect();
+    Ok((FactorTable { points, source: "measured".into() }, ratios.join(", ")))
+}
+
+/// Writes the model atomically (a temporary file renamed over `out`).
+fn write_model(model: &BandwidthModel, out: &Path) -> Result<(), CalibrateError> {
+    if let Some(parent) = out.parent() {
         std::fs::create_dir_all(parent).map_err(CalibrateError::file(parent))?;
     }
-    let tmp = opts.out.with_extension("tmp");
-    std::fs::write(&tmp, serde_json::to_string_pretty(&model).expect("model serialises"))
+    let tmp = out.with_extension("tmp");
+    std::fs::write(&tmp, serde_json::to_string_pretty(model).expect("model serialises"))
         .map_err(CalibrateError::file(&tmp))?;
-    std::fs::rename(&tmp, &opts.out).map_err(CalibrateError::file(&opts.out))?;
-    Ok(model)
+    std::fs::rename(&tmp, out).map_err(CalibrateError::file(out))
 }
 
 /// The model as a table for people.
