@@ -67,10 +67,3 @@ impl FleetError {
         FleetError::Vm { vm: vm.to_string(), why: why.into() }
     }
 }
-
-/// Callers that speak in text take its `Display`.
-impl From<FleetError> for String {
-    fn from(e: FleetError) -> String {
-        e.to_string()
-    }
-}

@@ -91,10 +91,3 @@ impl From<postgres::Error> for ClusterError {
         ClusterError::Postgres { cause }
     }
 }
-
-/// Callers that speak in text take its `Display`.
-impl From<ClusterError> for String {
-    fn from(e: ClusterError) -> String {
-        e.to_string()
-    }
-}

@@ -85,9 +85,3 @@ impl ConfigError {
         ConfigError::Value { key: key.into(), value: value.into(), allowed: allowed.into() }
     }
 }
-
-impl From<ConfigError> for String {
-    fn from(e: ConfigError) -> String {
-        e.to_string()
-    }
-}

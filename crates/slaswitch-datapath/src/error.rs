@@ -223,10 +223,3 @@ pub enum DatapathError {
         cause: RuleError,
     },
 }
-
-/// Callers that speak in text (the control socket's replies) take its `Display`.
-impl From<DatapathError> for String {
-    fn from(e: DatapathError) -> String {
-        e.to_string()
-    }
-}

@@ -33,12 +33,6 @@ pub enum PlotError {
     },
 }
 
-impl From<PlotError> for String {
-    fn from(e: PlotError) -> String {
-        e.to_string()
-    }
-}
-
 fn ensure_font() -> Result<(), PlotError> {
     let mut result = Ok(());
     FONT_ONCE.call_once(|| match std::fs::read(FONT) {

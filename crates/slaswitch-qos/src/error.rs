@@ -105,10 +105,3 @@ impl QosError {
         QosError::Setting { setting: setting.into(), allowed: allowed.into() }
     }
 }
-
-/// Callers that speak in text (the control socket's replies) take its `Display`.
-impl From<QosError> for String {
-    fn from(e: QosError) -> String {
-        e.to_string()
-    }
-}

@@ -736,7 +736,7 @@ fn validate_host(s: &Scenario, c: &Checker) -> Result<(), ScenarioError> {
         ));
     }
     if let Some(Err(e)) = s.host.c2tb_bucket_us.map(C2tbConfig::check_bucket_depth_us) {
-        return Err(c.err(&[Key("host"), Key("c2tb_bucket_us")], e));
+        return Err(c.err(&[Key("host"), Key("c2tb_bucket_us")], e.to_string()));
     }
     // DPDK 22.11's virtio-user fails to set up rings above 8192 descriptors on this host.
     if !(64..=8192).contains(&s.host.ring) || !s.host.ring.is_power_of_two() {

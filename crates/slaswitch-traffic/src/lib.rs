@@ -23,10 +23,3 @@ impl SpecError {
         SpecError { given: given.into(), allowed: allowed.into() }
     }
 }
-
-/// Callers that speak in text take its `Display`.
-impl From<SpecError> for String {
-    fn from(e: SpecError) -> String {
-        e.to_string()
-    }
-}

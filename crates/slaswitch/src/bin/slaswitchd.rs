@@ -107,7 +107,7 @@ fn parse_host_id(s: &str) -> Result<String, slaswitch_config::ConfigError> {
 
 fn parse_bucket_depth_us(s: &str) -> Result<u64, String> {
     let us: u64 = s.parse().map_err(|_| format!("'{s}' is not a whole number of microseconds"))?;
-    Ok(C2tbConfig::check_bucket_depth_us(us)?)
+    C2tbConfig::check_bucket_depth_us(us).map_err(|e| e.to_string())
 }
 
 fn main() {
