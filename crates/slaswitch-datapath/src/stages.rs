@@ -3,8 +3,8 @@
 //! 1. [`Stages::ingress`]: `rx_burst` from the port, then its ingress policer and, while the
 //!    NIC-bottleneck fallback is engaged, its byte limit (seed 000 Sec. VII), as OVS-DPDK polices
 //!    in its rx path;
-//! 2. [`Stages::classify`]: parse, exact-match cache, megaflow cache, tuple space search on a
-//!    miss of both (`crate::flow_caches`), actions;
+//! 2. [`Stages::classify`] (`classify`): parse, exact-match cache, megaflow cache, tuple space
+//!    search on a miss of both (`crate::flow_caches`), actions;
 //! 3. [`Stages::egress`]: packets grouped per output port, one `tx_burst` each.
 //!
 //! The stages do no timing: the PMD loop (`crate::pmd`) reads the TSC between them and charges
@@ -15,10 +15,8 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use slaswitch_classifier::emc::NO_RULE;
-use slaswitch_classifier::mac_learning::is_multicast;
-use slaswitch_classifier::{check_frame, parse_frame, Action, FlowKey, MacTable};
-use slaswitch_dpdk::{rdtsc, EthPort, Mbuf, MbufBatch, MAX_BURST};
+use slaswitch_classifier::{FlowKey, MacTable};
+use slaswitch_dpdk::{rdtsc, EthPort, MbufBatch, MAX_BURST};
 use slaswitch_qos::meter::{Color, Srtcm, SrtcmParams};
 
 use crate::counters::RxTotals;
@@ -29,6 +27,8 @@ use slaswitch_config::policing::Policer;
 use slaswitch_config::ranges::MAX_PORTS;
 
 use crate::paced_tx::TX_TRIES;
+
+mod classify;
 
 /// What the ingress stage got from a port: frames received, and those left after policing
 /// (packed at the front of the batch).
@@ -59,6 +59,8 @@ pub(crate) struct Stages {
     targets: Vec<u16>,
     rule_hits: Vec<(u64, u64)>,
     rules_touched: Vec<u32>,
+    /// The batch's parses (`classify`), kept between batches so none is zeroed per batch.
+    keys: [classify::Parsed; MAX_BURST],
 }
 
 impl Stages {
@@ -77,6 +79,7 @@ impl Stages {
             dirty: Vec::with_capacity(64),
             targets: Vec::with_capacity(MAX_PORTS),
             rules_touched: Vec::with_capacity(64),
+            keys: [(FlowKey::ZERO, 0, false); MAX_BURST],
         }
     }
 
@@ -171,195 +174,6 @@ impl Stages {
             self.cfg.fallback.drops.fetch_add(limited, Ordering::Relaxed);
         }
         batch.len()
-    }
-
-    /// The classification stage for one batch: first parse and hash every packet and prefetch
-    /// its exact-match-cache slots, then look up and act, so cache misses overlap. Packets end
-    /// up queued per output port for [`Stages::egress`], and `batch` empty. Returns the
-    /// batch's bytes.
-    #[inline]
-    pub(crate) fn classify(&mut self, batch: &mut MbufBatch, port_idx: usize, now: u64) -> u64 {
-        let in_port = self.cfg.rx_ports[port_idx].number;
-        // Rules that look at the input port alone decide the whole batch without the cache.
-        let simple = self.cfg.classifier.by_in_port(in_port);
-        // Rules on the input port alone whose actions do not look at the packet (no `normal`):
-        // one decision serves the whole batch, and its frames need no key, only to be well formed.
-        let rule_actions = |rule: Option<u32>| -> &[Action] {
-            match rule {
-                Some(r) => &self.cfg.classifier.rule(r).actions,
-                None => &[],
-            }
-        };
-        let whole_batch = simple.filter(|&rule| !rule_actions(rule).contains(&Action::Normal));
-        let emc = simple.is_none() && self.caches[port_idx].1.uses_emc();
-        let mut keys = [(FlowKey::ZERO, 0u64, false); MAX_BURST];
-        for (slot, m) in keys.iter_mut().zip(batch.as_slice()) {
-            let parsed = match whole_batch {
-                Some(_) => check_frame(m.data()).map(|()| FlowKey::ZERO),
-                None => parse_frame(m.data(), in_port),
-            };
-            match parsed {
-                Ok(k) => {
-                    let h = if emc { k.hash64() } else { 0 };
-                    if emc {
-                        self.caches[port_idx].1.emc.prefetch(h);
-                    }
-                    *slot = (k, h, true);
-                }
-                Err(e) => self.totals[port_idx].parse_errors[e as usize] += 1,
-            }
-        }
-        let mut bytes = 0;
-        if let Some(rule) = whole_batch {
-            self.targets.clear();
-            self.targets.extend(rule_actions(rule).iter().filter_map(|a| match *a {
-                Action::Output(p) if p != in_port => Some(p),
-                _ => None,
-            }));
-            let targets = std::mem::take(&mut self.targets);
-            for (i, m) in batch.drain().enumerate() {
-                let len = m.pkt_len();
-                bytes += u64::from(len);
-                if !keys[i].2 {
-                    continue;
-                }
-                if let Some(r) = rule {
-                    self.count_rule(r, len);
-                }
-                self.emit(m, &targets, port_idx);
-            }
-            self.targets = targets;
-            self.publish_rule_hits();
-            return bytes;
-        }
-        // The previous packet's key and single destination: a run of packets of one flow (the
-        // common case within a batch) skips the cache lookup and the actions.
-        let mut last: Option<(FlowKey, u16, u32)> = None;
-        for (i, m) in batch.drain().enumerate() {
-            bytes += u64::from(m.pkt_len());
-            let (key, hash, parsed) = keys[i];
-            if !parsed {
-                continue;
-            }
-            if let Some((k, target, rule)) = last {
-                if k == key {
-                    if simple.is_none() {
-                        self.totals[port_idx].emc_hits += 1;
-                    }
-                    if rule != NO_RULE {
-                        self.count_rule(rule, m.pkt_len());
-                    }
-                    self.enqueue(target, m);
-                    continue;
-                }
-            }
-            let rule = self.resolve(&m, &key, hash, in_port, port_idx, now);
-            last = (self.targets.len() == 1).then(|| (key, self.targets[0], rule));
-            let targets = std::mem::take(&mut self.targets);
-            self.emit(m, &targets, port_idx);
-            self.targets = targets;
-        }
-        self.publish_rule_hits();
-        bytes
-    }
-
-    /// Decides where one parsed packet goes; fills `self.targets`. Returns the rule it matched
-    /// ([`NO_RULE`] if none).
-    #[inline]
-    fn resolve(&mut self, m: &Mbuf, key: &FlowKey, hash: u64, in_port: u16, port_idx: usize, now: u64) -> u32 {
-        let key = *key;
-        let rule = match self.cfg.classifier.by_in_port(in_port) {
-            Some(r) => r.unwrap_or(NO_RULE),
-            None => self.caches[port_idx].1.resolve(&self.cfg.classifier, &key, hash, &mut self.totals[port_idx]),
-        };
-        self.targets.clear();
-        let actions: &[Action] = if rule == NO_RULE {
-            // With no rules the switch is a MAC-learning L2 switch; with rules, a miss drops.
-            if self.cfg.classifier.rules().is_empty() {
-                &[Action::Normal]
-            } else {
-                &[]
-            }
-        } else {
-            self.count_rule(rule, m.pkt_len());
-            &self.cfg.classifier.rule(rule).actions
-        };
-        for action in actions {
-            match *action {
-                Action::Output(p) if p != in_port => self.targets.push(p),
-                Action::Output(_) | Action::Drop => {}
-                Action::Normal => {
-                    let vlan = key.vlan_tci();
-                    self.macs.learn(key.eth_src(), vlan, in_port, now);
-                    let dst = key.eth_dst();
-                    match (!is_multicast(dst)).then(|| self.macs.lookup(dst, vlan, now)).flatten() {
-                        Some(p) if p != in_port => self.targets.push(p),
-                        Some(_) => {}
-                        None => self.targets.extend(self.cfg.flood.iter().copied().filter(|&p| p != in_port)),
-                    }
-                }
-            }
-        }
-        rule
-    }
-
-    #[inline(always)]
-    fn count_rule(&mut self, rule: u32, len: u32) {
-        let hits = &mut self.rule_hits[rule as usize];
-        if hits.0 == 0 {
-            self.rules_touched.push(rule);
-        }
-        hits.0 += 1;
-        hits.1 += u64::from(len);
-    }
-
-    /// Hands a packet to its destinations: copies for all but the last; no destination drops it.
-    #[inline]
-    fn emit(&mut self, m: Mbuf, targets: &[u16], port_idx: usize) {
-        let Some((&last, others)) = targets.split_last() else {
-            self.totals[port_idx].dropped_by_rules += 1;
-            return;
-        };
-        for &target in others {
-            match self.cfg.pool.copy(&m) {
-                Some(copy) => self.enqueue(target, copy),
-                None => {
-                    if let Some(Some(tx)) = self.cfg.tx_ports.get(target as usize) {
-                        tx.counters.add_tx(0, 0, 1);
-                    }
-                }
-            }
-        }
-        self.enqueue(last, m);
-    }
-
-    #[inline]
-    fn enqueue(&mut self, port: u16, m: Mbuf) {
-        let p = port as usize;
-        if self.out[p].is_empty() {
-            self.dirty.push(port);
-        }
-        let len = m.pkt_len();
-        match self.out[p].push(m) {
-            Ok(()) => self.out_bytes[p] += u64::from(len),
-            // Unreachable while egress follows every batch; dropped (freed) and counted if not.
-            Err(_) => {
-                if let Some(Some(tx)) = self.cfg.tx_ports.get(p) {
-                    tx.counters.add_tx(0, 0, 1);
-                }
-            }
-        }
-    }
-
-    /// Adds this batch's per-rule counts to the shared counters.
-    #[inline]
-    fn publish_rule_hits(&mut self) {
-        for &rule in &self.rules_touched {
-            let (packets, bytes) = std::mem::take(&mut self.rule_hits[rule as usize]);
-            self.cfg.rule_counters.packets[rule as usize].fetch_add(packets, Ordering::Relaxed);
-            self.cfg.rule_counters.bytes[rule as usize].fetch_add(bytes, Ordering::Relaxed);
-        }
-        self.rules_touched.clear();
     }
 
     /// The egress stage: one tx burst per output port that has packets (a paced port queues

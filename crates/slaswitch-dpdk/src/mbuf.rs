@@ -164,6 +164,23 @@ impl MbufBatch {
         Ok(())
     }
 
+    /// Moves as many of `other`'s mbufs as fit to the end of this batch, in order; what does not
+    /// fit stays in `other`, at its front. Returns how many moved.
+    #[inline(always)]
+    pub fn append(&mut self, other: &mut MbufBatch) -> usize {
+        let n = other.len.min(MAX_BURST - self.len);
+        let src = other.slots.as_ptr();
+        // SAFETY: other's first `n` slots are initialised and move to this batch's free slots;
+        // the rest of other's move to its front. Each mbuf keeps exactly one owner.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src, self.slots.as_mut_ptr().add(self.len), n);
+            std::ptr::copy(src.add(n), other.slots.as_mut_ptr(), other.len - n);
+        }
+        self.len += n;
+        other.len -= n;
+        n
+    }
+
     /// Receives up to `max` packets from `port` at the end; returns how many came.
     #[inline(always)]
     pub fn rx_burst(&mut self, port: &EthPort, max: usize) -> usize {

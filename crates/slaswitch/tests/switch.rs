@@ -88,6 +88,46 @@ fn vms_forward_through_the_switch_with_counters_and_cycle_accounting() {
     assert!(share <= 100.5, "shares add up to {share}%");
 }
 
+/// A rule on the input port alone decides whole batches at once: every output it names gets
+/// every frame (copies for all but the last), a port it names twice gets the second copies
+/// counted as its drops, and the rule counts each frame once.
+#[test]
+fn a_rule_on_the_input_port_sends_whole_batches_to_each_of_its_outputs() {
+    let _g = serial();
+    if !can_run() {
+        return;
+    }
+    let sw = Switch::start("batch-out", &[]);
+    sw.ok(&["add-port", "vm1", "vhost-user"]);
+    for p in ["a", "b"] {
+        sw.ok(&["add-port", p, "null"]);
+    }
+    sw.ok(&["add-flow", "in_port=vm1,actions=output:a,output:b,output:b"]);
+    let gen = Tenant::start(
+        &sw.dir,
+        "gen",
+        &[("vm1", &sw.port_sock("vm1"))],
+        4096,
+        2.0,
+        &["gen", "--phase", "rate=100kpps,size=64,flows=100,vm=vm1"],
+    );
+    let gen = gen.finish();
+    sleep(0.5);
+    let sent = sent_by(&gen, "vm1");
+    assert!(sent > 50_000, "generator fell short: {gen}");
+    assert_eq!(sw.port("vm1")["rx"]["rx_packets"].as_u64().unwrap(), sent);
+    let (a, b) = (sw.port("a"), sw.port("b"));
+    assert_eq!(a["tx_packets"].as_u64().unwrap() + a["tx_dropped"].as_u64().unwrap(), sent, "a: {a}");
+    assert_eq!(a["tx_bytes"].as_u64().unwrap(), a["tx_packets"].as_u64().unwrap() * 64, "a: {a}");
+    // Port b is named twice: one copy of each frame goes out, the other is counted as dropped.
+    let b_total = b["tx_packets"].as_u64().unwrap() + b["tx_dropped"].as_u64().unwrap();
+    assert_eq!(b_total, 2 * sent, "b: {b}");
+    assert!(b["tx_packets"].as_u64().unwrap() >= sent / 2, "b: {b}");
+    let flows = sw.json(&["dump-flows"]);
+    assert_eq!(flows[0]["packets"].as_u64().unwrap(), sent, "{flows}");
+    assert_eq!(flows[0]["bytes"].as_u64().unwrap(), sent * 64, "{flows}");
+}
+
 #[test]
 fn mac_learning_switch_delivers_unicast_only_to_the_destination() {
     let _g = serial();

@@ -4,6 +4,7 @@
 //!   slaswitch-tenant --vm vm1=/var/run/slaswitch/vm1.sock [--vm ...] gen --phase "rate=1mpps,size=64" [--phase ...]
 //!   slaswitch-tenant --vm sink=/var/run/slaswitch/sink.sock sink --source vm1 --source vm2
 //!   slaswitch-tenant --vm vm1=... --vm up=... gen --sink up --phase ...   (senders and sink in one loop)
+//!   slaswitch-tenant --vm idle1=... [--vm ...] idle                        (attached, sending nothing)
 //!
 //! Common options: --core N (default 1), --ring N (virtio ring, up to 32768; the mbuf pool is sized
 //! to match), --duration S, --interval S (default 1), --out FILE, --format json|csv,
@@ -82,6 +83,9 @@ enum Mode {
     },
     /// Receive on every VM and measure rate and one-way latency.
     Sink,
+    /// Keep every VM attached and sending nothing, for --duration: idle neighbours whose ports
+    /// the switch still polls. Sleeps between looks at the links, so it takes no core.
+    Idle,
 }
 
 fn ring_descriptors(s: &str) -> Result<u16, String> {
@@ -125,13 +129,24 @@ struct GenPlan {
     keep_refused: bool,
 }
 
-/// Checks the command line as a whole; `None` plan: sink mode.
-fn check(cli: Cli) -> anyhow::Result<(Common, Option<GenPlan>)> {
+/// What the process does with its VMs.
+enum Plan {
+    Gen(GenPlan),
+    Sink,
+    Idle,
+}
+
+/// Checks the command line as a whole.
+fn check(cli: Cli) -> anyhow::Result<(Common, Plan)> {
     let c = cli.common;
     if c.vms.is_empty() {
         bail!("at least one --vm NAME=SOCKET is needed");
     }
-    let Mode::Gen { mut phases, script, sinks, keep_refused } = cli.mode else { return Ok((c, None)) };
+    let (mut phases, script, sinks, keep_refused) = match cli.mode {
+        Mode::Gen { phases, script, sinks, keep_refused } => (phases, script, sinks, keep_refused),
+        Mode::Sink => return Ok((c, Plan::Sink)),
+        Mode::Idle => return Ok((c, Plan::Idle)),
+    };
     if let Some(script) = script {
         let text = std::fs::read_to_string(&script).with_context(|| format!("--script {}", script.display()))?;
         for (i, line) in
@@ -152,7 +167,7 @@ fn check(cli: Cli) -> anyhow::Result<(Common, Option<GenPlan>)> {
     if let Some(vm) = phases.iter().filter_map(|p| p.vm.as_ref()).find(|vm| !c.vms.iter().any(|v| &v.name == *vm)) {
         bail!("a phase names vm={vm}, which is not one of this process's --vm");
     }
-    Ok((c, Some(GenPlan { phases, sinks, keep_refused })))
+    Ok((c, Plan::Gen(GenPlan { phases, sinks, keep_refused })))
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
@@ -163,8 +178,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     let start_unix_secs =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
     let summary = match &gen {
-        Some(gen) => run_gen(&c, gen, &ports, &pool, tsc_hz, &mut records),
-        None => {
+        Plan::Gen(gen) => run_gen(&c, gen, &ports, &pool, tsc_hz, &mut records),
+        Plan::Idle => run_idle(&c, &ports),
+        Plan::Sink => {
             let sinks: Vec<SinkVm> =
                 c.vms.iter().zip(&ports).map(|(vm, (_, port))| SinkVm { name: vm.name.clone(), port: *port }).collect();
             let totals = sink::run(&sinks, &c.sources, &pool, tsc_hz, c.duration_secs, c.interval_secs, |r| {
@@ -192,6 +208,23 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     drop(pool);
     drop(eal);
     Ok(())
+}
+
+/// Keeps the VMs attached for the duration, looking at their links (which lets a server-mode
+/// device take a restarted switch's connection) and freeing anything sent to them.
+fn run_idle(c: &Common, ports: &[Device]) -> serde_json::Value {
+    let end = std::time::Instant::now() + std::time::Duration::from_secs_f64(c.duration_secs);
+    let mut received = 0u64;
+    let mut rx = slaswitch_dpdk::MbufBatch::new();
+    while std::time::Instant::now() < end {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        for (_, port) in ports {
+            port.link_up();
+            received += rx.rx_burst(port, slaswitch_dpdk::MAX_BURST) as u64;
+            rx.clear();
+        }
+    }
+    json!({"mode": "idle", "vms": ports.len(), "received_packets": received})
 }
 
 /// A VM's DPDK device: its vdev name and port.

@@ -1,0 +1,272 @@
+//! Stage 2, classification (seed 000 Sec. III-A): parse, exact-match cache, megaflow cache,
+//! tuple space search on a miss of both (`crate::flow_caches`), actions; packets end up queued
+//! per output port for the egress stage.
+//!
+//! Two paths. When the rules decide by the input port alone and their actions do not look at
+//! the packet, one decision serves the whole batch: the frames are only checked to be well
+//! formed (a malformed one is counted and dropped either way), counted once per batch, and
+//! moved to their output port as a batch. Otherwise every packet gets a key and a lookup, with
+//! a run of one flow's packets reusing the previous packet's decision.
+
+use std::sync::atomic::Ordering;
+
+use slaswitch_classifier::emc::NO_RULE;
+use slaswitch_classifier::mac_learning::is_multicast;
+use slaswitch_classifier::{check_frame, parse_frame, Action, FlowKey};
+use slaswitch_dpdk::{Mbuf, MbufBatch};
+
+use super::Stages;
+
+/// One packet's parse: its key, the key's hash (0 when the exact-match cache is not used) and
+/// whether it parsed.
+pub(super) type Parsed = (FlowKey, u64, bool);
+
+impl Stages {
+    /// The classification stage for one batch from rx port `port_idx`, at TSC `now`. Leaves
+    /// `batch` empty. Returns the batch's bytes.
+    #[inline]
+    pub(crate) fn classify(&mut self, batch: &mut MbufBatch, port_idx: usize, now: u64) -> u64 {
+        let in_port = self.cfg.rx_ports[port_idx].number;
+        // Rules that look at the input port alone decide the whole batch without the cache.
+        let simple = self.cfg.classifier.by_in_port(in_port);
+        match simple {
+            Some(rule) if !self.rule_actions(rule).contains(&Action::Normal) => {
+                self.classify_by_port(batch, port_idx, rule)
+            }
+            _ => self.classify_per_packet(batch, port_idx, simple.is_some(), now),
+        }
+    }
+
+    fn rule_actions(&self, rule: Option<u32>) -> &[Action] {
+        match rule {
+            Some(r) => &self.cfg.classifier.rule(r).actions,
+            None => &[],
+        }
+    }
+
+    /// One decision, `rule` (or no rule: drop), for the whole batch.
+    #[inline]
+    fn classify_by_port(&mut self, batch: &mut MbufBatch, port_idx: usize, rule: Option<u32>) -> u64 {
+        let mut bytes = 0u64;
+        let mut malformed = false;
+        for m in batch.as_slice() {
+            bytes += u64::from(m.pkt_len());
+            if let Err(e) = check_frame(m.data()) {
+                self.totals[port_idx].parse_errors[e as usize] += 1;
+                malformed = true;
+            }
+        }
+        let mut kept_bytes = bytes;
+        if malformed {
+            batch.retain(|m| check_frame(m.data()).is_ok());
+            kept_bytes = batch.as_slice().iter().map(|m| u64::from(m.pkt_len())).sum();
+        }
+        if let Some(r) = rule {
+            self.count_rule_packets(r, batch.len() as u64, kept_bytes);
+        }
+        let in_port = self.cfg.rx_ports[port_idx].number;
+        let mut targets = std::mem::take(&mut self.targets);
+        targets.clear();
+        targets.extend(self.rule_actions(rule).iter().filter_map(|a| match *a {
+            Action::Output(p) if p != in_port => Some(p),
+            _ => None,
+        }));
+        match targets.split_last() {
+            None => {
+                self.totals[port_idx].dropped_by_rules += batch.len() as u64;
+                batch.clear();
+            }
+            Some((&last, others)) => {
+                for &target in others {
+                    for m in batch.as_slice() {
+                        self.enqueue_copy(target, m);
+                    }
+                }
+                self.enqueue_batch(last, batch, kept_bytes);
+            }
+        }
+        self.targets = targets;
+        self.publish_rule_hits();
+        bytes
+    }
+
+    /// A key, a lookup and actions for each packet. `simple`: the rules decide by the input
+    /// port alone (the packet is looked at for `normal` only), so no cache is counted.
+    #[inline]
+    fn classify_per_packet(&mut self, batch: &mut MbufBatch, port_idx: usize, simple: bool, now: u64) -> u64 {
+        let in_port = self.cfg.rx_ports[port_idx].number;
+        let emc = !simple && self.caches[port_idx].1.uses_emc();
+        // First parse and hash every packet and prefetch its exact-match-cache slot, then look
+        // up and act, so cache misses overlap.
+        for (slot, m) in self.keys.iter_mut().zip(batch.as_slice()) {
+            *slot = match parse_frame(m.data(), in_port) {
+                Ok(k) => {
+                    let h = if emc { k.hash64() } else { 0 };
+                    if emc {
+                        self.caches[port_idx].1.emc.prefetch(h);
+                    }
+                    (k, h, true)
+                }
+                Err(e) => {
+                    self.totals[port_idx].parse_errors[e as usize] += 1;
+                    (FlowKey::ZERO, 0, false)
+                }
+            };
+        }
+        let mut bytes = 0;
+        // The previous packet's key and single destination: a run of packets of one flow (the
+        // common case within a batch) skips the cache lookup and the actions.
+        let mut last: Option<(FlowKey, u16, u32)> = None;
+        for (i, m) in batch.drain().enumerate() {
+            bytes += u64::from(m.pkt_len());
+            let (key, hash, parsed) = self.keys[i];
+            if !parsed {
+                continue;
+            }
+            if let Some((k, target, rule)) = last {
+                if k == key {
+                    if !simple {
+                        self.totals[port_idx].emc_hits += 1;
+                    }
+                    if rule != NO_RULE {
+                        self.count_rule_packets(rule, 1, u64::from(m.pkt_len()));
+                    }
+                    self.enqueue(target, m);
+                    continue;
+                }
+            }
+            let rule = self.resolve(&m, &key, hash, in_port, port_idx, now);
+            last = (self.targets.len() == 1).then(|| (key, self.targets[0], rule));
+            let targets = std::mem::take(&mut self.targets);
+            self.emit(m, &targets, port_idx);
+            self.targets = targets;
+        }
+        self.publish_rule_hits();
+        bytes
+    }
+
+    /// Decides where one parsed packet goes; fills `self.targets`. Returns the rule it matched
+    /// ([`NO_RULE`] if none).
+    #[inline]
+    fn resolve(&mut self, m: &Mbuf, key: &FlowKey, hash: u64, in_port: u16, port_idx: usize, now: u64) -> u32 {
+        let key = *key;
+        let rule = match self.cfg.classifier.by_in_port(in_port) {
+            Some(r) => r.unwrap_or(NO_RULE),
+            None => self.caches[port_idx].1.resolve(&self.cfg.classifier, &key, hash, &mut self.totals[port_idx]),
+        };
+        self.targets.clear();
+        let actions: &[Action] = if rule == NO_RULE {
+            // With no rules the switch is a MAC-learning L2 switch; with rules, a miss drops.
+            if self.cfg.classifier.rules().is_empty() {
+                &[Action::Normal]
+            } else {
+                &[]
+            }
+        } else {
+            self.count_rule_packets(rule, 1, u64::from(m.pkt_len()));
+            &self.cfg.classifier.rule(rule).actions
+        };
+        for action in actions {
+            match *action {
+                Action::Output(p) if p != in_port => self.targets.push(p),
+                Action::Output(_) | Action::Drop => {}
+                Action::Normal => {
+                    let vlan = key.vlan_tci();
+                    self.macs.learn(key.eth_src(), vlan, in_port, now);
+                    let dst = key.eth_dst();
+                    match (!is_multicast(dst)).then(|| self.macs.lookup(dst, vlan, now)).flatten() {
+                        Some(p) if p != in_port => self.targets.push(p),
+                        Some(_) => {}
+                        None => self.targets.extend(self.cfg.flood.iter().copied().filter(|&p| p != in_port)),
+                    }
+                }
+            }
+        }
+        rule
+    }
+
+    #[inline(always)]
+    fn count_rule_packets(&mut self, rule: u32, packets: u64, bytes: u64) {
+        let hits = &mut self.rule_hits[rule as usize];
+        if hits.0 == 0 {
+            self.rules_touched.push(rule);
+        }
+        hits.0 += packets;
+        hits.1 += bytes;
+    }
+
+    /// Hands a packet to its destinations: copies for all but the last; no destination drops it.
+    #[inline]
+    fn emit(&mut self, m: Mbuf, targets: &[u16], port_idx: usize) {
+        let Some((&last, others)) = targets.split_last() else {
+            self.totals[port_idx].dropped_by_rules += 1;
+            return;
+        };
+        for &target in others {
+            self.enqueue_copy(target, &m);
+        }
+        self.enqueue(last, m);
+    }
+
+    /// Queues a copy of `m` for `port`; a copy the pool has no room for is counted as the
+    /// port's drop.
+    fn enqueue_copy(&mut self, port: u16, m: &Mbuf) {
+        match self.cfg.pool.copy(m) {
+            Some(copy) => self.enqueue(port, copy),
+            None => self.count_tx_drops(port, 1),
+        }
+    }
+
+    #[inline]
+    fn enqueue(&mut self, port: u16, m: Mbuf) {
+        let p = port as usize;
+        if self.out[p].is_empty() {
+            self.dirty.push(port);
+        }
+        let len = m.pkt_len();
+        match self.out[p].push(m) {
+            Ok(()) => self.out_bytes[p] += u64::from(len),
+            // Unreachable while egress follows every batch; dropped (freed) and counted if not.
+            Err(_) => self.count_tx_drops(port, 1),
+        }
+    }
+
+    /// Queues the whole `batch`, of `bytes`, for `port`; leaves it empty.
+    #[inline]
+    fn enqueue_batch(&mut self, port: u16, batch: &mut MbufBatch, bytes: u64) {
+        let p = port as usize;
+        if batch.is_empty() {
+            return;
+        }
+        if self.out[p].is_empty() {
+            self.dirty.push(port);
+        }
+        self.out_bytes[p] += bytes;
+        self.out[p].append(batch);
+        if !batch.is_empty() {
+            // Only when one rule outputs to a port twice: the second batch does not fit.
+            let (n, unsent) =
+                (batch.len() as u64, batch.as_slice().iter().map(|m| u64::from(m.pkt_len())).sum::<u64>());
+            self.out_bytes[p] -= unsent;
+            self.count_tx_drops(port, n);
+            batch.clear();
+        }
+    }
+
+    fn count_tx_drops(&self, port: u16, packets: u64) {
+        if let Some(Some(tx)) = self.cfg.tx_ports.get(port as usize) {
+            tx.counters.add_tx(0, 0, packets);
+        }
+    }
+
+    /// Adds this batch's per-rule counts to the shared counters.
+    #[inline]
+    fn publish_rule_hits(&mut self) {
+        for &rule in &self.rules_touched {
+            let (packets, bytes) = std::mem::take(&mut self.rule_hits[rule as usize]);
+            self.cfg.rule_counters.packets[rule as usize].fetch_add(packets, Ordering::Relaxed);
+            self.cfg.rule_counters.bytes[rule as usize].fetch_add(bytes, Ordering::Relaxed);
+        }
+        self.rules_touched.clear();
+    }
+}

@@ -1,0 +1,71 @@
+"""The summary of scripts/bench-switch: per kind, the medians over the rounds and the ratios
+taken per round (each kind ran on every contestant back to back), then their median and range.
+
+Rows of the results file: contestant kind Mpps busy_cyc_per_pkt busy_pct emc_pct mega_pct
+core_cyc_per_pkt refused_pct.
+"""
+import statistics
+import sys
+
+rows = [line.split() for line in open(sys.argv[1]) if line.strip()]
+rounds = sys.argv[2]
+KINDS = [k for k in ("1", "10000", "sg", "ports32") if any(r[1] == k for r in rows)]
+BUSY, CORE = 3, 7
+
+
+def figure_col(kind):
+    """Kind ports32 is about idle ports' polls, which only the whole core's time holds."""
+    return CORE if kind == "ports32" else BUSY
+
+
+def col(who, kind, c):
+    return [float(r[c]) for r in rows if r[0] == who and r[1] == kind and r[c] != "-"]
+
+
+def med(who, kind, c):
+    v = col(who, kind, c)
+    return statistics.median(v) if v else float("nan")
+
+
+def ratio(a, b, kind):
+    c = figure_col(kind)
+    r = [x / y for x, y in zip(col(a, kind, c), col(b, kind, c))]
+    return f"{statistics.median(r):.2f}x ({min(r):.2f}..{max(r):.2f})" if r else "-"
+
+
+print(f"medians of {rounds} rounds. cyc/pkt: the PMD's cycles per packet (lower is better): of the polls that")
+print("brought packets for 1, 10000 and sg; of the whole window, empty polls of all 32 ports included,")
+print("for ports32. busy: the forwarding core's share in polls that brought packets. refused: the share")
+print("of the generator's frames its ring refused (0: the generator, not the forwarder, set the rate).")
+print("kinds: 1 flow; 10000 flows; sg = 10000 flows behind the 100-mask security group; ports32 = 1 flow,")
+print("32 ports: 31 vhost-user with 30 idle VMs attached, and the null port (the most Debian's DPDK build holds)")
+head = f"{'kind':<8}"
+for who in ("testpmd", "slaswitch", "ovs"):
+    head += f" | {who:>9} {'Mpps':>6} {'busy':>5} {'ref':>4}"
+print(head)
+for kind in KINDS:
+    line = f"{kind:<8}"
+    for who in ("testpmd", "slaswitch", "ovs"):
+        line += (f" | {med(who, kind, figure_col(kind)):>9.0f} {med(who, kind, 2):>6.2f} {med(who, kind, 4):>4.0f}%"
+                 f" {med(who, kind, 8):>3.0f}%")
+    print(line)
+print()
+print("ratios of cycles per packet, per round, median (range):")
+print(f"{'kind':<8} {'slaswitch/testpmd':>22} {'OVS/testpmd':>22} {'OVS/slaswitch':>22}")
+for kind in KINDS:
+    print(f"{kind:<8} {ratio('slaswitch', 'testpmd', kind):>22} {ratio('ovs', 'testpmd', kind):>22} "
+          f"{ratio('ovs', 'slaswitch', kind):>22}")
+for who in ("slaswitch", "ovs"):
+    extra = [a - b for a, b in zip(col(who, "sg", BUSY), col(who, "10000", BUSY))]
+    if extra:
+        print(f"the security group's cost after exact-match misses, {who}: {statistics.median(extra):+.0f} "
+              f"cycles/packet (sg minus 10000 flows; rounds {min(extra):+.0f}..{max(extra):+.0f})")
+for who in ("slaswitch", "ovs"):
+    emc, mega = med(who, "sg", 5), med(who, "sg", 6)
+    if emc == emc:
+        print(f"sg, {who}: exact-match hits {emc:.1f}%, megaflow hits among the rest {mega:.1f}%")
+if any(r[0] == "baseline" for r in rows):
+    print()
+    print("this build against the baseline, same rounds: cycles per packet this/baseline, median (range)")
+    for kind in KINDS:
+        print(f"{kind:<8} {ratio('slaswitch', 'baseline', kind)}")
