@@ -54,6 +54,8 @@ void ss_mempool_free(struct rte_mempool *mp) { rte_mempool_free(mp); }
 unsigned ss_mempool_avail(const struct rte_mempool *mp) { return rte_mempool_avail_count(mp); }
 
 int ss_vdev_create(const char *name, const char *args) { return rte_vdev_init(name, args); }
+unsigned ss_max_eth_ports(void) { return RTE_MAX_ETHPORTS; }
+unsigned ss_eth_dev_count_total(void) { return rte_eth_dev_count_total(); }
 int ss_vdev_remove(const char *name) { return rte_vdev_uninit(name); }
 
 int ss_eth_port_by_name(const char *name, uint16_t *port_id) {

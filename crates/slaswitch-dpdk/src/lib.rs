@@ -5,7 +5,7 @@
 //! Hot-path packet access (data pointer, lengths) reads the mbuf fields directly at offsets that
 //! [`Eal::init`] checks against the C compiler's `offsetof`, so no FFI call is paid per field.
 
-use std::ffi::{c_char, c_int, c_void, CString};
+use std::ffi::{c_char, c_int, c_uint, c_void, CString};
 use std::fmt;
 use std::ptr::NonNull;
 
@@ -70,6 +70,8 @@ mod ffi {
         pub fn ss_mempool_free(mp: *mut c_void);
         pub fn ss_mempool_avail(mp: *const c_void) -> u32;
         pub fn ss_vdev_create(name: *const c_char, args: *const c_char) -> c_int;
+        pub fn ss_max_eth_ports() -> c_uint;
+        pub fn ss_eth_dev_count_total() -> c_uint;
         pub fn ss_vdev_remove(name: *const c_char) -> c_int;
         pub fn ss_eth_port_by_name(name: *const c_char, port: *mut u16) -> c_int;
         pub fn ss_eth_setup(port: u16, nb_rxd: u16, nb_txd: u16, mp: *mut c_void) -> c_int;
@@ -285,6 +287,18 @@ pub struct EthPort(pub u16);
 impl EthPort {
     /// Creates a virtual device (`rte_vdev_init`) and returns its port.
     pub fn create_vdev(_eal: &Eal, name: &str, args: &str) -> Result<EthPort, DpdkError> {
+        // SAFETY: plain reads of DPDK's build constant and its device table.
+        let (max, used) = unsafe { (ffi::ss_max_eth_ports(), ffi::ss_eth_dev_count_total()) };
+        if used >= max {
+            // rte_vdev_init would fail with a bare EPERM; say which limit it is.
+            return Err(DpdkError {
+                call: format!("rte_vdev_init({name}, {args})"),
+                code: libc::ENOSPC,
+                message: format!(
+                    "all {max} ethdev ports this DPDK build holds (RTE_MAX_ETHPORTS) are in use; remove a port first"
+                ),
+            });
+        }
         let (cname, cargs) = (cstring(name), cstring(args));
         // SAFETY: EAL initialised; strings NUL-terminated.
         let rc = unsafe { ffi::ss_vdev_create(cname.as_ptr(), cargs.as_ptr()) };
