@@ -152,6 +152,9 @@ pub struct PortStats {
     pub device_rx_missed: u64,
     /// Receives the device could not give an mbuf.
     pub device_rx_nombuf: u64,
+    /// Frames the driver refused before the switch saw them (`rte_eth_stats.ierrors`): a tap
+    /// port counts here a frame longer than its receive buffers.
+    pub device_rx_errors: u64,
     /// Where it stands in C2QoS's scheduler.
     pub cpu_qos: crate::counters::CpuQosState,
     /// The cycles the port is allocated (0: unlimited), from `cycles_per_sec` or the model.
@@ -898,6 +901,7 @@ impl Datapath {
                     tx_dropped: p.counters.tx_dropped.load(std::sync::atomic::Ordering::Relaxed),
                     device_rx_missed: dev.imissed,
                     device_rx_nombuf: dev.rx_nombuf,
+                    device_rx_errors: dev.ierrors,
                     cpu_qos: p.counters.cpu_qos(),
                     cycles_per_sec: p.plan.cpu_qos.limit.alloc_cycles_per_sec(),
                     cpu_mode: match p.plan.cpu_qos.limit {

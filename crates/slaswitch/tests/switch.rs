@@ -555,3 +555,54 @@ fn prometheus_metrics_are_served_on_loopback() {
     };
     assert!(other.lines().next().unwrap().contains("404"), "{other}");
 }
+
+/// A frame longer than a tap port's receive buffers (a 9000-byte frame from a kernel interface
+/// with MTU 9000) is refused by the tap driver; the port's figures count it, as they count the
+/// ordinary frame sent beside it.
+#[test]
+fn a_jumbo_frame_into_a_tap_port_is_counted() {
+    let _g = serial();
+    if !can_run_with(&[Component::Namespaces]) {
+        return;
+    }
+    let tag = std::process::id() % 10000;
+    let sw = Switch::start("jumbo", &[]);
+    let tap = format!("stj{tag}");
+    sw.ok(&["add-port", "tapj", "tap", &format!("iface={tap}")]);
+    let (ok, out) = sh(&format!("ip link set {tap} mtu 9000 up"));
+    assert!(ok, "{tap}: {out}");
+    // Raw frames from the kernel side, read by the switch's tap driver: one of 1000 bytes, one of
+    // 9000 bytes (an IPv4 header claiming the whole length, UDP).
+    let send = format!(
+        r#"import socket, struct
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+s.bind(("{tap}", 0))
+for size in (1000, 9000):
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, size - 14, 0, 0, 64, 17, 0, bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2]))
+    frame = b"\xff" * 6 + b"\x02\x00\x00\x00\x00\x01" + b"\x08\x00" + ip
+    s.send(frame + bytes(size - len(frame)))
+"#
+    );
+    let before = sw.port("tapj");
+    let (ok, out) = sh(&format!("python3 -c '{send}'"));
+    assert!(ok, "sending: {out}");
+    let counted = |p: &serde_json::Value| {
+        let malformed: u64 = p["rx"]["parse_errors"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).sum();
+        p["rx"]["rx_packets"].as_u64().unwrap()
+            + malformed
+            + p["device_rx_errors"].as_u64().unwrap()
+            + p["device_rx_missed"].as_u64().unwrap()
+    };
+    let t = std::time::Instant::now();
+    let mut after = sw.port("tapj");
+    while counted(&after) < counted(&before) + 2 && t.elapsed() < Duration::from_secs(5) {
+        sleep(0.2);
+        after = sw.port("tapj");
+    }
+    // The kernel may send frames of its own on the interface (IPv6 router solicitations): the
+    // two frames are among what was counted, and the jumbo one as the driver's refusal.
+    assert!(counted(&after) >= counted(&before) + 2, "before {before}\nafter {after}");
+    let refused = after["device_rx_errors"].as_u64().unwrap() - before["device_rx_errors"].as_u64().unwrap();
+    assert!(refused >= 1, "the 9000-byte frame is in no counter: before {before}\nafter {after}");
+    assert!(sw.ok(&["port-stats"]).contains("device-errors:"), "port-stats shows the device's refusals");
+}

@@ -115,10 +115,14 @@ impl Stages {
         }
         let mut bytes = 0;
         // The previous packet's key and single destination: a run of packets of one flow (the
-        // common case within a batch) skips the cache lookup and the actions.
+        // common case within a batch) skips the cache lookup and the actions. And the last rule
+        // whose actions came to one destination without looking at the packet: many flows
+        // matching one rule skip the actions.
         let mut last: Option<(FlowKey, u16, u32)> = None;
+        let mut last_rule: Option<(u32, u16)> = None;
         for (i, m) in batch.drain().enumerate() {
-            bytes += u64::from(m.pkt_len());
+            let len = m.pkt_len();
+            bytes += u64::from(len);
             let (key, hash, parsed) = self.keys[i];
             if !parsed {
                 continue;
@@ -129,14 +133,28 @@ impl Stages {
                         self.totals[port_idx].emc_hits += 1;
                     }
                     if rule != NO_RULE {
-                        self.count_rule_packets(rule, 1, u64::from(m.pkt_len()));
+                        self.count_rule_packets(rule, 1, u64::from(len));
                     }
                     self.enqueue(target, m);
                     continue;
                 }
             }
-            let rule = self.resolve(&m, &key, hash, in_port, port_idx, now);
+            let rule = self.lookup_rule(&key, hash, in_port, port_idx);
+            if let Some((r, target)) = last_rule.filter(|&(r, _)| r == rule) {
+                self.count_rule_packets(r, 1, u64::from(len));
+                last = Some((key, target, r));
+                self.enqueue(target, m);
+                continue;
+            }
+            let plain = self.act(rule, &key, in_port, now);
+            if rule != NO_RULE {
+                self.count_rule_packets(rule, 1, u64::from(len));
+            }
             last = (self.targets.len() == 1).then(|| (key, self.targets[0], rule));
+            last_rule = match last {
+                Some((_, target, r)) if plain && r != NO_RULE => Some((r, target)),
+                _ => last_rule,
+            };
             let targets = std::mem::take(&mut self.targets);
             self.emit(m, &targets, port_idx);
             self.targets = targets;
@@ -145,15 +163,21 @@ impl Stages {
         bytes
     }
 
-    /// Decides where one parsed packet goes; fills `self.targets`. Returns the rule it matched
-    /// ([`NO_RULE`] if none).
+    /// The rule a parsed packet matches ([`NO_RULE`] if none), from the input port's rule or
+    /// the port's caches.
     #[inline]
-    fn resolve(&mut self, m: &Mbuf, key: &FlowKey, hash: u64, in_port: u16, port_idx: usize, now: u64) -> u32 {
-        let key = *key;
-        let rule = match self.cfg.classifier.by_in_port(in_port) {
+    fn lookup_rule(&mut self, key: &FlowKey, hash: u64, in_port: u16, port_idx: usize) -> u32 {
+        match self.cfg.classifier.by_in_port(in_port) {
             Some(r) => r.unwrap_or(NO_RULE),
-            None => self.caches[port_idx].1.resolve(&self.cfg.classifier, &key, hash, &mut self.totals[port_idx]),
-        };
+            None => self.caches[port_idx].1.resolve(&self.cfg.classifier, key, hash, &mut self.totals[port_idx]),
+        }
+    }
+
+    /// Fills `self.targets` with where `rule`'s actions send a packet of `key` from `in_port`.
+    /// Returns true when they did not look at the packet (no `normal`), so another packet
+    /// matching the rule goes to the same places.
+    #[inline]
+    fn act(&mut self, rule: u32, key: &FlowKey, in_port: u16, now: u64) -> bool {
         self.targets.clear();
         let actions: &[Action] = if rule == NO_RULE {
             // With no rules the switch is a MAC-learning L2 switch; with rules, a miss drops.
@@ -163,14 +187,15 @@ impl Stages {
                 &[]
             }
         } else {
-            self.count_rule_packets(rule, 1, u64::from(m.pkt_len()));
             &self.cfg.classifier.rule(rule).actions
         };
+        let mut plain = true;
         for action in actions {
             match *action {
                 Action::Output(p) if p != in_port => self.targets.push(p),
                 Action::Output(_) | Action::Drop => {}
                 Action::Normal => {
+                    plain = false;
                     let vlan = key.vlan_tci();
                     self.macs.learn(key.eth_src(), vlan, in_port, now);
                     let dst = key.eth_dst();
@@ -182,7 +207,7 @@ impl Stages {
                 }
             }
         }
-        rule
+        plain
     }
 
     #[inline(always)]

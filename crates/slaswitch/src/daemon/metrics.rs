@@ -255,6 +255,24 @@ fn port_families(family: &mut Family<'_>, ports: &[PortStats]) {
     family("slaswitch_port_tx_bytes_total", "counter", "Bytes transmitted on the port.", per_port(&|p| p.tx_bytes));
     family("slaswitch_port_tx_dropped_total", "counter", "Packets the port did not take.", per_port(&|p| p.tx_dropped));
     family(
+        "slaswitch_port_device_rx_missed_total",
+        "counter",
+        "Frames the port's device dropped because its receive ring was full.",
+        per_port(&|p| p.device_rx_missed),
+    );
+    family(
+        "slaswitch_port_device_rx_nombuf_total",
+        "counter",
+        "Receives the port's device could not give a buffer.",
+        per_port(&|p| p.device_rx_nombuf),
+    );
+    family(
+        "slaswitch_port_device_rx_errors_total",
+        "counter",
+        "Frames the port's driver refused before the switch saw them (a tap port's frame longer than its buffers).",
+        per_port(&|p| p.device_rx_errors),
+    );
+    family(
         "slaswitch_port_rule_dropped_total",
         "counter",
         "Packets from the port dropped by a rule or a table miss.",

@@ -96,9 +96,10 @@ impl Display for PortStatsReply {
             let malformed: u64 = rx.parse_errors.iter().sum();
             writeln!(
                 f,
-                "port {} ({}):\n  RX packets:{} bytes:{} malformed:{malformed} rule-drops:{} policed:{} ring-overruns:{}\n  TX packets:{} bytes:{} dropped:{}",
+                "port {} ({}):\n  RX packets:{} bytes:{} malformed:{malformed} rule-drops:{} policed:{} ring-overruns:{} \
+                 device-errors:{}\n  TX packets:{} bytes:{} dropped:{}",
                 p.number, p.name, rx.rx_packets, rx.rx_bytes, rx.dropped_by_rules, rx.policer_drops, p.device_rx_missed,
-                p.tx_packets, p.tx_bytes, p.tx_dropped
+                p.device_rx_errors, p.tx_packets, p.tx_bytes, p.tx_dropped
             )?;
         }
         Ok(())
