@@ -235,6 +235,31 @@ fn link_families(family: &mut Family<'_>, links: &[LinkStats]) {
 }
 
 /// Per-port counters and gauges.
+/// The ports' drivers' own counters: what they dropped before the switch saw it.
+fn device_families(family: &mut Family<'_>, ports: &[PortStats]) {
+    let per_port = |f: &dyn Fn(&PortStats) -> u64| {
+        ports.iter().map(|p| (vec![("port", p.name.clone())], f(p))).collect::<Vec<_>>()
+    };
+    family(
+        "slaswitch_port_device_rx_missed_total",
+        "counter",
+        "Frames the port's device dropped because its receive ring was full.",
+        per_port(&|p| p.device_rx_missed),
+    );
+    family(
+        "slaswitch_port_device_rx_nombuf_total",
+        "counter",
+        "Receives the port's device could not give a buffer.",
+        per_port(&|p| p.device_rx_nombuf),
+    );
+    family(
+        "slaswitch_port_device_rx_errors_total",
+        "counter",
+        "Frames the port's driver refused before the switch saw them (a tap port's frame longer than its buffers).",
+        per_port(&|p| p.device_rx_errors),
+    );
+}
+
 fn port_families(family: &mut Family<'_>, ports: &[PortStats]) {
     let per_port = |f: &dyn Fn(&PortStats) -> u64| {
         ports.iter().map(|p| (vec![("port", p.name.clone())], f(p))).collect::<Vec<_>>()
@@ -254,24 +279,7 @@ fn port_families(family: &mut Family<'_>, ports: &[PortStats]) {
     );
     family("slaswitch_port_tx_bytes_total", "counter", "Bytes transmitted on the port.", per_port(&|p| p.tx_bytes));
     family("slaswitch_port_tx_dropped_total", "counter", "Packets the port did not take.", per_port(&|p| p.tx_dropped));
-    family(
-        "slaswitch_port_device_rx_missed_total",
-        "counter",
-        "Frames the port's device dropped because its receive ring was full.",
-        per_port(&|p| p.device_rx_missed),
-    );
-    family(
-        "slaswitch_port_device_rx_nombuf_total",
-        "counter",
-        "Receives the port's device could not give a buffer.",
-        per_port(&|p| p.device_rx_nombuf),
-    );
-    family(
-        "slaswitch_port_device_rx_errors_total",
-        "counter",
-        "Frames the port's driver refused before the switch saw them (a tap port's frame longer than its buffers).",
-        per_port(&|p| p.device_rx_errors),
-    );
+    device_families(family, ports);
     family(
         "slaswitch_port_rule_dropped_total",
         "counter",
