@@ -234,12 +234,14 @@ fn link_families(family: &mut Family<'_>, links: &[LinkStats]) {
     );
 }
 
-/// Per-port counters and gauges.
+/// One sample per port, labelled with its name.
+fn per_port_of(ports: &[PortStats], f: &dyn Fn(&PortStats) -> u64) -> Vec<Sample> {
+    ports.iter().map(|p| (vec![("port", p.name.clone())], f(p))).collect()
+}
+
 /// The ports' drivers' own counters: what they dropped before the switch saw it.
 fn device_families(family: &mut Family<'_>, ports: &[PortStats]) {
-    let per_port = |f: &dyn Fn(&PortStats) -> u64| {
-        ports.iter().map(|p| (vec![("port", p.name.clone())], f(p))).collect::<Vec<_>>()
-    };
+    let per_port = |f: &dyn Fn(&PortStats) -> u64| per_port_of(ports, f);
     family(
         "slaswitch_port_device_rx_missed_total",
         "counter",
@@ -260,10 +262,9 @@ fn device_families(family: &mut Family<'_>, ports: &[PortStats]) {
     );
 }
 
+/// Per-port counters and gauges.
 fn port_families(family: &mut Family<'_>, ports: &[PortStats]) {
-    let per_port = |f: &dyn Fn(&PortStats) -> u64| {
-        ports.iter().map(|p| (vec![("port", p.name.clone())], f(p))).collect::<Vec<_>>()
-    };
+    let per_port = |f: &dyn Fn(&PortStats) -> u64| per_port_of(ports, f);
     family(
         "slaswitch_port_rx_packets_total",
         "counter",
