@@ -29,6 +29,10 @@ pub trait LocalSwitch: Send + Sync + 'static {
     fn apply(&self, vm: &str, options: &BTreeMap<String, String>) -> Result<(), String>;
     /// Every VM's cumulative counters.
     fn counters(&self) -> Vec<VmCounters>;
+    /// The line rate of the host's uplink, wire bits/s, if it has one.
+    fn uplink_bps(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// How an agent runs.
@@ -151,8 +155,12 @@ impl<S: LocalSwitch> Agent<S> {
         let mut client = connect(&self.settings.endpoints).await?;
         let lease = client.lease_grant(self.settings.lease_ttl_secs, None).await.map_err(e)?.id();
         let (mut keeper, mut alive_stream) = client.lease_keep_alive(lease).await.map_err(e)?;
-        let info =
-            HostInfo { host: self.settings.host.clone(), cycle_ms: self.settings.cycle_ms, since_unix_ms: unix_ms() };
+        let mut info = HostInfo {
+            host: self.settings.host.clone(),
+            cycle_ms: self.settings.cycle_ms,
+            since_unix_ms: unix_ms(),
+            uplink_bps: self.switch.uplink_bps(),
+        };
         let leased = || Some(PutOptions::new().with_lease(lease));
         client.put(self.keys.alive(&self.settings.host), json(&info), leased()).await.map_err(e)?;
         let prefix = self.keys.guarantees(&self.settings.host);
@@ -205,6 +213,12 @@ impl<S: LocalSwitch> Agent<S> {
                     return Err(FleetError::LeaseExpired);
                 }
                 renewed = Instant::now();
+                // The uplink may have been added, removed or changed since: announce its rate.
+                let uplink_bps = self.switch.uplink_bps();
+                if uplink_bps != info.uplink_bps {
+                    info.uplink_bps = uplink_bps;
+                    client.put(self.keys.alive(&self.settings.host), json(&info), leased()).await.map_err(e)?;
+                }
             }
             self.step();
             self.flush(&mut client, lease).await?;

@@ -145,6 +145,10 @@ pub struct HostInfo {
     pub cycle_ms: u64,
     /// When its agent (re)connected, Unix milliseconds.
     pub since_unix_ms: u64,
+    /// The line rate of its uplink, wire bits/s: the capacity C of the price functions for
+    /// its VMs (seed 003 Sec. 3.3). None for a host without a paced uplink.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uplink_bps: Option<u64>,
 }
 
 /// Now, Unix nanoseconds.

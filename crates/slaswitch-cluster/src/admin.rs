@@ -163,6 +163,8 @@ pub struct HostView {
     pub alive: bool,
     /// Its agent's last (re)connection, Unix milliseconds.
     pub since_unix_ms: Option<u64>,
+    /// Its uplink's line rate, wire bits/s, as its agent announced it (C in its VMs' prices).
+    pub uplink_bps: Option<u64>,
     /// The VM ports it announces.
     pub ports: Vec<String>,
     /// Purchases it is asked to enforce.
@@ -183,7 +185,9 @@ pub async fn hosts(client: &mut Client, keys: &Keys) -> Result<Vec<HostView>, Cl
         match kind {
             "alive" => {
                 h.alive = true;
-                h.since_unix_ms = serde_json::from_slice::<HostInfo>(kv.value()).ok().map(|i| i.since_unix_ms);
+                let info = serde_json::from_slice::<HostInfo>(kv.value()).ok();
+                h.since_unix_ms = info.as_ref().map(|i| i.since_unix_ms);
+                h.uplink_bps = info.and_then(|i| i.uplink_bps);
             }
             "ports" => h.ports.push(name.to_string()),
             "guarantees" => h.guarantees += 1,

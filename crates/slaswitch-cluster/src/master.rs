@@ -19,7 +19,7 @@ use slaswitch_qos::pricing::PriceParams;
 use crate::billing::{dynamic_in_force, price_report};
 use crate::etcd::{connect, e};
 use crate::keys::Keys;
-use crate::purchase::{unix_ns, Enforcement, Purchase};
+use crate::purchase::{unix_ns, Enforcement, HostInfo, Purchase};
 use crate::store::Store;
 use crate::usage::UsageReport;
 use crate::ClusterError;
@@ -83,6 +83,8 @@ pub struct Master {
     purchases: BTreeMap<String, (i64, Purchase)>,
     /// Announced ports: VM -> host.
     announced: BTreeMap<String, String>,
+    /// Live hosts' uplink rates, wire bits/s: their VMs' C in the price functions.
+    uplinks: BTreeMap<String, u64>,
     /// The guarantee text last written for each dynamic VM.
     dynamic_written: BTreeMap<String, String>,
     /// Shared with whoever wants to watch.
@@ -100,6 +102,7 @@ impl Master {
             store,
             purchases: BTreeMap::new(),
             announced: BTreeMap::new(),
+            uplinks: BTreeMap::new(),
             dynamic_written: BTreeMap::new(),
             stats: Arc::default(),
         })
@@ -203,8 +206,18 @@ impl Master {
             ("ports", false) if self.announced.get(name).is_some_and(|h| h == host) => {
                 self.announced.remove(name);
             }
-            ("alive", true) => tracing::info!("master: host {host} is up"),
-            ("alive", false) => tracing::warn!("master: host {host} lost its lease"),
+            ("alive", true) => {
+                let uplink = serde_json::from_slice::<HostInfo>(value).ok().and_then(|i| i.uplink_bps);
+                match uplink {
+                    Some(bps) => self.uplinks.insert(host.to_string(), bps),
+                    None => self.uplinks.remove(host),
+                };
+                tracing::info!("master: host {host} is up (uplink {uplink:?} bit/s)");
+            }
+            ("alive", false) => {
+                self.uplinks.remove(host);
+                tracing::warn!("master: host {host} lost its lease");
+            }
             _ => {}
         }
         None
@@ -272,7 +285,8 @@ impl Master {
                 .iter()
                 .filter_map(|u| self.purchases.get(&u.vm).map(|(_, p)| (u.vm.clone(), p.clone())))
                 .collect();
-            records.extend(price_report(&self.settings.prices, report, &purchases));
+            let prices = host_prices(&self.settings.prices, &self.uplinks, &report.host);
+            records.extend(price_report(&prices, report, &purchases));
             for p in purchases.into_values().filter(|p| p.host.as_deref() == Some(report.host.as_str())) {
                 if matches!(p.guarantee, Guarantee::Dynamic { .. }) {
                     dynamic.insert(p.vm.clone(), p);
@@ -369,4 +383,29 @@ impl StoreThread {
 
 pub(crate) fn to_json(v: &impl serde::Serialize) -> String {
     serde_json::to_string(v).expect("cluster values serialise")
+}
+
+/// The price functions' parameters for `host`'s VMs: C is the uplink rate the host announced,
+/// or the master's setting for a host that announced none (seed 003 Sec. 3.3 prices a share
+/// of the VM's own host's link).
+fn host_prices(default: &PriceParams, uplinks: &BTreeMap<String, u64>, host: &str) -> PriceParams {
+    match uplinks.get(host) {
+        Some(&bps) if bps > 0 => PriceParams { link_capacity_bps: bps, ..*default },
+        _ => *default,
+    }
+}
+
+#[cfg(test)]
+mod host_price_tests {
+    use super::*;
+
+    #[test]
+    fn a_host_s_vms_are_priced_by_the_uplink_it_announced() {
+        let default = PriceParams::default();
+        let uplinks = BTreeMap::from([("h1".to_string(), 1_000_000_000u64), ("h0".to_string(), 0)]);
+        assert_eq!(host_prices(&default, &uplinks, "h1").link_capacity_bps, 1_000_000_000);
+        assert_eq!(host_prices(&default, &uplinks, "h2"), default, "a host that announced nothing");
+        assert_eq!(host_prices(&default, &uplinks, "h0"), default, "a zero rate is no capacity to price by");
+        assert_eq!(host_prices(&default, &uplinks, "h1").p0_per_mbit, default.p0_per_mbit);
+    }
 }

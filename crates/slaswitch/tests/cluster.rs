@@ -163,6 +163,12 @@ fn a_fleet_enforces_what_the_master_sold_and_bills_what_the_data_plane_counted()
         })
         .collect();
     let [sw1, sw2, mut sw3]: [Switch; 3] = sws.try_into().ok().unwrap();
+    // Each agent announces its uplink's rate (the port came after it connected): C in the price
+    // functions for its VMs.
+    wait_until("every host announces its 1G uplink", 15, || {
+        let hosts = master.json(&["hosts"]);
+        hosts.as_array().unwrap().iter().filter(|h| h["uplink_bps"].as_u64() == Some(1_000_000_000)).count() == 3
+    });
     sw2.ok(&["add-port", "b1", "vhost-user"]);
     sw3.ok(&["add-port", "c1", "vhost-user"]);
     sw3.ok(&["add-port", "c2", "vhost-user"]);

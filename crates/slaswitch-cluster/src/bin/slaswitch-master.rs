@@ -70,7 +70,8 @@ struct PriceArgs {
     /// beta: the dynamic and fairness discount, (0, 1].
     #[arg(long, default_value_t = 0.8)]
     beta: f64,
-    /// C: a host's link capacity in the price functions (e.g. 10G).
+    /// C in the price functions (e.g. 10G) for a host whose agent announces no uplink; a host
+    /// with a paced uplink is priced by that link's rate.
     #[arg(long, default_value = "10G")]
     link_capacity: String,
 }
@@ -271,14 +272,16 @@ async fn serve(master: Master) -> anyhow::Result<()> {
 
 fn hosts_table(hosts: &[admin::HostView]) -> String {
     let mut text = format!(
-        "{:<16} {:<6} {:>6} {:>11} {:>8} {:>8}\n",
-        "host", "alive", "ports", "guarantees", "applied", "refused"
+        "{:<16} {:<6} {:>9} {:>6} {:>11} {:>8} {:>8}\n",
+        "host", "alive", "uplink", "ports", "guarantees", "applied", "refused"
     );
     for h in hosts {
+        let uplink = h.uplink_bps.map_or("-".to_string(), |b| format!("{:.1}G", b as f64 / 1e9));
         text += &format!(
-            "{:<16} {:<6} {:>6} {:>11} {:>8} {:>8}\n",
+            "{:<16} {:<6} {:>9} {:>6} {:>11} {:>8} {:>8}\n",
             h.host,
             if h.alive { "yes" } else { "NO" },
+            uplink,
             h.ports.len(),
             h.guarantees,
             h.applied,

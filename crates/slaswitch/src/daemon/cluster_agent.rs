@@ -31,6 +31,10 @@ impl LocalSwitch for DaemonSwitch {
     fn counters(&self) -> Vec<VmCounters> {
         self.0.lock().expect("daemon lock").vm_counters()
     }
+
+    fn uplink_bps(&self) -> Option<u64> {
+        self.0.lock().expect("daemon lock").uplink_stats().map(|l| l.link_rate_bps)
+    }
 }
 
 impl Daemon {
