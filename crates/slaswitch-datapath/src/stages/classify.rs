@@ -31,9 +31,9 @@ impl Stages {
         let simple = self.cfg.classifier.by_in_port(in_port);
         match simple {
             Some(rule) if !self.rule_actions(rule).contains(&Action::Normal) => {
-                self.classify_by_port(batch, port_idx, rule)
+                self.classify_by_port(batch, port_idx, in_port, rule)
             }
-            _ => self.classify_per_packet(batch, port_idx, simple.is_some(), now),
+            _ => self.classify_per_packet(batch, port_idx, in_port, simple.is_some(), now),
         }
     }
 
@@ -46,7 +46,7 @@ impl Stages {
 
     /// One decision, `rule` (or no rule: drop), for the whole batch.
     #[inline]
-    fn classify_by_port(&mut self, batch: &mut MbufBatch, port_idx: usize, rule: Option<u32>) -> u64 {
+    fn classify_by_port(&mut self, batch: &mut MbufBatch, port_idx: usize, in_port: u16, rule: Option<u32>) -> u64 {
         let mut bytes = 0u64;
         let mut malformed = false;
         for m in batch.as_slice() {
@@ -64,7 +64,6 @@ impl Stages {
         if let Some(r) = rule {
             self.count_rule_packets(r, batch.len() as u64, kept_bytes);
         }
-        let in_port = self.cfg.rx_ports[port_idx].number;
         let mut targets = std::mem::take(&mut self.targets);
         targets.clear();
         targets.extend(self.rule_actions(rule).iter().filter_map(|a| match *a {
@@ -93,8 +92,14 @@ impl Stages {
     /// A key, a lookup and actions for each packet. `simple`: the rules decide by the input
     /// port alone (the packet is looked at for `normal` only), so no cache is counted.
     #[inline]
-    fn classify_per_packet(&mut self, batch: &mut MbufBatch, port_idx: usize, simple: bool, now: u64) -> u64 {
-        let in_port = self.cfg.rx_ports[port_idx].number;
+    fn classify_per_packet(
+        &mut self,
+        batch: &mut MbufBatch,
+        port_idx: usize,
+        in_port: u16,
+        simple: bool,
+        now: u64,
+    ) -> u64 {
         let emc = !simple && self.caches[port_idx].1.uses_emc();
         // First parse and hash every packet and prefetch its exact-match-cache slot, then look
         // up and act, so cache misses overlap.
