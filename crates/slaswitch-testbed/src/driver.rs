@@ -84,6 +84,13 @@ pub trait Driver {
     /// cycles; per PMD `busy_cycles`, `idle_cycles`.
     fn sample(&mut self) -> Vec<Reading>;
 
+    /// Kills the switch's data-plane process with SIGKILL (a crash) and starts it again at
+    /// once, as a supervisor would, restoring what it does not keep itself from `plan`.
+    fn crash_and_restart(&mut self, plan: &SwitchPlan) -> anyhow::Result<()> {
+        let _ = plan;
+        Err(anyhow!("this switch has no data-plane process to crash"))
+    }
+
     /// Stops everything `start` and `configure` created.
     fn stop(&mut self);
 

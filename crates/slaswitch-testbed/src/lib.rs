@@ -12,6 +12,7 @@
 pub mod capacity;
 pub mod cleanup;
 pub mod driver;
+pub mod guest;
 pub mod host_steal;
 pub mod namespaces;
 pub mod plan;

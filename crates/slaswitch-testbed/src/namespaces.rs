@@ -96,7 +96,7 @@ pub fn fill(cmd: &str, scenario: &Scenario, step: &Step, name: &str) -> String {
     let names: Vec<String> = step
         .vms
         .iter()
-        .filter(|v| v.kind == VmKind::Namespace)
+        .filter(|v| v.kind.runs_programs())
         .map(|v| format!("--name {}={}", ip_of(scenario, step, &v.name), v.name))
         .collect();
     cmd.replace("{uplink_ip}", &ip_of(scenario, step, &scenario.uplink.name))
@@ -136,23 +136,54 @@ fn to_us(v: f64, unit: &str) -> Option<f64> {
     })
 }
 
-/// iperf3 -J: Mbit/s per interval (at the interval's end) and the receiver's total.
+/// iperf3 -J: Mbit/s per interval (at the interval's end), the receiver's total (when the test
+/// completed), and the longest stall (`iperf3_longest_stall_s`: consecutive intervals that carried under 5% of the
+/// median interval's rate, e.g. while a switch restarts).
 pub fn parse_iperf3(text: &str, vm: &str) -> Vec<Sample> {
     let Ok(doc) = serde_json::from_str::<serde_json::Value>(text) else { return Vec::new() };
-    let mut out: Vec<Sample> = doc["intervals"]
+    let intervals: Vec<(f64, f64, f64)> = doc["intervals"]
         .as_array()
         .into_iter()
         .flatten()
         .filter_map(|i| {
-            Some(sample(i["sum"]["end"].as_f64()?, vm, "iperf3_mbps", i["sum"]["bits_per_second"].as_f64()? / 1e6))
+            let s = &i["sum"];
+            Some((s["start"].as_f64()?, s["end"].as_f64()?, s["bits_per_second"].as_f64()?))
         })
         .collect();
+    let mut out: Vec<Sample> =
+        intervals.iter().map(|&(_, end, bps)| sample(end, vm, "iperf3_mbps", bps / 1e6)).collect();
+    if let Some(&(_, last_end, _)) = intervals.last() {
+        out.push(sample(last_end, vm, "iperf3_longest_stall_s", longest_stall_secs(&intervals)));
+    }
+    // An interrupted client (its peer gone) has no receiver's total.
+    if doc.get("error").is_some() {
+        return out;
+    }
     let end = &doc["end"];
     let total = end["sum_received"]["bits_per_second"].as_f64().or_else(|| end["sum"]["bits_per_second"].as_f64());
     if let (Some(bps), Some(t)) = (total, end["sum_received"]["end"].as_f64().or_else(|| end["sum"]["end"].as_f64())) {
         out.push(sample(t, vm, "iperf3_received_mbps", bps / 1e6));
     }
     out
+}
+
+/// The longest run of consecutive (start, end, bit/s) intervals under 5% of the median rate of
+/// the intervals that carried anything (a stream that stalled for most of its run still has
+/// its normal rate as the reference; one that never carried anything stalled throughout).
+fn longest_stall_secs(intervals: &[(f64, f64, f64)]) -> f64 {
+    let mut rates: Vec<f64> = intervals.iter().map(|i| i.2).filter(|r| *r > 0.0).collect();
+    rates.sort_by(f64::total_cmp);
+    let floor = rates.get(rates.len() / 2).map_or(f64::INFINITY, |median| median * 0.05);
+    let (mut longest, mut since) = (0.0f64, None::<f64>);
+    for &(start, end, bps) in intervals {
+        if bps < floor {
+            let from = *since.get_or_insert(start);
+            longest = longest.max(end - from);
+        } else {
+            since = None;
+        }
+    }
+    longest
 }
 
 /// wrk --latency: requests per second and the latency distribution (microseconds).
@@ -252,8 +283,10 @@ pub fn parse_sockperf(text: &str, vm: &str, t: f64) -> Vec<Sample> {
 pub fn parse_ping(text: &str, vm: &str, t: f64) -> Vec<Sample> {
     let mut out = Vec::new();
     for l in text.lines().map(str::trim) {
-        // "rtt min/avg/max/mdev = 0.045/0.061/0.102/0.012 ms"
-        if let Some((names, values)) = l.strip_prefix("rtt ").and_then(|r| r.split_once(" = ")) {
+        // iputils: "rtt min/avg/max/mdev = 0.045/0.061/0.102/0.012 ms";
+        // busybox (in a guest): "round-trip min/avg/max = 4.048/8.852/18.405 ms".
+        let summary = l.strip_prefix("rtt ").or_else(|| l.strip_prefix("round-trip "));
+        if let Some((names, values)) = summary.and_then(|r| r.split_once(" = ")) {
             let (values, unit) = values.split_once(' ').unwrap_or((values, "ms"));
             for (n, v) in names.split('/').zip(values.split('/')) {
                 if let Some(us) = v.parse::<f64>().ok().and_then(|v| to_us(v, unit)) {
@@ -320,7 +353,17 @@ pub fn parse_flows(text: &str, vm: &str, t: f64) -> Vec<Sample> {
 pub fn parse_output(command: &str, text: &str, vm: &str, t_end: f64) -> Vec<Sample> {
     let last = command.rsplit([';', '&']).next().unwrap_or(command);
     match last.split_whitespace().next().unwrap_or("") {
-        "iperf3" => parse_iperf3(text, vm),
+        // A client that outlived the run (its peer gone) still has its summary counted at
+        // the run's end.
+        "iperf3" => parse_iperf3(text, vm)
+            .into_iter()
+            .map(|mut s| {
+                if s.metric != "iperf3_mbps" {
+                    s.t_secs = s.t_secs.min(t_end);
+                }
+                s
+            })
+            .collect(),
         "ping" => parse_ping(text, vm, t_end),
         "slaswitch-flows" => parse_flows(text, vm, t_end),
         "wrk" => parse_wrk(text, vm, t_end),

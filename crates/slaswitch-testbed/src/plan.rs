@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use slaswitch_traffic::frames::{mac_for, mac_text};
 
-use crate::scenario::{Scenario, Step};
+use crate::scenario::{PortType, Scenario, Step, UplinkKind, VmKind};
 
 /// How an emulated VM (or the sink) reaches the switch.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -16,14 +16,22 @@ pub enum Attach {
     VhostUser(PathBuf),
     /// A kernel interface (veth end or tap) the VM opens with af_packet.
     AfPacket(String),
+    /// A QEMU guest's vhost-user socket; with `guest_serves`, QEMU listens on it.
+    Guest {
+        /// The socket.
+        socket: PathBuf,
+        /// True for a `vhost-user-client` port.
+        guest_serves: bool,
+    },
 }
 
 impl Attach {
-    /// The tenant's `--vm NAME=...` value.
-    pub fn tenant_arg(&self, name: &str) -> String {
+    /// The tenant's `--vm NAME=...` value; none for a QEMU guest (it is no tenant's).
+    pub fn tenant_arg(&self, name: &str) -> Option<String> {
         match self {
-            Attach::VhostUser(p) => format!("{name}={}", p.display()),
-            Attach::AfPacket(iface) => format!("{name}=af_packet:{iface}"),
+            Attach::VhostUser(p) => Some(format!("{name}={}", p.display())),
+            Attach::AfPacket(iface) => Some(format!("{name}=af_packet:{iface}")),
+            Attach::Guest { .. } => None,
         }
     }
 }
@@ -75,6 +83,14 @@ pub fn port_numbers(scenario: &Scenario, step: &Step) -> Vec<(String, u16)> {
         v.push((vm.name.clone(), 2 + i as u16));
     }
     v
+}
+
+/// The port type of `name` (a VM or the uplink) when it is a QEMU guest.
+pub fn guest_port(scenario: &Scenario, step: &Step, name: &str) -> Option<PortType> {
+    if name == scenario.uplink.name {
+        return (scenario.uplink.kind == UplinkKind::Qemu).then_some(scenario.uplink.port);
+    }
+    step.vms.iter().find(|v| v.name == name && v.kind == VmKind::Qemu).map(|v| v.port)
 }
 
 /// A VM's MAC address as text.

@@ -8,7 +8,7 @@ use std::process::Command;
 
 use slaswitch_plot::FONT;
 
-use crate::scenario::{Scenario, SwitchKind, VmKind};
+use crate::scenario::{Scenario, SwitchKind, UplinkKind, VmKind};
 
 /// (a file the package provides, the package).
 fn needs(switch: SwitchKind, scenario: &Scenario) -> Vec<(&'static str, &'static str)> {
@@ -19,13 +19,16 @@ fn needs(switch: SwitchKind, scenario: &Scenario) -> Vec<(&'static str, &'static
         SwitchKind::LinuxTc => v.push(("/usr/sbin/tc", "iproute2")),
         SwitchKind::Vde2 => v.push(("/usr/bin/vde_switch", "vde2")),
     }
-    // The programs of the namespace VMs and of a namespace uplink (servers such as nginx).
+    // The programs of the namespace VMs and of a namespace uplink (servers such as nginx); a
+    // QEMU guest brings its own.
+    let uplink_commands =
+        if scenario.uplink.kind == UplinkKind::Namespace { &scenario.uplink.commands[..] } else { &[] };
     let namespace_commands = scenario
         .vms
         .iter()
         .filter(|vm| vm.kind == VmKind::Namespace)
         .flat_map(|vm| &vm.commands)
-        .chain(&scenario.uplink.commands);
+        .chain(uplink_commands);
     for cmd in namespace_commands {
         for (program, package) in
             [("iperf3", "iperf3"), ("qperf", "qperf"), ("sockperf", "sockperf"), ("nginx", "nginx"), ("wrk", "wrk")]
@@ -34,6 +37,9 @@ fn needs(switch: SwitchKind, scenario: &Scenario) -> Vec<(&'static str, &'static
                 v.push((program, package));
             }
         }
+    }
+    if scenario.uplink.kind == UplinkKind::Qemu || scenario.vms.iter().any(|vm| vm.kind == VmKind::Qemu) {
+        v.push((crate::guest::QEMU, "qemu-system-x86"));
     }
     v
 }
@@ -106,6 +112,9 @@ pub fn check(scenario: &Scenario, switches: &[SwitchKind], tools: &Path) -> anyh
     }
     if !missing.is_empty() {
         apt_install(&missing)?;
+    }
+    if scenario.uplink.kind == UplinkKind::Qemu || scenario.vms.iter().any(|vm| vm.kind == VmKind::Qemu) {
+        crate::guest::image()?;
     }
     Ok(())
 }

@@ -591,7 +591,15 @@ pub fn generate(dir: &Path) -> anyhow::Result<()> {
         let _ = writeln!(md, "{}\n", s.description.trim());
     }
     let pin = &run["pinning"];
+    let guests = s.uplink.kind == crate::scenario::UplinkKind::Qemu
+        || s.vms.iter().any(|v| v.kind == crate::scenario::VmKind::Qemu);
+    let guest_accel = run["runs"][0]["guests"][0]["accel"].as_str().unwrap_or("unknown").to_uppercase();
+    let guest_vms = format!("QEMU guests (Debian 12's kernel, virtio-net over vhost-user; {guest_accel}), the other VMs and the test bed itself");
     let (measured_by, vms) = match s.uplink.kind {
+        _ if guests => (
+            "by the programs in the guests and namespace VMs (iperf3's received rate per second, ping's round trips) and each switch's own counters",
+            guest_vms.as_str(),
+        ),
         crate::scenario::UplinkKind::Namespace => (
             "by the programs in the namespace VMs (iperf3's received rate per second, the latency tools' own figures) and each switch's own counters",
             "the namespace VMs' programs (real kernel TCP) and the test bed itself",
@@ -790,7 +798,7 @@ fn write_per_vm(md: &mut String, s: &Scenario, samples: &[Sample], switches: &[S
         .filter(|x| x.source == "app" && !x.metric.starts_with("iperf3_mbps") && !x.metric.starts_with("rate_"))
         .collect();
     if !apps.is_empty() {
-        let _ = writeln!(md, "## Programs in the namespace VMs\n\nFrom each program's own output (iperf3 -J, wrk --latency, qperf, sockperf, ping, slaswitch-flows).\n\n| switch | step | VM | figure | value |\n|---|---|---|---|---|");
+        let _ = writeln!(md, "## Programs in the VMs (namespaces and guests)\n\nFrom each program's own output (iperf3 -J, wrk --latency, qperf, sockperf, ping, slaswitch-flows).\n\n| switch | step | VM | figure | value |\n|---|---|---|---|---|");
         for a in apps {
             let _ =
                 writeln!(md, "| {} | {} | {} | {} | {} |", a.switch, a.step, a.subject, a.metric, fmt(Some(a.value)));

@@ -13,7 +13,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde_json::{json, Value};
 
 use crate::cleanup;
-use crate::driver::Reading;
+use crate::driver::{Driver, Reading};
+use crate::guest::{Guest, GuestConfig, GuestJob};
 use crate::plan::{phase_with_destination, SwitchPlan};
 use crate::samples::{self, Sample};
 use crate::scenario::{Scenario, Step, SwitchKind, VmKind};
@@ -78,12 +79,12 @@ pub fn tenant_command(
         "--out".into(),
         out.display().to_string(),
     ];
-    for (name, attach) in &p.attach {
+    for arg in p.attach.iter().filter_map(|(name, a)| a.tenant_arg(name)) {
         cmd.push("--vm".into());
-        cmd.push(attach.tenant_arg(name));
+        cmd.push(arg);
     }
     cmd.push("gen".into());
-    if p.attach.iter().any(|(n, _)| *n == scenario.uplink.name) {
+    if p.attach.iter().any(|(n, a)| *n == scenario.uplink.name && a.tenant_arg(n).is_some()) {
         cmd.push("--sink".into());
         cmd.push(scenario.uplink.name.clone());
     }
@@ -96,12 +97,20 @@ pub fn tenant_command(
     cmd
 }
 
-/// A program running in a namespace, its output going to a file.
+/// Where a program runs.
+enum Job {
+    /// A process in a namespace.
+    Process(std::process::Child),
+    /// A command in a QEMU guest.
+    Guest(GuestJob),
+}
+
+/// A program running in a namespace or a guest, its output going to a file.
 struct App {
     vm: String,
     command: String,
     output: PathBuf,
-    child: std::process::Child,
+    job: Job,
     done: bool,
 }
 
@@ -121,23 +130,80 @@ impl App {
             .spawn()
             .map_err(|e| anyhow!("cannot run `{command}` in {ns}: {e}"))?;
         cleanup::process(child.id(), &format!("{vm}: {command}"));
-        Ok(App { vm: vm.into(), command: command.into(), output: output.to_path_buf(), child, done: false })
+        Ok(App {
+            vm: vm.into(),
+            command: command.into(),
+            output: output.to_path_buf(),
+            job: Job::Process(child),
+            done: false,
+        })
+    }
+
+    /// Runs `command` in `guest` (its programs are the guest's own).
+    fn in_guest(guest: &mut Guest, command: &str) -> anyhow::Result<App> {
+        let job = guest.start(command)?;
+        Ok(App {
+            vm: guest.name.clone(),
+            command: command.into(),
+            output: job.output.clone(),
+            job: Job::Guest(job),
+            done: false,
+        })
     }
 
     fn finished(&mut self) -> bool {
         if !self.done {
-            self.done = matches!(self.child.try_wait(), Ok(Some(_)));
+            self.done = match &mut self.job {
+                Job::Process(child) => matches!(child.try_wait(), Ok(Some(_))),
+                Job::Guest(job) => job.finished(),
+            };
         }
         self.done
     }
 
     fn stop(&mut self) {
         if !self.finished() {
-            cleanup::stop_group(self.child.id() as i32, Duration::from_secs(3));
+            match &mut self.job {
+                Job::Process(child) => cleanup::stop_group(child.id() as i32, Duration::from_secs(3)),
+                Job::Guest(job) => job.stop(Duration::from_secs(3)),
+            }
             self.done = true;
         }
     }
 }
+
+/// Boots the step's QEMU guests on the VM core and waits until each one's agent is up; returns
+/// them with what each reported (kernel, offloads).
+fn boot_guests(
+    scenario: &Scenario,
+    step: &Step,
+    p: &SwitchPlan,
+    work: &Path,
+) -> anyhow::Result<(Vec<Guest>, Vec<Value>)> {
+    let mut guests = Vec::new();
+    for (name, attach) in &p.attach {
+        if let crate::plan::Attach::Guest { socket, guest_serves } = attach {
+            guests.push(Guest::boot(&GuestConfig {
+                name: name.clone(),
+                mac: crate::plan::mac_of(name),
+                ip_cidr: format!("{}/24", namespaces::ip_of(scenario, step, name)),
+                vhost_socket: socket.clone(),
+                guest_serves: *guest_serves,
+                core: scenario.host.vm_core,
+                dir: work.join(format!("guest-{name}")),
+            })?);
+        }
+    }
+    let mut info = Vec::new();
+    for g in guests.iter_mut() {
+        let ready = g.wait_ready(GUEST_BOOT_TIMEOUT)?;
+        info.push(json!({"vm": g.name, "accel": g.accel.name(), "ready": ready.trim()}));
+    }
+    Ok((guests, info))
+}
+
+/// How long a guest may take to boot: under TCG, on a core it shares, tens of seconds.
+const GUEST_BOOT_TIMEOUT: Duration = Duration::from_secs(180);
 
 struct StepResult {
     samples: Vec<Sample>,
@@ -161,11 +227,16 @@ fn run_step(
     let p = plan(switch, scenario, step, work, &opts.tools);
     let mut members: Vec<&str> = vec![scenario.uplink.name.as_str()];
     members.extend(step.vms.iter().map(|v| v.name.as_str()));
-    for name in members.into_iter().filter(|n| namespaces::is_namespace(scenario, step, n)) {
-        if !p.namespaces.iter().any(|(n, _)| n == name) {
+    for name in members {
+        if namespaces::is_namespace(scenario, step, name) && !p.namespaces.iter().any(|(n, _)| n == name) {
             return Err(anyhow!(
                 "{switch} cannot attach the namespace VM {name} (the runner plugs only emulated VMs into it)"
             ));
+        }
+        let attached_as_guest =
+            p.attach.iter().any(|(n, a)| n == name && matches!(a, crate::plan::Attach::Guest { .. }));
+        if crate::plan::guest_port(scenario, step, name).is_some() && !attached_as_guest {
+            return Err(anyhow!("{switch} cannot attach the QEMU VM {name} (it has no vhost-user ports)"));
         }
     }
     let result = (|| {
@@ -175,11 +246,13 @@ fn run_step(
         let cmd = tenant_command(scenario, step, &p, &opts.tools, &tenant_out, &format!("{prefix}vm"));
         let log = work.join("tenant.log");
         let names: Vec<String> = p.attach.iter().map(|(n, _)| n.clone()).collect();
-        let (mut apps, servers) = start_apps(scenario, step, &p, work, &opts.tools)?;
-        let mut child = if names.is_empty() { None } else { Some(start_tenant(&cmd, work, &log)?) };
+        let (mut guests, guest_info) = boot_guests(scenario, step, &p, work)?;
+        let (mut apps, servers) = start_apps(scenario, step, &p, work, &opts.tools, &mut guests)?;
+        let emulated = p.attach.iter().any(|(n, a)| a.tenant_arg(n).is_some());
+        let mut child = if emulated { Some(start_tenant(&cmd, work, &log)?) } else { None };
         driver.wait_for_vms(&names, Duration::from_secs(90))?;
         let connected_at = unix_now();
-        let mut pending_changes = p.changes.iter().peekable();
+        let mut events = LiveEvents { changes_done: 0, crash_at: scenario.crash_switch_at_secs, crash: None };
         let mut times: Vec<f64> = Vec::new();
         let mut readings: Vec<Vec<Reading>> = Vec::new();
         let interval = Duration::from_secs_f64(scenario.sample_interval_secs);
@@ -205,16 +278,7 @@ fn run_step(
                     }
                 }
             }
-            // The scenario's live changes, each when its time comes.
-            while let Some((at, commands)) = pending_changes.peek() {
-                if unix_now() - connected_at < *at {
-                    break;
-                }
-                for c in commands {
-                    crate::driver::run(c).map_err(|e| anyhow!("change at {at} s: {e}"))?;
-                }
-                pending_changes.next();
-            }
+            events.make_due(unix_now() - connected_at, driver.as_mut(), &p)?;
             if Instant::now() >= next {
                 times.push(unix_now());
                 let mut reading = driver.sample();
@@ -248,13 +312,44 @@ fn run_step(
         out.extend(samples::from_readings(&rel, &readings, run_label, &step.label));
         // Samples after the VMs stopped say nothing about the scenario.
         out.retain(|s| s.t_secs <= scenario.duration_secs + 0.5);
-        let meta = step_meta(run_label, step, driver.version(), &p, &cmd, &doc, app_outputs);
+        let mut meta = step_meta(run_label, step, driver.version(), &p, &cmd, &doc, app_outputs);
+        meta["guests"] = json!(guest_info);
+        meta["crash"] = json!(events.crash);
         Ok(StepResult { samples: out, meta })
     })();
     // Newest first: the VMs stop before the switch they are attached to.
     cleanup::undo_all();
     driver.stop();
     result
+}
+
+/// What happens to the switch during a run: the scenario's live changes and its crash.
+struct LiveEvents {
+    /// How many of the plan's changes have been made.
+    changes_done: usize,
+    /// When the switch is to crash, until it has.
+    crash_at: Option<f64>,
+    /// The crash, once made: when, and how long the restart took.
+    crash: Option<Value>,
+}
+
+impl LiveEvents {
+    /// Makes every event due `elapsed_secs` into the run.
+    fn make_due(&mut self, elapsed_secs: f64, driver: &mut dyn Driver, p: &SwitchPlan) -> anyhow::Result<()> {
+        if let Some(at) = self.crash_at.filter(|at| elapsed_secs >= *at) {
+            let t = Instant::now();
+            driver.crash_and_restart(p).map_err(|e| anyhow!("crash at {at} s: {e}"))?;
+            self.crash = Some(json!({"at_secs": at, "restarted_in_secs": t.elapsed().as_secs_f64()}));
+            self.crash_at = None;
+        }
+        for (at, commands) in p.changes.iter().skip(self.changes_done).take_while(|(at, _)| elapsed_secs >= *at) {
+            for c in commands {
+                crate::driver::run(c).map_err(|e| anyhow!("change at {at} s: {e}"))?;
+            }
+            self.changes_done += 1;
+        }
+        Ok(())
+    }
 }
 
 /// Starts the emulated VMs (`slaswitch-tenant`) in a process group of their own, registered for
@@ -302,43 +397,36 @@ fn step_meta(
     })
 }
 
-/// Starts the namespace VMs' programs: the uplink's servers first, then the VMs' clients.
-/// Returns them and how many are servers.
+/// Starts the programs of the namespace and QEMU VMs: the uplink's servers first, then the
+/// VMs' clients. Returns them and how many are servers.
 fn start_apps(
     scenario: &Scenario,
     step: &Step,
     p: &SwitchPlan,
     work: &Path,
     tools: &Path,
+    guests: &mut [Guest],
 ) -> anyhow::Result<(Vec<App>, usize)> {
-    // Namespace programs: the uplink's servers first, then the VMs' clients.
     let mut apps: Vec<App> = Vec::new();
-    if let Some((_, ns)) = p.namespaces.iter().find(|(n, _)| *n == scenario.uplink.name) {
-        for (i, c) in scenario.uplink.commands.iter().enumerate() {
-            apps.push(App::start(
-                ns,
-                &namespaces::fill(c, scenario, step, &scenario.uplink.name),
-                &scenario.uplink.name,
-                &work.join(format!("app-{}-{i}.out", scenario.uplink.name)),
-                scenario.host.vm_core,
-                tools,
-            )?);
+    let mut start = |apps: &mut Vec<App>, name: &str, commands: &[String]| -> anyhow::Result<()> {
+        for (i, c) in commands.iter().enumerate() {
+            let command = namespaces::fill(c, scenario, step, name);
+            if let Some(g) = guests.iter_mut().find(|g| g.name == name) {
+                apps.push(App::in_guest(g, &command)?);
+            } else if let Some((_, ns)) = p.namespaces.iter().find(|(n, _)| n == name) {
+                let output = work.join(format!("app-{name}-{i}.out"));
+                apps.push(App::start(ns, &command, name, &output, scenario.host.vm_core, tools)?);
+            }
         }
+        Ok(())
+    };
+    if scenario.uplink.kind.runs_programs() && !scenario.uplink.commands.is_empty() {
+        start(&mut apps, &scenario.uplink.name, &scenario.uplink.commands)?;
         std::thread::sleep(Duration::from_secs(1));
     }
     let servers = apps.len();
-    for vm in step.vms.iter().filter(|v| v.kind == VmKind::Namespace) {
-        let ns = namespaces::ns_name(&vm.name);
-        for (i, c) in vm.commands.iter().enumerate() {
-            apps.push(App::start(
-                &ns,
-                &namespaces::fill(c, scenario, step, &vm.name),
-                &vm.name,
-                &work.join(format!("app-{}-{i}.out", vm.name)),
-                scenario.host.vm_core,
-                tools,
-            )?);
-        }
+    for vm in step.vms.iter().filter(|v| v.kind.runs_programs()) {
+        start(&mut apps, &vm.name, &vm.commands)?;
     }
     Ok((apps, servers))
 }
@@ -403,6 +491,7 @@ fn measure_capacity(
                 k.flows
             )],
             commands: Vec::new(),
+            port: Default::default(),
             qos: Default::default(),
             tenant: None,
         })

@@ -120,6 +120,9 @@ pub struct Scenario {
     /// Settings changed during the run, in time order.
     #[serde(rename = "change", default)]
     pub changes: Vec<Change>,
+    /// Seconds into the run at which the switch's data-plane process is killed with SIGKILL and
+    /// started again at once (as a supervisor would): what a crash costs the VMs.
+    pub crash_switch_at_secs: Option<f64>,
     /// Rates as shares of the PMD core's measured capacity, named for `{NAME.UNIT}` placeholders
     /// (see [`crate::capacity`]).
     #[serde(default)]
@@ -231,6 +234,37 @@ pub enum UplinkKind {
     Null,
     /// A network namespace standing for the remote server, running `commands`.
     Namespace,
+    /// A QEMU guest standing for the remote server (on a vhost-user port), running `commands`.
+    Qemu,
+}
+
+impl UplinkKind {
+    /// True for the kinds that run programs (`commands`).
+    pub fn runs_programs(self) -> bool {
+        matches!(self, UplinkKind::Namespace | UplinkKind::Qemu)
+    }
+}
+
+/// The switch port a QEMU guest attaches to, in OVS's terms: who serves the vhost-user socket
+/// decides what a restart of the switch does to the guest.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PortType {
+    /// The switch serves the socket; QEMU connects and reconnects.
+    #[default]
+    VhostUser,
+    /// QEMU serves the socket; the switch connects (and reconnects after a restart).
+    VhostUserClient,
+}
+
+impl PortType {
+    /// Its name in scenario files and on slaswitch's command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            PortType::VhostUser => "vhost-user",
+            PortType::VhostUserClient => "vhost-user-client",
+        }
+    }
 }
 
 /// Where the VMs' traffic goes.
@@ -252,6 +286,9 @@ pub struct Uplink {
     pub nic_fallback: Option<bool>,
     /// slaswitch: the uplink's link scheduler (fifo, ancs, softbw, pievde, ratelimit; default fifo).
     pub egress_scheduler: Option<String>,
+    /// A QEMU uplink's port type.
+    #[serde(default)]
+    pub port: PortType,
 }
 
 fn default_uplink_name() -> String {
@@ -270,6 +307,7 @@ impl Default for Uplink {
             commands: Vec::new(),
             nic_fallback: None,
             egress_scheduler: None,
+            port: PortType::VhostUser,
         }
     }
 }
@@ -282,6 +320,16 @@ pub enum VmKind {
     Emulated,
     /// A network namespace on a tap port running real programs (iperf3, qperf, wrk, ...).
     Namespace,
+    /// A QEMU guest (Linux's virtio-net, `scripts/guest-image`) on a vhost-user port running
+    /// real programs (iperf3, ping, ethtool).
+    Qemu,
+}
+
+impl VmKind {
+    /// True for the kinds that run programs (`commands`).
+    pub fn runs_programs(self) -> bool {
+        matches!(self, VmKind::Namespace | VmKind::Qemu)
+    }
 }
 
 /// A group of VMs with the same settings (`[[vm]]`).
@@ -299,10 +347,13 @@ pub struct VmSpec {
     /// Phase scripts (see slaswitch-tenant): emulated VMs only.
     #[serde(default)]
     pub phases: Vec<String>,
-    /// Programs to run in the namespace: namespace VMs only. `{uplink_ip}` and `{duration}`
-    /// are filled in.
+    /// Programs to run in the namespace or the guest: namespace and QEMU VMs only.
+    /// `{uplink_ip}` and `{duration}` are filled in.
     #[serde(default)]
     pub commands: Vec<String>,
+    /// A QEMU VM's port type.
+    #[serde(default)]
+    pub port: PortType,
     /// Its QoS settings.
     #[serde(default)]
     pub qos: Qos,
@@ -434,7 +485,7 @@ fn one_weight() -> u32 {
 }
 
 /// Runs the scenario once per value, with the VM group `vm` resized to it, or (`flows =
-/// true`) with `{count}` in its commands replaced by it (e.g. `iperf3 -P {count}`: one VM with
+/// true`) with `{count}` in its commands (and any other group's) replaced by it (e.g. `iperf3 -P {count}`: one VM with
 /// that many flows, seed 003 Fig. 5).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -518,8 +569,10 @@ pub struct Vm {
     pub phases: Vec<Phase>,
     /// The phases as written, for the tenant's command line.
     pub phase_texts: Vec<String>,
-    /// Programs a namespace VM runs.
+    /// Programs a namespace or QEMU VM runs.
     pub commands: Vec<String>,
+    /// A QEMU VM's port type.
+    pub port: PortType,
     /// Its QoS settings.
     pub qos: Qos,
     /// Its tenant.
@@ -717,6 +770,11 @@ fn validate_host(s: &Scenario, c: &Checker) -> Result<(), ScenarioError> {
     if s.switches.is_empty() {
         return Err(c.err(&[Key("switches")], "name at least one switch"));
     }
+    if let Some(at) = s.crash_switch_at_secs.filter(|at| !(*at > 0.0 && *at < s.duration_secs)) {
+        return Err(
+            c.err(&[Key("crash_switch_at_secs")], format!("{at} must be inside the run (0 to {} s)", s.duration_secs))
+        );
+    }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     if s.host.pmd_cores.is_empty() {
         return Err(c.err(&[Key("host"), Key("pmd_cores")], "name at least one PMD core"));
@@ -764,10 +822,14 @@ fn validate_topology(s: &Scenario, c: &Checker) -> Result<(), ScenarioError> {
     if let Some(rate) = &s.uplink.line_rate {
         parse_rate_bps(rate).map_err(|e| c.err(&[Key("uplink"), Key("line_rate")], e.to_string()))?;
     }
-    if s.uplink.kind != UplinkKind::Namespace && !s.uplink.commands.is_empty() {
-        return Err(
-            c.err(&[Key("uplink"), Key("commands")], "only a namespace uplink runs programs (kind = \"namespace\")")
-        );
+    if !s.uplink.kind.runs_programs() && !s.uplink.commands.is_empty() {
+        return Err(c.err(
+            &[Key("uplink"), Key("commands")],
+            "only a namespace or QEMU uplink runs programs (kind = \"namespace\" or \"qemu\")",
+        ));
+    }
+    if s.uplink.kind != UplinkKind::Qemu && s.uplink.port != PortType::VhostUser {
+        return Err(c.err(&[Key("uplink"), Key("port")], "only a QEMU uplink chooses its port (kind = \"qemu\")"));
     }
     if s.vms.is_empty() {
         return Err(c.err(&[], "no [[vm]]: a scenario needs at least one VM"));
@@ -791,9 +853,10 @@ fn validate_topology(s: &Scenario, c: &Checker) -> Result<(), ScenarioError> {
                     return Err(c.err(&at("phases"), "an emulated VM needs at least one phase"));
                 }
                 if !vm.commands.is_empty() {
-                    return Err(
-                        c.err(&at("commands"), "an emulated VM runs phases, not commands (use kind = \"namespace\")")
-                    );
+                    return Err(c.err(
+                        &at("commands"),
+                        "an emulated VM runs phases, not commands (use kind = \"namespace\" or \"qemu\")",
+                    ));
                 }
                 for (j, text) in vm.phases.iter().enumerate() {
                     let p: Phase = text.parse().map_err(|e: slaswitch_traffic::SpecError| {
@@ -813,22 +876,26 @@ fn validate_topology(s: &Scenario, c: &Checker) -> Result<(), ScenarioError> {
                     }
                 }
             }
-            VmKind::Namespace => {
+            VmKind::Namespace | VmKind::Qemu => {
                 if vm.commands.is_empty() {
-                    return Err(c.err(&at("commands"), "a namespace VM needs at least one command"));
+                    return Err(c.err(&at("commands"), "a namespace or QEMU VM needs at least one command"));
                 }
                 if !vm.phases.is_empty() {
-                    return Err(
-                        c.err(&at("phases"), "a namespace VM runs commands, not phases (use kind = \"emulated\")")
-                    );
+                    return Err(c.err(
+                        &at("phases"),
+                        "a namespace or QEMU VM runs commands, not phases (use kind = \"emulated\")",
+                    ));
                 }
-                if s.uplink.kind != UplinkKind::Namespace {
+                if !s.uplink.kind.runs_programs() {
                     return Err(c.err(
                         &at("kind"),
-                        "namespace VMs talk to a namespace uplink: set [uplink] kind = \"namespace\"",
+                        "namespace and QEMU VMs talk to an uplink that runs programs: set [uplink] kind = \"namespace\" or \"qemu\"",
                     ));
                 }
             }
+        }
+        if vm.kind != VmKind::Qemu && vm.port != PortType::VhostUser {
+            return Err(c.err(&at("port"), "only a QEMU VM chooses its port (kind = \"qemu\")"));
         }
         if let Some(t) = &vm.tenant {
             if !s.tenants.iter().any(|x| &x.name == t) {
@@ -1122,7 +1189,7 @@ impl Scenario {
         match self.uplink.kind {
             UplinkKind::Null => ("switch", "rx_"),
             // TCP programs: iperf3's per-second rate.
-            UplinkKind::Namespace => ("app", "iperf3_"),
+            UplinkKind::Namespace | UplinkKind::Qemu => ("app", "iperf3_"),
             UplinkKind::Sink => ("sink", ""),
         }
     }
@@ -1143,7 +1210,9 @@ impl Scenario {
                         Some((sw, n)) if !sw.flows => n,
                         _ => spec.count,
                     };
-                    let commands: Vec<String> = match swept {
+                    // A swept flow count is every group's `{count}` (a sender and the guest
+                    // that later receives the same number of streams).
+                    let commands: Vec<String> = match self.sweep.as_ref().zip(value) {
                         Some((sw, n)) if sw.flows => {
                             spec.commands.iter().map(|c| c.replace("{count}", &n.to_string())).collect()
                         }
@@ -1160,6 +1229,7 @@ impl Scenario {
                             phases: phases.clone(),
                             phase_texts: spec.phases.clone(),
                             commands: commands.clone(),
+                            port: spec.port,
                             qos: spec.qos.clone(),
                             tenant: spec.tenant.clone(),
                         });

@@ -20,8 +20,8 @@ use std::time::Duration;
 use crate::cleanup;
 use crate::driver::{run, run_args, version_of, wait_for_path, wait_until_connected, Driver, Reading};
 use crate::namespaces;
-use crate::plan::{port_numbers, Attach, SwitchPlan};
-use crate::scenario::{Scenario, Step, UplinkKind};
+use crate::plan::{guest_port, port_numbers, Attach, SwitchPlan};
+use crate::scenario::{PortType, Scenario, Step, UplinkKind};
 
 /// Debian's OVS-DPDK daemon.
 pub const VSWITCHD: &str = "/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk";
@@ -38,6 +38,18 @@ fn ofctl(dir: &Path) -> Vec<String> {
         .into_iter()
         .chain(std::iter::once(format!("unix:{}", dir.join("br0.mgmt").display())))
         .collect()
+}
+
+/// Where a VM on a vhost-user port of OVS attaches: OVS serves `DIR/NAME` (dpdkvhostuser), or
+/// a guest serves `DIR/NAME.sock` (dpdkvhostuserclient).
+fn vhost_attach(guest: Option<PortType>, dir: &Path, name: &str) -> Attach {
+    match guest {
+        Some(PortType::VhostUserClient) => {
+            Attach::Guest { socket: dir.join(format!("{name}.sock")), guest_serves: true }
+        }
+        Some(PortType::VhostUser) => Attach::Guest { socket: dir.join(name), guest_serves: false },
+        None => Attach::VhostUser(dir.join(name)),
+    }
 }
 
 /// OVS's bridge, ports, flows and QoS for one step.
@@ -61,6 +73,9 @@ pub fn plan(scenario: &Scenario, step: &Step, dir: &Path) -> SwitchPlan {
                 format!("options:dpdk-devargs=net_af_packet{number},iface={iface},qpairs=1"),
             ]);
             p.namespaces.push((name.clone(), namespaces::ns_name(name)));
+        } else if guest_port(scenario, step, name) == Some(PortType::VhostUserClient) {
+            cmd.push("type=dpdkvhostuserclient".into());
+            cmd.push(format!("options:vhost-server-path={}", dir.join(format!("{name}.sock")).display()));
         } else {
             cmd.push("type=dpdkvhostuser".into());
         }
@@ -73,7 +88,7 @@ pub fn plan(scenario: &Scenario, step: &Step, dir: &Path) -> SwitchPlan {
         }
         p.commands.push(cmd);
         if !null_uplink && !namespace {
-            p.attach.push((name.clone(), Attach::VhostUser(dir.join(name))));
+            p.attach.push((name.clone(), vhost_attach(guest_port(scenario, step, name), dir, name)));
         }
     }
     let mut meters: Vec<String> = Vec::new();
@@ -204,6 +219,34 @@ impl Ovs {
         cleanup::process(child.id(), what);
         Ok(())
     }
+
+    /// Starts ovs-vswitchd on the bridge database. Its handler and revalidator threads stay off
+    /// the PMD cores (as isolcpus would keep them); the PMD threads set their own affinity from
+    /// pmd-cpu-mask.
+    fn start_vswitchd(&mut self) -> anyhow::Result<()> {
+        let d = self.dir.clone();
+        self.daemon(
+            "taskset",
+            &[
+                "-c".into(),
+                self.lcore.to_string(),
+                VSWITCHD.into(),
+                format!("unix:{}", d.join("db.sock").display()),
+                format!("--pidfile={}", d.join("ovs-vswitchd.pid").display()),
+                format!("--unixctl={}", d.join("ovs-vswitchd.ctl").display()),
+                format!("--log-file={}", d.join("ovs-vswitchd.log").display()),
+            ],
+            "ovs-vswitchd",
+        )?;
+        self.started = true;
+        wait_for_path(
+            &d.join("ovs-vswitchd.ctl"),
+            Duration::from_secs(60),
+            "ovs-vswitchd",
+            &d.join("ovs-vswitchd.log"),
+        )?;
+        Ok(())
+    }
 }
 
 fn mask(cores: &[usize]) -> String {
@@ -287,7 +330,7 @@ pub fn parse_rxq_usage(text: &str) -> Vec<(String, f64)> {
 
 impl Driver for Ovs {
     fn start(&mut self) -> anyhow::Result<()> {
-        let d = &self.dir;
+        let d = &self.dir.clone();
         cleanup::undo(&["pkill", "-f", &format!("--file-prefix {}", self.file_prefix)]);
         run_args(&["ovsdb-tool", "create", &d.join("conf.db").display().to_string(), SCHEMA])?;
         self.daemon(
@@ -322,28 +365,7 @@ impl Driver for Ovs {
             ),
         ]);
         run(&cfg)?;
-        // Its handler and revalidator threads stay off the PMD cores (as isolcpus would keep
-        // them); the PMD threads set their own affinity from pmd-cpu-mask.
-        self.daemon(
-            "taskset",
-            &[
-                "-c".into(),
-                self.lcore.to_string(),
-                VSWITCHD.into(),
-                format!("unix:{}", d.join("db.sock").display()),
-                format!("--pidfile={}", d.join("ovs-vswitchd.pid").display()),
-                format!("--unixctl={}", d.join("ovs-vswitchd.ctl").display()),
-                format!("--log-file={}", d.join("ovs-vswitchd.log").display()),
-            ],
-            "ovs-vswitchd",
-        )?;
-        self.started = true;
-        wait_for_path(
-            &d.join("ovs-vswitchd.ctl"),
-            Duration::from_secs(60),
-            "ovs-vswitchd",
-            &d.join("ovs-vswitchd.log"),
-        )?;
+        self.start_vswitchd()?;
         let mut br = vsctl(d);
         br.extend(
             ["add-br", "br0", "--", "set", "bridge", "br0", "datapath_type=netdev"].iter().map(|s| s.to_string()),
@@ -402,6 +424,32 @@ impl Driver for Ovs {
             }
         }
         out
+    }
+
+    /// ovsdb-server keeps the bridge and its ports; OpenFlow rules and meters live only in
+    /// ovs-vswitchd, so they are added again from the plan, as `ovs-save` and a restart script
+    /// do in production.
+    fn crash_and_restart(&mut self, plan: &SwitchPlan) -> anyhow::Result<()> {
+        let pidfile = self.dir.join("ovs-vswitchd.pid");
+        let pid = std::fs::read_to_string(&pidfile).ok().and_then(|s| s.trim().parse::<i32>().ok());
+        let pid = pid.ok_or_else(|| anyhow!("ovs-vswitchd has no pid file in {}", self.dir.display()))?;
+        // SAFETY: a signal to the process group we created.
+        unsafe { libc::kill(-pid, libc::SIGKILL) };
+        cleanup::stop_group(pid, Duration::from_secs(5));
+        let _ = std::fs::remove_file(&pidfile);
+        let _ = std::fs::remove_file(self.dir.join("ovs-vswitchd.ctl"));
+        self.start_vswitchd()?;
+        // The bridge's management socket appears once ovs-vswitchd has read the database.
+        for cmd in plan.commands.iter().filter(|c| c.first().is_some_and(|p| p == "ovs-ofctl")) {
+            let t = std::time::Instant::now();
+            while let Err(e) = run(cmd) {
+                if t.elapsed() > Duration::from_secs(20) {
+                    return Err(e);
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        Ok(())
     }
 
     fn stop(&mut self) {

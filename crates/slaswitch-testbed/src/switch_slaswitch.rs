@@ -13,8 +13,8 @@ use slaswitch_classifier::security_group::security_group_rules;
 use crate::cleanup;
 use crate::driver::{on_every_core, run, version_of, wait_for_path, wait_until_connected, Driver, Reading};
 use crate::namespaces;
-use crate::plan::{port_numbers, Attach, SwitchPlan};
-use crate::scenario::{Change, Qos, Scenario, Step, UplinkKind};
+use crate::plan::{guest_port, port_numbers, Attach, SwitchPlan};
+use crate::scenario::{Change, PortType, Qos, Scenario, Step, UplinkKind};
 
 /// The flow table, the same on every OpenFlow switch: one rule per VM on its input port (so
 /// the switch counts each VM's forwarded traffic the same way), then either the
@@ -63,12 +63,14 @@ pub fn plan(scenario: &Scenario, step: &Step, dir: &Path, tools: &Path) -> Switc
     for (name, number) in port_numbers(scenario, step) {
         let null_uplink = name == scenario.uplink.name && scenario.uplink.kind == UplinkKind::Null;
         let namespace = namespaces::is_namespace(scenario, step, &name);
+        let guest = guest_port(scenario, step, &name);
+        let vhost_socket = dir.join(format!("{name}.sock"));
         let kind = if null_uplink {
             "null"
         } else if namespace {
             "af-packet"
         } else {
-            "vhost-user"
+            guest.unwrap_or_default().name()
         };
         let mut cmd = vec![
             cli.clone(),
@@ -83,6 +85,9 @@ pub fn plan(scenario: &Scenario, step: &Step, dir: &Path, tools: &Path) -> Switc
             let iface = namespaces::add_namespace(&mut p, &name, &namespaces::ip_of(scenario, step, &name));
             cmd.push(format!("iface={iface}"));
             p.namespaces.push((name.clone(), namespaces::ns_name(&name)));
+        }
+        if guest == Some(PortType::VhostUserClient) {
+            cmd.push(format!("path={}", vhost_socket.display()));
         }
         if let Some(vm) = step.vms.iter().find(|v| v.name == name) {
             cmd.extend(vm_options(&vm.qos));
@@ -105,8 +110,11 @@ pub fn plan(scenario: &Scenario, step: &Step, dir: &Path, tools: &Path) -> Switc
             }
         }
         p.commands.push(cmd);
-        if !null_uplink && !namespace {
-            p.attach.push((name.clone(), Attach::VhostUser(dir.join(format!("{name}.sock")))));
+        if let Some(port) = guest {
+            let guest_serves = port == PortType::VhostUserClient;
+            p.attach.push((name.clone(), Attach::Guest { socket: vhost_socket, guest_serves }));
+        } else if !null_uplink && !namespace {
+            p.attach.push((name.clone(), Attach::VhostUser(vhost_socket)));
         }
     }
     let flows_file = dir.join("flows.txt");
@@ -301,6 +309,17 @@ impl Driver for Slaswitch {
             }
         }
         out
+    }
+
+    /// slaswitchd keeps its ports and rules in its database (`--db`): it restores them itself.
+    fn crash_and_restart(&mut self, _plan: &SwitchPlan) -> anyhow::Result<()> {
+        if let Some(mut child) = self.child.take() {
+            // SAFETY: a signal to the process group we created.
+            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+            let _ = child.wait();
+        }
+        let _ = std::fs::remove_file(self.dir.join("slaswitchd.ctl"));
+        self.start()
     }
 
     fn stop(&mut self) {

@@ -93,10 +93,54 @@ fn iperf3_json_per_interval_and_total() {
     let v: Vec<(f64, &str, f64)> = s.iter().map(|x| (x.t_secs, x.metric.as_str(), x.value)).collect();
     assert_eq!(
         v,
-        vec![(1.0001, "iperf3_mbps", 2000.0), (2.0, "iperf3_mbps", 1500.0), (2.0, "iperf3_received_mbps", 1750.0)]
+        vec![
+            (1.0001, "iperf3_mbps", 2000.0),
+            (2.0, "iperf3_mbps", 1500.0),
+            (2.0, "iperf3_longest_stall_s", 0.0),
+            (2.0, "iperf3_received_mbps", 1750.0)
+        ]
     );
     assert!(s.iter().all(|x| x.source == "app" && x.subject == "vm1"));
     assert!(parse_iperf3("iperf3: error - unable to connect", "vm1").is_empty());
+}
+
+#[test]
+fn iperf3_longest_stall_is_the_longest_run_of_near_empty_intervals() {
+    // 0.1-s intervals at 100 Mbit/s, one empty interval, then a 0.3-s outage with a trickle.
+    let rates = [100e6, 100e6, 0.0, 100e6, 1e6, 0.0, 2e6, 100e6, 100e6, 100e6];
+    let intervals: Vec<String> = rates
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            format!(
+                r#"{{"sum": {{"start": {}, "end": {}, "bits_per_second": {r}}}}}"#,
+                i as f64 / 10.0,
+                (i + 1) as f64 / 10.0
+            )
+        })
+        .collect();
+    let text = format!(r#"{{"intervals": [{}], "end": {{}}}}"#, intervals.join(","));
+    let s = parse_iperf3(&text, "vm1");
+    let stall = s.iter().find(|x| x.metric == "iperf3_longest_stall_s").expect("a stall figure");
+    assert!((stall.value - 0.3).abs() < 1e-9, "{}", stall.value);
+
+    // Stalled for most of the run, and interrupted: the stall is measured against the rate it
+    // had, and no receiver's total is made up.
+    let rates = [100e6, 100e6, 100e6, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0];
+    let intervals: Vec<String> = rates
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            format!(r#"{{"sum": {{"start": {}, "end": {}, "bits_per_second": {r}}}}}"#, i as f64, (i + 1) as f64)
+        })
+        .collect();
+    let text = format!(
+        r#"{{"intervals": [{}], "end": {{"sum_received": {{"end": 10, "bits_per_second": 0}}}}, "error": "interrupt - the client has terminated"}}"#,
+        intervals.join(",")
+    );
+    let s = parse_iperf3(&text, "vm1");
+    assert_eq!(s.iter().find(|x| x.metric == "iperf3_longest_stall_s").map(|x| x.value), Some(7.0));
+    assert!(!s.iter().any(|x| x.metric == "iperf3_received_mbps"));
 }
 
 #[test]
@@ -154,6 +198,21 @@ rtt min/avg/max/mdev = 0.045/0.061/0.102/0.012 ms";
     assert_eq!(get("ping_rtt_max_us"), Some(102.0));
     assert_eq!(get("ping_loss_pct"), Some(0.2));
     assert_eq!(s.len(), 5);
+}
+
+#[test]
+fn busybox_ping_summary_from_a_guest() {
+    let text = "PING 10.77.0.1 (10.77.0.1): 56 data bytes
+
+--- 10.77.0.1 ping statistics ---
+20 packets transmitted, 19 packets received, 5% packet loss
+round-trip min/avg/max = 1.359/3.428/30.742 ms";
+    let s = parse_output("ping -q -i 0.2 -c 20 10.77.0.1", text, "vm1", 4.0);
+    let get = |m: &str| s.iter().find(|x| x.metric == m).map(|x| x.value);
+    assert_eq!(get("ping_rtt_min_us"), Some(1359.0));
+    assert_eq!(get("ping_rtt_avg_us"), Some(3428.0));
+    assert_eq!(get("ping_loss_pct"), Some(5.0));
+    assert_eq!(s.len(), 4);
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! Scenario files: what parses, what is refused (with the line and the field), and how counts
 //! and sweeps expand.
 
-use slaswitch_testbed::scenario::{parse, SwitchKind, UplinkKind};
+use slaswitch_testbed::scenario::{parse, PortType, SwitchKind, UplinkKind};
 
 const GOOD: &str = r#"
 title = "two VMs"
@@ -134,7 +134,33 @@ fn namespace_vms_need_commands_and_a_namespace_uplink() {
     );
     let (_, field, message) = error(&text);
     assert_eq!(field, "vm[1].kind");
-    assert!(message.contains("namespace uplink"), "{message}");
+    assert!(message.contains("[uplink] kind = \"namespace\" or \"qemu\""), "{message}");
+}
+
+#[test]
+fn qemu_guests_run_commands_and_choose_their_port_type() {
+    let guests = "duration_secs = 20\ncrash_switch_at_secs = 5\n[uplink]\nname = \"srv\"\nkind = \"qemu\"\nport = \"vhost-user-client\"\ncommands = [\"iperf3 -s\"]\n[[vm]]\nname = \"g\"\nkind = \"qemu\"\nport = \"vhost-user-client\"\ncommands = [\"iperf3 -c {uplink_ip}\"]\n";
+    let text = format!("title = \"t\"\n{guests}");
+    let s = parse("g.toml", &text).expect("parses");
+    assert_eq!(s.uplink.port, PortType::VhostUserClient);
+    assert_eq!(s.crash_switch_at_secs, Some(5.0));
+    let step = &s.steps()[0];
+    assert_eq!(step.vms[0].port, PortType::VhostUserClient);
+
+    let (_, field, message) = error(&text.replace("crash_switch_at_secs = 5", "crash_switch_at_secs = 20"));
+    assert_eq!(field, "crash_switch_at_secs");
+    assert!(message.contains("inside the run"), "{message}");
+    let emulated = text.replace(
+        "kind = \"qemu\"\nport = \"vhost-user-client\"\ncommands = [\"iperf3 -c {uplink_ip}\"]",
+        "port = \"vhost-user-client\"\nphases = [\"size=64,rate=1kpps\"]",
+    );
+    let (_, field, message) = error(&emulated);
+    assert_eq!(field, "vm[0].port");
+    assert!(message.contains("only a QEMU VM"), "{message}");
+    let bad = text.replacen("port = \"vhost-user-client\"", "port = \"tap\"", 1);
+    let (line, _, message) = error(&bad);
+    assert_eq!(line, Some(line_of(&bad, "port = \"tap\"")));
+    assert!(message.contains("`tap`") && message.contains("`vhost-user-client`"), "{message}");
 }
 
 #[test]

@@ -252,3 +252,45 @@ fn link_schedulers_tenants_and_live_changes_translate() {
     let vde = plan(SwitchKind::Vde2, &s, &steps[0], Path::new("/run/x"), Path::new("/opt/bin"));
     assert!(vde.unsupported.iter().any(|u| u.contains("change at 10 s")), "{:?}", vde.unsupported);
 }
+
+#[test]
+fn qemu_guests_get_vhost_user_ports_of_the_mode_asked_on_both_switches() {
+    let text = r#"
+title = "guests"
+duration_secs = 10
+[uplink]
+name = "srv"
+kind = "qemu"
+commands = ["iperf3 -s"]
+[[vm]]
+name = "g"
+kind = "qemu"
+port = "vhost-user-client"
+commands = ["iperf3 -c {uplink_ip}"]
+"#;
+    let s = parse("g.toml", text).expect("parses");
+    let st = s.steps().remove(0);
+    let dir = Path::new("/run/x");
+    let p = plan(SwitchKind::Slaswitch, &s, &st, dir, Path::new("/opt/bin"));
+    let cmds: Vec<String> = p.commands.iter().map(|c| c.join(" ")).collect();
+    assert!(cmds.iter().any(|c| c.contains("add-port srv vhost-user ofport_request=1")), "{cmds:?}");
+    assert!(
+        cmds.iter().any(|c| c.contains("add-port g vhost-user-client ofport_request=2 path=/run/x/g.sock")),
+        "{cmds:?}"
+    );
+    let guest = |p: &slaswitch_testbed::plan::SwitchPlan, name: &str| {
+        p.attach.iter().find(|(n, _)| n == name).map(|(_, a)| a.clone()).expect("attached")
+    };
+    assert_eq!(guest(&p, "g"), Attach::Guest { socket: dir.join("g.sock"), guest_serves: true });
+    assert_eq!(guest(&p, "srv"), Attach::Guest { socket: dir.join("srv.sock"), guest_serves: false });
+    // No emulated VM: the guests are not the tenant's.
+    assert!(p.attach.iter().all(|(n, a)| a.tenant_arg(n).is_none()));
+
+    let p = plan(SwitchKind::OvsDpdk, &s, &st, dir, Path::new("/opt/bin"));
+    let cmds: Vec<String> = p.commands.iter().map(|c| c.join(" ")).collect();
+    assert!(
+        cmds.iter().any(|c| c.contains("type=dpdkvhostuserclient options:vhost-server-path=/run/x/g.sock")),
+        "{cmds:?}"
+    );
+    assert_eq!(guest(&p, "srv"), Attach::Guest { socket: dir.join("srv"), guest_serves: false });
+}

@@ -26,6 +26,8 @@ pub enum Component {
     Etcd,
     /// PostgreSQL's server binaries (`/usr/lib/postgresql/*/bin`).
     Postgres,
+    /// QEMU (`qemu-system-x86_64`), for real guests.
+    Qemu,
 }
 
 impl Component {
@@ -40,6 +42,7 @@ impl Component {
             Component::Qperf => "qperf",
             Component::Etcd => "etcd",
             Component::Postgres => "PostgreSQL",
+            Component::Qemu => "QEMU",
         }
     }
 
@@ -54,6 +57,7 @@ impl Component {
             Component::Qperf => "scripts/install-deps --link installs qperf",
             Component::Etcd => "scripts/install-deps installs etcd-server",
             Component::Postgres => "scripts/install-deps installs postgresql",
+            Component::Qemu => "scripts/install-deps --guests installs qemu-system-x86",
         }
     }
 
@@ -68,6 +72,7 @@ impl Component {
             Component::Qperf => on_path("qperf"),
             Component::Etcd => succeeds("etcd", &["--version"]),
             Component::Postgres => postgres_bin().is_some(),
+            Component::Qemu => on_path("qemu-system-x86_64"),
         }
     }
 }
