@@ -64,13 +64,7 @@ pub trait Driver {
             crate::cleanup::process(child.id(), &cmd[0]);
         }
         for cmd in &plan.after_daemons {
-            let t = std::time::Instant::now();
-            while let Err(e) = run(cmd) {
-                if t.elapsed() > Duration::from_secs(10) {
-                    return Err(e);
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
+            run_until_it_succeeds(cmd, Duration::from_secs(10))?;
         }
         Ok(())
     }
@@ -96,6 +90,19 @@ pub trait Driver {
 
     /// The switch's name and version, for the report.
     fn version(&self) -> String;
+}
+
+/// Runs a command again and again until it succeeds (what it needs appears), for at most
+/// `timeout`; then its last failure is the error.
+pub fn run_until_it_succeeds(cmd: &[String], timeout: Duration) -> anyhow::Result<String> {
+    let t = Instant::now();
+    loop {
+        match run(cmd) {
+            Ok(out) => return Ok(out),
+            Err(e) if t.elapsed() > timeout => return Err(e),
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
 }
 
 /// Runs a command; its failure is an error naming the command and its output.

@@ -149,6 +149,8 @@ pub struct Variant {
     pub nic_fallback: Option<bool>,
     /// The uplink's link scheduler (slaswitch): fifo, ancs, softbw, pievde or ratelimit.
     pub egress_scheduler: Option<String>,
+    /// OVS-DPDK's userspace TSO in this variant (see [`Host::ovs_userspace_tso`]).
+    pub ovs_userspace_tso: Option<bool>,
 }
 
 /// A setting changed while the run goes on (`[[change]]`): at `at_secs`, the VM (or every VM
@@ -189,6 +191,10 @@ pub struct Host {
     /// --c2tb-bucket-us`); the daemon's default when absent.
     #[serde(default)]
     pub c2tb_bucket_us: Option<u64>,
+    /// OVS-DPDK's `userspace-tso-enable`: its vhost-user ports offer guests TCP segmentation
+    /// offload and segment in software where a port cannot take it.
+    #[serde(default)]
+    pub ovs_userspace_tso: bool,
 }
 
 fn default_pmd_cores() -> Vec<usize> {
@@ -203,7 +209,13 @@ fn default_ring() -> u32 {
 
 impl Default for Host {
     fn default() -> Self {
-        Host { pmd_cores: default_pmd_cores(), vm_core: default_vm_core(), ring: default_ring(), c2tb_bucket_us: None }
+        Host {
+            pmd_cores: default_pmd_cores(),
+            vm_core: default_vm_core(),
+            ring: default_ring(),
+            c2tb_bucket_us: None,
+            ovs_userspace_tso: false,
+        }
     }
 }
 
@@ -931,6 +943,12 @@ fn validate_runs(s: &Scenario, c: &Checker) -> Result<(), ScenarioError> {
     }
     for (i, v) in s.variants.iter().enumerate() {
         check_scheduler(v.egress_scheduler.as_deref(), c, &[Key("variant"), Index(i), Key("egress_scheduler")])?;
+        if v.ovs_userspace_tso.is_some() && v.switch != SwitchKind::OvsDpdk {
+            return Err(c.err(
+                &[Key("variant"), Index(i), Key("ovs_userspace_tso")],
+                format!("an OVS-DPDK setting, and this variant runs on {}", v.switch.name()),
+            ));
+        }
     }
     check_scheduler(s.uplink.egress_scheduler.as_deref(), c, &[Key("uplink"), Key("egress_scheduler")])?;
     let mut last_change = 0.0;
@@ -1178,6 +1196,9 @@ impl Scenario {
                 }
                 if v.egress_scheduler.is_some() {
                     s.uplink.egress_scheduler = v.egress_scheduler.clone();
+                }
+                if let Some(on) = v.ovs_userspace_tso {
+                    s.host.ovs_userspace_tso = on;
                 }
                 RunConfig { label: format!("{}/{}", v.switch.name(), v.name), switch: v.switch, scenario: s }
             })

@@ -18,7 +18,9 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::cleanup;
-use crate::driver::{run, run_args, version_of, wait_for_path, wait_until_connected, Driver, Reading};
+use crate::driver::{
+    run, run_args, run_until_it_succeeds, version_of, wait_for_path, wait_until_connected, Driver, Reading,
+};
 use crate::namespaces;
 use crate::plan::{guest_port, port_numbers, Attach, SwitchPlan};
 use crate::scenario::{PortType, Scenario, Step, UplinkKind};
@@ -181,6 +183,8 @@ pub struct Ovs {
     pub ports: Vec<(String, u16)>,
     /// The uplink is a null device (created at EAL start).
     pub null_uplink: bool,
+    /// `userspace-tso-enable`.
+    pub userspace_tso: bool,
     started: bool,
 }
 
@@ -194,6 +198,7 @@ impl Ovs {
             file_prefix: file_prefix.into(),
             ports: port_numbers(scenario, step),
             null_uplink: scenario.uplink.kind == UplinkKind::Null,
+            userspace_tso: scenario.host.ovs_userspace_tso,
             started: false,
         }
     }
@@ -358,6 +363,7 @@ impl Driver for Ovs {
             format!("other_config:pmd-cpu-mask={}", mask(&self.pmd_cores)),
             format!("other_config:dpdk-lcore-mask={}", mask(&[self.lcore])),
             "other_config:dpdk-socket-mem=1024".into(),
+            format!("other_config:userspace-tso-enable={}", self.userspace_tso),
             format!(
                 "other_config:dpdk-extra=--no-pci --file-prefix {} --single-file-segments{}",
                 self.file_prefix,
@@ -441,13 +447,7 @@ impl Driver for Ovs {
         self.start_vswitchd()?;
         // The bridge's management socket appears once ovs-vswitchd has read the database.
         for cmd in plan.commands.iter().filter(|c| c.first().is_some_and(|p| p == "ovs-ofctl")) {
-            let t = std::time::Instant::now();
-            while let Err(e) = run(cmd) {
-                if t.elapsed() > Duration::from_secs(20) {
-                    return Err(e);
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
+            run_until_it_succeeds(cmd, Duration::from_secs(20))?;
         }
         Ok(())
     }

@@ -104,22 +104,20 @@ fn iperf3_json_per_interval_and_total() {
     assert!(parse_iperf3("iperf3: error - unable to connect", "vm1").is_empty());
 }
 
+/// iperf3's `intervals` entries for back-to-back intervals of `secs` at `rates` (bit/s).
+fn iperf3_intervals(rates: &[f64], secs: f64) -> String {
+    let one = |i: usize, r: f64| {
+        let (start, end) = (i as f64 * secs, (i + 1) as f64 * secs);
+        format!(r#"{{"sum": {{"start": {start}, "end": {end}, "bits_per_second": {r}}}}}"#)
+    };
+    rates.iter().enumerate().map(|(i, r)| one(i, *r)).collect::<Vec<_>>().join(",")
+}
+
 #[test]
 fn iperf3_longest_stall_is_the_longest_run_of_near_empty_intervals() {
     // 0.1-s intervals at 100 Mbit/s, one empty interval, then a 0.3-s outage with a trickle.
     let rates = [100e6, 100e6, 0.0, 100e6, 1e6, 0.0, 2e6, 100e6, 100e6, 100e6];
-    let intervals: Vec<String> = rates
-        .iter()
-        .enumerate()
-        .map(|(i, r)| {
-            format!(
-                r#"{{"sum": {{"start": {}, "end": {}, "bits_per_second": {r}}}}}"#,
-                i as f64 / 10.0,
-                (i + 1) as f64 / 10.0
-            )
-        })
-        .collect();
-    let text = format!(r#"{{"intervals": [{}], "end": {{}}}}"#, intervals.join(","));
+    let text = format!(r#"{{"intervals": [{}], "end": {{}}}}"#, iperf3_intervals(&rates, 0.1));
     let s = parse_iperf3(&text, "vm1");
     let stall = s.iter().find(|x| x.metric == "iperf3_longest_stall_s").expect("a stall figure");
     assert!((stall.value - 0.3).abs() < 1e-9, "{}", stall.value);
@@ -127,16 +125,9 @@ fn iperf3_longest_stall_is_the_longest_run_of_near_empty_intervals() {
     // Stalled for most of the run, and interrupted: the stall is measured against the rate it
     // had, and no receiver's total is made up.
     let rates = [100e6, 100e6, 100e6, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0];
-    let intervals: Vec<String> = rates
-        .iter()
-        .enumerate()
-        .map(|(i, r)| {
-            format!(r#"{{"sum": {{"start": {}, "end": {}, "bits_per_second": {r}}}}}"#, i as f64, (i + 1) as f64)
-        })
-        .collect();
     let text = format!(
         r#"{{"intervals": [{}], "end": {{"sum_received": {{"end": 10, "bits_per_second": 0}}}}, "error": "interrupt - the client has terminated"}}"#,
-        intervals.join(",")
+        iperf3_intervals(&rates, 1.0)
     );
     let s = parse_iperf3(&text, "vm1");
     assert_eq!(s.iter().find(|x| x.metric == "iperf3_longest_stall_s").map(|x| x.value), Some(7.0));

@@ -164,6 +164,20 @@ fn qemu_guests_run_commands_and_choose_their_port_type() {
 }
 
 #[test]
+fn userspace_tso_is_an_ovs_variant_setting() {
+    let base = GOOD.replace(
+        "[[headline]]",
+        "[[variant]]\nname = \"tso\"\nswitch = \"ovs-dpdk\"\novs_userspace_tso = true\n[[headline]]",
+    );
+    let s = parse("ok.toml", &base).expect("parses");
+    let configs = s.run_configs(&[SwitchKind::OvsDpdk]);
+    assert!(configs[0].scenario.host.ovs_userspace_tso);
+    let (_, field, message) = error(&base.replace("switch = \"ovs-dpdk\"", "switch = \"slaswitch\""));
+    assert_eq!(field, "variant[0].ovs_userspace_tso");
+    assert!(message.contains("runs on slaswitch"), "{message}");
+}
+
+#[test]
 fn a_syntax_error_names_its_line() {
     let text = GOOD.replace("duration_secs = 20", "duration_secs = = 20");
     let (line, _, _) = error(&text);
