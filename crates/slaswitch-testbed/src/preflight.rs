@@ -38,7 +38,7 @@ fn needs(switch: SwitchKind, scenario: &Scenario) -> Vec<(&'static str, &'static
             }
         }
     }
-    if scenario.uplink.kind == UplinkKind::Qemu || scenario.vms.iter().any(|vm| vm.kind == VmKind::Qemu) {
+    if scenario.has_qemu_guests() {
         v.push((crate::guest::QEMU, "qemu-system-x86"));
     }
     v
@@ -113,7 +113,7 @@ pub fn check(scenario: &Scenario, switches: &[SwitchKind], tools: &Path) -> anyh
     if !missing.is_empty() {
         apt_install(&missing)?;
     }
-    if scenario.uplink.kind == UplinkKind::Qemu || scenario.vms.iter().any(|vm| vm.kind == VmKind::Qemu) {
+    if scenario.has_qemu_guests() {
         crate::guest::image()?;
     }
     Ok(())

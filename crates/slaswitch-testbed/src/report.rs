@@ -591,8 +591,7 @@ pub fn generate(dir: &Path) -> anyhow::Result<()> {
         let _ = writeln!(md, "{}\n", s.description.trim());
     }
     let pin = &run["pinning"];
-    let guests = s.uplink.kind == crate::scenario::UplinkKind::Qemu
-        || s.vms.iter().any(|v| v.kind == crate::scenario::VmKind::Qemu);
+    let guests = s.has_qemu_guests();
     let guest_accel = run["runs"][0]["guests"][0]["accel"].as_str().unwrap_or("unknown").to_uppercase();
     let guest_vms = format!("QEMU guests (Debian 12's kernel, virtio-net over vhost-user; {guest_accel}), the other VMs and the test bed itself");
     let (measured_by, vms) = match s.uplink.kind {

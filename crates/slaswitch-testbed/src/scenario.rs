@@ -1205,6 +1205,11 @@ impl Scenario {
             .collect()
     }
 
+    /// True when a VM or the uplink is a QEMU guest.
+    pub fn has_qemu_guests(&self) -> bool {
+        self.uplink.kind == UplinkKind::Qemu || self.vms.iter().any(|vm| vm.kind == VmKind::Qemu)
+    }
+
     /// Where a VM's received traffic is measured: (source, metric prefix) of the samples.
     pub fn received_source(&self) -> (&'static str, &'static str) {
         match self.uplink.kind {
