@@ -38,6 +38,8 @@ fn main() {
     build.compile("slaswitch_dpdk_shim");
     // rte_vdev_init lives in the vdev bus driver, which pkg-config does not list.
     println!("cargo:rustc-link-lib=rte_bus_vdev");
+    // The vhost port's own API (its guest's negotiated features) is not listed either.
+    println!("cargo:rustc-link-lib=rte_net_vhost");
     for flag in pkg_config(&["--libs"]).split_whitespace() {
         if let Some(lib) = flag.strip_prefix("-l") {
             println!("cargo:rustc-link-lib={lib}");

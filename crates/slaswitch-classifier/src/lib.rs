@@ -27,6 +27,6 @@ pub use emc::ExactMatchCache;
 pub use flow_key::FlowKey;
 pub use mac_learning::MacTable;
 pub use megaflow::MegaflowCache;
-pub use parse::{check_frame, parse_frame, ParseError};
+pub use parse::{check_frame, check_head, parse_frame, parse_head, ParseError};
 pub use rule::{Action, Match, Rule, RuleError};
 pub use tss::{Classifier, RuleId};

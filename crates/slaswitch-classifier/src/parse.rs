@@ -144,9 +144,16 @@ impl Fields for () {
 /// Parses `frame`, received on `in_port`, into a flow key.
 #[inline]
 pub fn parse_frame(frame: &[u8], in_port: u16) -> Result<FlowKey, ParseError> {
+    parse_head(frame, frame.len(), in_port)
+}
+
+/// Parses a frame of `frame_len` bytes whose first bytes are `head` (the first buffer of a
+/// chained one: its headers are there, the rest of its payload in the next buffers).
+#[inline]
+pub fn parse_head(head: &[u8], frame_len: usize, in_port: u16) -> Result<FlowKey, ParseError> {
     let mut key = FlowKey::ZERO;
     key.set_in_port(in_port);
-    parse_into(frame, &mut key)?;
+    parse_into(head, frame_len, &mut key)?;
     Ok(key)
 }
 
@@ -154,11 +161,18 @@ pub fn parse_frame(frame: &[u8], in_port: u16) -> Result<FlowKey, ParseError> {
 /// a key (rules that look at the input port alone need none).
 #[inline]
 pub fn check_frame(frame: &[u8]) -> Result<(), ParseError> {
-    parse_into(frame, &mut ())
+    check_head(frame, frame.len())
 }
 
+/// [`check_frame`] for a frame of `frame_len` bytes whose first bytes are `head`.
 #[inline]
-fn parse_into<K: Fields>(frame: &[u8], key: &mut K) -> Result<(), ParseError> {
+pub fn check_head(head: &[u8], frame_len: usize) -> Result<(), ParseError> {
+    parse_into(head, frame_len, &mut ())
+}
+
+/// Parses `frame` (the first bytes of a frame of `frame_len` bytes; headers must be in them).
+#[inline]
+fn parse_into<K: Fields>(frame: &[u8], frame_len: usize, key: &mut K) -> Result<(), ParseError> {
     if frame.len() < 14 {
         return Err(ParseError::Runt);
     }
@@ -175,14 +189,17 @@ fn parse_into<K: Fields>(frame: &[u8], key: &mut K) -> Result<(), ParseError> {
     }
     key.set_eth_type(eth_type);
     let l3 = &frame[offset..];
+    let l3_len = frame_len.max(frame.len()) - offset;
     match eth_type {
-        ETH_TYPE_IPV4 => parse_ipv4(l3, key),
-        ETH_TYPE_IPV6 => parse_ipv6(l3, key),
+        ETH_TYPE_IPV4 => parse_ipv4(l3, l3_len, key),
+        ETH_TYPE_IPV6 => parse_ipv6(l3, l3_len, key),
         _ => Ok(()),
     }
 }
 
-fn parse_ipv4<K: Fields>(l3: &[u8], key: &mut K) -> Result<(), ParseError> {
+/// `l3`: the IP header and what follows of it in the first buffer; `l3_len`: its length in the
+/// whole frame.
+fn parse_ipv4<K: Fields>(l3: &[u8], l3_len: usize, key: &mut K) -> Result<(), ParseError> {
     if l3.len() < 20 {
         return Err(ParseError::TruncatedIpv4);
     }
@@ -195,7 +212,7 @@ fn parse_ipv4<K: Fields>(l3: &[u8], key: &mut K) -> Result<(), ParseError> {
         return Err(ParseError::TruncatedIpv4);
     }
     let total_len = usize::from(be16(l3, 2));
-    if total_len < header_len || total_len > l3.len() {
+    if total_len < header_len || total_len > l3_len {
         return Err(ParseError::BadIpv4Length);
     }
     let proto = l3[9];
@@ -208,23 +225,23 @@ fn parse_ipv4<K: Fields>(l3: &[u8], key: &mut K) -> Result<(), ParseError> {
     // Only the first fragment carries the L4 header.
     let fragment_offset = be16(l3, 6) & 0x1fff;
     if fragment_offset == 0 {
-        parse_l4(&l3[header_len..total_len], proto, key)?;
+        parse_l4(&l3[header_len..total_len.min(l3.len())], proto, key)?;
     }
     Ok(())
 }
 
-fn parse_ipv6<K: Fields>(l3: &[u8], key: &mut K) -> Result<(), ParseError> {
+fn parse_ipv6<K: Fields>(l3: &[u8], l3_len: usize, key: &mut K) -> Result<(), ParseError> {
     if l3.len() < 40 || l3[0] >> 4 != 6 {
         return Err(ParseError::TruncatedIpv6);
     }
     let payload_len = usize::from(be16(l3, 4));
-    if 40 + payload_len > l3.len() {
+    if 40 + payload_len > l3_len {
         return Err(ParseError::TruncatedIpv6);
     }
     let proto = l3[6];
     key.set_ip(6, proto);
     key.set_ip_addrs(l3[8..24].try_into().expect("16 bytes"), l3[24..40].try_into().expect("16 bytes"));
-    parse_l4(&l3[40..40 + payload_len], proto, key)
+    parse_l4(&l3[40..(40 + payload_len).min(l3.len())], proto, key)
 }
 
 fn parse_l4<K: Fields>(l4: &[u8], proto: u8, key: &mut K) -> Result<(), ParseError> {

@@ -98,7 +98,7 @@ fn exact_decimal(text: &str, pow10: i32) -> Result<u128, &'static str> {
 }
 
 /// An option with two words for no and yes (`words[0]`, `words[1]`); absent: `default`.
-fn two_way(
+pub(crate) fn two_way(
     options: &BTreeMap<String, String>,
     key: &str,
     words: [&str; 2],

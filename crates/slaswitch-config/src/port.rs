@@ -68,9 +68,14 @@ impl PortType {
         }
     }
 
+    /// A vhost-user port (server or client socket).
+    pub fn is_vhost(&self) -> bool {
+        matches!(self, PortType::VhostUser | PortType::VhostUserClient)
+    }
+
     fn allowed_options(&self) -> &'static [&'static str] {
         match self {
-            PortType::VhostUser | PortType::VhostUserClient => &["path"],
+            PortType::VhostUser | PortType::VhostUserClient => &["path", "tso"],
             PortType::Tap | PortType::AfPacket => &["iface"],
             PortType::Null => &[],
             PortType::Dpdk => &["devargs"],
@@ -151,6 +156,7 @@ impl PortSpec {
             }
         }
         let settings = PortSettings::parse(&self.options)?;
+        self.tso()?;
         let needs = match self.port_type {
             PortType::VhostUserClient => Some(("path", "path=SOCKET (the VM's vhost-user socket)")),
             PortType::AfPacket => Some(("iface", "iface=INTERFACE")),
@@ -164,6 +170,18 @@ impl PortSpec {
                 option,
             }),
             _ => Ok(settings),
+        }
+    }
+
+    /// Whether the guest on a vhost port may send and receive TCP segments of up to 64 KB
+    /// (virtio-net's TSO, option `tso`, on by default): the switch passes them on to guests that
+    /// take them and segments them for every other port. False for other port types.
+    pub fn tso(&self) -> Result<bool, crate::error::ConfigError> {
+        match self.port_type {
+            PortType::VhostUser | PortType::VhostUserClient => {
+                crate::bandwidth::two_way(&self.options, "tso", ["false", "true"], true)
+            }
+            _ => Ok(false),
         }
     }
 
@@ -185,13 +203,14 @@ impl PortSpec {
     pub fn recipe(&self, run_dir: &Path) -> DeviceRecipe {
         let n = self.number;
         let vdev = |driver: &str, args: String| DeviceRecipe { device: format!("{driver}_ss{n}"), args, is_vdev: true };
+        let vhost = |client: u8| {
+            let tso = u8::from(self.tso().unwrap_or(true));
+            let path = self.socket_path(run_dir).expect("vhost path");
+            vdev("net_vhost", format!("iface={path},queues=1,client={client},tso={tso}"))
+        };
         match self.port_type {
-            PortType::VhostUser => {
-                vdev("net_vhost", format!("iface={},queues=1,client=0", self.socket_path(run_dir).expect("vhost path")))
-            }
-            PortType::VhostUserClient => {
-                vdev("net_vhost", format!("iface={},queues=1,client=1", self.socket_path(run_dir).expect("vhost path")))
-            }
+            PortType::VhostUser => vhost(0),
+            PortType::VhostUserClient => vhost(1),
             PortType::Tap => vdev("net_tap", format!("iface={}", self.options.get("iface").unwrap_or(&self.name))),
             PortType::AfPacket => vdev("net_af_packet", format!("iface={},qpairs=1", self.options["iface"])),
             // A sink: the null driver would otherwise make up packets on every rx poll.

@@ -45,8 +45,30 @@ pub struct RxTotals {
     pub policer_drops: u64,
     /// Packets the NIC-bottleneck fallback's byte limit dropped (seed 000 Sec. VII).
     pub fallback_drops: u64,
+    /// What the switch did in software for the port's frames whose offloads their output port
+    /// could not take.
+    pub offload: OffloadTotals,
     /// Malformed frames dropped, by [`slaswitch_classifier::parse::ParseError`] kind.
     pub parse_errors: [u64; PARSE_ERROR_KINDS],
+}
+
+/// Software offloads for one rx port's frames (`crate::stages::offload`); their cycles are in
+/// the port's egress cycles too.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OffloadTotals {
+    /// Large TCP segments cut into frames in software.
+    pub segmented: u64,
+    /// The frames they became.
+    pub segments: u64,
+    /// Bytes of those frames (what the wire carries).
+    pub segment_bytes: u64,
+    /// Cycles spent cutting them (allocating and filling the frames, checksums included).
+    pub segment_cycles: u64,
+    /// Partial TCP/UDP checksums completed in software.
+    pub checksums: u64,
+    /// Frames dropped because they could not be made whole: a large segment that is not TCP or
+    /// whose frames do not fit a buffer, or no buffer free.
+    pub drops: u64,
 }
 
 impl RxTotals {
@@ -56,7 +78,7 @@ impl RxTotals {
     }
 }
 
-const RX_FIELDS: usize = 16;
+const RX_FIELDS: usize = 22;
 
 /// A port's counters: rx from its PMD, tx from any PMD, C2QoS's view.
 #[derive(Debug, Default)]
@@ -164,6 +186,12 @@ impl PortCounters {
             t.megaflow_hits,
             t.megaflow_misses,
             t.megaflows,
+            t.offload.segmented,
+            t.offload.segments,
+            t.offload.segment_bytes,
+            t.offload.segment_cycles,
+            t.offload.checksums,
+            t.offload.drops,
         ];
         for (slot, v) in self.rx.iter().zip(values.iter().chain(t.parse_errors.iter())) {
             slot.store(*v, Relaxed);
@@ -192,6 +220,14 @@ impl PortCounters {
             megaflow_hits: v[13],
             megaflow_misses: v[14],
             megaflows: v[15],
+            offload: OffloadTotals {
+                segmented: v[16],
+                segments: v[17],
+                segment_bytes: v[18],
+                segment_cycles: v[19],
+                checksums: v[20],
+                drops: v[21],
+            },
             parse_errors,
         }
     }

@@ -389,6 +389,7 @@ impl Datapath {
                 counters: p.counters.clone(),
                 lock: p.tx_lock.clone(),
                 paced: p.paced.clone(),
+                vhost_tso: p.spec.port_type.is_vhost().then(|| p.spec.tso().unwrap_or(true)),
             });
             flood.push(p.spec.number);
             if p.paced.is_some() {
@@ -500,7 +501,11 @@ impl Datapath {
             port: spec.name.clone(),
             cause,
         })?;
-        if let Err(e) = eth.setup(settings.rx_ring_descriptors, settings.tx_ring_descriptors, &self.pool) {
+        // A vhost port's guests' partial checksums stay partial until a port needs them whole.
+        let partial_checksums = spec.port_type.is_vhost();
+        if let Err(e) =
+            eth.setup_with(settings.rx_ring_descriptors, settings.tx_ring_descriptors, &self.pool, partial_checksums)
+        {
             Self::destroy_device(eth, &recipe);
             return Err(DatapathError::StartDevice { port_type: spec.port_type.name(), port: spec.name, cause: e });
         }

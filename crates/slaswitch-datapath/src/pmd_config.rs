@@ -66,6 +66,9 @@ pub struct TxPort {
     pub lock: Arc<AtomicBool>,
     /// Set when the port has a line rate (`link_rate_bps`).
     pub paced: Option<Arc<PacedLink>>,
+    /// For a vhost port: whether it takes large TCP segments from the switch when its guest
+    /// negotiated them (its `tso` option). `None`: not a vhost port, it takes no offloads.
+    pub vhost_tso: Option<bool>,
 }
 
 impl TxPort {

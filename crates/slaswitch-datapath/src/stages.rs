@@ -21,7 +21,7 @@ use slaswitch_qos::meter::{Color, Srtcm, SrtcmParams};
 
 use crate::counters::RxTotals;
 use crate::flow_caches::FlowCaches;
-use crate::pmd_config::{tsc_to_ns, PmdConfig, RxPort};
+use crate::pmd_config::{tsc_to_ns, PmdConfig, RxPort, TxPort};
 use crate::spin::SpinGuard;
 use slaswitch_config::policing::Policer;
 use slaswitch_config::ranges::MAX_PORTS;
@@ -29,6 +29,7 @@ use slaswitch_config::ranges::MAX_PORTS;
 use crate::paced_tx::TX_TRIES;
 
 mod classify;
+mod offload;
 
 /// What the ingress stage got from a port: frames received, and those left after policing
 /// (packed at the front of the batch).
@@ -152,14 +153,14 @@ impl Stages {
         let (mut policer, mut fallback) = (policer, fallback);
         batch.retain(|m| {
             if let Some(p) = policer.as_mut() {
-                if !p.allow(m.pkt_len(), now_ns) {
+                if !p.allow(offload::wire_len(m), now_ns) {
                     policed += 1;
                     return false;
                 }
             }
             if let Some(f) = fallback.as_mut() {
-                // The purchase counts whole frames (bandwidth.rs).
-                if f.color(m.pkt_len(), now_ns) != Color::Green {
+                // The purchase counts whole frames on the wire (bandwidth.rs).
+                if f.color(offload::wire_len(m), now_ns) != Color::Green {
                     limited += 1;
                     return false;
                 }
@@ -178,7 +179,8 @@ impl Stages {
 
     /// The egress stage: one tx burst per output port that has packets (a paced port queues
     /// them in the source's queue on its link instead). Every packet here came from the batch
-    /// just classified, polled from rx port `idx`.
+    /// just classified, polled from rx port `idx`. Frames that carry their sender's offloads are
+    /// first made into what their port takes (`offload`).
     #[inline]
     pub(crate) fn egress(&mut self, idx: usize) {
         let source = self.cfg.rx_ports[idx].number;
@@ -186,20 +188,19 @@ impl Stages {
             let p = port as usize;
             let pending = &mut self.out[p];
             let bytes = std::mem::take(&mut self.out_bytes[p]);
-            match self.cfg.tx_ports.get(p).and_then(|t| t.as_ref()) {
-                None => {}
-                Some(tx) if tx.paced.is_some() => {
-                    let link = tx.paced.as_ref().expect("checked");
-                    let now_ns = tsc_to_ns(rdtsc(), self.cfg.tsc_hz);
-                    link.send(pending, source, &tx.device(), now_ns, &self.cfg.fallback);
-                }
-                Some(tx) => {
-                    let _guard = self.cfg.shared_tx.then(|| SpinGuard::lock(&tx.lock));
-                    let offered = pending.len();
-                    let sent = pending.tx_burst_retrying(&tx.eth, TX_TRIES);
-                    let unsent_bytes: u64 = pending.as_slice().iter().map(|m| u64::from(m.pkt_len())).sum();
-                    tx.counters.add_tx(sent as u64, bytes - unsent_bytes, (offered - sent) as u64);
-                }
+            let Some(tx) = self.cfg.tx_ports.get(p).and_then(|t| t.as_ref()) else {
+                pending.clear();
+                continue;
+            };
+            if offload::any_requests(pending) {
+                let cfg = &self.cfg;
+                let mut send = |batch: &mut MbufBatch| {
+                    let bytes = batch.as_slice().iter().map(|m| u64::from(m.pkt_len())).sum();
+                    send(cfg, tx, source, batch, bytes);
+                };
+                offload::send_prepared(cfg, tx, pending, &mut self.totals[idx].offload, &mut send);
+            } else {
+                send(&self.cfg, tx, source, pending, bytes);
             }
             pending.clear();
         }
@@ -220,6 +221,25 @@ impl Stages {
                 continue;
             }
             link.drain(&tx.device(), now_ns, &self.cfg.fallback);
+        }
+    }
+}
+
+/// Sends `pending` (of `bytes`) from port `source` on `tx`: one tx burst, or into the source's
+/// queue on a paced port's link. What the device did not take stays in `pending`.
+#[inline]
+fn send(cfg: &PmdConfig, tx: &TxPort, source: u16, pending: &mut MbufBatch, bytes: u64) {
+    match tx.paced.as_ref() {
+        Some(link) => {
+            let now_ns = tsc_to_ns(rdtsc(), cfg.tsc_hz);
+            link.send(pending, source, &tx.device(), now_ns, &cfg.fallback);
+        }
+        None => {
+            let _guard = cfg.shared_tx.then(|| SpinGuard::lock(&tx.lock));
+            let offered = pending.len();
+            let sent = pending.tx_burst_retrying(&tx.eth, TX_TRIES);
+            let unsent_bytes: u64 = pending.as_slice().iter().map(|m| u64::from(m.pkt_len())).sum();
+            tx.counters.add_tx(sent as u64, bytes - unsent_bytes, (offered - sent) as u64);
         }
     }
 }

@@ -12,14 +12,19 @@
 #include <rte_cycles.h>
 #include <rte_eal.h>
 #include <rte_errno.h>
+#include <rte_eth_vhost.h>
 #include <rte_ethdev.h>
 #include <rte_lcore.h>
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
+#include <rte_vhost.h>
 
 /* Offsets of the mbuf fields the Rust side reads directly on the hot path; checked at start. */
 struct ss_mbuf_layout {
-    uint32_t size, buf_addr, data_off, pkt_len, data_len, nb_segs, next, pool;
+    uint32_t size, buf_addr, data_off, pkt_len, data_len, nb_segs, next, pool, ol_flags;
+    /* The offload flags the Rust side reads and sets (rte_mbuf_core.h). */
+    uint64_t rx_lro, rx_l4_cksum_mask, rx_l4_cksum_none, tx_tcp_seg, tx_tcp_cksum, tx_udp_cksum,
+        tx_ip_cksum, tx_ipv4, tx_ipv6;
 };
 
 void ss_mbuf_layout(struct ss_mbuf_layout *l) {
@@ -31,6 +36,40 @@ void ss_mbuf_layout(struct ss_mbuf_layout *l) {
     l->nb_segs = offsetof(struct rte_mbuf, nb_segs);
     l->next = offsetof(struct rte_mbuf, next);
     l->pool = offsetof(struct rte_mbuf, pool);
+    l->ol_flags = offsetof(struct rte_mbuf, ol_flags);
+    l->rx_lro = RTE_MBUF_F_RX_LRO;
+    l->rx_l4_cksum_mask = RTE_MBUF_F_RX_L4_CKSUM_MASK;
+    l->rx_l4_cksum_none = RTE_MBUF_F_RX_L4_CKSUM_NONE;
+    l->tx_tcp_seg = RTE_MBUF_F_TX_TCP_SEG;
+    l->tx_tcp_cksum = RTE_MBUF_F_TX_TCP_CKSUM;
+    l->tx_udp_cksum = RTE_MBUF_F_TX_UDP_CKSUM;
+    l->tx_ip_cksum = RTE_MBUF_F_TX_IP_CKSUM;
+    l->tx_ipv4 = RTE_MBUF_F_TX_IPV4;
+    l->tx_ipv6 = RTE_MBUF_F_TX_IPV6;
+}
+
+/* The segment size a received TCP segment (RTE_MBUF_F_RX_LRO) is to be cut at. */
+uint16_t ss_mbuf_tso_segsz(const struct rte_mbuf *m) { return m->tso_segsz; }
+
+/* Asks the port the mbuf goes to for offloads: header lengths, segment size, TX flags. */
+void ss_mbuf_set_tx_offload(struct rte_mbuf *m, uint8_t l2, uint16_t l3, uint8_t l4, uint16_t segsz,
+                            uint64_t flags) {
+    m->l2_len = l2;
+    m->l3_len = l3;
+    m->l4_len = l4;
+    m->tso_segsz = segsz;
+    m->ol_flags |= flags;
+}
+
+/* The next segment of a chained mbuf, or NULL. */
+struct rte_mbuf *ss_mbuf_next(const struct rte_mbuf *m) { return m->next; }
+
+/* The virtio features the guest on vhost port `port` negotiated; 0 while none is connected. */
+uint64_t ss_vhost_features(uint16_t port) {
+    uint64_t features = 0;
+    int vid = rte_eth_vhost_get_vid_from_port_id(port);
+    if (vid < 0 || rte_vhost_get_negotiated_features(vid, &features) < 0) return 0;
+    return features;
 }
 
 int ss_eal_init(int argc, char **argv) { return rte_eal_init(argc, argv); }
@@ -62,10 +101,19 @@ int ss_eth_port_by_name(const char *name, uint16_t *port_id) {
     return rte_eth_dev_get_port_by_name(name, port_id);
 }
 
-/* Configures one rx and one tx queue, starts the port and makes it promiscuous. */
-int ss_eth_setup(uint16_t port, uint16_t nb_rxd, uint16_t nb_txd, struct rte_mempool *mp) {
+/* Configures one rx and one tx queue, starts the port and makes it promiscuous. With
+ * `l4_csum_rx`, the port is told the switch takes partial TCP/UDP checksums itself (a vhost
+ * port then leaves them partial instead of completing every one in software). */
+int ss_eth_setup(uint16_t port, uint16_t nb_rxd, uint16_t nb_txd, struct rte_mempool *mp, int l4_csum_rx) {
     struct rte_eth_conf conf;
     memset(&conf, 0, sizeof(conf));
+    if (l4_csum_rx) {
+        struct rte_eth_dev_info info;
+        int rc = rte_eth_dev_info_get(port, &info);
+        if (rc < 0) return rc;
+        conf.rxmode.offloads = info.rx_offload_capa & (RTE_ETH_RX_OFFLOAD_TCP_CKSUM | RTE_ETH_RX_OFFLOAD_UDP_CKSUM);
+        conf.txmode.offloads = info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
+    }
     int rc = rte_eth_dev_configure(port, 1, 1, &conf);
     if (rc < 0) return rc;
     rc = rte_eth_dev_adjust_nb_rx_tx_desc(port, &nb_rxd, &nb_txd);

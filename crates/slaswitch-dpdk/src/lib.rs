@@ -11,7 +11,7 @@ use std::ptr::NonNull;
 
 mod mbuf;
 
-pub use mbuf::{Drain, Mbuf, MbufBatch};
+pub use mbuf::{Drain, Mbuf, MbufBatch, OffloadRequest, Pieces};
 
 mod ffi {
     use super::*;
@@ -27,6 +27,16 @@ mod ffi {
         pub nb_segs: u32,
         pub next: u32,
         pub pool: u32,
+        pub ol_flags: u32,
+        pub rx_lro: u64,
+        pub rx_l4_cksum_mask: u64,
+        pub rx_l4_cksum_none: u64,
+        pub tx_tcp_seg: u64,
+        pub tx_tcp_cksum: u64,
+        pub tx_udp_cksum: u64,
+        pub tx_ip_cksum: u64,
+        pub tx_ipv4: u64,
+        pub tx_ipv6: u64,
     }
 
     /// A device's own counters (`rte_eth_stats`, the fields the switch reads).
@@ -74,7 +84,11 @@ mod ffi {
         pub fn ss_eth_dev_count_total() -> c_uint;
         pub fn ss_vdev_remove(name: *const c_char) -> c_int;
         pub fn ss_eth_port_by_name(name: *const c_char, port: *mut u16) -> c_int;
-        pub fn ss_eth_setup(port: u16, nb_rxd: u16, nb_txd: u16, mp: *mut c_void) -> c_int;
+        pub fn ss_eth_setup(port: u16, nb_rxd: u16, nb_txd: u16, mp: *mut c_void, l4_csum_rx: c_int) -> c_int;
+        pub fn ss_mbuf_tso_segsz(m: *const c_void) -> u16;
+        pub fn ss_mbuf_set_tx_offload(m: *mut c_void, l2: u8, l3: u16, l4: u8, segsz: u16, flags: u64);
+        pub fn ss_mbuf_next(m: *const c_void) -> *mut c_void;
+        pub fn ss_vhost_features(port: u16) -> u64;
         pub fn ss_eth_stop_close(port: u16) -> c_int;
         pub fn ss_eth_mac(port: u16, mac: *mut u8) -> c_int;
         pub fn ss_eth_link_up(port: u16) -> c_int;
@@ -100,6 +114,47 @@ pub(crate) const OFF_DATA_OFF: usize = 16;
 pub(crate) const OFF_NB_SEGS: usize = 20;
 pub(crate) const OFF_PKT_LEN: usize = 36;
 pub(crate) const OFF_DATA_LEN: usize = 40;
+pub(crate) const OFF_OL_FLAGS: usize = 24;
+
+/// Offload flags of `rte_mbuf.ol_flags` (DPDK 22.11), checked at [`Eal::init`].
+pub mod ol_flags {
+    /// A received TCP segment larger than the MTU, to be cut at its `tso_segsz` (virtio's GSO).
+    pub const RX_LRO: u64 = 1 << 16;
+    /// The receive L4 checksum state's bits.
+    pub const RX_L4_CKSUM_MASK: u64 = (1 << 3) | (1 << 8);
+    /// ... and the state "not computed": the frame carries a partial checksum.
+    pub const RX_L4_CKSUM_NONE: u64 = (1 << 3) | (1 << 8);
+    /// Send as TCP segments of `tso_segsz` payload bytes.
+    pub const TX_TCP_SEG: u64 = 1 << 50;
+    /// The TCP checksum is partial; the receiver completes it.
+    pub const TX_TCP_CKSUM: u64 = 1 << 52;
+    /// The UDP checksum is partial; the receiver completes it.
+    pub const TX_UDP_CKSUM: u64 = 3 << 52;
+    /// Fill in the IPv4 header checksum.
+    pub const TX_IP_CKSUM: u64 = 1 << 54;
+    /// An IPv4 packet (with TX_TCP_SEG or an L4 checksum flag).
+    pub const TX_IPV4: u64 = 1 << 55;
+    /// An IPv6 packet (with TX_TCP_SEG or an L4 checksum flag).
+    pub const TX_IPV6: u64 = 1 << 56;
+}
+
+/// Virtio-net feature bits (virtio 1.1 Sec. 5.1.3) a vhost port's guest may have negotiated.
+pub mod virtio_features {
+    /// The guest takes frames with a partial checksum.
+    pub const GUEST_CSUM: u64 = 1 << 1;
+    /// The guest takes TCP/IPv4 segments larger than its MTU.
+    pub const GUEST_TSO4: u64 = 1 << 7;
+    /// The guest takes TCP/IPv6 segments larger than its MTU.
+    pub const GUEST_TSO6: u64 = 1 << 8;
+    /// The guest sends frames with a partial checksum.
+    pub const CSUM: u64 = 1 << 0;
+    /// The guest sends TCP/IPv4 segments larger than its MTU.
+    pub const HOST_TSO4: u64 = 1 << 11;
+    /// The guest sends TCP/IPv6 segments larger than its MTU.
+    pub const HOST_TSO6: u64 = 1 << 12;
+    /// Receive buffers may be merged for one large frame.
+    pub const MRG_RXBUF: u64 = 1 << 15;
+}
 
 /// The most packets one rx or tx burst moves (OVS and slaswitch: 32).
 /// Packets in one rx or tx burst (OVS-DPDK's batch size too).
@@ -167,6 +222,18 @@ impl Eal {
             layout.data_len as usize,
         );
         assert_eq!(expected, actual, "rte_mbuf layout differs from what slaswitch-dpdk was written for (DPDK 22.11)");
+        let flags = (
+            layout.ol_flags as usize,
+            [layout.rx_lro, layout.rx_l4_cksum_mask, layout.rx_l4_cksum_none, layout.tx_tcp_seg],
+            [layout.tx_tcp_cksum, layout.tx_udp_cksum, layout.tx_ip_cksum, layout.tx_ipv4, layout.tx_ipv6],
+        );
+        use ol_flags::*;
+        let ours = (
+            OFF_OL_FLAGS,
+            [RX_LRO, RX_L4_CKSUM_MASK, RX_L4_CKSUM_NONE, TX_TCP_SEG],
+            [TX_TCP_CKSUM, TX_UDP_CKSUM, TX_IP_CKSUM, TX_IPV4, TX_IPV6],
+        );
+        assert_eq!(flags, ours, "rte_mbuf offload flags differ from what slaswitch-dpdk was written for (DPDK 22.11)");
         // SAFETY: EAL is initialised.
         let tsc_hz = unsafe { ffi::ss_tsc_hz() };
         Ok(Eal { tsc_hz })
@@ -322,12 +389,33 @@ impl EthPort {
 
     /// One rx and one tx queue of the given ring sizes, started, promiscuous.
     pub fn setup(&self, rx_ring: u16, tx_ring: u16, pool: &Mempool) -> Result<(), DpdkError> {
+        self.setup_with(rx_ring, tx_ring, pool, false)
+    }
+
+    /// Like [`Self::setup`]; with `partial_checksums`, received frames keep the partial TCP/UDP
+    /// checksums their senders left (flagged [`ol_flags::RX_L4_CKSUM_NONE`]) for the switch to
+    /// complete where needed, and chained mbufs may be sent.
+    pub fn setup_with(
+        &self,
+        rx_ring: u16,
+        tx_ring: u16,
+        pool: &Mempool,
+        partial_checksums: bool,
+    ) -> Result<(), DpdkError> {
         // SAFETY: valid port id and pool.
-        let rc = unsafe { ffi::ss_eth_setup(self.0, rx_ring, tx_ring, pool.ptr.as_ptr()) };
+        let rc =
+            unsafe { ffi::ss_eth_setup(self.0, rx_ring, tx_ring, pool.ptr.as_ptr(), c_int::from(partial_checksums)) };
         if rc < 0 {
             return Err(error(format!("setting up port {}", self.0), rc));
         }
         Ok(())
+    }
+
+    /// The virtio features the guest on this vhost port negotiated ([`virtio_features`]); 0 while
+    /// none is connected. Only for vhost ports.
+    pub fn vhost_features(&self) -> u64 {
+        // SAFETY: the caller made this port a vhost vdev; the call reads its device state.
+        unsafe { ffi::ss_vhost_features(self.0) }
     }
 
     /// Stops and closes the port; a vdev must then be removed with [`remove_vdev`].

@@ -7,7 +7,24 @@ use std::ffi::c_void;
 use std::mem::MaybeUninit;
 use std::ptr::NonNull;
 
-use crate::{ffi, EthPort, Mempool, MAX_BURST, OFF_BUF_ADDR, OFF_DATA_LEN, OFF_DATA_OFF, OFF_NB_SEGS, OFF_PKT_LEN};
+use crate::{
+    ffi, ol_flags, EthPort, Mempool, MAX_BURST, OFF_BUF_ADDR, OFF_DATA_LEN, OFF_DATA_OFF, OFF_NB_SEGS, OFF_OL_FLAGS,
+    OFF_PKT_LEN,
+};
+
+/// What a received frame asks of the port it goes to, from the offloads its sender used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OffloadRequest {
+    /// Nothing: a whole frame with whole checksums.
+    None,
+    /// Its TCP or UDP checksum is partial (the pseudo-header's sum only).
+    Checksum,
+    /// It is a TCP segment to be cut into frames of `mss` payload bytes (its checksum partial).
+    Segment {
+        /// Payload bytes per frame.
+        mss: u16,
+    },
+}
 
 /// A packet buffer owned by whoever holds it; dropping it returns it to its pool.
 #[repr(transparent)]
@@ -55,6 +72,39 @@ impl Mbuf {
         self.field::<u16>(OFF_NB_SEGS)
     }
 
+    /// Its offload flags (`rte_mbuf.ol_flags`, [`crate::ol_flags`]).
+    #[inline(always)]
+    pub fn ol_flags(&self) -> u64 {
+        self.field::<u64>(OFF_OL_FLAGS)
+    }
+
+    /// What it asks of the port it goes to (a vhost port set up with partial checksums flags
+    /// them; every other port's frames ask nothing).
+    #[inline(always)]
+    pub fn offload_request(&self) -> OffloadRequest {
+        let f = self.ol_flags();
+        if f & ol_flags::RX_LRO != 0 {
+            // SAFETY: valid mbuf.
+            OffloadRequest::Segment { mss: unsafe { ffi::ss_mbuf_tso_segsz(self.as_ptr()) } }
+        } else if f & ol_flags::RX_L4_CKSUM_MASK == ol_flags::RX_L4_CKSUM_NONE {
+            OffloadRequest::Checksum
+        } else {
+            OffloadRequest::None
+        }
+    }
+
+    /// Asks the port it goes to for offloads: header lengths, the segment size (with
+    /// [`ol_flags::TX_TCP_SEG`]) and TX flags of [`crate::ol_flags`].
+    pub fn set_tx_offload(&mut self, l2_len: u8, l3_len: u16, l4_len: u8, segsz: u16, flags: u64) {
+        // SAFETY: valid mbuf, owned.
+        unsafe { ffi::ss_mbuf_set_tx_offload(self.as_ptr(), l2_len, l3_len, l4_len, segsz, flags) }
+    }
+
+    /// The bytes of each of its segments, in order.
+    pub fn pieces(&self) -> Pieces<'_> {
+        Pieces { next: Some(self.0), _owner: std::marker::PhantomData }
+    }
+
     /// The first segment's bytes.
     #[inline(always)]
     pub fn data(&self) -> &[u8] {
@@ -99,6 +149,28 @@ impl Mbuf {
     pub fn linearize(&mut self) -> bool {
         // SAFETY: valid mbuf.
         unsafe { ffi::ss_pktmbuf_linearize(self.as_ptr()) == 0 }
+    }
+}
+
+/// The segments of a chained mbuf, as byte slices ([`Mbuf::pieces`]).
+pub struct Pieces<'a> {
+    next: Option<NonNull<u8>>,
+    _owner: std::marker::PhantomData<&'a Mbuf>,
+}
+
+impl<'a> Iterator for Pieces<'a> {
+    type Item = &'a [u8];
+
+    fn next(&mut self) -> Option<&'a [u8]> {
+        let seg = self.next?;
+        // SAFETY: `seg` is a segment of the borrowed mbuf's chain; the view borrows it, so it
+        // is neither freed nor dropped meanwhile, and a segment is an mbuf with the same layout.
+        let view = std::mem::ManuallyDrop::new(unsafe { Mbuf::from_raw(seg) });
+        // SAFETY: plain read of the segment's next pointer.
+        self.next = NonNull::new(unsafe { ffi::ss_mbuf_next(view.as_ptr()) }.cast());
+        let data = view.data();
+        // SAFETY: the bytes live as long as the borrowed chain, 'a.
+        Some(unsafe { std::slice::from_raw_parts(data.as_ptr(), data.len()) })
     }
 }
 

@@ -149,8 +149,8 @@ pub struct Variant {
     pub nic_fallback: Option<bool>,
     /// The uplink's link scheduler (slaswitch): fifo, ancs, softbw, pievde or ratelimit.
     pub egress_scheduler: Option<String>,
-    /// OVS-DPDK's userspace TSO in this variant (see [`Host::ovs_userspace_tso`]).
-    pub ovs_userspace_tso: Option<bool>,
+    /// TSO offered to guests in this variant (see [`Host::guest_tso`]).
+    pub guest_tso: Option<bool>,
 }
 
 /// A setting changed while the run goes on (`[[change]]`): at `at_secs`, the VM (or every VM
@@ -191,10 +191,11 @@ pub struct Host {
     /// --c2tb-bucket-us`); the daemon's default when absent.
     #[serde(default)]
     pub c2tb_bucket_us: Option<u64>,
-    /// OVS-DPDK's `userspace-tso-enable`: its vhost-user ports offer guests TCP segmentation
-    /// offload and segment in software where a port cannot take it.
+    /// Whether the switch's vhost-user ports offer QEMU guests TCP segmentation offload (and
+    /// segment in software where a port cannot take it): slaswitch's `tso` port option (on when
+    /// absent), OVS-DPDK's `userspace-tso-enable` (off when absent).
     #[serde(default)]
-    pub ovs_userspace_tso: bool,
+    pub guest_tso: Option<bool>,
 }
 
 fn default_pmd_cores() -> Vec<usize> {
@@ -214,7 +215,7 @@ impl Default for Host {
             vm_core: default_vm_core(),
             ring: default_ring(),
             c2tb_bucket_us: None,
-            ovs_userspace_tso: false,
+            guest_tso: None,
         }
     }
 }
@@ -943,10 +944,10 @@ fn validate_runs(s: &Scenario, c: &Checker) -> Result<(), ScenarioError> {
     }
     for (i, v) in s.variants.iter().enumerate() {
         check_scheduler(v.egress_scheduler.as_deref(), c, &[Key("variant"), Index(i), Key("egress_scheduler")])?;
-        if v.ovs_userspace_tso.is_some() && v.switch != SwitchKind::OvsDpdk {
+        if v.guest_tso.is_some() && !matches!(v.switch, SwitchKind::OvsDpdk | SwitchKind::Slaswitch) {
             return Err(c.err(
-                &[Key("variant"), Index(i), Key("ovs_userspace_tso")],
-                format!("an OVS-DPDK setting, and this variant runs on {}", v.switch.name()),
+                &[Key("variant"), Index(i), Key("guest_tso")],
+                format!("a setting of slaswitch and OVS-DPDK, and this variant runs on {}", v.switch.name()),
             ));
         }
     }
@@ -1197,8 +1198,8 @@ impl Scenario {
                 if v.egress_scheduler.is_some() {
                     s.uplink.egress_scheduler = v.egress_scheduler.clone();
                 }
-                if let Some(on) = v.ovs_userspace_tso {
-                    s.host.ovs_userspace_tso = on;
+                if v.guest_tso.is_some() {
+                    s.host.guest_tso = v.guest_tso;
                 }
                 RunConfig { label: format!("{}/{}", v.switch.name(), v.name), switch: v.switch, scenario: s }
             })

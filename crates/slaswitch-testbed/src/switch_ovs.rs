@@ -198,7 +198,7 @@ impl Ovs {
             file_prefix: file_prefix.into(),
             ports: port_numbers(scenario, step),
             null_uplink: scenario.uplink.kind == UplinkKind::Null,
-            userspace_tso: scenario.host.ovs_userspace_tso,
+            userspace_tso: scenario.host.guest_tso.unwrap_or(false),
             started: false,
         }
     }

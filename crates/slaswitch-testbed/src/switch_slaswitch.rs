@@ -89,6 +89,9 @@ pub fn plan(scenario: &Scenario, step: &Step, dir: &Path, tools: &Path) -> Switc
         if guest == Some(PortType::VhostUserClient) {
             cmd.push(format!("path={}", vhost_socket.display()));
         }
+        if let (Some(_), Some(on)) = (guest, scenario.host.guest_tso) {
+            cmd.push(format!("tso={on}"));
+        }
         if let Some(vm) = step.vms.iter().find(|v| v.name == name) {
             cmd.extend(vm_options(&vm.qos));
             if let Some(t) = &vm.tenant {

@@ -164,17 +164,17 @@ fn qemu_guests_run_commands_and_choose_their_port_type() {
 }
 
 #[test]
-fn userspace_tso_is_an_ovs_variant_setting() {
-    let base = GOOD.replace(
-        "[[headline]]",
-        "[[variant]]\nname = \"tso\"\nswitch = \"ovs-dpdk\"\novs_userspace_tso = true\n[[headline]]",
-    );
+fn guest_tso_is_a_variant_setting_of_slaswitch_and_ovs() {
+    let base = GOOD
+        .replace("[[headline]]", "[[variant]]\nname = \"tso\"\nswitch = \"ovs-dpdk\"\nguest_tso = true\n[[headline]]");
     let s = parse("ok.toml", &base).expect("parses");
     let configs = s.run_configs(&[SwitchKind::OvsDpdk]);
-    assert!(configs[0].scenario.host.ovs_userspace_tso);
-    let (_, field, message) = error(&base.replace("switch = \"ovs-dpdk\"", "switch = \"slaswitch\""));
-    assert_eq!(field, "variant[0].ovs_userspace_tso");
-    assert!(message.contains("runs on slaswitch"), "{message}");
+    assert_eq!(configs[0].scenario.host.guest_tso, Some(true));
+    let on_slaswitch = base.replace("switch = \"ovs-dpdk\"", "switch = \"slaswitch\"");
+    assert!(parse("ok.toml", &on_slaswitch).is_ok());
+    let (_, field, message) = error(&base.replace("switch = \"ovs-dpdk\"", "switch = \"vde2\""));
+    assert_eq!(field, "variant[0].guest_tso");
+    assert!(message.contains("runs on vde2"), "{message}");
 }
 
 #[test]

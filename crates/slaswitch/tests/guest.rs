@@ -77,6 +77,9 @@ fn a_qemu_guest_passes_ping_and_tcp_through_the_switch_and_its_counters_match() 
     let ready = g.wait_ready(Duration::from_secs(180)).unwrap();
     eprintln!("guest up ({}): {}", g.accel.name(), ready.replace('\n', "; "));
 
+    // The switch offers TSO on its vhost ports: the guest sends TCP segments of up to 64 KB.
+    let features = in_guest(&mut g, "ethtool -k eth0", 20);
+    assert!(features.contains("tcp-segmentation-offload: on"), "the guest's offloads: {features}");
     let out = in_guest(&mut g, "ping -c 5 -i 0.2 10.79.0.1", 30);
     assert!(out.contains(" 0% packet loss"), "ping from the guest: {out}");
     // TCP both ways: the guest's partial checksums must reach the namespace's kernel, which
@@ -103,6 +106,13 @@ fn a_qemu_guest_passes_ping_and_tcp_through_the_switch_and_its_counters_match() 
         eprintln!("iperf3{reverse} guest and namespace through slaswitch: {:.0} Mbit/s", bps / 1e6);
         assert!(bps > 10e6, "TCP{reverse} between the guest and the namespace: {bps} bit/s");
     }
+    // The guest's large segments were cut for the tap port (which takes no offloads), every
+    // one of them, and only at the switch: the namespace's kernel took whole frames.
+    let offload = &sw.port("vm1")["rx"]["offload"];
+    eprintln!("segmentation for the tap port: {offload}");
+    assert!(offload["segmented"].as_u64().unwrap() > 0, "no large segment from the guest was cut: {offload}");
+    assert!(offload["segments"].as_u64().unwrap() > offload["segmented"].as_u64().unwrap(), "{offload}");
+    assert_eq!(offload["drops"].as_u64().unwrap(), 0, "{offload}");
 
     // Every frame the guest sent, the switch received from it, and the other way. The switch's
     // figures are a snapshot taken each second; the guest may send a stray frame of its own

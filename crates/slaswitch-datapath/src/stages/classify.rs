@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 
 use slaswitch_classifier::emc::NO_RULE;
 use slaswitch_classifier::mac_learning::is_multicast;
-use slaswitch_classifier::{check_frame, parse_frame, Action, FlowKey};
+use slaswitch_classifier::{check_head, parse_head, Action, FlowKey};
 use slaswitch_dpdk::{Mbuf, MbufBatch};
 
 use super::Stages;
@@ -51,14 +51,14 @@ impl Stages {
         let mut malformed = false;
         for m in batch.as_slice() {
             bytes += u64::from(m.pkt_len());
-            if let Err(e) = check_frame(m.data()) {
+            if let Err(e) = check_head(m.data(), m.pkt_len() as usize) {
                 self.totals[port_idx].parse_errors[e as usize] += 1;
                 malformed = true;
             }
         }
         let mut kept_bytes = bytes;
         if malformed {
-            batch.retain(|m| check_frame(m.data()).is_ok());
+            batch.retain(|m| check_head(m.data(), m.pkt_len() as usize).is_ok());
             kept_bytes = batch.as_slice().iter().map(|m| u64::from(m.pkt_len())).sum();
         }
         if let Some(r) = rule {
@@ -104,7 +104,7 @@ impl Stages {
         // First parse and hash every packet and prefetch its exact-match-cache slot, then look
         // up and act, so cache misses overlap.
         for (slot, m) in self.keys.iter_mut().zip(batch.as_slice()) {
-            *slot = match parse_frame(m.data(), in_port) {
+            *slot = match parse_head(m.data(), m.pkt_len() as usize, in_port) {
                 Ok(k) => {
                     let h = if emc { k.hash64() } else { 0 };
                     if emc {

@@ -263,6 +263,41 @@ fn device_families(family: &mut Family<'_>, ports: &[PortStats]) {
 }
 
 /// Per-port counters and gauges.
+/// What the switch did in software for frames whose offloads their output port could not take.
+fn offload_families(family: &mut Family<'_>, ports: &[PortStats]) {
+    let per_port = |f: &dyn Fn(&PortStats) -> u64| per_port_of(ports, f);
+    family(
+        "slaswitch_port_segmented_total",
+        "counter",
+        "Large TCP segments from the port (virtio-net TSO) cut into frames in software for a port that takes none.",
+        per_port(&|p| p.rx.offload.segmented),
+    );
+    family(
+        "slaswitch_port_segments_total",
+        "counter",
+        "Frames those segments became.",
+        per_port(&|p| p.rx.offload.segments),
+    );
+    family(
+        "slaswitch_port_segment_cycles_total",
+        "counter",
+        "PMD cycles spent cutting them (charged to the port in its egress cycles too).",
+        per_port(&|p| p.rx.offload.segment_cycles),
+    );
+    family(
+        "slaswitch_port_checksums_completed_total",
+        "counter",
+        "Partial TCP/UDP checksums from the port completed in software.",
+        per_port(&|p| p.rx.offload.checksums),
+    );
+    family(
+        "slaswitch_port_offload_dropped_total",
+        "counter",
+        "Frames from the port dropped because they could not be made whole (not TCP, too large for a buffer, no buffer).",
+        per_port(&|p| p.rx.offload.drops),
+    );
+}
+
 fn port_families(family: &mut Family<'_>, ports: &[PortStats]) {
     let per_port = |f: &dyn Fn(&PortStats) -> u64| per_port_of(ports, f);
     family(
@@ -281,6 +316,7 @@ fn port_families(family: &mut Family<'_>, ports: &[PortStats]) {
     family("slaswitch_port_tx_bytes_total", "counter", "Bytes transmitted on the port.", per_port(&|p| p.tx_bytes));
     family("slaswitch_port_tx_dropped_total", "counter", "Packets the port did not take.", per_port(&|p| p.tx_dropped));
     device_families(family, ports);
+    offload_families(family, ports);
     family(
         "slaswitch_port_rule_dropped_total",
         "counter",

@@ -101,6 +101,15 @@ impl Display for PortStatsReply {
                 p.number, p.name, rx.rx_packets, rx.rx_bytes, rx.dropped_by_rules, rx.policer_drops, p.device_rx_missed,
                 p.device_rx_errors, p.tx_packets, p.tx_bytes, p.tx_dropped
             )?;
+            let o = &rx.offload;
+            if o.segmented + o.checksums + o.drops > 0 {
+                let per_byte = o.segment_cycles as f64 / o.segment_bytes.max(1) as f64;
+                writeln!(
+                    f,
+                    "  OFFLOAD segmented:{} into:{} bytes:{} cycles/byte:{per_byte:.2} checksums:{} dropped:{}",
+                    o.segmented, o.segments, o.segment_bytes, o.checksums, o.drops
+                )?;
+            }
         }
         Ok(())
     }
