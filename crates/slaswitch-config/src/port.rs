@@ -75,7 +75,7 @@ impl PortType {
 
     fn allowed_options(&self) -> &'static [&'static str] {
         match self {
-            PortType::VhostUser | PortType::VhostUserClient => &["path", "tso"],
+            PortType::VhostUser | PortType::VhostUserClient => &["path", "tso", "queues"],
             PortType::Tap | PortType::AfPacket => &["iface"],
             PortType::Null => &[],
             PortType::Dpdk => &["devargs"],
@@ -85,7 +85,7 @@ impl PortType {
 
 /// Options every port type takes besides those of [`crate::policing`], [`crate::cpu_qos`] and
 /// [`crate::bandwidth`].
-const DEVICE_OPTIONS: &[&str] = &["ofport_request", "rx_ring", "tx_ring", "pmd"];
+const DEVICE_OPTIONS: &[&str] = &["ofport_request", "rx_ring", "tx_ring", "pmd", "mtu_request"];
 
 /// Every option every port type takes.
 pub fn common_options() -> impl Iterator<Item = &'static str> {
@@ -133,6 +133,9 @@ pub struct DeviceRecipe {
     pub is_vdev: bool,
 }
 
+/// Queue pairs a vhost port may have (`queues`).
+pub const MAX_VHOST_QUEUES: u16 = 16;
+
 /// Port names may become interface names: at most 15 characters (IFNAMSIZ - 1).
 fn valid_name(name: &str) -> Result<(), crate::error::ConfigError> {
     crate::names::valid_name("port name", name, 15)
@@ -157,6 +160,7 @@ impl PortSpec {
         }
         let settings = PortSettings::parse(&self.options)?;
         self.tso()?;
+        self.queues()?;
         let needs = match self.port_type {
             PortType::VhostUserClient => Some(("path", "path=SOCKET (the VM's vhost-user socket)")),
             PortType::AfPacket => Some(("iface", "iface=INTERFACE")),
@@ -185,6 +189,18 @@ impl PortSpec {
         }
     }
 
+    /// Rx/tx queue pairs of a vhost port (option `queues`, 1 when absent): a guest with several
+    /// vCPUs sends on all of them; the port's PMD polls them all, as one port. Other port
+    /// types have one.
+    pub fn queues(&self) -> Result<u16, crate::error::ConfigError> {
+        match self.port_type {
+            PortType::VhostUser | PortType::VhostUserClient => {
+                Ok(crate::ranges::number_in(&self.options, "queues", 1..=MAX_VHOST_QUEUES)?.unwrap_or(1))
+            }
+            _ => Ok(1),
+        }
+    }
+
     /// Its vhost-user socket, for vhost-user ports.
     pub fn socket_path(&self, run_dir: &Path) -> Option<String> {
         match self.port_type {
@@ -205,8 +221,9 @@ impl PortSpec {
         let vdev = |driver: &str, args: String| DeviceRecipe { device: format!("{driver}_ss{n}"), args, is_vdev: true };
         let vhost = |client: u8| {
             let tso = u8::from(self.tso().unwrap_or(true));
+            let queues = self.queues().unwrap_or(1);
             let path = self.socket_path(run_dir).expect("vhost path");
-            vdev("net_vhost", format!("iface={path},queues=1,client={client},tso={tso}"))
+            vdev("net_vhost", format!("iface={path},queues={queues},client={client},tso={tso}"))
         };
         match self.port_type {
             PortType::VhostUser => vhost(0),

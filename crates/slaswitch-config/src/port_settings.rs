@@ -18,6 +18,11 @@ const RING_DESCRIPTORS: std::ops::RangeInclusive<u16> = 64..=32768;
 /// The ring size when none is given.
 pub const DEFAULT_RING_DESCRIPTORS: u16 = 2048;
 
+/// MTUs a port takes (`mtu_request`, bytes of IP packet): IPv4's minimum to OVS-DPDK's maximum.
+const MTU_BYTES: std::ops::RangeInclusive<u16> = 68..=9710;
+/// The MTU when none is given.
+pub const DEFAULT_MTU_BYTES: u16 = 1500;
+
 /// Core numbers a PMD may have (`pmd`).
 const PMD_CORES: std::ops::RangeInclusive<usize> = 0..=1023;
 
@@ -32,6 +37,8 @@ pub struct PortSettings {
     pub tx_ring_descriptors: u16,
     /// The core whose PMD is to poll the port (`pmd`).
     pub pmd_core: Option<usize>,
+    /// Its MTU (`mtu_request`, as OVS names it): the largest IP packet it sends or receives.
+    pub mtu_bytes: u16,
     /// Ingress policing, the baseline meters ([`crate::policing`]).
     pub policing: Option<PolicingSpec>,
     /// C2QoS: cycles, mode, weight, class ([`crate::cpu_qos`]).
@@ -47,6 +54,12 @@ pub struct PortSettings {
 }
 
 impl PortSettings {
+    /// The longest frame the port sends or receives: its MTU, an Ethernet header and room for
+    /// one 802.1Q tag (what OVS-DPDK allows, its MTU plus header and CRC).
+    pub fn max_frame_bytes(&self) -> u32 {
+        u32::from(self.mtu_bytes) + 18
+    }
+
     /// Parses every option this module knows; other keys are the caller's to check.
     pub fn parse(options: &BTreeMap<String, String>) -> Result<PortSettings, ConfigError> {
         let mut link = LinkSpec::from_options(options)?;
@@ -58,6 +71,7 @@ impl PortSettings {
             ofport_request: options.get("ofport_request").map(|v| ofport_request(v)).transpose()?,
             rx_ring_descriptors: ring_descriptors(options, "rx_ring")?,
             tx_ring_descriptors: ring_descriptors(options, "tx_ring")?,
+            mtu_bytes: number_in(options, "mtu_request", MTU_BYTES)?.unwrap_or(DEFAULT_MTU_BYTES),
             pmd_core: number_in(options, "pmd", PMD_CORES).map_err(|e| match e {
                 ConfigError::Value { key, value, allowed } => {
                     ConfigError::Value { key, value, allowed: format!("{allowed} (a core number)") }
@@ -107,6 +121,7 @@ mod tests {
     fn defaults_when_nothing_is_given() {
         let s = PortSettings::parse(&BTreeMap::new()).unwrap();
         assert_eq!((s.rx_ring_descriptors, s.tx_ring_descriptors), (2048, 2048));
+        assert_eq!(s.mtu_bytes, 1500);
         assert_eq!((s.ofport_request, s.pmd_core, s.policing, s.sla), (None, None, None, None));
         assert!(!s.cpu_qos.is_set());
     }
@@ -126,6 +141,8 @@ mod tests {
             ("ingress_policing_burst", "1099511627777", "to 1099511627776"),
             ("bandwidth_bps", "fast", "bits per second"),
             ("ingress_policing_rate", "-1", "whole number"),
+            ("mtu_request", "67", "from 68 to 9710"),
+            ("mtu_request", "9711", "from 68 to 9710"),
         ] {
             let e = PortSettings::parse(&opts(&[(key, value)])).unwrap_err().to_string();
             assert!(e.contains(&format!("{key}={value}")) && e.contains(allowed), "{key}={value}: {e}");

@@ -90,6 +90,8 @@ pub struct PortCounters {
     pub tx_bytes: AtomicU64,
     /// Packets the port did not take (tx ring full, VM not connected) or no mbuf for a copy.
     pub tx_dropped: AtomicU64,
+    /// Frames longer than the port's MTU allows, dropped instead of sent.
+    pub tx_mtu_dropped: AtomicU64,
     /// The C2QoS scheduler's view of the port, published by its PMD (see [`CpuQosState`]).
     cpu_tokens_bits: AtomicU64,
     cpu_class_place: AtomicU64,

@@ -17,7 +17,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use slaswitch_classifier::{Classifier, Rule};
-use slaswitch_dpdk::{hugepage_status, probe_device, remove_device, remove_vdev, Eal, EthPort, EthStats, Mempool};
+use slaswitch_dpdk::{
+    hugepage_status, probe_device, remove_device, remove_vdev, Eal, EthPort, EthStats, Mempool, PortSetup,
+};
 
 use slaswitch_qos::cpu::{Allocation, BandwidthModel};
 
@@ -148,6 +150,10 @@ pub struct PortStats {
     pub tx_bytes: u64,
     /// Packets it did not take (ring full, VM not connected) or no mbuf for a copy.
     pub tx_dropped: u64,
+    /// Frames longer than its MTU allows (`mtu_request`), dropped instead of sent.
+    pub tx_mtu_dropped: u64,
+    /// Its MTU.
+    pub mtu_bytes: u16,
     /// The driver's own counters (ring overruns show here as rx_missed).
     pub device_rx_missed: u64,
     /// Receives the device could not give an mbuf.
@@ -390,6 +396,7 @@ impl Datapath {
                 lock: p.tx_lock.clone(),
                 paced: p.paced.clone(),
                 vhost_tso: p.spec.port_type.is_vhost().then(|| p.spec.tso().unwrap_or(true)),
+                max_frame_bytes: p.settings.max_frame_bytes(),
             });
             flood.push(p.spec.number);
             if p.paced.is_some() {
@@ -399,6 +406,7 @@ impl Datapath {
                 rx_ports.push(RxPort {
                     number: p.spec.number,
                     eth: p.eth,
+                    queues: p.spec.queues().unwrap_or(1),
                     counters: p.counters.clone(),
                     policing: p.plan.policing,
                     cpu_qos: p.plan.cpu_qos,
@@ -501,11 +509,21 @@ impl Datapath {
             port: spec.name.clone(),
             cause,
         })?;
+        if let Some(max) = eth.max_mtu().ok().filter(|&max| settings.mtu_bytes > max) {
+            Self::destroy_device(eth, &recipe);
+            let (port_type, port) = (spec.port_type.name(), spec.name);
+            return Err(DatapathError::Mtu { port_type, port, requested: settings.mtu_bytes, max });
+        }
         // A vhost port's guests' partial checksums stay partial until a port needs them whole.
         let partial_checksums = spec.port_type.is_vhost();
-        if let Err(e) =
-            eth.setup_with(settings.rx_ring_descriptors, settings.tx_ring_descriptors, &self.pool, partial_checksums)
-        {
+        let setup = PortSetup {
+            rx_ring: settings.rx_ring_descriptors,
+            tx_ring: settings.tx_ring_descriptors,
+            queues: spec.queues().unwrap_or(1),
+            partial_checksums,
+            mtu_bytes: settings.mtu_bytes,
+        };
+        if let Err(e) = eth.setup_with(&self.pool, &setup) {
             Self::destroy_device(eth, &recipe);
             return Err(DatapathError::StartDevice { port_type: spec.port_type.name(), port: spec.name, cause: e });
         }
@@ -904,6 +922,8 @@ impl Datapath {
                     tx_packets: p.counters.tx_packets.load(std::sync::atomic::Ordering::Relaxed),
                     tx_bytes: p.counters.tx_bytes.load(std::sync::atomic::Ordering::Relaxed),
                     tx_dropped: p.counters.tx_dropped.load(std::sync::atomic::Ordering::Relaxed),
+                    tx_mtu_dropped: p.counters.tx_mtu_dropped.load(std::sync::atomic::Ordering::Relaxed),
+                    mtu_bytes: p.settings.mtu_bytes,
                     device_rx_missed: dev.imissed,
                     device_rx_nombuf: dev.rx_nombuf,
                     device_rx_errors: dev.ierrors,

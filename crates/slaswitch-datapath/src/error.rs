@@ -115,6 +115,18 @@ pub enum DatapathError {
         /// Why.
         cause: DpdkError,
     },
+    /// The port's device cannot take the MTU asked for.
+    #[error("{port_type} port {port}: mtu_request={requested}: this port's driver takes at most {max}")]
+    Mtu {
+        /// Its type.
+        port_type: &'static str,
+        /// The port.
+        port: String,
+        /// The MTU asked for.
+        requested: u16,
+        /// The most its driver takes.
+        max: u16,
+    },
     /// A port's device could not be started.
     #[error("cannot start {port_type} port {port}: {cause}")]
     StartDevice {

@@ -24,6 +24,8 @@ pub struct RxPort {
     pub number: u16,
     /// Its device.
     pub eth: EthPort,
+    /// Its rx queues (a multiqueue vhost port has several), polled together as one port.
+    pub queues: u16,
     /// Its counters.
     pub counters: Arc<PortCounters>,
     /// Its ingress policing.
@@ -69,6 +71,8 @@ pub struct TxPort {
     /// For a vhost port: whether it takes large TCP segments from the switch when its guest
     /// negotiated them (its `tso` option). `None`: not a vhost port, it takes no offloads.
     pub vhost_tso: Option<bool>,
+    /// The longest frame it sends (its MTU's): longer ones are dropped and counted.
+    pub max_frame_bytes: u32,
 }
 
 impl TxPort {

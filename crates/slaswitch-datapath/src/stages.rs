@@ -47,6 +47,8 @@ pub(crate) struct Stages {
     /// Per rx port: its policer's state, kept across reconfigurations while the port's
     /// policing settings stay the same.
     policers: Vec<Option<Policer>>,
+    /// Per rx port: the queue its next poll starts at (multiqueue ports).
+    next_queue: Vec<u16>,
     /// Per rx port: its fallback byte limit (seed 000 Sec. VII), kept like `policers`.
     fallback_meters: Vec<Option<Srtcm>>,
     /// Per rx port (same order as `cfg.rx_ports`), with its number: its flow caches.
@@ -73,6 +75,7 @@ impl Stages {
             policers: cfg.rx_ports.iter().map(|p| p.policing.map(|s| s.policer(now_ns))).collect(),
             fallback_meters: cfg.rx_ports.iter().map(|p| p.purchase_bps.map(|b| fallback_meter(b, now_ns))).collect(),
             caches: cfg.rx_ports.iter().map(|p| (p.number, FlowCaches::new())).collect(),
+            next_queue: vec![0; cfg.rx_ports.len()],
             rule_hits: vec![(0, 0); cfg.classifier.rules().len()],
             cfg,
             out: (0..MAX_PORTS).map(|_| MbufBatch::new()).collect(),
@@ -110,6 +113,7 @@ impl Stages {
         }
         self.macs.set_max_age(cfg.mac_max_age_tsc);
         self.totals = cfg.rx_ports.iter().map(|p| p.counters.rx()).collect();
+        self.next_queue = vec![0; cfg.rx_ports.len()];
         let now_ns = tsc_to_ns(rdtsc(), cfg.tsc_hz);
         self.policers = carry_over(&self.cfg, &cfg, &self.policers, |p| p.policing, |spec| spec.policer(now_ns));
         self.fallback_meters =
@@ -128,12 +132,30 @@ impl Stages {
     /// `batch` and polices them at `now_tsc`. An empty poll returns at once.
     #[inline]
     pub(crate) fn ingress(&mut self, idx: usize, batch: &mut MbufBatch, burst: usize, now_tsc: u64) -> Ingress {
-        let eth: EthPort = self.cfg.rx_ports[idx].eth;
-        let received = batch.rx_burst(&eth, burst);
+        let (eth, queues): (EthPort, u16) = (self.cfg.rx_ports[idx].eth, self.cfg.rx_ports[idx].queues);
+        let received =
+            if queues <= 1 { batch.rx_burst(&eth, burst) } else { self.rx_queues(idx, batch, burst, queues) };
         if received == 0 {
             return Ingress { received, kept: 0 };
         }
         Ingress { received, kept: self.police(batch, idx, now_tsc) }
+    }
+
+    /// Receives up to `burst` packets from the rx queues of a multiqueue port, starting one
+    /// queue further each poll so that none is always served last.
+    #[inline]
+    fn rx_queues(&mut self, idx: usize, batch: &mut MbufBatch, burst: usize, queues: u16) -> usize {
+        let eth = self.cfg.rx_ports[idx].eth;
+        let start = self.next_queue[idx];
+        self.next_queue[idx] = (start + 1) % queues;
+        let mut got = 0;
+        for k in 0..queues {
+            got += batch.rx_burst_queue(&eth, (start + k) % queues, burst - got);
+            if got == burst {
+                break;
+            }
+        }
+        got
     }
 
     /// Frees from `batch` what the port's policer refuses; returns how many are left.
@@ -180,7 +202,7 @@ impl Stages {
     /// The egress stage: one tx burst per output port that has packets (a paced port queues
     /// them in the source's queue on its link instead). Every packet here came from the batch
     /// just classified, polled from rx port `idx`. Frames that carry their sender's offloads are
-    /// first made into what their port takes (`offload`).
+    /// first made into what their port takes, and those over its MTU dropped (`offload`).
     #[inline]
     pub(crate) fn egress(&mut self, idx: usize) {
         let source = self.cfg.rx_ports[idx].number;
@@ -192,7 +214,7 @@ impl Stages {
                 pending.clear();
                 continue;
             };
-            if offload::any_requests(pending) {
+            if offload::needs_care(pending, tx.max_frame_bytes) {
                 let cfg = &self.cfg;
                 let mut send = |batch: &mut MbufBatch| {
                     let bytes = batch.as_slice().iter().map(|m| u64::from(m.pkt_len())).sum();

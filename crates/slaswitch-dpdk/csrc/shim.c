@@ -101,29 +101,59 @@ int ss_eth_port_by_name(const char *name, uint16_t *port_id) {
     return rte_eth_dev_get_port_by_name(name, port_id);
 }
 
-/* Configures one rx and one tx queue, starts the port and makes it promiscuous. With
+/* The largest MTU the port's driver takes, as ethdev checks it: its frame length limit less
+ * its overhead (Ethernet header and CRC unless the driver says otherwise). */
+static uint16_t max_mtu_of(const struct rte_eth_dev_info *info) {
+    uint32_t overhead = RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN;
+    if (info->max_mtu != UINT16_MAX && info->max_rx_pktlen > info->max_mtu)
+        overhead = info->max_rx_pktlen - info->max_mtu;
+    uint32_t by_len = info->max_rx_pktlen > overhead ? info->max_rx_pktlen - overhead : 0;
+    uint32_t max = by_len < info->max_mtu ? by_len : info->max_mtu;
+    return max > UINT16_MAX ? UINT16_MAX : (uint16_t)max;
+}
+
+int ss_eth_max_mtu(uint16_t port) {
+    struct rte_eth_dev_info info;
+    int rc = rte_eth_dev_info_get(port, &info);
+    return rc < 0 ? rc : (int)max_mtu_of(&info);
+}
+
+/* Configures `queues` rx and tx queues, starts the port and makes it promiscuous. With
  * `l4_csum_rx`, the port is told the switch takes partial TCP/UDP checksums itself (a vhost
- * port then leaves them partial instead of completing every one in software). */
-int ss_eth_setup(uint16_t port, uint16_t nb_rxd, uint16_t nb_txd, struct rte_mempool *mp, int l4_csum_rx) {
+ * port then leaves them partial instead of completing every one in software); `mtu` (0: the
+ * device's own) is given to the device. */
+int ss_eth_setup(uint16_t port, uint16_t nb_rxd, uint16_t nb_txd, struct rte_mempool *mp, int l4_csum_rx,
+                 uint16_t mtu, uint16_t queues) {
     struct rte_eth_conf conf;
+    struct rte_eth_dev_info info;
     memset(&conf, 0, sizeof(conf));
-    if (l4_csum_rx) {
-        struct rte_eth_dev_info info;
-        int rc = rte_eth_dev_info_get(port, &info);
-        if (rc < 0) return rc;
-        conf.rxmode.offloads = info.rx_offload_capa & (RTE_ETH_RX_OFFLOAD_TCP_CKSUM | RTE_ETH_RX_OFFLOAD_UDP_CKSUM);
-        conf.txmode.offloads = info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
-    }
-    int rc = rte_eth_dev_configure(port, 1, 1, &conf);
+    int rc = rte_eth_dev_info_get(port, &info);
     if (rc < 0) return rc;
+    if (l4_csum_rx)
+        conf.rxmode.offloads = info.rx_offload_capa & (RTE_ETH_RX_OFFLOAD_TCP_CKSUM | RTE_ETH_RX_OFFLOAD_UDP_CKSUM);
+    /* Frames longer than one mbuf arrive chained (where the driver can) and leave chained. */
+    conf.rxmode.offloads |= info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_SCATTER;
+    conf.txmode.offloads = info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
+    if (mtu > max_mtu_of(&info) || (mtu != 0 && mtu < info.min_mtu)) return -EINVAL;
+    conf.rxmode.mtu = mtu;
+    rc = rte_eth_dev_configure(port, queues, queues, &conf);
+    if (rc < 0) return rc;
+    /* The kernel side of a tap or af_packet port takes the MTU too; devices without an MTU
+     * (vhost, null) keep none (the switch enforces the MTU on what it sends either way). */
+    if (mtu != 0) {
+        rc = rte_eth_dev_set_mtu(port, mtu);
+        if (rc < 0 && rc != -ENOTSUP) return rc;
+    }
     rc = rte_eth_dev_adjust_nb_rx_tx_desc(port, &nb_rxd, &nb_txd);
     if (rc < 0) return rc;
     int socket = rte_eth_dev_socket_id(port);
     if (socket < 0) socket = (int)rte_socket_id();
-    rc = rte_eth_rx_queue_setup(port, 0, nb_rxd, (unsigned)socket, NULL, mp);
-    if (rc < 0) return rc;
-    rc = rte_eth_tx_queue_setup(port, 0, nb_txd, (unsigned)socket, NULL);
-    if (rc < 0) return rc;
+    for (uint16_t q = 0; q < queues; q++) {
+        rc = rte_eth_rx_queue_setup(port, q, nb_rxd, (unsigned)socket, NULL, mp);
+        if (rc < 0) return rc;
+        rc = rte_eth_tx_queue_setup(port, q, nb_txd, (unsigned)socket, NULL);
+        if (rc < 0) return rc;
+    }
     rc = rte_eth_dev_start(port);
     if (rc < 0) return rc;
     rte_eth_promiscuous_enable(port);

@@ -84,8 +84,17 @@ mod ffi {
         pub fn ss_eth_dev_count_total() -> c_uint;
         pub fn ss_vdev_remove(name: *const c_char) -> c_int;
         pub fn ss_eth_port_by_name(name: *const c_char, port: *mut u16) -> c_int;
-        pub fn ss_eth_setup(port: u16, nb_rxd: u16, nb_txd: u16, mp: *mut c_void, l4_csum_rx: c_int) -> c_int;
+        pub fn ss_eth_setup(
+            port: u16,
+            nb_rxd: u16,
+            nb_txd: u16,
+            mp: *mut c_void,
+            l4_csum_rx: c_int,
+            mtu: u16,
+            queues: u16,
+        ) -> c_int;
         pub fn ss_mbuf_tso_segsz(m: *const c_void) -> u16;
+        pub fn ss_eth_max_mtu(port: u16) -> c_int;
         pub fn ss_mbuf_set_tx_offload(m: *mut c_void, l2: u8, l3: u16, l4: u8, segsz: u16, flags: u64);
         pub fn ss_mbuf_next(m: *const c_void) -> *mut c_void;
         pub fn ss_vhost_features(port: u16) -> u64;
@@ -347,6 +356,28 @@ impl Drop for Mempool {
     }
 }
 
+/// How a port is set up ([`EthPort::setup_with`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PortSetup {
+    /// Descriptors of each rx ring.
+    pub rx_ring: u16,
+    /// Descriptors of each tx ring.
+    pub tx_ring: u16,
+    /// Rx and tx queue pairs.
+    pub queues: u16,
+    /// Received frames keep the partial TCP/UDP checksums their senders left (flagged
+    /// [`ol_flags::RX_L4_CKSUM_NONE`]) for the switch to complete where needed.
+    pub partial_checksums: bool,
+    /// The MTU given to the device where it has one (0: its own).
+    pub mtu_bytes: u16,
+}
+
+impl Default for PortSetup {
+    fn default() -> Self {
+        PortSetup { rx_ring: 1024, tx_ring: 1024, queues: 1, partial_checksums: false, mtu_bytes: 0 }
+    }
+}
+
 /// An ethdev port (a vdev: vhost-user, virtio-user, tap, af_packet, null; or a PCI NIC).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct EthPort(pub u16);
@@ -389,26 +420,30 @@ impl EthPort {
 
     /// One rx and one tx queue of the given ring sizes, started, promiscuous.
     pub fn setup(&self, rx_ring: u16, tx_ring: u16, pool: &Mempool) -> Result<(), DpdkError> {
-        self.setup_with(rx_ring, tx_ring, pool, false)
+        self.setup_with(pool, &PortSetup { rx_ring, tx_ring, ..PortSetup::default() })
     }
 
-    /// Like [`Self::setup`]; with `partial_checksums`, received frames keep the partial TCP/UDP
-    /// checksums their senders left (flagged [`ol_flags::RX_L4_CKSUM_NONE`]) for the switch to
-    /// complete where needed, and chained mbufs may be sent.
-    pub fn setup_with(
-        &self,
-        rx_ring: u16,
-        tx_ring: u16,
-        pool: &Mempool,
-        partial_checksums: bool,
-    ) -> Result<(), DpdkError> {
+    /// Sets the port up as `how` says, started, promiscuous. It receives frames longer than
+    /// one mbuf chained where its driver can, and may be sent chained ones.
+    pub fn setup_with(&self, pool: &Mempool, how: &PortSetup) -> Result<(), DpdkError> {
+        let checksums = c_int::from(how.partial_checksums);
+        let (rx, tx, mtu, queues) = (how.rx_ring, how.tx_ring, how.mtu_bytes, how.queues.max(1));
         // SAFETY: valid port id and pool.
-        let rc =
-            unsafe { ffi::ss_eth_setup(self.0, rx_ring, tx_ring, pool.ptr.as_ptr(), c_int::from(partial_checksums)) };
+        let rc = unsafe { ffi::ss_eth_setup(self.0, rx, tx, pool.ptr.as_ptr(), checksums, mtu, queues) };
         if rc < 0 {
             return Err(error(format!("setting up port {}", self.0), rc));
         }
         Ok(())
+    }
+
+    /// The largest MTU the port's driver takes.
+    pub fn max_mtu(&self) -> Result<u16, DpdkError> {
+        // SAFETY: valid port id; reads its device information.
+        let rc = unsafe { ffi::ss_eth_max_mtu(self.0) };
+        if rc < 0 {
+            return Err(error(format!("rte_eth_dev_info_get({})", self.0), rc));
+        }
+        Ok(rc as u16)
     }
 
     /// The virtio features the guest on this vhost port negotiated ([`virtio_features`]); 0 while

@@ -256,9 +256,15 @@ impl MbufBatch {
     /// Receives up to `max` packets from `port` at the end; returns how many came.
     #[inline(always)]
     pub fn rx_burst(&mut self, port: &EthPort, max: usize) -> usize {
+        self.rx_burst_queue(port, 0, max)
+    }
+
+    /// Receives up to `max` packets from rx queue `queue` of `port` at the end.
+    #[inline(always)]
+    pub fn rx_burst_queue(&mut self, port: &EthPort, queue: u16, max: usize) -> usize {
         let n = max.min(MAX_BURST - self.len) as u16;
         // SAFETY: the driver writes at most `n` mbufs, each ours, into free slots.
-        let got = unsafe { ffi::ss_rx_burst(port.id(), 0, self.free_ptr(), n) } as usize;
+        let got = unsafe { ffi::ss_rx_burst(port.id(), queue, self.free_ptr(), n) } as usize;
         self.len += got;
         got
     }
@@ -278,9 +284,15 @@ impl MbufBatch {
     /// move to the front. Returns how many it took.
     #[inline(always)]
     pub fn tx_burst(&mut self, port: &EthPort) -> usize {
+        self.tx_burst_queue(port, 0)
+    }
+
+    /// Transmits like [`Self::tx_burst`] on tx queue `queue` of `port`.
+    #[inline(always)]
+    pub fn tx_burst_queue(&mut self, port: &EthPort, queue: u16) -> usize {
         let base = self.slots.as_mut_ptr().cast::<*mut c_void>();
         // SAFETY: the first `len` slots are ours; the device takes ownership of the first `sent`.
-        let sent = unsafe { ffi::ss_tx_burst(port.id(), 0, base, self.len as u16) } as usize;
+        let sent = unsafe { ffi::ss_tx_burst(port.id(), queue, base, self.len as u16) } as usize;
         if sent > 0 {
             // SAFETY: moves the unsent mbufs to the front; the sent ones are not ours to drop.
             unsafe { std::ptr::copy(base.add(sent), base, self.len - sent) };

@@ -47,35 +47,72 @@ pub fn write_frame(buf: &mut [u8], src_mac: [u8; 6], src_ip: [u8; 4], dst_mac: [
     write_udp4(buf, dst_mac, src_mac, ip, dst_ip, port, 9);
 }
 
-/// Frames a hostile VM sends: valid Ethernet, an IPv4 header the switch must refuse.
+/// Frames a hostile VM sends, one for each way the switch's parser refuses a frame
+/// (`slaswitch_classifier::parse::ParseError`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Malformed {
+    /// 10 bytes, shorter than an Ethernet header.
+    Runt,
+    /// An 802.1Q tag cut short (16 bytes).
+    TruncatedVlan,
+    /// 10 bytes of an IPv4 header.
+    TruncatedIpv4,
     /// IHL of 4 words, below the 5 a header needs.
     BadIhl,
     /// IP version 5.
     BadVersion,
     /// A total length beyond the frame.
     BadLength,
+    /// 30 bytes of an IPv6 header.
+    TruncatedIpv6,
+    /// A UDP header cut to 4 bytes (the IPv4 total length says so).
+    TruncatedL4,
 }
 
 impl Malformed {
-    /// `bad-ihl`, `bad-version` or `bad-length`.
+    /// Every kind, by its name.
+    pub const ALL: [(&'static str, Malformed); 8] = [
+        ("runt", Malformed::Runt),
+        ("truncated-vlan", Malformed::TruncatedVlan),
+        ("truncated-ipv4", Malformed::TruncatedIpv4),
+        ("bad-ihl", Malformed::BadIhl),
+        ("bad-version", Malformed::BadVersion),
+        ("bad-length", Malformed::BadLength),
+        ("truncated-ipv6", Malformed::TruncatedIpv6),
+        ("truncated-l4", Malformed::TruncatedL4),
+    ];
+
+    /// One of the names in [`Self::ALL`].
     pub fn parse(s: &str) -> Result<Malformed, crate::SpecError> {
-        match s {
-            "bad-ihl" => Ok(Malformed::BadIhl),
-            "bad-version" => Ok(Malformed::BadVersion),
-            "bad-length" => Ok(Malformed::BadLength),
-            _ => Err(crate::SpecError::new(format!("malformed={s}"), "bad-ihl, bad-version or bad-length")),
-        }
+        Self::ALL.iter().find(|(name, _)| *name == s).map(|(_, m)| *m).ok_or_else(|| {
+            let names: Vec<&str> = Self::ALL.iter().map(|(n, _)| *n).collect();
+            crate::SpecError::new(format!("malformed={s}"), names.join(", "))
+        })
     }
 
-    /// Breaks the IPv4 header of a frame [`write_frame`] wrote.
-    pub fn apply(self, buf: &mut [u8]) {
+    /// Breaks a frame [`write_frame`] wrote; returns how many of its bytes to send.
+    pub fn apply(self, buf: &mut [u8]) -> usize {
         match self {
+            Malformed::Runt => return 10,
+            Malformed::TruncatedVlan => {
+                buf[12..14].copy_from_slice(&0x8100u16.to_be_bytes());
+                return 16;
+            }
+            Malformed::TruncatedIpv4 => return 24,
             Malformed::BadIhl => buf[14] = 0x44,
             Malformed::BadVersion => buf[14] = 0x55,
             Malformed::BadLength => buf[16..18].copy_from_slice(&u16::MAX.to_be_bytes()),
+            Malformed::TruncatedIpv6 => {
+                buf[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
+                buf[14] = 0x60;
+                return 44;
+            }
+            Malformed::TruncatedL4 => {
+                buf[16..18].copy_from_slice(&24u16.to_be_bytes());
+                return 38;
+            }
         }
+        buf.len()
     }
 }
 

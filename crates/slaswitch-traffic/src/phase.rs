@@ -2,7 +2,8 @@
 //! Text form: `start=0,dur=10,size=64,rate=1mpps,flows=1,dst-mac=02:..,dst-ip=10.0.0.2,vm=vm1`
 //! (`size` a frame length in bytes without FCS, or `imix`; `rate` as `NNpps`, `NNkpps`, `NNmpps`,
 //! `NNbps`, `NNkbps`, `NNmbps`, `NNgbps` of frame bytes, or `max`; `vm` omitted: every VM).
-//! `malformed=bad-ihl|bad-version|bad-length` sends frames the switch must refuse (a hostile
+//! `malformed=runt|truncated-vlan|truncated-ipv4|bad-ihl|bad-version|bad-length|truncated-ipv6|truncated-l4`
+//! sends frames the switch must refuse (a hostile
 //! VM). `burst=1ms/4ms` makes a paced phase bursty: each 4 ms period's frames go out in its first
 //! 1 ms, so the mean rate is still `rate` but the VM's ring sees four times it while on.
 

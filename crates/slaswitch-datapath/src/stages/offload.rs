@@ -4,7 +4,8 @@
 //! other port (tap, af_packet, a paced link, a guest without those features) gets whole
 //! checksums and frames cut to the segment size, made in software by `slaswitch_offload`. The
 //! work happens here, in the egress stage of the batch's own port, so C2QoS charges its cycles to
-//! the port whose frames needed it.
+//! the port whose frames needed it. Frames longer than the port's MTU allows are dropped here
+//! and counted on the port (`mtu_request`; OVS-DPDK drops them in its send path likewise).
 
 use slaswitch_dpdk::{ol_flags, rdtsc, virtio_features, Mbuf, MbufBatch, OffloadRequest, MAX_BURST};
 use slaswitch_offload::{l4_checksum, Chain, Headers, Ip, Segments, L4};
@@ -59,15 +60,19 @@ pub(super) fn wire_len(m: &Mbuf) -> u32 {
     }
 }
 
-/// Whether any frame of `batch` asks for an offload.
+/// Whether any frame of `batch` asks for an offload or is longer than `max_frame_bytes`, the
+/// port's MTU allows (one look at each frame's first cache line).
 #[inline]
-pub(super) fn any_requests(batch: &MbufBatch) -> bool {
+pub(super) fn needs_care(batch: &MbufBatch, max_frame_bytes: u32) -> bool {
     const ASKS: u64 = ol_flags::RX_LRO | ol_flags::RX_L4_CKSUM_MASK;
-    batch.as_slice().iter().any(|m| m.ol_flags() & ASKS != 0 && m.offload_request() != OffloadRequest::None)
+    batch.as_slice().iter().any(|m| {
+        m.pkt_len() > max_frame_bytes || (m.ol_flags() & ASKS != 0 && m.offload_request() != OffloadRequest::None)
+    })
 }
 
 /// Sends `pending` to `tx` through `send` (in batches of at most [`MAX_BURST`]), each frame made
-/// into what the port takes. Counts the work in `totals`.
+/// into what the port takes; frames longer than its MTU allows are dropped and counted on it.
+/// Counts the offload work in `totals`.
 pub(super) fn send_prepared(
     cfg: &PmdConfig,
     tx: &TxPort,
@@ -76,7 +81,7 @@ pub(super) fn send_prepared(
     send: &mut dyn FnMut(&mut MbufBatch),
 ) {
     let takes = Takes::of(tx);
-    let mut out = Out { batch: MbufBatch::new(), send };
+    let mut out = Out { batch: MbufBatch::new(), send, max_frame_bytes: tx.max_frame_bytes, mtu_drops: 0 };
     for mut m in pending.drain() {
         match m.offload_request() {
             OffloadRequest::None => out.push(m),
@@ -90,9 +95,11 @@ pub(super) fn send_prepared(
                 out.push(m);
             }
             OffloadRequest::Segment { mss } => match Segments::plan(m.data(), m.pkt_len() as usize, mss) {
+                // Its frames would be longer than the port's MTU allows, however sent.
+                Ok(plan) if plan.frame_len(0) as u32 > out.max_frame_bytes => out.mtu_drops += 1,
                 Ok(plan) if takes.tso(plan.headers.ip) => {
                     mark(&mut m, &plan.headers, mss);
-                    out.push(m);
+                    out.push_whole(m);
                 }
                 Ok(plan) => segment(cfg, &m, &plan, &mut out, totals),
                 Err(_) => totals.drops += 1,
@@ -100,6 +107,9 @@ pub(super) fn send_prepared(
         }
     }
     out.flush();
+    if out.mtu_drops > 0 {
+        tx.counters.tx_mtu_dropped.fetch_add(out.mtu_drops, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// Flags a frame for a guest that takes its offloads: its vhost port writes them into the
@@ -166,10 +176,13 @@ fn segment(cfg: &PmdConfig, m: &Mbuf, plan: &Segments, out: &mut Out<'_>, totals
     totals.segments += n as u64;
 }
 
-/// Frames on their way to one port, sent a batch at a time.
+/// Frames on their way to one port, sent a batch at a time; those longer than its MTU allows
+/// are dropped and counted.
 struct Out<'a> {
     batch: MbufBatch,
     send: &'a mut dyn FnMut(&mut MbufBatch),
+    max_frame_bytes: u32,
+    mtu_drops: u64,
 }
 
 impl Out<'_> {
@@ -181,7 +194,17 @@ impl Out<'_> {
         MAX_BURST - self.batch.len()
     }
 
+    /// Queues `m`, or drops it when it is longer than the port's MTU allows.
     fn push(&mut self, m: Mbuf) {
+        if m.pkt_len() > self.max_frame_bytes {
+            self.mtu_drops += 1;
+            return;
+        }
+        self.push_whole(m);
+    }
+
+    /// Queues `m`, a large segment whose frames the caller checked against the MTU.
+    fn push_whole(&mut self, m: Mbuf) {
         self.room();
         if self.batch.push(m).is_err() {
             unreachable!("room() made room");

@@ -24,7 +24,7 @@ use slaswitch::tenant::frames::{mac_for, mac_text};
 use slaswitch::tenant::generator::{self, GenVm};
 use slaswitch::tenant::phase::Phase;
 use slaswitch::tenant::sink::{self, SinkVm};
-use slaswitch_dpdk::{remove_vdev, Eal, EthPort, Mempool};
+use slaswitch_dpdk::{remove_vdev, Eal, EthPort, Mempool, PortSetup};
 
 /// One or many emulated VMs attached to a switch over vhost-user (or af_packet).
 #[derive(Parser, Debug)]
@@ -44,6 +44,10 @@ struct Common {
     /// The core the VMs run on.
     #[arg(long, global = true, default_value_t = 1)]
     core: usize,
+    /// Queue pairs of each VM's virtio device (its switch port needs as many, `queues=N`); a
+    /// generator sends its bursts on each in turn.
+    #[arg(long, global = true, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=16))]
+    queues: u16,
     /// Descriptors per virtio ring: a power of two from 64 to 32768.
     #[arg(long = "ring", global = true, default_value_t = 1024, value_parser = ring_descriptors)]
     ring_descriptors: u16,
@@ -258,9 +262,10 @@ fn attach(c: &Common) -> anyhow::Result<(Eal, Mempool, Vec<Device>)> {
         .with_context(|| format!("asked for {mbufs} mbufs for {} VMs with {ring}-descriptor rings", c.vms.len()))?;
     let mut ports = Vec::new();
     for (i, vm) in c.vms.iter().enumerate() {
-        let (dev, args) = device(i, vm, ring);
+        let (dev, args) = device(i, vm, ring, c.queues);
         let port = EthPort::create_vdev(&eal, &dev, &args).with_context(|| format!("VM {}", vm.name))?;
-        port.setup(ring, ring, &pool).with_context(|| format!("VM {}", vm.name))?;
+        let setup = PortSetup { rx_ring: ring, tx_ring: ring, queues: c.queues, ..PortSetup::default() };
+        port.setup_with(&pool, &setup).with_context(|| format!("VM {}", vm.name))?;
         ports.push((dev, port));
     }
     let waited = std::time::Instant::now();
@@ -278,19 +283,22 @@ fn attach(c: &Common) -> anyhow::Result<(Eal, Mempool, Vec<Device>)> {
     Ok((eal, pool, ports))
 }
 
-/// The DPDK device of VM number `i`: virtio-user on its vhost-user socket, or af_packet.
-fn device(i: usize, vm: &Vm, ring: u16) -> (String, String) {
+/// The DPDK device of VM number `i`: virtio-user on its vhost-user socket (with a control
+/// queue to enable its queue pairs when it has several), or af_packet.
+fn device(i: usize, vm: &Vm, ring: u16, queues: u16) -> (String, String) {
     match vm.socket.strip_prefix("af_packet:") {
         // The kernel interface has its own MAC; frames carry the VM's MAC anyway, and the
         // interface is put in promiscuous mode by the driver.
-        Some(iface) => {
-            (format!("net_af_packet{i}"), format!("iface={iface},qpairs=1,blocksz=4096,framesz=2048,framecnt={ring}"))
-        }
+        Some(iface) => (
+            format!("net_af_packet{i}"),
+            format!("iface={iface},qpairs={queues},blocksz=4096,framesz=2048,framecnt={ring}"),
+        ),
         None => (
             format!("net_virtio_user{i}"),
             format!(
-                "path={},queues=1,queue_size={ring},mac={}{}{}",
+                "path={},queues={queues}{},queue_size={ring},mac={}{}{}",
                 vm.socket,
+                if queues > 1 { ",cq=1" } else { "" },
                 mac_text(mac_for(&vm.name)),
                 if vm.server { ",server=1" } else { "" },
                 std::env::var("SLASWITCH_TENANT_VDEV_EXTRA").unwrap_or_default()
@@ -316,7 +324,7 @@ fn run_gen(
         .filter(|(vm, _)| !is_sink(&vm.name))
         .map(|(vm, (_, port))| {
             let phases = gen.phases.iter().filter(|p| p.vm.as_deref().is_none_or(|n| n == vm.name)).cloned().collect();
-            let mut g = GenVm::new(&vm.name, *port, phases);
+            let mut g = GenVm::new(&vm.name, *port, phases).with_queues(c.queues);
             g.keep_refused = gen.keep_refused;
             g
         })

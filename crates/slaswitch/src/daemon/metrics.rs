@@ -263,9 +263,16 @@ fn device_families(family: &mut Family<'_>, ports: &[PortStats]) {
 }
 
 /// Per-port counters and gauges.
-/// What the switch did in software for frames whose offloads their output port could not take.
-fn offload_families(family: &mut Family<'_>, ports: &[PortStats]) {
+/// What the egress stage did besides sending: frames made into what their output port takes
+/// (offloads done in software), frames over its MTU dropped.
+fn egress_families(family: &mut Family<'_>, ports: &[PortStats]) {
     let per_port = |f: &dyn Fn(&PortStats) -> u64| per_port_of(ports, f);
+    family(
+        "slaswitch_port_tx_mtu_dropped_total",
+        "counter",
+        "Frames longer than the port's MTU allows, dropped instead of sent.",
+        per_port(&|p| p.tx_mtu_dropped),
+    );
     family(
         "slaswitch_port_segmented_total",
         "counter",
@@ -316,7 +323,7 @@ fn port_families(family: &mut Family<'_>, ports: &[PortStats]) {
     family("slaswitch_port_tx_bytes_total", "counter", "Bytes transmitted on the port.", per_port(&|p| p.tx_bytes));
     family("slaswitch_port_tx_dropped_total", "counter", "Packets the port did not take.", per_port(&|p| p.tx_dropped));
     device_families(family, ports);
-    offload_families(family, ports);
+    egress_families(family, ports);
     family(
         "slaswitch_port_rule_dropped_total",
         "counter",

@@ -97,9 +97,9 @@ impl Display for PortStatsReply {
             writeln!(
                 f,
                 "port {} ({}):\n  RX packets:{} bytes:{} malformed:{malformed} rule-drops:{} policed:{} ring-overruns:{} \
-                 device-errors:{}\n  TX packets:{} bytes:{} dropped:{}",
+                 device-errors:{}\n  TX packets:{} bytes:{} dropped:{} mtu-drops:{} (mtu {})",
                 p.number, p.name, rx.rx_packets, rx.rx_bytes, rx.dropped_by_rules, rx.policer_drops, p.device_rx_missed,
-                p.device_rx_errors, p.tx_packets, p.tx_bytes, p.tx_dropped
+                p.device_rx_errors, p.tx_packets, p.tx_bytes, p.tx_dropped, p.tx_mtu_dropped, p.mtu_bytes
             )?;
             let o = &rx.offload;
             if o.segmented + o.checksums + o.drops > 0 {

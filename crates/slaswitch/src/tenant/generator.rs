@@ -18,6 +18,9 @@ pub struct GenVm {
     pub port: EthPort,
     /// What it sends, and when.
     pub phases: Vec<Phase>,
+    /// Its device's tx queues: bursts go to each in turn, as a guest's vCPUs spread its flows.
+    queues: u16,
+    next_queue: u16,
     mac: [u8; 6],
     ip: [u8; 4],
     id: u16,
@@ -69,12 +72,27 @@ pub struct GenRecord {
 }
 
 impl GenVm {
+    /// Sends its bursts over `queues` tx queues in turn (its device has that many).
+    pub fn with_queues(mut self, queues: u16) -> GenVm {
+        self.queues = queues.max(1);
+        self
+    }
+
+    /// The tx queue of the next burst.
+    fn take_queue(&mut self) -> u16 {
+        let q = self.next_queue;
+        self.next_queue = (q + 1) % self.queues;
+        q
+    }
+
     /// A VM named `name` on `port` that will send `phases`.
     pub fn new(name: &str, port: EthPort, phases: Vec<Phase>) -> GenVm {
         GenVm {
             name: name.to_string(),
             port,
             phases,
+            queues: 1,
+            next_queue: 0,
             mac: mac_for(name),
             ip: ip_for(name),
             id: sender_id(name),
@@ -126,7 +144,8 @@ impl GenVm {
                     let mut f = vec![0u8; usize::from(len)];
                     write_frame(&mut f, self.mac, self.ip, p.dst_mac, p.dst_ip, 0);
                     if let Some(m) = p.malformed {
-                        m.apply(&mut f);
+                        let cut = m.apply(&mut f);
+                        f.truncate(cut);
                     }
                     (len, f)
                 })
@@ -179,26 +198,28 @@ impl GenVm {
         let mut bytes = 0u64;
         for m in batch.as_mut_slice() {
             let len = self.next_size(size);
-            m.set_len_within(len, 2048);
             let flow = self.flow;
             self.flow = (self.flow + 1) % flows;
-            let buf = m.data_mut();
             let template = &self.templates.iter().find(|(l, _)| *l == len).expect("template per size").1;
+            // A malformed frame may be cut shorter than its size.
+            let template_len = template.len();
+            m.set_len_within(template_len as u16, 2048);
+            let buf = m.data_mut();
             buf.copy_from_slice(template);
-            if flow >= 60000 {
+            if malformed.is_some() {
+                // One flow: a malformed frame has no ports to vary.
+            } else if flow >= 60000 {
                 // Beyond 60000 the source address changes too, and with it the IP checksum.
                 write_frame(buf, self.mac, self.ip, dst_mac, dst_ip, flow);
-                if let Some(m) = malformed {
-                    m.apply(buf);
-                }
             } else if flow != 0 {
                 buf[34..36].copy_from_slice(&(1024 + flow as u16).to_be_bytes());
             }
             self.seq += 1;
             stamp(buf, self.id, self.seq, tsc);
-            bytes += u64::from(len);
+            bytes += template_len as u64;
         }
-        let sent = batch.tx_burst(&self.port);
+        let q = self.take_queue();
+        let sent = batch.tx_burst_queue(&self.port, q);
         if sent < build {
             let unsent_bytes: u64 = batch.as_slice().iter().map(|m| u64::from(m.pkt_len())).sum();
             bytes -= unsent_bytes;
@@ -233,7 +254,8 @@ impl GenVm {
             restamp_tsc(m.data_mut(), tsc);
         }
         let offered = self.pending.len();
-        let sent = self.pending.tx_burst(&self.port);
+        let q = self.take_queue();
+        let sent = self.pending.tx_burst_queue(&self.port, q);
         bytes -= self.pending.as_slice().iter().map(|m| u64::from(m.pkt_len())).sum::<u64>();
         self.tx_full += (offered - sent) as u64;
         self.interval_tx_full += (offered - sent) as u64;
