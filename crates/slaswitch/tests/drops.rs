@@ -47,15 +47,6 @@ fn wait_for(sw: &Switch, port: &str, path: &[&str], at_least: u64) -> u64 {
     }
 }
 
-struct Links(Vec<String>);
-impl Drop for Links {
-    fn drop(&mut self) {
-        for l in &self.0 {
-            let _ = sh(&format!("ip link del {l}"));
-        }
-    }
-}
-
 #[test]
 fn every_kind_of_drop_is_counted_on_its_port() {
     let _g = serial();
@@ -65,7 +56,7 @@ fn every_kind_of_drop_is_counted_on_its_port() {
     let tag = std::process::id() % 10000;
     let sw = Switch::start("drops", &["--metrics", "127.0.0.1:19478"]);
     let iface = |p: &str| format!("sd{p}{tag}");
-    let _links = Links(["in", "small", "pol", "x"].iter().map(|p| iface(p)).collect());
+    let _links = OnDrop(["in", "small", "pol", "x"].iter().map(|p| format!("ip link del {}", iface(p))).collect());
     // A driver's limit is refused by name, with the most it takes.
     let (ok, _, err) = sw.cli(&["add-port", "x", "tap", &format!("iface={}", iface("x")), "mtu_request=9000"]);
     assert!(!ok && err.contains("mtu_request=9000") && err.contains("at most 1504"), "{err}");

@@ -1,6 +1,7 @@
 //! A real guest on the switch: QEMU with Debian's kernel (`scripts/guest-image`, built here if
 //! missing) on a vhost-user port, a namespace on a tap port, ping and TCP both ways between
-//! them, and the switch's counters against the guest's own.
+//! them, and the switch's counters against the guest's own. The guest uses TSO: its large
+//! segments are cut for the tap port (IPv4 and IPv6), also when the tap port is paced.
 
 mod common;
 
@@ -9,19 +10,6 @@ use std::time::Duration;
 
 use common::*;
 use slaswitch_testbed::guest::{self, Guest, GuestConfig};
-
-fn sh(cmd: &str) -> (bool, String) {
-    let out = std::process::Command::new("sh").args(["-c", cmd]).output().unwrap();
-    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
-}
-
-/// Deletes the namespace even if the test fails.
-struct Namespace(String);
-impl Drop for Namespace {
-    fn drop(&mut self) {
-        let _ = sh(&format!("ip netns del {}", self.0));
-    }
-}
 
 /// The guest image, built by the repository's script when this machine has none.
 fn guest_image() {
@@ -41,6 +29,13 @@ fn in_guest(g: &mut Guest, cmd: &str, timeout_secs: u64) -> String {
     out
 }
 
+/// Received bits per second of an iperf3 client run in the guest with `args`.
+fn iperf3_bps(g: &mut Guest, args: &str) -> f64 {
+    let out = in_guest(g, &format!("iperf3 {args} -J"), 60);
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("iperf3 {args}: {e}: {out}"));
+    doc["end"]["sum_received"]["bits_per_second"].as_f64().unwrap_or(0.0)
+}
+
 fn counter(g: &mut Guest, name: &str) -> u64 {
     in_guest(g, &format!("cat /sys/class/net/eth0/statistics/{name}"), 20).trim().parse().unwrap()
 }
@@ -54,7 +49,7 @@ fn a_qemu_guest_passes_ping_and_tcp_through_the_switch_and_its_counters_match() 
     guest_image();
     let tag = std::process::id() % 10000;
     let (ns, tap) = (format!("ssg{tag}"), format!("stg{tag}"));
-    let _ns = Namespace(ns.clone());
+    let _ns = OnDrop(vec![format!("ip netns del {ns}")]);
     let sw = Switch::start("guest", &[]);
     sw.ok(&["add-port", "vm1", "vhost-user"]);
     sw.ok(&["add-port", "host", "tap", &format!("iface={tap}")]);
@@ -99,10 +94,7 @@ fn a_qemu_guest_passes_ping_and_tcp_through_the_switch_and_its_counters_match() 
     let _server = Kill(server);
     std::thread::sleep(Duration::from_millis(500));
     for reverse in ["", " -R"] {
-        let out = in_guest(&mut g, &format!("iperf3 -c 10.79.0.1 -p 5298 -t 3 -J{reverse}"), 60);
-        let doc: serde_json::Value =
-            serde_json::from_str(&out).unwrap_or_else(|e| panic!("iperf3{reverse}: {e}: {out}"));
-        let bps = doc["end"]["sum_received"]["bits_per_second"].as_f64().unwrap_or(0.0);
+        let bps = iperf3_bps(&mut g, &format!("-c 10.79.0.1 -p 5298 -t 3{reverse}"));
         eprintln!("iperf3{reverse} guest and namespace through slaswitch: {:.0} Mbit/s", bps / 1e6);
         assert!(bps > 10e6, "TCP{reverse} between the guest and the namespace: {bps} bit/s");
     }
@@ -113,6 +105,32 @@ fn a_qemu_guest_passes_ping_and_tcp_through_the_switch_and_its_counters_match() 
     assert!(offload["segmented"].as_u64().unwrap() > 0, "no large segment from the guest was cut: {offload}");
     assert!(offload["segments"].as_u64().unwrap() > offload["segmented"].as_u64().unwrap(), "{offload}");
     assert_eq!(offload["drops"].as_u64().unwrap(), 0, "{offload}");
+    // That work is in the guest port's egress cycles, which C2QoS charges to it.
+    let rx = &sw.port("vm1")["rx"];
+    assert!(rx["egress_cycles"].as_u64().unwrap() >= offload["segment_cycles"].as_u64().unwrap(), "{rx}");
+
+    // IPv6 (the namespace's kernel checks the TCP checksums over the IPv6 pseudo-header).
+    let (ok, out) = sh(&format!("ip -n {ns} -6 addr add fd79::1/64 dev {tap} nodad"));
+    assert!(ok, "{out}");
+    in_guest(&mut g, "ip -6 addr add fd79::2/64 dev eth0 && sleep 2", 30);
+    let segmented = |sw: &Switch| sw.port("vm1")["rx"]["offload"]["segmented"].as_u64().unwrap();
+    let before_v6 = segmented(&sw);
+    let bps = iperf3_bps(&mut g, "-6 -c fd79::1 -p 5298 -t 2");
+    eprintln!("iperf3 over IPv6 guest to namespace: {:.0} Mbit/s", bps / 1e6);
+    assert!(bps > 10e6, "TCP over IPv6: {bps} bit/s");
+    assert!(segmented(&sw) > before_v6, "no IPv6 segment was cut");
+
+    // The tap port paced to 100 Mbit/s: the guest's segments are cut before its link, which
+    // sends and counts the frames the wire carries.
+    sw.ok(&["set-port", "host", "link_rate_bps=100000000"]);
+    let before_paced = segmented(&sw);
+    let bps = iperf3_bps(&mut g, "-c 10.79.0.1 -p 5298 -t 3");
+    eprintln!("iperf3 through the tap port paced to 100 Mbit/s: {:.1} Mbit/s", bps / 1e6);
+    assert!(bps > 10e6 && bps < 101e6, "TCP through the paced port: {bps} bit/s");
+    assert!(segmented(&sw) > before_paced, "no segment was cut for the paced port");
+    let host = sw.port("host");
+    assert_eq!(host["tx_mtu_dropped"].as_u64().unwrap(), 0, "{host}");
+    sw.ok(&["set-port", "host", "link_rate_bps=0"]);
 
     // Every frame the guest sent, the switch received from it, and the other way. The switch's
     // figures are a snapshot taken each second; the guest may send a stray frame of its own

@@ -460,16 +460,6 @@ fn a_silent_or_endless_client_delays_no_other_command() {
     }
 }
 
-/// Deletes the namespaces even if the test fails.
-struct Namespaces(Vec<String>);
-impl Drop for Namespaces {
-    fn drop(&mut self) {
-        for ns in &self.0 {
-            let _ = sh(&format!("ip netns del {ns}"));
-        }
-    }
-}
-
 #[test]
 fn iperf3_tcp_between_namespaces_attached_by_tap_and_af_packet() {
     let _g = serial();
@@ -478,7 +468,7 @@ fn iperf3_tcp_between_namespaces_attached_by_tap_and_af_packet() {
     }
     let tag = std::process::id() % 10000;
     let (a, b) = (format!("ssa{tag}"), format!("ssb{tag}"));
-    let _ns = Namespaces(vec![a.clone(), b.clone()]);
+    let _ns = OnDrop(vec![format!("ip netns del {a}"), format!("ip netns del {b}")]);
     let sw = Switch::start("iperf", &[]);
     // Namespace a hangs off a tap port; namespace b off one end of a veth pair, whose other end
     // the switch opens as an af-packet port.

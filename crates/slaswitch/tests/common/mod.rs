@@ -375,6 +375,18 @@ pub fn share(a: &Value, b: &Value, port: &str) -> f64 {
     100.0 * (p1 - p0) / (t1 - t0)
 }
 
+/// Shell commands run when dropped, so a test that fails still removes what it made
+/// (namespaces, interfaces).
+pub struct OnDrop(pub Vec<String>);
+
+impl Drop for OnDrop {
+    fn drop(&mut self) {
+        for cmd in &self.0 {
+            let _ = sh(cmd);
+        }
+    }
+}
+
 /// Runs a shell command; returns (success, stdout and stderr).
 pub fn sh(cmd: &str) -> (bool, String) {
     let out = Command::new("sh").arg("-c").arg(cmd).output().unwrap();
