@@ -134,7 +134,7 @@ impl Stages {
     pub(crate) fn ingress(&mut self, idx: usize, batch: &mut MbufBatch, burst: usize, now_tsc: u64) -> Ingress {
         let (eth, queues): (EthPort, u16) = (self.cfg.rx_ports[idx].eth, self.cfg.rx_ports[idx].queues);
         let received =
-            if queues <= 1 { batch.rx_burst(&eth, burst) } else { self.rx_queues(idx, batch, burst, queues) };
+            if queues <= 1 { batch.rx_burst(&eth, burst) } else { self.rx_queues(idx, &eth, batch, burst, queues) };
         if received == 0 {
             return Ingress { received, kept: 0 };
         }
@@ -144,13 +144,12 @@ impl Stages {
     /// Receives up to `burst` packets from the rx queues of a multiqueue port, starting one
     /// queue further each poll so that none is always served last.
     #[inline]
-    fn rx_queues(&mut self, idx: usize, batch: &mut MbufBatch, burst: usize, queues: u16) -> usize {
-        let eth = self.cfg.rx_ports[idx].eth;
+    fn rx_queues(&mut self, idx: usize, eth: &EthPort, batch: &mut MbufBatch, burst: usize, queues: u16) -> usize {
         let start = self.next_queue[idx];
         self.next_queue[idx] = (start + 1) % queues;
         let mut got = 0;
         for k in 0..queues {
-            got += batch.rx_burst_queue(&eth, (start + k) % queues, burst - got);
+            got += batch.rx_burst_queue(eth, (start + k) % queues, burst - got);
             if got == burst {
                 break;
             }

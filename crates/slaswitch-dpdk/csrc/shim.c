@@ -61,9 +61,6 @@ void ss_mbuf_set_tx_offload(struct rte_mbuf *m, uint8_t l2, uint16_t l3, uint8_t
     m->ol_flags |= flags;
 }
 
-/* The next segment of a chained mbuf, or NULL. */
-struct rte_mbuf *ss_mbuf_next(const struct rte_mbuf *m) { return m->next; }
-
 /* The virtio features the guest on vhost port `port` negotiated; 0 while none is connected. */
 uint64_t ss_vhost_features(uint16_t port) {
     uint64_t features = 0;

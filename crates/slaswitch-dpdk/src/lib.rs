@@ -96,7 +96,6 @@ mod ffi {
         pub fn ss_mbuf_tso_segsz(m: *const c_void) -> u16;
         pub fn ss_eth_max_mtu(port: u16) -> c_int;
         pub fn ss_mbuf_set_tx_offload(m: *mut c_void, l2: u8, l3: u16, l4: u8, segsz: u16, flags: u64);
-        pub fn ss_mbuf_next(m: *const c_void) -> *mut c_void;
         pub fn ss_vhost_features(port: u16) -> u64;
         pub fn ss_eth_stop_close(port: u16) -> c_int;
         pub fn ss_eth_mac(port: u16, mac: *mut u8) -> c_int;
@@ -124,6 +123,7 @@ pub(crate) const OFF_NB_SEGS: usize = 20;
 pub(crate) const OFF_PKT_LEN: usize = 36;
 pub(crate) const OFF_DATA_LEN: usize = 40;
 pub(crate) const OFF_OL_FLAGS: usize = 24;
+pub(crate) const OFF_NEXT: usize = 64;
 
 /// Offload flags of `rte_mbuf.ol_flags` (DPDK 22.11), checked at [`Eal::init`].
 pub mod ol_flags {
@@ -222,13 +222,14 @@ impl Eal {
         let mut layout = ffi::MbufLayout::default();
         // SAFETY: fills a plain struct.
         unsafe { ffi::ss_mbuf_layout(&mut layout) };
-        let expected = (OFF_BUF_ADDR, OFF_DATA_OFF, OFF_NB_SEGS, OFF_PKT_LEN, OFF_DATA_LEN);
+        let expected = (OFF_BUF_ADDR, OFF_DATA_OFF, OFF_NB_SEGS, OFF_PKT_LEN, OFF_DATA_LEN, OFF_NEXT);
         let actual = (
             layout.buf_addr as usize,
             layout.data_off as usize,
             layout.nb_segs as usize,
             layout.pkt_len as usize,
             layout.data_len as usize,
+            layout.next as usize,
         );
         assert_eq!(expected, actual, "rte_mbuf layout differs from what slaswitch-dpdk was written for (DPDK 22.11)");
         let flags = (

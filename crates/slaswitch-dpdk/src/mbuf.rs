@@ -8,8 +8,8 @@ use std::mem::MaybeUninit;
 use std::ptr::NonNull;
 
 use crate::{
-    ffi, ol_flags, EthPort, Mempool, MAX_BURST, OFF_BUF_ADDR, OFF_DATA_LEN, OFF_DATA_OFF, OFF_NB_SEGS, OFF_OL_FLAGS,
-    OFF_PKT_LEN,
+    ffi, ol_flags, EthPort, Mempool, MAX_BURST, OFF_BUF_ADDR, OFF_DATA_LEN, OFF_DATA_OFF, OFF_NB_SEGS, OFF_NEXT,
+    OFF_OL_FLAGS, OFF_PKT_LEN,
 };
 
 /// What a received frame asks of the port it goes to, from the offloads its sender used.
@@ -166,8 +166,7 @@ impl<'a> Iterator for Pieces<'a> {
         // SAFETY: `seg` is a segment of the borrowed mbuf's chain; the view borrows it, so it
         // is neither freed nor dropped meanwhile, and a segment is an mbuf with the same layout.
         let view = std::mem::ManuallyDrop::new(unsafe { Mbuf::from_raw(seg) });
-        // SAFETY: plain read of the segment's next pointer.
-        self.next = NonNull::new(unsafe { ffi::ss_mbuf_next(view.as_ptr()) }.cast());
+        self.next = NonNull::new(view.field::<*mut u8>(OFF_NEXT));
         let data = view.data();
         // SAFETY: the bytes live as long as the borrowed chain, 'a.
         Some(unsafe { std::slice::from_raw_parts(data.as_ptr(), data.len()) })

@@ -167,7 +167,8 @@ fn segment(cfg: &PmdConfig, m: &Mbuf, plan: &Segments, out: &mut Out<'_>, totals
                 return;
             }
             totals.segment_bytes += len as u64;
-            out.push(seg);
+            // No longer than the first frame, which the caller checked against the MTU.
+            out.push_whole(seg);
             i += 1;
         }
         totals.segment_cycles += rdtsc().wrapping_sub(start);
@@ -203,7 +204,7 @@ impl Out<'_> {
         self.push_whole(m);
     }
 
-    /// Queues `m`, a large segment whose frames the caller checked against the MTU.
+    /// Queues `m`, whose frames the caller checked against the MTU.
     fn push_whole(&mut self, m: Mbuf) {
         self.room();
         if self.batch.push(m).is_err() {
