@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use etcd_client::{Client, EventType, GetOptions, PutOptions, WatchOptions};
 
-use crate::etcd::{connect, e};
+use crate::etcd::{connect, e, EtcdTls};
 use crate::keys::Keys;
 use crate::purchase::{release_options, unix_ns, Enforcement, EnforcementState, HostInfo, Status};
 use crate::usage::{Deltas, UsageReport, VmCounters};
@@ -33,6 +33,11 @@ pub trait LocalSwitch: Send + Sync + 'static {
     fn uplink_bps(&self) -> Option<u64> {
         None
     }
+    /// Lets purchased bandwidth add up to `ratio` times the uplink's rate (the over-commitment
+    /// the master granted this host).
+    fn set_link_overcommit(&self, _ratio: f64) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// How an agent runs.
@@ -40,6 +45,8 @@ pub trait LocalSwitch: Send + Sync + 'static {
 pub struct AgentSettings {
     /// etcd's client URLs.
     pub endpoints: Vec<String>,
+    /// TLS to etcd, if it serves `https://`.
+    pub tls: Option<EtcdTls>,
     /// This host's id.
     pub host: String,
     /// The cluster's key prefix.
@@ -57,6 +64,7 @@ impl AgentSettings {
     pub fn new(endpoints: Vec<String>, host: String) -> AgentSettings {
         AgentSettings {
             endpoints,
+            tls: None,
             host,
             prefix: crate::keys::DEFAULT_PREFIX.into(),
             lease_ttl_secs: 5,
@@ -96,6 +104,8 @@ pub struct Agent<S: LocalSwitch> {
     last_cycle: u64,
     /// Reports dropped because etcd was away too long.
     pub dropped_reports: u64,
+    /// The over-commitment last set on the uplink.
+    link_overcommit: Option<f64>,
 }
 
 fn unix_ms() -> u64 {
@@ -125,6 +135,7 @@ impl<S: LocalSwitch> Agent<S> {
             next_cycle_ms,
             last_cycle: 0,
             dropped_reports: 0,
+            link_overcommit: None,
         }
     }
 
@@ -152,7 +163,7 @@ impl<S: LocalSwitch> Agent<S> {
 
     /// One connection to etcd, until it fails or `stop`.
     async fn session(&mut self, stop: &AtomicBool) -> Result<(), FleetError> {
-        let mut client = connect(&self.settings.endpoints).await?;
+        let mut client = connect(&self.settings.endpoints, self.settings.tls.as_ref()).await?;
         let lease = client.lease_grant(self.settings.lease_ttl_secs, None).await.map_err(e)?.id();
         let (mut keeper, mut alive_stream) = client.lease_keep_alive(lease).await.map_err(e)?;
         let mut info = HostInfo {
@@ -265,6 +276,7 @@ impl<S: LocalSwitch> Agent<S> {
         // from its own options.
         let ports = &self.ports;
         self.applied.retain(|vm, _| ports.contains(vm));
+        self.grant_overcommit();
         let mut todo = Vec::new();
         for (vm, w) in &self.wanted {
             if self.applied.get(vm).is_some_and(|a| a.revision == w.revision) {
@@ -297,6 +309,25 @@ impl<S: LocalSwitch> Agent<S> {
         }
         self.release_unwanted();
         self.sample(false);
+    }
+
+    /// Sets on the uplink the largest over-commitment any wanted enforcement carries (each
+    /// carries what the master granted the host when it was admitted), before the purchases
+    /// that need it; back to 1 once none carries one.
+    fn grant_overcommit(&mut self) {
+        let granted = self.wanted.values().filter_map(|w| w.enforcement.link_overcommit).reduce(f64::max);
+        let want = match (granted, self.link_overcommit) {
+            (Some(r), _) => r.max(1.0),
+            (None, Some(_)) => 1.0,
+            (None, None) => return,
+        };
+        if self.link_overcommit == Some(want) {
+            return;
+        }
+        match self.switch.set_link_overcommit(want) {
+            Ok(()) => self.link_overcommit = Some(want),
+            Err(err) => tracing::warn!("agent {}: link_overcommit={want}: {err}", self.settings.host),
+        }
     }
 
     /// Purchases that were released: their options go back to the switch's defaults.

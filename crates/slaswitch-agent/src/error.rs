@@ -20,6 +20,9 @@ pub enum FleetError {
         /// The last error.
         cause: etcd_client::Error,
     },
+    /// TLS to etcd is misconfigured: a file missing or the options incomplete.
+    #[error("etcd TLS: {0}")]
+    Tls(String),
     /// A watch stream ended.
     #[error("the watch ended")]
     WatchEnded,

@@ -2,17 +2,21 @@
 //!
 //! | key                                   | written by | lease | value                         |
 //! |---------------------------------------|------------|-------|-------------------------------|
+//! | `requests/VM`                         | operator   | no    | [`PurchaseRequest`], answered |
 //! | `vms/VM`                              | master     | no    | [`Purchase`]: what was bought |
 //! | `hosts/HOST/alive`                    | agent      | yes   | [`HostInfo`]                  |
 //! | `hosts/HOST/ports/VM`                 | agent      | yes   | the port is there (Sec. 4.1)  |
 //! | `hosts/HOST/guarantees/VM`            | master     | no    | [`Enforcement`]: what to set  |
 //! | `hosts/HOST/status/VM`                | agent      | yes   | [`Status`]: applied/refused   |
+//! | `hosts/HOST/load`                     | master     | no    | [`HostLoadView`]: δ, failure  |
 //! | `usage/HOST/CYCLE`                    | agent      | no    | [`UsageReport`], until billed |
 //!
 //! Keys under a host's lease vanish when its switch stops renewing it, which is how the master
 //! sees a dead host. Usage reports carry no lease: a report of a host that died is still billed.
 //!
 //! [`Purchase`]: crate::purchase::Purchase
+//! [`PurchaseRequest`]: crate::purchase::PurchaseRequest
+//! [`HostLoadView`]: crate::purchase::HostLoadView
 //! [`Enforcement`]: crate::purchase::Enforcement
 //! [`Status`]: crate::purchase::Status
 //! [`HostInfo`]: crate::purchase::HostInfo
@@ -40,6 +44,22 @@ impl Keys {
     /// One VM's purchase.
     pub fn vm(&self, vm: &str) -> String {
         format!("{}{vm}", self.vms())
+    }
+    /// Every purchase waiting for (or answered by) the master.
+    pub fn requests(&self) -> String {
+        format!("{}/requests/", self.prefix)
+    }
+    /// One VM's request.
+    pub fn request(&self, vm: &str) -> String {
+        format!("{}{vm}", self.requests())
+    }
+    /// The parts of the key of a request.
+    pub fn parse_request_key<'a>(&self, key: &'a str) -> Option<&'a str> {
+        key.strip_prefix(self.requests().as_str()).filter(|v| !v.is_empty())
+    }
+    /// A host's over-commitment as the master sees it.
+    pub fn load(&self, host: &str) -> String {
+        format!("{}load", self.host(host))
     }
     /// Every host's keys.
     pub fn hosts(&self) -> String {

@@ -44,6 +44,46 @@ pub struct Purchase {
     pub cycles: BTreeMap<String, String>,
     /// When it was bought (a dynamic guarantee's T counts from here), Unix milliseconds.
     pub bought_unix_ms: u64,
+    /// The master's admission of it: on which host, with what figures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admission: Option<Admission>,
+}
+
+/// A purchase (new, or a change) waiting for the master's admission (etcd `requests/VM`), and
+/// the master's answer once given.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PurchaseRequest {
+    /// What is asked for.
+    pub purchase: Purchase,
+    /// When it was asked, Unix nanoseconds.
+    pub requested_unix_ns: u64,
+    /// The master's answer; none while it is waiting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<Admission>,
+}
+
+/// The master's answer to a purchase (seed 003 Sec. 4: admission and placement by the failure
+/// model of Sec. 2.2).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Admission {
+    /// Taken (the purchase is in `vms/VM` and sent to its host) or refused (nothing changed).
+    pub admitted: bool,
+    /// The host it was placed on, or the one that refused it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// The host's figures with the purchase in force.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub figures: Option<slaswitch_qos::placement::Assessment>,
+    /// Why it was refused, naming the figures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Hosts that refused it before the one that took it, each with its figures.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub passed_over: Vec<String>,
+    /// When the master answered, Unix nanoseconds.
+    pub answered_unix_ns: u64,
 }
 
 impl Purchase {
@@ -60,6 +100,22 @@ impl Purchase {
         }
         PortSettings::parse(&self.enforcement_options(&self.guarantee))?;
         Ok(())
+    }
+
+    /// The rate it guarantees, bits/s: a strict rate, a dynamic guarantee's S / T, or the cycle
+    /// purchase's `bandwidth_bps` if that is more; 0 for fairness alone.
+    pub fn guaranteed_bps(&self) -> f64 {
+        let link = match self.guarantee {
+            Guarantee::Strict { rate_bps } => rate_bps as f64,
+            Guarantee::Dynamic { total_bytes, duration_ns } => total_bytes as f64 * 8e9 / duration_ns.max(1) as f64,
+            Guarantee::Fairness => 0.0,
+        };
+        let cycles = self
+            .cycles
+            .get("bandwidth_bps")
+            .and_then(|v| slaswitch_config::bandwidth::parse_rate_bps("bandwidth_bps", v).ok())
+            .map_or(0.0, |b| b as f64);
+        link.max(cycles)
     }
 
     /// The port options that enforce it with link guarantee `in_force` (for a dynamic one,
@@ -81,6 +137,11 @@ pub struct Enforcement {
     pub options: BTreeMap<String, String>,
     /// When the master wrote it, Unix nanoseconds (for purchase-to-enforcement latency).
     pub issued_unix_ns: u64,
+    /// The over-commitment the master granted the host (its guarantees over its uplink's
+    /// rate): the switch's own admission lets purchased bandwidth add up to this many times
+    /// the uplink's rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_overcommit: Option<f64>,
 }
 
 /// The options that undo a released purchase: each key it set back to the switch's default.
@@ -151,6 +212,25 @@ pub struct HostInfo {
     pub uplink_bps: Option<u64>,
 }
 
+/// A host's over-commitment as the master last assessed it (etcd `hosts/HOST/load`), with its
+/// measured utilization.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostLoadView {
+    /// The uplink's rate the figures are of, bits/s (C).
+    pub capacity_bps: u64,
+    /// Guaranteed VMs placed on it.
+    pub vms: usize,
+    /// Its guarantees over C, Eq. 2's failure probability and the utilization the VMs' mean
+    /// demands make.
+    pub figures: slaswitch_qos::placement::Assessment,
+    /// Its measured utilization (all its VMs' traffic over C), per billing cycle: mean.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured_utilization: Option<f64>,
+    /// When assessed, Unix milliseconds.
+    pub assessed_unix_ms: u64,
+}
+
 /// Now, Unix nanoseconds.
 pub fn unix_ns() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
@@ -169,6 +249,7 @@ mod tests {
             guarantee: parse_guarantee(guarantee).unwrap(),
             cycles: cycles.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
             bought_unix_ms: 0,
+            admission: None,
         }
     }
 

@@ -13,23 +13,10 @@ use crate::master::to_json;
 use slaswitch_config::link_policy::guarantee_text;
 use slaswitch_qos::egress::softbw::Guarantee;
 
-use crate::purchase::{unix_ns, Enforcement, EnforcementState, HostInfo, Purchase, Status};
+use crate::purchase::{unix_ns, EnforcementState, HostInfo, HostLoadView, Purchase, PurchaseRequest, Status};
 use crate::store::{Record, Store};
 use crate::ClusterError;
 use slaswitch_agent::FleetError;
-
-/// The host whose port announces `vm`, if any.
-async fn announced_on(client: &mut Client, keys: &Keys, vm: &str) -> Result<Option<String>, ClusterError> {
-    let got = client.get(keys.hosts(), Some(GetOptions::new().with_prefix().with_keys_only())).await.map_err(e)?;
-    for kv in got.kvs() {
-        if let Some((host, "ports", name)) = keys.parse_host_key(kv.key_str().map_err(e)?) {
-            if name == vm {
-                return Ok(Some(host.to_string()));
-            }
-        }
-    }
-    Ok(None)
-}
 
 async fn purchase_of(client: &mut Client, keys: &Keys, vm: &str) -> Result<(i64, Purchase), ClusterError> {
     let got = client.get(keys.vm(vm), None).await.map_err(e)?;
@@ -38,20 +25,56 @@ async fn purchase_of(client: &mut Client, keys: &Keys, vm: &str) -> Result<(i64,
     Ok((kv.mod_revision(), p))
 }
 
-/// Buys `purchase`; it goes at once to its host (given, or the one whose port announces it).
-/// Refused if the VM already has a purchase.
-pub async fn buy(client: &mut Client, keys: &Keys, mut purchase: Purchase) -> Result<Purchase, ClusterError> {
+/// How long `buy` and `set-guarantee` wait for the master's answer.
+pub const ANSWER_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Asks the master for `purchase` (etcd `requests/VM`) and waits for its answer: the purchase
+/// as admitted (its host and figures) with the revision of the write that sent it to its host,
+/// or the refusal with the figures. Nothing changes on a refusal.
+async fn ask(client: &mut Client, keys: &Keys, purchase: Purchase) -> Result<(Purchase, i64), ClusterError> {
+    let key = keys.request(&purchase.vm);
+    let request = PurchaseRequest { purchase, requested_unix_ns: unix_ns(), answer: None };
+    let put = client.put(key.as_str(), to_json(&request), None).await.map_err(e)?;
+    let asked = put.header().map_or(0, |h| h.revision());
+    let opts = etcd_client::WatchOptions::new().with_start_revision(asked + 1);
+    let mut watch = client.watch(key.as_str(), Some(opts)).await.map_err(e)?;
+    let vm = request.purchase.vm.clone();
+    loop {
+        let msg = tokio::time::timeout(ANSWER_WITHIN, watch.message())
+            .await
+            .map_err(|_| {
+                ClusterError::vm(
+                    &vm,
+                    format!("no master answered within {} s; the request waits at {key}", ANSWER_WITHIN.as_secs()),
+                )
+            })?
+            .map_err(e)?
+            .ok_or(FleetError::WatchEnded)?;
+        for kv in msg.events().iter().filter_map(|ev| ev.kv()) {
+            let Ok(r) = serde_json::from_slice::<PurchaseRequest>(kv.value()) else { continue };
+            match r.answer {
+                Some(a) if a.admitted => {
+                    let mut p = r.purchase;
+                    p.host = a.host.clone();
+                    p.admission = Some(a);
+                    return Ok((p, kv.mod_revision()));
+                }
+                Some(a) => return Err(ClusterError::vm(&vm, format!("refused: {}", a.reason.unwrap_or_default()))),
+                None if r.requested_unix_ns != request.requested_unix_ns => {
+                    return Err(ClusterError::vm(&vm, "another request for it came meanwhile; try again"));
+                }
+                None => {}
+            }
+        }
+    }
+}
+
+/// Buys `purchase`: the master admits it on its host (given, or the one whose port announces
+/// it, or the first live host the failure model allows) and sends it there, or refuses it.
+/// Refused at once if the VM already has a purchase.
+pub async fn buy(client: &mut Client, keys: &Keys, purchase: Purchase) -> Result<Purchase, ClusterError> {
     purchase.validate()?;
-    if purchase.host.is_none() {
-        purchase.host = announced_on(client, keys, &purchase.vm).await?;
-    }
-    let mut ops = vec![TxnOp::put(keys.vm(&purchase.vm), to_json(&purchase), None)];
-    if let Some(host) = &purchase.host {
-        ops.push(TxnOp::put(keys.guarantee(host, &purchase.vm), to_json(&enforcement(&purchase)?), None));
-    }
-    let txn = Txn::new().when([Compare::version(keys.vm(&purchase.vm), CompareOp::Equal, 0)]).and_then(ops);
-    if !client.txn(txn).await.map_err(e)?.succeeded() {
-        let (_, held) = purchase_of(client, keys, &purchase.vm).await?;
+    if let Ok((_, held)) = purchase_of(client, keys, &purchase.vm).await {
         let why = format!(
             "already bought by tenant {} ({}); use set-guarantee, or release it first",
             held.tenant,
@@ -59,16 +82,11 @@ pub async fn buy(client: &mut Client, keys: &Keys, mut purchase: Purchase) -> Re
         );
         return Err(ClusterError::vm(&purchase.vm, why));
     }
-    Ok(purchase)
-}
-
-/// The enforcement of a new purchase: all of it (nothing is sent yet).
-fn enforcement(p: &Purchase) -> Result<Enforcement, ClusterError> {
-    Ok(Enforcement { vm: p.vm.clone(), options: p.enforcement_options(&p.guarantee), issued_unix_ns: unix_ns() })
+    Ok(ask(client, keys, purchase).await?.0)
 }
 
 /// Changes a VM's guarantee (a dynamic one starts counting again now) and, when given, its
-/// cycle purchase; returns it with the etcd revision of the change.
+/// cycle purchase, on the host it is on; returns it with the etcd revision of the change.
 pub async fn set_guarantee(
     client: &mut Client,
     keys: &Keys,
@@ -76,23 +94,15 @@ pub async fn set_guarantee(
     guarantee: Guarantee,
     cycles: Option<BTreeMap<String, String>>,
 ) -> Result<(Purchase, i64), ClusterError> {
-    let (revision, mut p) = purchase_of(client, keys, vm).await?;
+    let (_, mut p) = purchase_of(client, keys, vm).await?;
     p.guarantee = guarantee;
     if let Some(c) = cycles {
         p.cycles = c;
     }
     p.bought_unix_ms = unix_ns() / 1_000_000;
+    p.admission = None;
     p.validate()?;
-    let mut ops = vec![TxnOp::put(keys.vm(vm), to_json(&p), None)];
-    if let Some(host) = &p.host {
-        ops.push(TxnOp::put(keys.guarantee(host, vm), to_json(&enforcement(&p)?), None));
-    }
-    let txn = Txn::new().when([Compare::mod_revision(keys.vm(vm), CompareOp::Equal, revision)]).and_then(ops);
-    let done = client.txn(txn).await.map_err(e)?;
-    if !done.succeeded() {
-        return Err(ClusterError::vm(vm, "its purchase changed meanwhile; try again"));
-    }
-    Ok((p, done.header().map_or(0, |h| h.revision())))
+    ask(client, keys, p).await
 }
 
 /// Purchase-to-enforcement latency, `rounds` times: the VM's guarantee is changed (alternating
@@ -143,7 +153,7 @@ pub async fn measure_enforcement(
 /// Ends a VM's purchase; its host puts the port back to the switch's defaults.
 pub async fn release(client: &mut Client, keys: &Keys, vm: &str) -> Result<Purchase, ClusterError> {
     let (revision, p) = purchase_of(client, keys, vm).await?;
-    let mut ops = vec![TxnOp::delete(keys.vm(vm), None)];
+    let mut ops = vec![TxnOp::delete(keys.vm(vm), None), TxnOp::delete(keys.request(vm), None)];
     if let Some(host) = &p.host {
         ops.push(TxnOp::delete(keys.guarantee(host, vm), None));
     }
@@ -173,6 +183,10 @@ pub struct HostView {
     pub applied: usize,
     /// Refused.
     pub refused: usize,
+    /// Its committed ratio, failure probability and measured utilization, as the master last
+    /// assessed them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub load: Option<HostLoadView>,
 }
 
 /// Every host with keys in etcd.
@@ -190,6 +204,7 @@ pub async fn hosts(client: &mut Client, keys: &Keys) -> Result<Vec<HostView>, Cl
                 h.uplink_bps = info.and_then(|i| i.uplink_bps);
             }
             "ports" => h.ports.push(name.to_string()),
+            "load" => h.load = serde_json::from_slice(kv.value()).ok(),
             "guarantees" => h.guarantees += 1,
             "status" => match serde_json::from_slice::<Status>(kv.value()).map(|s| s.state) {
                 Ok(EnforcementState::Applied) => h.applied += 1,

@@ -15,15 +15,26 @@ use crate::usage::UsageReport;
 /// The tenant of a VM nobody bought anything for: it is billed at the fairness price.
 pub const NO_TENANT: &str = "-";
 
-/// The records of one report, one per VM, priced with `params`.
-pub fn price_report(params: &PriceParams, report: &UsageReport, purchases: &BTreeMap<String, Purchase>) -> Vec<Record> {
+/// The records of one report, one per VM, priced with `params`. `sent` holds, for each VM
+/// with a dynamic guarantee, the bytes it sent since it was bought, before this report; the
+/// report's bytes are added to it.
+pub fn price_report(
+    params: &PriceParams,
+    report: &UsageReport,
+    purchases: &BTreeMap<String, Purchase>,
+    sent: &mut BTreeMap<String, u64>,
+) -> Vec<Record> {
     report
         .vms
         .iter()
         .map(|u| {
             let purchase = purchases.get(&u.vm);
+            let before = sent.get(&u.vm).copied().unwrap_or(0);
+            if let Some(s) = sent.get_mut(&u.vm) {
+                *s += u.bytes;
+            }
             let guarantee =
-                purchase.map_or(Guarantee::Fairness, |p| billed_guarantee(p, report.cycle * report.cycle_ms));
+                purchase.map_or(Guarantee::Fairness, |p| billed_guarantee(p, report.cycle * report.cycle_ms, before));
             let c = charge(params, &guarantee, u.bytes, report.secs);
             Record {
                 vm: u.vm.clone(),
@@ -46,10 +57,14 @@ pub fn price_report(params: &PriceParams, report: &UsageReport, purchases: &BTre
 }
 
 /// The guarantee a cycle ending at `end_unix_ms` is billed under: the purchase's, except that a
-/// dynamic guarantee past its time T leaves only fairness (seed 003 Sec. 4).
-fn billed_guarantee(p: &Purchase, end_unix_ms: u64) -> Guarantee {
+/// dynamic guarantee leaves only fairness once its time T is over or its size S was sent before
+/// the cycle (`sent_before` bytes since it was bought), as the switch's scheduler does (seed 003
+/// Sec. 4).
+fn billed_guarantee(p: &Purchase, end_unix_ms: u64, sent_before: u64) -> Guarantee {
     match p.guarantee {
-        Guarantee::Dynamic { duration_ns, .. } if end_unix_ms > p.bought_unix_ms + duration_ns.div_ceil(1_000_000) => {
+        Guarantee::Dynamic { total_bytes, duration_ns }
+            if end_unix_ms > p.bought_unix_ms + duration_ns.div_ceil(1_000_000) || sent_before >= total_bytes =>
+        {
             Guarantee::Fairness
         }
         g => g,
@@ -106,6 +121,39 @@ mod tests {
     }
 
     #[test]
+    fn a_dynamic_guarantee_is_billed_at_fairness_once_its_size_was_sent() {
+        let p = Purchase {
+            vm: "d".into(),
+            tenant: "acme".into(),
+            host: Some("h".into()),
+            guarantee: Guarantee::Dynamic { total_bytes: 1000, duration_ns: 60 * S },
+            cycles: BTreeMap::new(),
+            bought_unix_ms: 0,
+            admission: None,
+        };
+        let purchases = BTreeMap::from([("d".to_string(), p)]);
+        let report = |cycle: u64, bytes: u64| UsageReport {
+            host: "h".into(),
+            cycle,
+            cycle_ms: 1000,
+            secs: 1.0,
+            read_unix_ms: cycle * 1000,
+            vms: vec![VmUsage { vm: "d".into(), bytes, guarantee_bps: 0 }],
+        };
+        let mut sent = BTreeMap::from([("d".to_string(), 0u64)]);
+        let params = PriceParams::default();
+        // 600 bytes, then 600 more (S reached within that cycle), then 10 after S.
+        let priced: Vec<Record> = [(1, 600), (2, 600), (3, 10)]
+            .iter()
+            .flat_map(|&(c, b)| price_report(&params, &report(c, b), &purchases, &mut sent))
+            .collect();
+        assert!(priced[0].charge_guaranteed > 0.0 && priced[1].charge_guaranteed > 0.0);
+        assert_eq!((priced[2].charge_guaranteed, priced[2].fulfillment), (0.0, None), "{:?}", priced[2]);
+        assert!(priced[2].charge_above > 0.0, "traffic after S is billed at the fairness price");
+        assert_eq!(sent["d"], 1210);
+    }
+
+    #[test]
     fn a_report_is_priced_per_vm_with_its_purchase() {
         let purchase = Purchase {
             vm: "a".into(),
@@ -114,6 +162,7 @@ mod tests {
             guarantee: Guarantee::Strict { rate_bps: 100_000_000 },
             cycles: BTreeMap::new(),
             bought_unix_ms: 0,
+            admission: None,
         };
         let purchases = BTreeMap::from([("a".to_string(), purchase)]);
         let report = UsageReport {
@@ -127,7 +176,7 @@ mod tests {
                 VmUsage { vm: "b".into(), bytes: 1_000, guarantee_bps: 0 },
             ],
         };
-        let r = price_report(&PriceParams::default(), &report, &purchases);
+        let r = price_report(&PriceParams::default(), &report, &purchases, &mut BTreeMap::new());
         assert_eq!((r[0].tenant.as_str(), r[0].fulfillment), ("acme", Some(0.5)));
         assert!(r[0].charge_guaranteed > 0.0 && r[0].charge_above == 0.0);
         assert_eq!((r[1].tenant.as_str(), r[1].fulfillment, r[1].charge_guaranteed), (NO_TENANT, None, 0.0));

@@ -45,6 +45,9 @@ pub enum ClusterError {
         /// Why.
         cause: std::io::Error,
     },
+    /// The private etcd's certificates could not be made.
+    #[error("{0}")]
+    Tls(String),
     /// The private etcd did not start.
     #[error("etcd did not come up: {0}")]
     EtcdDown(String),

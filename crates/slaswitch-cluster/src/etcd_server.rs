@@ -1,6 +1,9 @@
 //! A private etcd (Debian's `etcd-server`) on loopback, for the tests and for the scale
-//! experiment when no cluster is given. Stopped, and its data removed, when dropped.
+//! experiment when no cluster is given; with TLS, a CA of its own that signs etcd's server
+//! certificate and one client certificate, and etcd checks its clients. Stopped, and its data
+//! removed, when dropped.
 
+use crate::etcd::EtcdTls;
 use crate::ClusterError;
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -14,6 +17,8 @@ pub struct EtcdServer {
     /// Its client port on 127.0.0.1.
     pub client_port: u16,
     peer_port: u16,
+    /// With TLS: what a client needs (the CA, and a certificate etcd accepts).
+    pub tls: Option<EtcdTls>,
 }
 
 /// A loopback port nobody listens on now.
@@ -25,16 +30,34 @@ fn free_port() -> Result<u16, ClusterError> {
 impl EtcdServer {
     /// Starts etcd with its data in `dir` (created; removed on drop).
     pub fn start(dir: &Path) -> Result<EtcdServer, ClusterError> {
-        let mut s =
-            EtcdServer { child: None, dir: dir.to_path_buf(), client_port: free_port()?, peer_port: free_port()? };
+        EtcdServer::start_with(dir, false)
+    }
+
+    /// Starts etcd serving TLS only, checking its clients' certificates, with a CA made for it.
+    pub fn start_tls(dir: &Path) -> Result<EtcdServer, ClusterError> {
+        EtcdServer::start_with(dir, true)
+    }
+
+    fn start_with(dir: &Path, tls: bool) -> Result<EtcdServer, ClusterError> {
+        let mut s = EtcdServer {
+            child: None,
+            dir: dir.to_path_buf(),
+            client_port: free_port()?,
+            peer_port: free_port()?,
+            tls: None,
+        };
         std::fs::create_dir_all(dir).map_err(ClusterError::io(format!("cannot create {}", dir.display())))?;
+        if tls {
+            s.tls = Some(make_certificates(dir)?);
+        }
         s.spawn()?;
         Ok(s)
     }
 
     /// The client URL.
     pub fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.client_port)
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://127.0.0.1:{}", self.client_port)
     }
 
     fn spawn(&mut self) -> Result<(), ClusterError> {
@@ -51,6 +74,7 @@ impl EtcdServer {
             .args(["--listen-client-urls", &client, "--advertise-client-urls", &client])
             .args(["--listen-peer-urls", &peer, "--initial-advertise-peer-urls", &peer])
             .args(["--initial-cluster", &format!("slaswitch-test={peer}")])
+            .args(self.tls_args())
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -64,6 +88,22 @@ impl EtcdServer {
             std::thread::sleep(Duration::from_millis(50));
         }
         Ok(())
+    }
+
+    fn tls_args(&self) -> Vec<String> {
+        if self.tls.is_none() {
+            return Vec::new();
+        }
+        let file = |name: &str| self.dir.join(name).display().to_string();
+        vec![
+            "--cert-file".into(),
+            file(SERVER_CERT),
+            "--key-file".into(),
+            file(SERVER_KEY),
+            "--trusted-ca-file".into(),
+            file(CA_CERT),
+            "--client-cert-auth".into(),
+        ]
     }
 
     /// Its log so far.
@@ -91,4 +131,45 @@ impl Drop for EtcdServer {
         self.kill();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+const CA_CERT: &str = "ca.pem";
+const SERVER_CERT: &str = "server.pem";
+const SERVER_KEY: &str = "server-key.pem";
+const CLIENT_CERT: &str = "client.pem";
+const CLIENT_KEY: &str = "client-key.pem";
+
+/// A CA, a server certificate for 127.0.0.1 and localhost, and a client certificate, as PEM
+/// files in `dir`.
+fn make_certificates(dir: &Path) -> Result<EtcdTls, ClusterError> {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose};
+    let failed = |cause: rcgen::Error| ClusterError::Tls(format!("cannot make the test CA: {cause}"));
+    let ca_key = KeyPair::generate().map_err(failed)?;
+    let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(failed)?;
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.distinguished_name.push(DnType::CommonName, "slaswitch test CA");
+    ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::DigitalSignature];
+    let ca_cert = ca.self_signed(&ca_key).map_err(failed)?;
+    let write = |name: &str, text: String| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).map_err(ClusterError::io(format!("cannot write {}", path.display())))?;
+        Ok::<PathBuf, ClusterError>(path)
+    };
+    let leaf = |name: &str, sans: Vec<String>, usage: ExtendedKeyUsagePurpose| {
+        let key = KeyPair::generate().map_err(failed)?;
+        let mut p = CertificateParams::new(sans).map_err(failed)?;
+        p.distinguished_name.push(DnType::CommonName, name);
+        p.extended_key_usages = vec![usage];
+        let cert = p.signed_by(&key, &ca_cert, &ca_key).map_err(failed)?;
+        Ok::<(String, String), ClusterError>((cert.pem(), key.serialize_pem()))
+    };
+    let (server_cert, server_key) =
+        leaf("etcd", vec!["127.0.0.1".into(), "localhost".into()], ExtendedKeyUsagePurpose::ServerAuth)?;
+    let (client_cert, client_key) = leaf("slaswitch", Vec::new(), ExtendedKeyUsagePurpose::ClientAuth)?;
+    write(SERVER_CERT, server_cert)?;
+    write(SERVER_KEY, server_key)?;
+    Ok(EtcdTls {
+        ca: write(CA_CERT, ca_cert.pem())?,
+        identity: Some((write(CLIENT_CERT, client_cert)?, write(CLIENT_KEY, client_key)?)),
+    })
 }

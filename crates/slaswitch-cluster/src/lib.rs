@@ -13,6 +13,7 @@
 //! without etcd needs none of this.
 
 pub mod admin;
+pub mod admission;
 pub mod bill;
 pub mod billing;
 pub mod error;
@@ -20,6 +21,7 @@ pub mod etcd_server;
 pub mod master;
 pub mod scale;
 pub mod store;
+pub mod utilization;
 
 pub use slaswitch_agent::{agent, etcd, keys, purchase, usage};
 

@@ -6,7 +6,7 @@
 //! where it stopped. A report is deleted from etcd only once its records are committed, and the
 //! store ignores a record it already has, so a restart loses and duplicates nothing.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -16,12 +16,14 @@ use etcd_client::{Client, Compare, CompareOp, EventType, GetOptions, Txn, TxnOp,
 use slaswitch_qos::egress::softbw::Guarantee;
 use slaswitch_qos::pricing::PriceParams;
 
+use crate::admission::AdmissionSettings;
 use crate::billing::{dynamic_in_force, price_report};
-use crate::etcd::{connect, e};
+use crate::etcd::{connect, e, EtcdTls};
 use crate::keys::Keys;
-use crate::purchase::{unix_ns, Enforcement, HostInfo, Purchase};
+use crate::purchase::{unix_ns, Enforcement, HostInfo, HostLoadView, Purchase, PurchaseRequest};
 use crate::store::Store;
 use crate::usage::UsageReport;
+use crate::utilization::UtilizationBook;
 use crate::ClusterError;
 use slaswitch_agent::FleetError;
 
@@ -49,12 +51,16 @@ impl StoreSpec {
 pub struct MasterSettings {
     /// etcd's client URLs.
     pub endpoints: Vec<String>,
+    /// TLS to etcd, if it serves `https://`.
+    pub tls: Option<EtcdTls>,
     /// The cluster's key prefix.
     pub prefix: String,
     /// The price functions' parameters.
     pub prices: PriceParams,
     /// The billing store.
     pub store: StoreSpec,
+    /// How purchases are admitted and placed.
+    pub admission: AdmissionSettings,
 }
 
 /// What the master has done, for its log and the scale experiment.
@@ -68,6 +74,10 @@ pub struct MasterStats {
     pub duplicates: u64,
     /// Purchases sent to a host because its port announced the VM.
     pub placements: u64,
+    /// Purchase requests answered: admitted, refused.
+    pub admitted: u64,
+    /// Refused.
+    pub refused: u64,
     /// Dynamic guarantees rewritten.
     pub dynamic_updates: u64,
     /// Per report, milliseconds from its counters read to its records committed.
@@ -85,6 +95,14 @@ pub struct Master {
     announced: BTreeMap<String, String>,
     /// Live hosts' uplink rates, wire bits/s: their VMs' C in the price functions.
     uplinks: BTreeMap<String, u64>,
+    /// Hosts holding their lease.
+    alive: BTreeSet<String>,
+    /// Purchase requests waiting for an answer, with their keys' revisions.
+    requests: BTreeMap<String, (i64, PurchaseRequest)>,
+    /// Every VM's and host's measured utilization, as in the store.
+    book: Arc<Mutex<UtilizationBook>>,
+    /// The load last published per host.
+    published: BTreeMap<String, HostLoadView>,
     /// The guarantee text last written for each dynamic VM.
     dynamic_written: BTreeMap<String, String>,
     /// Shared with whoever wants to watch.
@@ -95,6 +113,7 @@ impl Master {
     /// Opens the store.
     pub fn new(settings: MasterSettings) -> Result<Master, ClusterError> {
         settings.prices.validate()?;
+        settings.admission.validate().map_err(|why| ClusterError::vm("-", format!("admission: {why}")))?;
         let store = StoreThread::open(settings.store.clone())?;
         Ok(Master {
             keys: Keys::new(&settings.prefix),
@@ -103,6 +122,10 @@ impl Master {
             purchases: BTreeMap::new(),
             announced: BTreeMap::new(),
             uplinks: BTreeMap::new(),
+            alive: BTreeSet::new(),
+            requests: BTreeMap::new(),
+            book: Arc::default(),
+            published: BTreeMap::new(),
             dynamic_written: BTreeMap::new(),
             stats: Arc::default(),
         })
@@ -121,12 +144,17 @@ impl Master {
     }
 
     async fn session(&mut self, stop: &AtomicBool) -> Result<(), ClusterError> {
-        let mut client = connect(&self.settings.endpoints).await?;
+        let mut client = connect(&self.settings.endpoints, self.settings.tls.as_ref()).await?;
         let root = format!("{}/", self.settings.prefix.trim_end_matches('/'));
         let got = client.get(root.as_str(), Some(GetOptions::new().with_prefix())).await.map_err(e)?;
         let revision = got.header().map_or(0, |h| h.revision());
         self.purchases.clear();
         self.announced.clear();
+        self.alive.clear();
+        self.requests.clear();
+        let rows = self.store.run(|s| s.utilization()).await?;
+        *self.book.lock().expect("book") =
+            UtilizationBook { entries: rows.into_iter().map(|(o, n, d)| ((o, n), d)).collect() };
         let mut reports = Vec::new();
         for kv in got.kvs() {
             let key = kv.key_str().map_err(e)?.to_string();
@@ -145,11 +173,14 @@ impl Master {
         for vm in self.purchases.keys().cloned().collect::<Vec<_>>() {
             self.place_if_announced(&mut client, &vm).await?;
         }
+        self.answer_requests(&mut client).await?;
         for chunk in reports.chunks(512) {
             self.bill(&mut client, chunk.to_vec()).await?;
         }
         let opts = WatchOptions::new().with_prefix().with_start_revision(revision + 1);
         let mut watch = client.watch(root.as_str(), Some(opts)).await.map_err(e)?;
+        let mut last_published = std::time::Instant::now();
+        self.publish_loads(&mut client).await?;
         while !stop.load(Ordering::SeqCst) {
             tokio::select! {
                 msg = watch.message() => {
@@ -170,11 +201,16 @@ impl Master {
                             self.place_if_announced(&mut client, &vm).await?;
                         }
                     }
+                    self.answer_requests(&mut client).await?;
                     if !reports.is_empty() {
                         self.bill(&mut client, reports).await?;
                     }
                 }
                 _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+            }
+            if last_published.elapsed() >= PUBLISH_EVERY {
+                self.publish_loads(&mut client).await?;
+                last_published = std::time::Instant::now();
             }
         }
         Ok(())
@@ -182,6 +218,19 @@ impl Master {
 
     /// Takes in a purchase or host key; returns the VM that may now need placing.
     fn observe(&mut self, key: &str, value: &[u8], revision: i64, put: bool) -> Option<String> {
+        if let Some(vm) = self.keys.parse_request_key(key) {
+            match serde_json::from_slice::<PurchaseRequest>(value) {
+                Ok(r) if put && r.answer.is_none() => {
+                    self.requests.insert(vm.to_string(), (revision, r));
+                }
+                Ok(_) => {
+                    self.requests.remove(vm);
+                }
+                Err(err) if put => tracing::warn!("master: {key} is not a purchase request: {err}"),
+                Err(_) => {}
+            }
+            return None;
+        }
         if let Some(vm) = self.keys.parse_vm_key(key) {
             if !put {
                 self.purchases.remove(vm);
@@ -207,6 +256,7 @@ impl Master {
                 self.announced.remove(name);
             }
             ("alive", true) => {
+                self.alive.insert(host.to_string());
                 let uplink = serde_json::from_slice::<HostInfo>(value).ok().and_then(|i| i.uplink_bps);
                 match uplink {
                     Some(bps) => self.uplinks.insert(host.to_string(), bps),
@@ -215,6 +265,7 @@ impl Master {
                 tracing::info!("master: host {host} is up (uplink {uplink:?} bit/s)");
             }
             ("alive", false) => {
+                self.alive.remove(host);
                 self.uplinks.remove(host);
                 tracing::warn!("master: host {host} lost its lease");
             }
@@ -235,8 +286,12 @@ impl Master {
         let (host, revision, mut moved) = (host.clone(), *revision, purchase.clone());
         let old_host = moved.host.replace(host.clone());
         let in_force = self.in_force(&moved).await?;
-        let enforcement =
-            Enforcement { vm: vm.into(), options: moved.enforcement_options(&in_force), issued_unix_ns: unix_ns() };
+        let enforcement = Enforcement {
+            vm: vm.into(),
+            options: moved.enforcement_options(&in_force),
+            issued_unix_ns: unix_ns(),
+            link_overcommit: Some(self.overcommit_with(&host, &moved)),
+        };
         let mut ops = vec![
             TxnOp::put(self.keys.vm(vm), to_json(&moved), None),
             TxnOp::put(self.keys.guarantee(&host, vm), to_json(&enforcement), None),
@@ -279,6 +334,7 @@ impl Master {
         }
         let mut records = Vec::new();
         let mut dynamic = BTreeMap::new();
+        let mut sent = self.sent_by_dynamic(&reports).await?;
         for report in &reports {
             let purchases: BTreeMap<String, Purchase> = report
                 .vms
@@ -286,7 +342,7 @@ impl Master {
                 .filter_map(|u| self.purchases.get(&u.vm).map(|(_, p)| (u.vm.clone(), p.clone())))
                 .collect();
             let prices = host_prices(&self.settings.prices, &self.uplinks, &report.host);
-            records.extend(price_report(&prices, report, &purchases));
+            records.extend(price_report(&prices, report, &purchases, &mut sent));
             for p in purchases.into_values().filter(|p| p.host.as_deref() == Some(report.host.as_str())) {
                 if matches!(p.guarantee, Guarantee::Dynamic { .. }) {
                     dynamic.insert(p.vm.clone(), p);
@@ -294,7 +350,14 @@ impl Master {
             }
         }
         let count = records.len() as u64;
-        let new = self.store.run(move |s| s.insert(&records)).await? as u64;
+        let (book, capacities) = (self.book.clone(), self.capacities());
+        let default_bps = self.settings.prices.link_capacity_bps as f64;
+        let account = move |new: &[&crate::store::Record]| {
+            let mut book = book.lock().expect("book");
+            let changed = book.account(new, |h| capacities.get(h).copied().unwrap_or(default_bps));
+            changed.into_iter().map(|k| (k.0, k.1.clone(), book.entries[&k].clone())).collect()
+        };
+        let new = self.store.run(move |s| s.insert_and(&records, account)).await? as u64;
         {
             let now_ms = unix_ns() / 1_000_000;
             let mut s = self.stats.lock().expect("stats");
@@ -314,6 +377,19 @@ impl Master {
         Ok(())
     }
 
+    /// For each VM of `reports` with a dynamic guarantee, the bytes billed since it was bought.
+    async fn sent_by_dynamic(&self, reports: &[UsageReport]) -> Result<BTreeMap<String, u64>, ClusterError> {
+        let mut sent = BTreeMap::new();
+        for u in reports.iter().flat_map(|r| &r.vms) {
+            let Some((_, p)) = self.purchases.get(&u.vm) else { continue };
+            if matches!(p.guarantee, Guarantee::Dynamic { .. }) && !sent.contains_key(&u.vm) {
+                let (vm, from) = (u.vm.clone(), p.bought_unix_ms);
+                sent.insert(u.vm.clone(), self.store.run(move |s| s.sent_since(&vm, from)).await?);
+            }
+        }
+        Ok(sent)
+    }
+
     /// Rewrites a dynamic purchase's enforcement as what is left of it (seed 003 Sec. 4).
     async fn refresh_dynamic(&mut self, client: &mut Client, p: &Purchase) -> Result<(), ClusterError> {
         let in_force = self.in_force(p).await?;
@@ -322,14 +398,23 @@ impl Master {
             return Ok(());
         }
         let host = p.host.as_deref().expect("placed");
-        let enforcement =
-            Enforcement { vm: p.vm.clone(), options: p.enforcement_options(&in_force), issued_unix_ns: unix_ns() };
+        let enforcement = Enforcement {
+            vm: p.vm.clone(),
+            options: p.enforcement_options(&in_force),
+            issued_unix_ns: unix_ns(),
+            link_overcommit: Some(self.overcommit_with(host, p)),
+        };
         client.put(self.keys.guarantee(host, &p.vm), to_json(&enforcement), None).await.map_err(e)?;
         self.dynamic_written.insert(p.vm.clone(), text);
         self.stats.lock().expect("stats").dynamic_updates += 1;
         Ok(())
     }
 }
+
+mod requests;
+
+/// How often each host's load is published (its measured utilization moves with every cycle).
+const PUBLISH_EVERY: Duration = Duration::from_secs(5);
 
 type Job = Box<dyn FnOnce(&mut Store) + Send>;
 

@@ -136,6 +136,7 @@ pub async fn run(s: ScaleSettings, progress: impl Fn(&str)) -> Result<ScaleResul
         let host = format!("sim{i:05}");
         let vms = (0..s.vms_per_agent).map(|j| format!("s{i:05}v{j}")).collect();
         let mut settings = AgentSettings::new(s.endpoints.clone(), host);
+        settings.tls = s.master.tls.clone();
         settings.prefix = s.master.prefix.clone();
         let agent = Agent::new(settings, Arc::new(CounterSwitch::new(vms, 10_000_000)));
         agents.push(tokio::spawn(agent.run(stop.clone())));
@@ -143,7 +144,7 @@ pub async fn run(s: ScaleSettings, progress: impl Fn(&str)) -> Result<ScaleResul
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
-    let mut client = connect(&s.endpoints).await?;
+    let mut client = connect(&s.endpoints, s.master.tls.as_ref()).await?;
     let alive = |client: &mut etcd_client::Client| {
         let keys = keys.clone();
         let mut client = client.clone();
@@ -179,6 +180,7 @@ pub async fn run(s: ScaleSettings, progress: impl Fn(&str)) -> Result<ScaleResul
                 guarantee: Guarantee::Strict { rate_bps: 100_000_000 },
                 cycles: BTreeMap::new(),
                 bought_unix_ms: unix_ns() / 1_000_000,
+                admission: None,
             };
             let _ = admin::release(&mut client, &keys, &p.vm).await;
             admin::buy(&mut client, &keys, p.clone()).await?;

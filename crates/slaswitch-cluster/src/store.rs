@@ -3,6 +3,7 @@
 //! idempotent: a report billed twice (a retry, a master restarted before it deleted the report)
 //! inserts nothing the second time.
 
+use crate::utilization::{Distribution, Owner};
 use crate::ClusterError;
 use serde::{Deserialize, Serialize};
 
@@ -56,7 +57,32 @@ const CREATE: &str = "CREATE TABLE IF NOT EXISTS usage_records (
     rate_bps DOUBLE PRECISION NOT NULL, fulfillment DOUBLE PRECISION,
     charge_guaranteed DOUBLE PRECISION NOT NULL, charge_above DOUBLE PRECISION NOT NULL,
     PRIMARY KEY (vm, cycle));
-    CREATE INDEX IF NOT EXISTS usage_records_tenant ON usage_records (tenant, cycle);";
+    CREATE INDEX IF NOT EXISTS usage_records_tenant ON usage_records (tenant, cycle);
+    CREATE TABLE IF NOT EXISTS utilization (
+    owner TEXT NOT NULL, name TEXT NOT NULL, samples BIGINT NOT NULL,
+    sum_utilization DOUBLE PRECISION NOT NULL, sum_rate_bps DOUBLE PRECISION NOT NULL,
+    histogram TEXT NOT NULL, PRIMARY KEY (owner, name));";
+
+const UPSERT_UTILIZATION: &str =
+    "INSERT INTO utilization (owner, name, samples, sum_utilization, sum_rate_bps, histogram) \
+     VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (owner, name) DO UPDATE SET samples = excluded.samples, \
+     sum_utilization = excluded.sum_utilization, sum_rate_bps = excluded.sum_rate_bps, histogram = excluded.histogram";
+
+/// A distribution as one row of the store.
+pub type UtilizationRow = (Owner, String, Distribution);
+
+fn histogram_text(d: &Distribution) -> String {
+    serde_json::to_string(&d.histogram).expect("JSON")
+}
+
+fn distribution(samples: i64, sum_utilization: f64, sum_rate_bps: f64, histogram: &str) -> Distribution {
+    Distribution {
+        samples: samples.max(0) as u64,
+        sum_utilization,
+        sum_rate_bps,
+        histogram: serde_json::from_str(histogram).unwrap_or_default(),
+    }
+}
 
 fn insert_sql() -> String {
     format!(
@@ -119,15 +145,26 @@ impl Store {
 
     /// Inserts `records` in one transaction; returns how many were new.
     pub fn insert(&mut self, records: &[Record]) -> Result<usize, ClusterError> {
+        self.insert_and(records, |_| Vec::new())
+    }
+
+    /// Inserts `records` and, in the same transaction, the utilization rows `then` makes of
+    /// those that were new (a record already there adds no sample twice); returns how many
+    /// were new.
+    pub fn insert_and(
+        &mut self,
+        records: &[Record],
+        then: impl FnOnce(&[&Record]) -> Vec<UtilizationRow>,
+    ) -> Result<usize, ClusterError> {
         let sql = insert_sql();
+        let mut new = Vec::with_capacity(records.len());
         match self {
             Store::Sqlite(c) => {
                 let tx = c.transaction()?;
-                let mut n = 0;
                 {
                     let mut st = tx.prepare_cached(&sql)?;
                     for r in records {
-                        n += st.execute(rusqlite::params![
+                        let n = st.execute(rusqlite::params![
                             r.vm,
                             i(r.cycle),
                             i(r.cycle_ms),
@@ -143,17 +180,30 @@ impl Store {
                             r.charge_guaranteed,
                             r.charge_above
                         ])?;
+                        if n > 0 {
+                            new.push(r);
+                        }
+                    }
+                    let mut up = tx.prepare_cached(UPSERT_UTILIZATION)?;
+                    for (owner, name, d) in then(&new) {
+                        up.execute(rusqlite::params![
+                            owner.as_str(),
+                            name,
+                            i(d.samples),
+                            d.sum_utilization,
+                            d.sum_rate_bps,
+                            histogram_text(&d)
+                        ])?;
                     }
                 }
                 tx.commit()?;
-                Ok(n)
+                Ok(new.len())
             }
             Store::Postgres(c) => {
                 let mut tx = c.transaction()?;
                 let st = tx.prepare(&sql)?;
-                let mut n = 0;
                 for r in records {
-                    n += tx.execute(
+                    let n = tx.execute(
                         &st,
                         &[
                             &r.vm,
@@ -171,12 +221,57 @@ impl Store {
                             &r.charge_guaranteed,
                             &r.charge_above,
                         ],
-                    )? as usize;
+                    )?;
+                    if n > 0 {
+                        new.push(r);
+                    }
+                }
+                let up = tx.prepare(UPSERT_UTILIZATION)?;
+                for (owner, name, d) in then(&new) {
+                    let row: [&(dyn postgres::types::ToSql + Sync); 6] = [
+                        &owner.as_str(),
+                        &name,
+                        &i(d.samples),
+                        &d.sum_utilization,
+                        &d.sum_rate_bps,
+                        &histogram_text(&d),
+                    ];
+                    tx.execute(&up, &row)?;
                 }
                 tx.commit()?;
-                Ok(n)
+                Ok(new.len())
             }
         }
+    }
+
+    /// Every VM's and host's utilization.
+    pub fn utilization(&mut self) -> Result<Vec<UtilizationRow>, ClusterError> {
+        let sql = "SELECT owner, name, samples, sum_utilization, sum_rate_bps, histogram FROM utilization";
+        let mut out = Vec::new();
+        match self {
+            Store::Sqlite(c) => {
+                let mut st = c.prepare(sql)?;
+                let rows = st.query_map([], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, String>(1)?,
+                        distribution(r.get(2)?, r.get(3)?, r.get(4)?, &r.get::<_, String>(5)?),
+                    ))
+                })?;
+                for row in rows {
+                    let (owner, name, d) = row?;
+                    out.extend(Owner::parse(&owner).map(|o| (o, name, d)));
+                }
+            }
+            Store::Postgres(c) => {
+                for r in c.query(sql, &[])? {
+                    let owner: String = r.get(0);
+                    let d = distribution(r.get(2), r.get(3), r.get(4), r.get::<_, &str>(5));
+                    out.extend(Owner::parse(&owner).map(|o| (o, r.get(1), d)));
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// Bytes `vm` sent in cycles ending at or after `from_unix_ms`.

@@ -26,9 +26,11 @@ fn fleet(tag: &str, store: impl FnOnce(&std::path::Path) -> Option<StoreSpec>) -
         buys_per_sec: 5.0,
         master: MasterSettings {
             endpoints: vec![etcd.url()],
+            tls: None,
             prefix: DEFAULT_PREFIX.into(),
             prices: PriceParams::default(),
             store,
+            admission: Default::default(),
         },
     };
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();

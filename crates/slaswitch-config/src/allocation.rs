@@ -1,6 +1,7 @@
 //! Turns every port's settings into what its PMD enforces, and applies the admission rules of
 //! seed 000 Sec. IV before anything changes:
-//! 1. purchased bandwidths add up to no more than the uplink's line rate;
+//! 1. purchased bandwidths add up to no more than the uplink's line rate (times the
+//!    over-commitment the fleet's master granted, `link_overcommit`);
 //! 2. the cycles allocated on a PMD add up to no more than its core's cycles.
 //!
 //! A port's cycles are its `cycles_per_sec` when given, else the bandwidth-CPU model's
@@ -180,16 +181,24 @@ fn admit_bandwidth(
         .filter_map(|c| plans[&c.spec.name].sla.map(|s| (c.spec.name.as_str(), s.bandwidth_bps)))
         .collect();
     let total: u64 = purchased.iter().map(|(_, b)| b).sum();
-    if total > line_rate {
+    // The fleet's master may grant over-commitment by its failure model (seed 003 Sec. 2.2).
+    let permille = plans[&uplink.spec.name].link.overcommit_permille;
+    let allowed = (u128::from(line_rate) * u128::from(permille) / 1000) as u64;
+    if total > allowed {
         let list: Vec<String> = purchased.iter().map(|(n, b)| format!("{n} {b}")).collect();
+        let times = if permille == 1000 {
+            String::new()
+        } else {
+            format!(" times link_overcommit {}", f64::from(permille) / 1000.0)
+        };
         return Err(ConfigError::Refused {
-                changed: changed.into(),
-                why: format!(
-                    "purchased bandwidth would add up to {total} bit/s, more than the uplink {}'s link_rate_bps {line_rate} ({})",
-            uplink.spec.name,
-            list.join(", ")
-                ),
-            });
+            changed: changed.into(),
+            why: format!(
+                "purchased bandwidth would add up to {total} bit/s, more than the uplink {}'s link_rate_bps {line_rate}{times} ({})",
+                uplink.spec.name,
+                list.join(", ")
+            ),
+        });
     }
     // The link's half: minimums set by hand are reserved on the uplink too (seed 002 Sec. 3.3).
     let minimums: Vec<(&str, u64)> = candidates
@@ -282,6 +291,19 @@ mod tests {
         let v = port("vm1", &[("bandwidth_bps", "1.5G"), ("cycles_per_sec", "1000")]);
         let e = plan(&[on_core_0(&up), on_core_0(&v)], None, 1, 1_000_000_000, "vm1").unwrap_err().to_string();
         assert!(e.contains("1500000000") && e.contains("link_rate_bps 1000000000"), "{e}");
+        // Over-committed by the fleet's master: 1.5x allowed, 2x still refused; the core's
+        // cycles are checked as before.
+        let up = port("up", &[("uplink", "true"), ("link_rate_bps", "1G"), ("link_overcommit", "1.5")]);
+        plan(&[on_core_0(&up), on_core_0(&v)], None, 1, 1_000_000_000, "vm1").unwrap();
+        let v2 = port("vm1", &[("bandwidth_bps", "2G"), ("cycles_per_sec", "1000")]);
+        let e = plan(&[on_core_0(&up), on_core_0(&v2)], None, 1, 1_000_000_000, "vm1").unwrap_err().to_string();
+        assert!(e.contains("times link_overcommit 1.5"), "{e}");
+        let hungry = port("vm1", &[("bandwidth_bps", "1.5G"), ("cycles_per_sec", "2000000000")]);
+        let e = plan(&[on_core_0(&up), on_core_0(&hungry)], None, 1, 1_000_000_000, "vm1").unwrap_err().to_string();
+        assert!(e.contains("core 0"), "{e}");
+        let bad = PortSpec { options: [("link_overcommit".to_string(), "0.5".to_string())].into(), ..up.0.clone() };
+        let e = bad.validate().unwrap_err().to_string();
+        assert!(e.contains("link_overcommit=0.5: a ratio from 1 to 100"), "{e}");
         let lone = port("vm1", &[("bandwidth_bps", "1G")]);
         let e = plan(&[on_core_0(&lone)], None, 1, 1_000_000_000, "vm1").unwrap_err().to_string();
         assert!(e.contains("slaswitch calibrate"), "{e}");

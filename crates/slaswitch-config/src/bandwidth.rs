@@ -12,6 +12,7 @@
 //! | `uplink`               | `true`: the port is the host's uplink. Purchased bandwidths may add up to its `link_rate_bps`, and the NIC-bottleneck fallback watches it |
 //! | `drift_compensation`   | `true` (default): an allocation from the model follows the host's measured speed and the port's measured cost ([`slaswitch_qos::cpu::drift`]); `false`: fixed, as in the paper |
 //! | `nic_fallback`         | on the uplink: `true` (default) or `false` to turn the fallback off (to measure C2QoS without it) |
+//! | `link_overcommit`      | on the uplink: purchased bandwidths may add up to this many times its `link_rate_bps` (1 to 100, default 1); the fleet's master sets it to the over-commitment its failure model granted the host (seed 003 Sec. 2.2) |
 
 use std::collections::BTreeMap;
 
@@ -29,6 +30,7 @@ pub const BANDWIDTH_OPTIONS: &[&str] = &[
     "link_rate_bps",
     "uplink",
     "nic_fallback",
+    "link_overcommit",
     "drift_compensation",
 ];
 
@@ -166,20 +168,36 @@ impl BandwidthSla {
 pub struct LinkSpec {
     /// 0: not paced (as fast as the device takes frames).
     pub link_rate_bps: u64,
-    /// The host's uplink: purchases must fit its line rate, and the fallback watches it.
+    /// The host's uplink: purchases must fit its line rate (times `link_overcommit`), and the
+    /// fallback watches it.
     pub uplink: bool,
     /// The NIC-bottleneck fallback watches this link (uplinks only; on unless turned off).
     pub nic_fallback: bool,
+    /// Purchased bandwidths may add up to this many thousandths of the line rate (uplinks;
+    /// 1000: no over-commitment).
+    pub overcommit_permille: u32,
+}
+
+/// The largest over-commitment an uplink takes.
+pub const MAX_LINK_OVERCOMMIT: f64 = 100.0;
+
+fn overcommit_permille(options: &BTreeMap<String, String>) -> Result<u32, ConfigError> {
+    let Some(v) = options.get("link_overcommit") else { return Ok(1000) };
+    match v.parse::<f64>() {
+        Ok(r) if r.is_finite() && (1.0..=MAX_LINK_OVERCOMMIT).contains(&r) => Ok((r * 1000.0).round() as u32),
+        _ => Err(ConfigError::value("link_overcommit", v, format!("a ratio from 1 to {MAX_LINK_OVERCOMMIT}"))),
+    }
 }
 
 impl LinkSpec {
-    /// Reads `link_rate_bps`, `uplink` and `nic_fallback`.
+    /// Reads `link_rate_bps`, `uplink`, `nic_fallback` and `link_overcommit`.
     pub fn from_options(options: &BTreeMap<String, String>) -> Result<LinkSpec, ConfigError> {
         let link_rate_bps =
             options.get("link_rate_bps").map(|v| parse_rate_bps("link_rate_bps", v)).transpose()?.unwrap_or(0);
         let uplink = two_way(options, "uplink", ["false", "true"], false)?;
         let nic_fallback = two_way(options, "nic_fallback", ["false", "true"], true)? && uplink;
-        Ok(LinkSpec { link_rate_bps, uplink, nic_fallback })
+        let overcommit_permille = overcommit_permille(options)?;
+        Ok(LinkSpec { link_rate_bps, uplink, nic_fallback, overcommit_permille })
     }
 }
 

@@ -26,6 +26,7 @@ pub mod error;
 pub mod link;
 pub mod meter;
 pub mod overcommit;
+pub mod placement;
 pub mod pricing;
 pub mod timer_wheel;
 

@@ -148,7 +148,7 @@ impl DcConfig {
 
 /// A draw in (0, 1], from (seed, VM, second, stream): SplitMix64 over the key. Written here
 /// because the draws must be addressable by key, not by the order threads take them.
-fn draw(seed: u64, vm: usize, second: u32, stream: u64) -> f64 {
+pub(crate) fn draw(seed: u64, vm: usize, second: u32, stream: u64) -> f64 {
     let mut z = seed
         ^ (vm as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
         ^ u64::from(second).wrapping_mul(0xC2B2_AE3D_27D4_EB4F)
@@ -160,7 +160,7 @@ fn draw(seed: u64, vm: usize, second: u32, stream: u64) -> f64 {
     ((z >> 11) as f64 + 1.0) / (1u64 << 53) as f64
 }
 
-fn exponential(mean: f64, u: f64) -> f64 {
+pub(crate) fn exponential(mean: f64, u: f64) -> f64 {
     -mean * u.ln()
 }
 

@@ -16,6 +16,7 @@ pub mod datacenter_report;
 pub mod error;
 pub mod monte_carlo;
 pub mod overcommit;
+pub mod placement_study;
 pub mod short_flows;
 pub mod short_flows_report;
 pub mod validate;

@@ -8,6 +8,8 @@ use std::sync::Arc;
 use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
 use serde_json::json;
+use slaswitch_cluster::admission::AdmissionSettings;
+use slaswitch_cluster::etcd::{EtcdTls, EtcdTlsArgs};
 use slaswitch_cluster::etcd_server::EtcdServer;
 use slaswitch_cluster::keys::{Keys, DEFAULT_PREFIX};
 use slaswitch_cluster::master::{Master, MasterSettings, StoreSpec};
@@ -17,6 +19,7 @@ use slaswitch_cluster::{admin, bill, etcd, scale};
 use slaswitch_config::bandwidth::parse_rate_bps;
 use slaswitch_config::link_policy::{guarantee_text, parse_guarantee};
 use slaswitch_qos::egress::softbw::Guarantee;
+use slaswitch_qos::placement::Policy;
 use slaswitch_qos::pricing::PriceParams;
 
 #[derive(Parser, Debug)]
@@ -31,6 +34,8 @@ struct Cli {
     /// Print JSON.
     #[arg(long, global = true)]
     json: bool,
+    #[command(flatten)]
+    etcd_tls: EtcdTlsArgs,
     #[command(subcommand)]
     command: Command,
 }
@@ -88,6 +93,43 @@ impl PriceArgs {
     }
 }
 
+/// How the master admits and places purchases (seed 003 Sec. 4 with Sec. 2.2).
+#[derive(Args, Debug, Clone)]
+struct AdmissionArgs {
+    /// `failure-model`: a host takes a guarantee while Eq. 2 with its VMs' measured mean
+    /// rates keeps its failure probability at or under --target-failure; `guarantee`: while
+    /// its guarantees add up to at most --max-overcommit times its uplink.
+    #[arg(long, default_value = "failure-model")]
+    placement: String,
+    /// The largest failure probability a host may carry.
+    #[arg(long, default_value_t = 0.05)]
+    target_failure: f64,
+    /// The largest committed ratio (guarantees over the uplink's rate) a host may carry.
+    #[arg(long, default_value_t = 10.0)]
+    max_overcommit: f64,
+    /// The utilization assumed of a VM measured for fewer than --min-samples cycles.
+    #[arg(long, default_value_t = 0.15)]
+    prior_utilization: f64,
+    /// Billed cycles after which a VM's measured mean rate replaces the prior.
+    #[arg(long, default_value_t = 60)]
+    min_samples: u64,
+}
+
+impl AdmissionArgs {
+    fn settings(&self) -> anyhow::Result<AdmissionSettings> {
+        let policy = match self.placement.as_str() {
+            "failure-model" => {
+                Policy::FailureModel { target_failure: self.target_failure, max_ratio: self.max_overcommit }
+            }
+            "guarantee" => Policy::Guarantee { max_ratio: self.max_overcommit },
+            other => bail!("--placement {other}: give failure-model or guarantee"),
+        };
+        let s = AdmissionSettings { policy, prior_utilization: self.prior_utilization, min_samples: self.min_samples };
+        s.validate().map_err(|why| anyhow::anyhow!("{why}"))?;
+        Ok(s)
+    }
+}
+
 /// The guarantee flags shared by `buy` and `set-guarantee`; exactly one.
 #[derive(Args, Debug, Clone)]
 #[group(required = true, multiple = false)]
@@ -123,6 +165,8 @@ enum Command {
         store: StoreArgs,
         #[command(flatten)]
         prices: PriceArgs,
+        #[command(flatten)]
+        admission: AdmissionArgs,
     },
     /// Buy a guarantee for a VM.
     Buy {
@@ -203,6 +247,8 @@ enum Command {
         store: StoreArgs,
         #[command(flatten)]
         prices: PriceArgs,
+        #[command(flatten)]
+        admission: AdmissionArgs,
     },
 }
 
@@ -272,20 +318,36 @@ async fn serve(master: Master) -> anyhow::Result<()> {
 
 fn hosts_table(hosts: &[admin::HostView]) -> String {
     let mut text = format!(
-        "{:<16} {:<6} {:>9} {:>6} {:>11} {:>8} {:>8}\n",
-        "host", "alive", "uplink", "ports", "guarantees", "applied", "refused"
+        "{:<16} {:<6} {:>9} {:>6} {:>11} {:>8} {:>8} {:>9} {:>8} {:>9} {:>9}\n",
+        "host",
+        "alive",
+        "uplink",
+        "ports",
+        "guarantees",
+        "applied",
+        "refused",
+        "committed",
+        "failure",
+        "expected",
+        "measured"
     );
     for h in hosts {
         let uplink = h.uplink_bps.map_or("-".to_string(), |b| format!("{:.1}G", b as f64 / 1e9));
+        let f = h.load.as_ref().map(|l| l.figures);
+        let cell = |v: Option<f64>, digits: usize| v.map_or("-".to_string(), |v| format!("{v:.digits$}"));
         text += &format!(
-            "{:<16} {:<6} {:>9} {:>6} {:>11} {:>8} {:>8}\n",
+            "{:<16} {:<6} {:>9} {:>6} {:>11} {:>8} {:>8} {:>9} {:>8} {:>9} {:>9}\n",
             h.host,
             if h.alive { "yes" } else { "NO" },
             uplink,
             h.ports.len(),
             h.guarantees,
             h.applied,
-            h.refused
+            h.refused,
+            cell(f.map(|f| f.committed_ratio), 2),
+            cell(f.map(|f| f.failure_probability), 4),
+            cell(f.map(|f| f.expected_utilization), 3),
+            cell(h.load.as_ref().and_then(|l| l.measured_utilization), 3),
         );
     }
     text
@@ -316,20 +378,25 @@ fn vms_table(views: &[admin::VmView]) -> String {
 }
 
 /// `buy`: checked here first, so a bad purchase is refused before etcd is even asked.
-async fn buy(endpoints: &[String], keys: &Keys, p: Purchase, as_json: bool) -> anyhow::Result<()> {
+async fn buy(etcd: Etcd<'_>, keys: &Keys, p: Purchase, as_json: bool) -> anyhow::Result<()> {
     p.validate()?;
-    let mut client = etcd::connect(endpoints).await?;
+    let mut client = etcd::connect(etcd.0, etcd.1).await?;
     let p = admin::buy(&mut client, keys, p).await?;
-    let where_ =
-        p.host.as_deref().map_or("no host yet: sent when its port appears".to_string(), |h| format!("sent to {h}"));
+    let figures = p.admission.as_ref().and_then(|a| a.figures).map_or(String::new(), |f| {
+        format!(
+            ": committed ratio {:.2}, failure probability {:.4}, expected utilization {:.3}",
+            f.committed_ratio, f.failure_probability, f.expected_utilization
+        )
+    });
+    let where_ = format!("placed on {}{figures}", p.host.as_deref().unwrap_or("-"));
     let text = format!("{}: bought {} for tenant {} ({where_})\n", p.vm, guarantee_text(&p.guarantee), p.tenant);
     print(as_json, json!(p), text);
     Ok(())
 }
 
 /// `latency`: changes a VM's guarantee `rounds` times and times each until its switch answers.
-async fn latency(endpoints: &[String], keys: &Keys, vm: &str, rounds: usize, as_json: bool) -> anyhow::Result<()> {
-    let mut client = etcd::connect(endpoints).await?;
+async fn latency(etcd: Etcd<'_>, keys: &Keys, vm: &str, rounds: usize, as_json: bool) -> anyhow::Result<()> {
+    let mut client = etcd::connect(etcd.0, etcd.1).await?;
     let samples = admin::measure_enforcement(&mut client, keys, vm, rounds).await?;
     let applied = scale::percentiles(samples.iter().map(|s| s.0).collect());
     let seen = scale::percentiles(samples.iter().map(|s| s.1).collect());
@@ -342,15 +409,21 @@ async fn latency(endpoints: &[String], keys: &Keys, vm: &str, rounds: usize, as_
     Ok(())
 }
 
+/// etcd's URLs and TLS.
+type Etcd<'a> = (&'a [String], Option<&'a EtcdTls>);
+
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let keys = Keys::new(&cli.prefix);
+    let tls = cli.etcd_tls.tls()?;
     match cli.command {
-        Command::Serve { store, prices } => {
+        Command::Serve { store, prices, admission } => {
             let settings = MasterSettings {
                 endpoints: cli.etcd,
+                tls,
                 prefix: cli.prefix,
                 prices: prices.params()?,
                 store: store.spec(),
+                admission: admission.settings()?,
             };
             serve(Master::new(settings)?).await
         }
@@ -362,32 +435,33 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 guarantee: guarantee.guarantee()?,
                 cycles: key_values(&cycles)?,
                 bought_unix_ms: unix_ns() / 1_000_000,
+                admission: None,
             };
-            buy(&cli.etcd, &keys, p, cli.json).await
+            buy((&cli.etcd, tls.as_ref()), &keys, p, cli.json).await
         }
         Command::SetGuarantee { vm, guarantee, cycles } => {
             let cycles = (!cycles.is_empty()).then(|| key_values(&cycles)).transpose()?;
-            let mut client = etcd::connect(&cli.etcd).await?;
+            let mut client = etcd::connect(&cli.etcd, tls.as_ref()).await?;
             let (p, _) = admin::set_guarantee(&mut client, &keys, &vm, guarantee.guarantee()?, cycles).await?;
             print(cli.json, json!(p), format!("{}: now {}\n", p.vm, guarantee_text(&p.guarantee)));
             Ok(())
         }
         Command::Release { vm } => {
-            let mut client = etcd::connect(&cli.etcd).await?;
+            let mut client = etcd::connect(&cli.etcd, tls.as_ref()).await?;
             let p = admin::release(&mut client, &keys, &vm).await?;
             print(cli.json, json!(p), format!("{}: released\n", p.vm));
             Ok(())
         }
-        Command::Latency { vm, rounds } => latency(&cli.etcd, &keys, &vm, rounds, cli.json).await,
+        Command::Latency { vm, rounds } => latency((&cli.etcd, tls.as_ref()), &keys, &vm, rounds, cli.json).await,
         Command::Hosts => {
-            let mut client = etcd::connect(&cli.etcd).await?;
+            let mut client = etcd::connect(&cli.etcd, tls.as_ref()).await?;
             let hosts = admin::hosts(&mut client, &keys).await?;
             let text = hosts_table(&hosts);
             print(cli.json, json!(hosts), text);
             Ok(())
         }
         Command::Vms { store } => {
-            let mut client = etcd::connect(&cli.etcd).await?;
+            let mut client = etcd::connect(&cli.etcd, tls.as_ref()).await?;
             let mut s = store.open_existing().ok();
             let views = admin::vms(&mut client, &keys, s.as_mut()).await?;
             let text = vms_table(&views);
@@ -412,7 +486,16 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::SimulateAgents { agents, vms_per_agent, secs, buys_per_sec, private_etcd, store, prices } => {
+        Command::SimulateAgents {
+            agents,
+            vms_per_agent,
+            secs,
+            buys_per_sec,
+            private_etcd,
+            store,
+            prices,
+            admission,
+        } => {
             let dir = std::env::temp_dir().join(format!("slaswitch-scale-etcd-{}", std::process::id()));
             let server = private_etcd.then(|| EtcdServer::start(&dir)).transpose()?;
             let endpoints = server.as_ref().map_or(cli.etcd, |s| vec![s.url()]);
@@ -422,7 +505,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 vms_per_agent,
                 secs,
                 buys_per_sec,
-                master: MasterSettings { endpoints, prefix: cli.prefix, prices: prices.params()?, store: store.spec() },
+                master: MasterSettings {
+                    endpoints,
+                    tls: if server.is_some() { None } else { tls },
+                    prefix: cli.prefix,
+                    prices: prices.params()?,
+                    store: store.spec(),
+                    admission: admission.settings()?,
+                },
             };
             let r = scale::run(settings, |m| eprintln!("{m}")).await?;
             let text = format!("{}\n", serde_json::to_string_pretty(&r).expect("JSON"));

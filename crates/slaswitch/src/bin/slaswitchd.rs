@@ -99,6 +99,8 @@ struct Cli {
     /// master.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(i64).range(2..=600))]
     lease_secs: i64,
+    #[command(flatten)]
+    etcd_tls: slaswitch_agent::etcd::EtcdTlsArgs,
 }
 
 fn parse_host_id(s: &str) -> Result<String, slaswitch_config::ConfigError> {
@@ -120,6 +122,8 @@ fn main() {
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
+    // Checked before anything starts.
+    let tls = cli.etcd_tls.tls()?;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let default_main = (0..cores).rev().find(|c| !cli.pmd_cores.contains(c)).unwrap_or(0);
     debug_assert!(cli.compare_slice_us.is_none_or(|us| COMPARE_SLICE_US.contains(&us)));
@@ -157,6 +161,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     );
     let agent = cli.host_id.map(|host| {
         let mut a = AgentSettings::new(cli.etcd, host);
+        a.tls = tls;
         a.prefix = cli.etcd_prefix;
         a.cycle_ms = cli.billing_cycle_ms;
         a.lease_ttl_secs = cli.lease_secs;

@@ -35,6 +35,19 @@ impl LocalSwitch for DaemonSwitch {
     fn uplink_bps(&self) -> Option<u64> {
         self.0.lock().expect("daemon lock").uplink_stats().map(|l| l.link_rate_bps)
     }
+
+    fn set_link_overcommit(&self, ratio: f64) -> Result<(), String> {
+        let mut daemon = self.0.lock().expect("daemon lock");
+        let uplink = daemon.dp.port_specs().into_iter().find(|s| s.options.get("uplink").is_some_and(|v| v == "true"));
+        let Some(uplink) = uplink else { return Ok(()) };
+        // Three decimals: what the option keeps.
+        let options = [("link_overcommit".to_string(), format!("{:.3}", ratio.min(100.0)))].into();
+        let req = Request::SetPort { ports: vec![PortChange { name: uplink.name, options }] };
+        match daemon.handle(req) {
+            Reply::Ok(_) => Ok(()),
+            Reply::Err(e) => Err(e),
+        }
+    }
 }
 
 impl Daemon {
