@@ -135,7 +135,8 @@ pub struct Enforcement {
     pub vm: String,
     /// The options, exactly as `set-port` takes them.
     pub options: BTreeMap<String, String>,
-    /// When the master wrote it, Unix nanoseconds (for purchase-to-enforcement latency).
+    /// When the purchase it enforces was asked for (a rewrite by the master: when written),
+    /// Unix nanoseconds, for purchase-to-enforcement latency.
     pub issued_unix_ns: u64,
     /// The over-commitment the master granted the host (its guarantees over its uplink's
     /// rate): the switch's own admission lets purchased bandwidth add up to this many times

@@ -159,11 +159,11 @@ mod tests {
         assert!(a.admitted && a.host.as_deref() == Some("h1"), "{a:?}");
         let f = a.figures.unwrap();
         assert!((f.committed_ratio - 1.25).abs() < 1e-9 && f.failure_probability <= 0.05, "{f:?}");
-        // A guarantee of the whole link would take h1 to 2x and about 8%: h2 takes it, and
+        // A guarantee of the whole link would take h1 to 2x and about 11%: h2 takes it, and
         // the answer says why h1 did not.
         let a = fleet.decide(&settings, &bought("big", None, 1_000_000_000), &["h1".into(), "h2".into()]);
         assert_eq!(a.host.as_deref(), Some("h2"), "{a:?}");
-        assert!(a.passed_over[0].starts_with("host h1: failure probability would be 0.08"), "{a:?}");
+        assert!(a.passed_over[0].starts_with("host h1: failure probability would be 0.11"), "{a:?}");
         // Only h1 allowed (the VM runs there): refused, naming the figures.
         let a = fleet.decide(&settings, &bought("big", None, 1_000_000_000), &["h1".into()]);
         assert!(!a.admitted && a.host.as_deref() == Some("h1"));

@@ -17,12 +17,11 @@ use slaswitch_qos::egress::softbw::Guarantee;
 use slaswitch_qos::pricing::PriceParams;
 
 use crate::admission::AdmissionSettings;
-use crate::billing::{dynamic_in_force, price_report};
+use crate::billing::dynamic_in_force;
 use crate::etcd::{connect, e, EtcdTls};
 use crate::keys::Keys;
 use crate::purchase::{unix_ns, Enforcement, HostInfo, HostLoadView, Purchase, PurchaseRequest};
 use crate::store::Store;
-use crate::usage::UsageReport;
 use crate::utilization::UtilizationBook;
 use crate::ClusterError;
 use slaswitch_agent::FleetError;
@@ -88,7 +87,7 @@ pub struct MasterStats {
 pub struct Master {
     settings: MasterSettings,
     keys: Keys,
-    store: StoreThread,
+    store: Arc<StoreThread>,
     /// Every purchase with its key's revision.
     purchases: BTreeMap<String, (i64, Purchase)>,
     /// Announced ports: VM -> host.
@@ -114,7 +113,7 @@ impl Master {
     pub fn new(settings: MasterSettings) -> Result<Master, ClusterError> {
         settings.prices.validate()?;
         settings.admission.validate().map_err(|why| ClusterError::vm("-", format!("admission: {why}")))?;
-        let store = StoreThread::open(settings.store.clone())?;
+        let store = Arc::new(StoreThread::open(settings.store.clone())?);
         Ok(Master {
             keys: Keys::new(&settings.prefix),
             settings,
@@ -174,13 +173,16 @@ impl Master {
             self.place_if_announced(&mut client, &vm).await?;
         }
         self.answer_requests(&mut client).await?;
-        for chunk in reports.chunks(512) {
-            self.bill(&mut client, chunk.to_vec()).await?;
+        let mut billing = billing_task::Billing::new();
+        for chunk in reports.chunks(billing_task::BATCH_REPORTS) {
+            self.start_billing(&client, &mut billing, chunk.to_vec()).await?;
         }
         let opts = WatchOptions::new().with_prefix().with_start_revision(revision + 1);
         let mut watch = client.watch(root.as_str(), Some(opts)).await.map_err(e)?;
         let mut last_published = std::time::Instant::now();
         self.publish_loads(&mut client).await?;
+        let mut waiting = Vec::new();
+        let mut since_billed = std::time::Instant::now();
         while !stop.load(Ordering::SeqCst) {
             tokio::select! {
                 msg = watch.message() => {
@@ -188,25 +190,35 @@ impl Master {
                     if msg.canceled() {
                         return Err(FleetError::WatchCancelled(msg.cancel_reason().to_string()).into());
                     }
-                    let mut reports = Vec::new();
                     for ev in msg.events() {
                         let Some(kv) = ev.kv() else { continue };
                         let key = kv.key_str().map_err(e)?.to_string();
                         let put = ev.event_type() == EventType::Put;
                         if key.starts_with(self.keys.usage().as_str()) {
                             if put {
-                                reports.push((key, kv.value().to_vec()));
+                                waiting.push((key, kv.value().to_vec()));
                             }
                         } else if let Some(vm) = self.observe(&key, kv.value(), kv.mod_revision(), put) {
                             self.place_if_announced(&mut client, &vm).await?;
                         }
                     }
+                    // Purchases first: a batch of reports never holds one up.
                     self.answer_requests(&mut client).await?;
-                    if !reports.is_empty() {
-                        self.bill(&mut client, reports).await?;
+                }
+                done = billing.done.recv() => {
+                    let dynamic = done.expect("the master holds a sender")?;
+                    for p in dynamic.values() {
+                        self.refresh_dynamic(&mut client, p).await?;
                     }
                 }
-                _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+                _ = tokio::time::sleep(billing_task::BATCH_WAIT) => {}
+            }
+            // Reports are billed in batches (one store transaction each), up to two at once,
+            // while this loop goes on answering purchases.
+            let full = waiting.len() >= billing_task::BATCH_REPORTS;
+            if full || (!waiting.is_empty() && since_billed.elapsed() >= billing_task::BATCH_WAIT) {
+                self.start_billing(&client, &mut billing, std::mem::take(&mut waiting)).await?;
+                since_billed = std::time::Instant::now();
             }
             if last_published.elapsed() >= PUBLISH_EVERY {
                 self.publish_loads(&mut client).await?;
@@ -317,79 +329,6 @@ impl Master {
         Ok(dynamic_in_force(total_bytes, duration_ns, p.bought_unix_ms, sent, unix_ns() / 1_000_000))
     }
 
-    /// Bills a batch of reports in one store transaction, keeps their dynamic guarantees
-    /// current, then deletes them from etcd. A report that cannot be read is logged and deleted.
-    async fn bill(&mut self, client: &mut Client, batch: Vec<(String, Vec<u8>)>) -> Result<(), ClusterError> {
-        let mut reports = Vec::with_capacity(batch.len());
-        for (key, value) in &batch {
-            match serde_json::from_slice::<UsageReport>(value) {
-                Ok(r) => reports.push(r),
-                Err(err) => {
-                    tracing::warn!(
-                        "master: {key} is not a usage report ({err}); deleted: {}",
-                        String::from_utf8_lossy(value)
-                    )
-                }
-            }
-        }
-        let mut records = Vec::new();
-        let mut dynamic = BTreeMap::new();
-        let mut sent = self.sent_by_dynamic(&reports).await?;
-        for report in &reports {
-            let purchases: BTreeMap<String, Purchase> = report
-                .vms
-                .iter()
-                .filter_map(|u| self.purchases.get(&u.vm).map(|(_, p)| (u.vm.clone(), p.clone())))
-                .collect();
-            let prices = host_prices(&self.settings.prices, &self.uplinks, &report.host);
-            records.extend(price_report(&prices, report, &purchases, &mut sent));
-            for p in purchases.into_values().filter(|p| p.host.as_deref() == Some(report.host.as_str())) {
-                if matches!(p.guarantee, Guarantee::Dynamic { .. }) {
-                    dynamic.insert(p.vm.clone(), p);
-                }
-            }
-        }
-        let count = records.len() as u64;
-        let (book, capacities) = (self.book.clone(), self.capacities());
-        let default_bps = self.settings.prices.link_capacity_bps as f64;
-        let account = move |new: &[&crate::store::Record]| {
-            let mut book = book.lock().expect("book");
-            let changed = book.account(new, |h| capacities.get(h).copied().unwrap_or(default_bps));
-            changed.into_iter().map(|k| (k.0, k.1.clone(), book.entries[&k].clone())).collect()
-        };
-        let new = self.store.run(move |s| s.insert_and(&records, account)).await? as u64;
-        {
-            let now_ms = unix_ns() / 1_000_000;
-            let mut s = self.stats.lock().expect("stats");
-            s.reports += reports.len() as u64;
-            s.records += new;
-            s.duplicates += count - new;
-            s.billing_lag_ms.extend(reports.iter().map(|r| now_ms.saturating_sub(r.read_unix_ms)));
-        }
-        for p in dynamic.values() {
-            self.refresh_dynamic(client, p).await?;
-        }
-        // etcd takes at most 128 operations per transaction by default.
-        for chunk in batch.chunks(128) {
-            let ops: Vec<TxnOp> = chunk.iter().map(|(key, _)| TxnOp::delete(key.as_str(), None)).collect();
-            client.txn(Txn::new().and_then(ops)).await.map_err(e)?;
-        }
-        Ok(())
-    }
-
-    /// For each VM of `reports` with a dynamic guarantee, the bytes billed since it was bought.
-    async fn sent_by_dynamic(&self, reports: &[UsageReport]) -> Result<BTreeMap<String, u64>, ClusterError> {
-        let mut sent = BTreeMap::new();
-        for u in reports.iter().flat_map(|r| &r.vms) {
-            let Some((_, p)) = self.purchases.get(&u.vm) else { continue };
-            if matches!(p.guarantee, Guarantee::Dynamic { .. }) && !sent.contains_key(&u.vm) {
-                let (vm, from) = (u.vm.clone(), p.bought_unix_ms);
-                sent.insert(u.vm.clone(), self.store.run(move |s| s.sent_since(&vm, from)).await?);
-            }
-        }
-        Ok(sent)
-    }
-
     /// Rewrites a dynamic purchase's enforcement as what is left of it (seed 003 Sec. 4).
     async fn refresh_dynamic(&mut self, client: &mut Client, p: &Purchase) -> Result<(), ClusterError> {
         let in_force = self.in_force(p).await?;
@@ -411,6 +350,7 @@ impl Master {
     }
 }
 
+mod billing_task;
 mod requests;
 
 /// How often each host's load is published (its measured utilization moves with every cycle).

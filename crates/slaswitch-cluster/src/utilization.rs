@@ -8,7 +8,20 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::store::Record;
+/// One VM's billed cycle, as sampled.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Sample<'a> {
+    /// The VM.
+    pub vm: &'a str,
+    /// Its host.
+    pub host: &'a str,
+    /// The cycle.
+    pub cycle: u64,
+    /// Its rate in the cycle, bits/s.
+    pub rate_bps: f64,
+    /// Its guarantee, bits/s (0: none).
+    pub guarantee_bps: f64,
+}
 
 /// Histogram buckets of utilization: [0, 0.1), [0.1, 0.2), ... [1.9, 2.0), then 2.0 and above.
 pub const BUCKETS: usize = 21;
@@ -114,18 +127,22 @@ impl UtilizationBook {
         self.entries.get(&(Owner::Host, host.to_string()))
     }
 
-    /// Adds the samples of newly billed `records`; `capacity_bps` gives each host's link.
+    /// Adds the samples of newly billed cycles; `capacity_bps` gives each host's link.
     /// Returns the keys that changed.
-    pub fn account(&mut self, records: &[&Record], capacity_bps: impl Fn(&str) -> f64) -> Vec<(Owner, String)> {
+    pub fn account<'a>(
+        &mut self,
+        samples: impl IntoIterator<Item = Sample<'a>>,
+        capacity_bps: impl Fn(&str) -> f64,
+    ) -> Vec<(Owner, String)> {
         let mut hosts: BTreeMap<(&str, u64), f64> = BTreeMap::new();
         let mut changed = Vec::new();
-        for r in records {
-            let c = capacity_bps(&r.host);
+        for r in samples {
+            let c = capacity_bps(r.host);
             let over = if r.guarantee_bps > 0.0 { r.guarantee_bps } else { c };
-            let key = (Owner::Vm, r.vm.clone());
+            let key = (Owner::Vm, r.vm.to_string());
             self.entries.entry(key.clone()).or_default().add(r.rate_bps / over.max(1.0), r.rate_bps);
             changed.push(key);
-            *hosts.entry((r.host.as_str(), r.cycle)).or_default() += r.rate_bps;
+            *hosts.entry((r.host, r.cycle)).or_default() += r.rate_bps;
         }
         for ((host, _), rate_bps) in hosts {
             let key = (Owner::Host, host.to_string());
@@ -142,23 +159,8 @@ impl UtilizationBook {
 mod tests {
     use super::*;
 
-    fn rec(vm: &str, host: &str, cycle: u64, rate_bps: f64, guarantee_bps: f64) -> Record {
-        Record {
-            vm: vm.into(),
-            cycle,
-            cycle_ms: 1000,
-            host: host.into(),
-            tenant: "t".into(),
-            secs: 1.0,
-            bytes: (rate_bps / 8.0) as u64,
-            guarantee: "strict:1".into(),
-            guarantee_bps,
-            in_force_bps: 0,
-            rate_bps,
-            fulfillment: None,
-            charge_guaranteed: 0.0,
-            charge_above: 0.0,
-        }
+    fn rec<'a>(vm: &'a str, host: &'a str, cycle: u64, rate_bps: f64, guarantee_bps: f64) -> Sample<'a> {
+        Sample { vm, host, cycle, rate_bps, guarantee_bps }
     }
 
     #[test]
@@ -169,9 +171,8 @@ mod tests {
             rec("a", "h", 2, 150e6, 100e6),
             rec("b", "h", 2, 0.0, 0.0),
         ];
-        let refs: Vec<&Record> = rs.iter().collect();
         let mut book = UtilizationBook::default();
-        let changed = book.account(&refs, |_| 1e9);
+        let changed = book.account(rs, |_| 1e9);
         assert_eq!(changed.len(), 3);
         let a = book.vm("a").unwrap();
         assert_eq!((a.samples, a.mean_utilization(), a.mean_rate_bps()), (2, Some(1.0), Some(100e6)));

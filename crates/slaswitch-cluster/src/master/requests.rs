@@ -82,7 +82,8 @@ impl Master {
             let enforcement = Enforcement {
                 vm: vm.into(),
                 options: p.enforcement_options(&in_force),
-                issued_unix_ns: unix_ns(),
+                // From the request, so the host's answer times the whole path, admission included.
+                issued_unix_ns: request.requested_unix_ns,
                 link_overcommit: answer.figures.map(|f| f.committed_ratio.max(1.0)),
             };
             ops.push(TxnOp::put(self.keys.vm(vm), to_json(&p), None));
@@ -133,20 +134,25 @@ impl Master {
                         capacity_bps: load.capacity_bps as u64,
                         vms: load.vms.len(),
                         figures: rounded(load.assess()),
-                        measured_utilization: book.host(h).and_then(|d| d.mean_utilization()).map(|u| round4(u)),
+                        measured_utilization: book.host(h).and_then(|d| d.mean_utilization()).map(round4),
                         assessed_unix_ms: 0,
                     };
                     (h.clone(), view)
                 })
                 .collect()
         };
+        let mut ops = Vec::new();
         for (host, mut view) in views {
             if self.published.get(&host) == Some(&view) {
                 continue;
             }
             self.published.insert(host.clone(), view.clone());
             view.assessed_unix_ms = unix_ns() / 1_000_000;
-            client.put(self.keys.load(&host), to_json(&view), None).await.map_err(e)?;
+            ops.push(TxnOp::put(self.keys.load(&host), to_json(&view), None));
+        }
+        // etcd takes at most 128 operations per transaction by default.
+        for chunk in ops.chunks(128) {
+            client.txn(Txn::new().and_then(chunk.to_vec())).await.map_err(e)?;
         }
         Ok(())
     }
