@@ -102,6 +102,8 @@ pub struct Master {
     book: Arc<Mutex<UtilizationBook>>,
     /// The load last published per host.
     published: BTreeMap<String, HostLoadView>,
+    /// A publication failed: publish every host again.
+    publish_failed: Arc<AtomicBool>,
     /// The guarantee text last written for each dynamic VM.
     dynamic_written: BTreeMap<String, String>,
     /// Shared with whoever wants to watch.
@@ -125,6 +127,7 @@ impl Master {
             requests: BTreeMap::new(),
             book: Arc::default(),
             published: BTreeMap::new(),
+            publish_failed: Arc::default(),
             dynamic_written: BTreeMap::new(),
             stats: Arc::default(),
         })

@@ -90,6 +90,10 @@ pub struct GuestConfig {
     pub core: usize,
     /// Its working folder: the 9p share, the agent's socket, the console log.
     pub dir: PathBuf,
+    /// The virtio-net device offers the guest large receive segments (`guest_tso4/6`, QEMU's
+    /// default); false makes a guest that takes only whole frames, which the switch must cut
+    /// segments for.
+    pub receive_tso: bool,
 }
 
 /// QEMU's command line for `cfg`.
@@ -103,6 +107,7 @@ pub fn qemu_args(cfg: &GuestConfig, kernel: &Path, initrd: &Path, accel: Accel) 
     // QEMU 7.2 under TCG crashes setting up MSI-X vector notifiers when a vhost-user
     // virtio-net device starts; without MSI-X vectors the device uses INTx.
     let vectors = if accel == Accel::Tcg { ",vectors=0" } else { "" };
+    let receive = if cfg.receive_tso { "" } else { ",guest_tso4=off,guest_tso6=off" };
     let cpu = if accel == Accel::Kvm { "host" } else { "max" };
     let args = [
         "taskset".into(),
@@ -138,7 +143,7 @@ pub fn qemu_args(cfg: &GuestConfig, kernel: &Path, initrd: &Path, accel: Accel) 
         "-netdev".into(),
         "vhost-user,id=n0,chardev=net0".into(),
         "-device".into(),
-        format!("virtio-net-pci,netdev=n0,mac={}{vectors}", cfg.mac),
+        format!("virtio-net-pci,netdev=n0,mac={}{vectors}{receive}", cfg.mac),
         "-virtfs".into(),
         format!("local,path={},mount_tag=slaswitch,security_model=none,id=fs0", share.display()),
         "-device".into(),
@@ -298,6 +303,7 @@ mod tests {
             guest_serves,
             core: 1,
             dir: "/tmp/g".into(),
+            receive_tso: true,
         }
     }
 

@@ -191,6 +191,7 @@ fn boot_guests(
                 guest_serves: *guest_serves,
                 core: scenario.host.vm_core,
                 dir: work.join(format!("guest-{name}")),
+                receive_tso: true,
             })?);
         }
     }

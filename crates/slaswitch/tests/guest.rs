@@ -1,7 +1,8 @@
 //! A real guest on the switch: QEMU with Debian's kernel (`scripts/guest-image`, built here if
 //! missing) on a vhost-user port, a namespace on a tap port, ping and TCP both ways between
 //! them, and the switch's counters against the guest's own. The guest uses TSO: its large
-//! segments are cut for the tap port (IPv4 and IPv6), also when the tap port is paced.
+//! segments are cut for the tap port (IPv4 and IPv6), also when the tap port is paced, and for
+//! a second guest that takes only whole frames.
 
 mod common;
 
@@ -67,6 +68,7 @@ fn a_qemu_guest_passes_ping_and_tcp_through_the_switch_and_its_counters_match() 
         guest_serves: false,
         core: 1,
         dir: sw.dir.join("guest"),
+        receive_tso: true,
     })
     .unwrap();
     let ready = g.wait_ready(Duration::from_secs(180)).unwrap();
@@ -131,6 +133,33 @@ fn a_qemu_guest_passes_ping_and_tcp_through_the_switch_and_its_counters_match() 
     let host = sw.port("host");
     assert_eq!(host["tx_mtu_dropped"].as_u64().unwrap(), 0, "{host}");
     sw.ok(&["set-port", "host", "link_rate_bps=0"]);
+
+    // A second guest whose device takes only whole frames (no GUEST_TSO4/6): the first
+    // guest's large segments are cut for it, and its kernel checks every frame.
+    sw.ok(&["add-port", "vm2", "vhost-user"]);
+    let mut g2 = Guest::boot(&GuestConfig {
+        name: "vm2".into(),
+        mac: mac("vm2"),
+        ip_cidr: "10.79.0.3/24".into(),
+        vhost_socket: sw.port_sock("vm2").into(),
+        guest_serves: false,
+        core: 1,
+        dir: sw.dir.join("guest2"),
+        receive_tso: false,
+    })
+    .unwrap();
+    g2.wait_ready(Duration::from_secs(180)).unwrap();
+    let _server2 = g2.start("iperf3 -s -p 5299").unwrap();
+    std::thread::sleep(Duration::from_millis(1000));
+    let before_g2 = segmented(&sw);
+    let bps = iperf3_bps(&mut g, "-c 10.79.0.3 -p 5299 -t 3");
+    eprintln!("iperf3 guest to a guest without receive TSO: {:.0} Mbit/s", bps / 1e6);
+    assert!(bps > 10e6, "TCP to the guest without receive TSO: {bps} bit/s");
+    assert!(segmented(&sw) > before_g2, "no segment was cut for the guest without receive TSO");
+    let vm2 = sw.port("vm2");
+    assert_eq!(vm2["tx_mtu_dropped"].as_u64().unwrap(), 0, "{vm2}");
+    drop(g2);
+    sw.ok(&["del-port", "vm2"]);
 
     // Every frame the guest sent, the switch received from it, and the other way. The switch's
     // figures are a snapshot taken each second; the guest may send a stray frame of its own

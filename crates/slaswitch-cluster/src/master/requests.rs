@@ -121,6 +121,9 @@ impl Master {
     /// Each live host's load (its committed ratio, Eq. 2's failure probability and measured
     /// utilization), written where it changed.
     pub(super) async fn publish_loads(&mut self, client: &mut Client) -> Result<(), ClusterError> {
+        if self.publish_failed.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            self.published.clear();
+        }
         let views: Vec<(String, HostLoadView)> = {
             let book = self.book.lock().expect("book");
             let capacity_bps = self.capacities();
@@ -150,10 +153,20 @@ impl Master {
             view.assessed_unix_ms = unix_ns() / 1_000_000;
             ops.push(TxnOp::put(self.keys.load(&host), to_json(&view), None));
         }
-        // etcd takes at most 128 operations per transaction by default.
-        for chunk in ops.chunks(128) {
-            client.txn(Txn::new().and_then(chunk.to_vec())).await.map_err(e)?;
-        }
+        // Written beside the loop, in transactions of at most 128 operations (etcd's default
+        // limit): a purchase arriving meanwhile is not held up. A failed write is published
+        // again at the next round.
+        let mut client = client.clone();
+        let failed = self.publish_failed.clone();
+        tokio::spawn(async move {
+            for chunk in ops.chunks(128) {
+                if let Err(err) = client.txn(Txn::new().and_then(chunk.to_vec())).await {
+                    tracing::warn!("master: publishing host loads: {err}");
+                    failed.store(true, std::sync::atomic::Ordering::SeqCst);
+                    return;
+                }
+            }
+        });
         Ok(())
     }
 }
