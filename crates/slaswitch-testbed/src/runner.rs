@@ -635,6 +635,8 @@ pub fn run(opts: &RunOptions) -> anyhow::Result<PathBuf> {
         ));
     }
     let started = unix_now();
+    // The tree as the run starts: the binaries were built from it, whatever is edited meanwhile.
+    let commit = crate::provenance::commit();
     let rounds = opts.rounds.max(1);
     let ran = run_rounds(&configs, steps.len(), rounds, &base, opts);
     cleanup::undo_all();
@@ -656,7 +658,7 @@ pub fn run(opts: &RunOptions) -> anyhow::Result<PathBuf> {
         "switches": labels,
         "rounds": rounds,
         "machine": crate::provenance::machine(),
-        "commit": crate::provenance::commit(),
+        "commit": commit,
         "pinning": {"pmd_cores": scenario.host.pmd_cores, "vm_core": scenario.host.vm_core},
         "runs": metas,
         "capacity": budgets,
