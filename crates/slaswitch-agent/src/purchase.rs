@@ -213,6 +213,20 @@ pub struct HostInfo {
     pub uplink_bps: Option<u64>,
 }
 
+impl Admission {
+    /// A refusal, by `host` when one was asked, for `reason`.
+    pub fn refused(host: Option<String>, reason: String) -> Admission {
+        Admission {
+            admitted: false,
+            host,
+            figures: None,
+            reason: Some(reason),
+            passed_over: Vec::new(),
+            answered_unix_ns: unix_ns(),
+        }
+    }
+}
+
 /// A host's over-commitment as the master last assessed it (etcd `hosts/HOST/load`), with its
 /// measured utilization.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

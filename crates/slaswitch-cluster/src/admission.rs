@@ -53,57 +53,70 @@ impl AdmissionSettings {
     }
 }
 
-/// The purchases in force on each host, as admission sees them.
+/// One host as admission sees it: its link (0 for a host not alive) and its guaranteed VMs.
+type HostVms<'a> = (f64, Vec<(&'a str, Tenancy)>);
+
+/// The purchases in force, grouped by host once, as admission sees them.
 pub struct Fleet<'a> {
-    /// Every purchase in force.
-    pub purchases: Vec<&'a Purchase>,
-    /// Each live host's link, bits/s.
-    pub capacity_bps: BTreeMap<String, f64>,
-    /// Measured utilizations.
-    pub book: &'a UtilizationBook,
+    settings: &'a AdmissionSettings,
+    book: &'a UtilizationBook,
+    hosts: BTreeMap<&'a str, HostVms<'a>>,
 }
 
-impl Fleet<'_> {
-    /// `host`'s guaranteed VMs, leaving out `except` (the VM being decided).
-    pub fn load(&self, settings: &AdmissionSettings, host: &str, except: &str) -> HostLoad {
-        let vms = self
-            .purchases
-            .iter()
-            .filter(|p| p.host.as_deref() == Some(host) && p.vm != except)
-            .map(|p| self.tenancy(settings, p))
-            .filter(|t| t.guarantee_bps > 0.0)
-            .collect();
-        HostLoad { capacity_bps: self.capacity_bps.get(host).copied().unwrap_or(0.0), vms }
+impl<'a> Fleet<'a> {
+    /// `purchases` on the hosts they are placed on; `capacity_bps` gives each live host's link.
+    pub fn new(
+        settings: &'a AdmissionSettings,
+        book: &'a UtilizationBook,
+        purchases: impl IntoIterator<Item = &'a Purchase>,
+        capacity_bps: &'a BTreeMap<String, f64>,
+    ) -> Fleet<'a> {
+        let mut hosts: BTreeMap<&str, HostVms> =
+            capacity_bps.iter().map(|(h, &c)| (h.as_str(), (c, Vec::new()))).collect();
+        let mut fleet = Fleet { settings, book, hosts: BTreeMap::new() };
+        for p in purchases {
+            let Some(host) = p.host.as_deref() else { continue };
+            let t = fleet.tenancy(p);
+            if t.guarantee_bps > 0.0 {
+                hosts.entry(host).or_insert((0.0, Vec::new())).1.push((p.vm.as_str(), t));
+            }
+        }
+        fleet.hosts = hosts;
+        fleet
     }
 
-    fn tenancy(&self, settings: &AdmissionSettings, p: &Purchase) -> Tenancy {
+    /// `host`'s guaranteed VMs, leaving out `except` (the VM being decided).
+    pub fn load(&self, host: &str, except: &str) -> HostLoad {
+        let Some((capacity_bps, vms)) = self.hosts.get(host) else { return HostLoad::default() };
+        let vms = vms.iter().filter(|(vm, _)| *vm != except).map(|(_, t)| *t).collect();
+        HostLoad { capacity_bps: *capacity_bps, vms }
+    }
+
+    /// `p` as admission sees it: its guarantee and its mean demand.
+    pub fn tenancy(&self, p: &Purchase) -> Tenancy {
         let guarantee_bps = p.guaranteed_bps();
-        Tenancy { guarantee_bps, mean_demand_bps: settings.mean_demand_bps(self.book, &p.vm, guarantee_bps) }
+        Tenancy { guarantee_bps, mean_demand_bps: self.settings.mean_demand_bps(self.book, &p.vm, guarantee_bps) }
+    }
+
+    /// The live hosts, by name.
+    pub fn hosts(&self) -> impl Iterator<Item = &str> + '_ {
+        self.hosts.iter().filter(|(_, (c, _))| *c > 0.0).map(|(h, _)| *h)
     }
 
     /// The answer to `p`: on `candidates` (its host when it has one, else every live host, in
     /// the order given), the first that admits it.
-    pub fn decide(&self, settings: &AdmissionSettings, p: &Purchase, candidates: &[String]) -> Admission {
-        let vm = self.tenancy(settings, p);
-        let refused = |host: Option<String>, reason: String| Admission {
-            admitted: false,
-            host,
-            figures: None,
-            reason: Some(reason),
-            passed_over: Vec::new(),
-            answered_unix_ns: unix_ns(),
-        };
+    pub fn decide(&self, p: &Purchase, candidates: &[String]) -> Admission {
+        let vm = self.tenancy(p);
         if candidates.is_empty() {
-            return refused(None, "no live host to place it on".into());
+            return Admission::refused(None, "no live host to place it on".into());
         }
-        let loads: Vec<(String, HostLoad)> =
-            candidates.iter().map(|h| (h.clone(), self.load(settings, h, &p.vm))).collect();
+        let loads: Vec<(String, HostLoad)> = candidates.iter().map(|h| (h.clone(), self.load(h, &p.vm))).collect();
         let placed = if vm.guarantee_bps <= 0.0 {
             // Fairness alone takes nothing from a host's guarantees.
             let (h, load) = &loads[0];
             Ok(Placed { host: h.clone(), with_vm: load.assess(), passed_over: Vec::new() })
         } else {
-            place(&settings.policy, loads.iter().map(|(h, l)| (h.clone(), l)), vm)
+            place(&self.settings.policy, loads.iter().map(|(h, l)| (h.clone(), l)), vm)
         };
         let text = |refusals: &[(String, Refusal)]| -> Vec<String> {
             refusals.iter().map(|(h, r)| format!("host {h}: {r}")).collect()
@@ -119,7 +132,7 @@ impl Fleet<'_> {
             },
             Err(refusals) => {
                 let host = (candidates.len() == 1).then(|| candidates[0].clone());
-                let mut a = refused(host, text(&refusals).join("; "));
+                let mut a = Admission::refused(host, text(&refusals).join("; "));
                 a.figures = (refusals.len() == 1).then(|| refusals[0].1.with_vm);
                 a
             }
@@ -149,23 +162,20 @@ mod tests {
         let settings = AdmissionSettings { prior_utilization: 0.3, ..AdmissionSettings::default() };
         let placed: Vec<Purchase> = (0..4).map(|i| bought(&format!("a{i}"), Some("h1"), 250_000_000)).collect();
         let book = UtilizationBook::default();
-        let fleet = Fleet {
-            purchases: placed.iter().collect(),
-            capacity_bps: [("h1".to_string(), 1e9), ("h2".to_string(), 1e9)].into(),
-            book: &book,
-        };
+        let capacity_bps = [("h1".to_string(), 1e9), ("h2".to_string(), 1e9)].into();
+        let fleet = Fleet::new(&settings, &book, &placed, &capacity_bps);
         // Four VMs at a 30% prior fill h1's link: a fifth still fits there (1.25x, about 0.3%).
-        let a = fleet.decide(&settings, &bought("n", None, 250_000_000), &["h1".into(), "h2".into()]);
+        let a = fleet.decide(&bought("n", None, 250_000_000), &["h1".into(), "h2".into()]);
         assert!(a.admitted && a.host.as_deref() == Some("h1"), "{a:?}");
         let f = a.figures.unwrap();
         assert!((f.committed_ratio - 1.25).abs() < 1e-9 && f.failure_probability <= 0.05, "{f:?}");
         // A guarantee of the whole link would take h1 to 2x and about 11%: h2 takes it, and
         // the answer says why h1 did not.
-        let a = fleet.decide(&settings, &bought("big", None, 1_000_000_000), &["h1".into(), "h2".into()]);
+        let a = fleet.decide(&bought("big", None, 1_000_000_000), &["h1".into(), "h2".into()]);
         assert_eq!(a.host.as_deref(), Some("h2"), "{a:?}");
         assert!(a.passed_over[0].starts_with("host h1: failure probability would be 0.11"), "{a:?}");
         // Only h1 allowed (the VM runs there): refused, naming the figures.
-        let a = fleet.decide(&settings, &bought("big", None, 1_000_000_000), &["h1".into()]);
+        let a = fleet.decide(&bought("big", None, 1_000_000_000), &["h1".into()]);
         assert!(!a.admitted && a.host.as_deref() == Some("h1"));
         assert!(a.reason.as_deref().unwrap().starts_with("host h1: failure probability would be"), "{a:?}");
     }

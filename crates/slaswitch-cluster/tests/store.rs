@@ -5,6 +5,7 @@ mod common;
 
 use common::PgServer;
 use slaswitch_cluster::store::{Record, Store};
+use slaswitch_cluster::utilization::{Distribution, Owner};
 
 fn record(vm: &str, cycle: u64, bytes: u64) -> Record {
     Record {
@@ -39,6 +40,29 @@ fn written_once_and_read_back(s: &mut Store) {
     assert_eq!(all[0], record("a", 10, 5));
     assert_eq!(s.records(None, 10_000, 11_000).unwrap().len(), 2);
     assert!(s.records(Some("other"), 0, u64::MAX >> 2).unwrap().is_empty());
+    utilization_with_the_records(s);
+}
+
+/// Utilization rows are written in the records' transaction, from the new records only, and
+/// replace the row they update.
+fn utilization_with_the_records(s: &mut Store) {
+    let row = |samples: u64| {
+        let mut d = Distribution::default();
+        (0..samples).for_each(|_| d.add(0.5, 50e6));
+        (Owner::Vm, "a".to_string(), d)
+    };
+    let mut seen = Vec::new();
+    let n = s
+        .insert_and(&[record("a", 12, 5), record("a", 10, 5)], |new| {
+            seen = new.iter().map(|r| r.cycle).collect();
+            vec![row(1)]
+        })
+        .unwrap();
+    assert_eq!((n, seen), (1, vec![12]), "only the new record is sampled");
+    s.insert_and(&[record("a", 13, 5)], |_| vec![row(2)]).unwrap();
+    let rows = s.utilization().unwrap();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0], row(2));
 }
 
 #[test]

@@ -92,11 +92,13 @@ pub fn demand_tail(capacity_bps: f64, means_bps: impl Iterator<Item = f64>) -> f
     phases[0] = 1.0;
     for m in &means {
         let p = smallest / m;
-        let mut next = vec![0.0; limit + 1];
+        // In place, k ascending: `before` holds P(k - 1) before this VM was added.
+        let mut before = std::mem::take(&mut phases[0]);
         for k in 1..=limit {
-            next[k] = p * phases[k - 1] + (1.0 - p) * next[k - 1];
+            let here = phases[k];
+            phases[k] = p * before + (1.0 - p) * phases[k - 1];
+            before = here;
         }
-        phases = next;
     }
     // P(Poisson(x) <= k - 1), summed in log space as Eq. 2 is.
     let mut tail = 0.0;

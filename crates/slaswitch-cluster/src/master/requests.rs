@@ -39,29 +39,26 @@ impl Master {
         }
     }
 
+    /// Runs `f` on the fleet as admission sees it now.
+    fn with_fleet<T>(&self, f: impl FnOnce(&Fleet) -> T) -> T {
+        let book = self.book.lock().expect("book");
+        let capacity_bps = self.capacities();
+        f(&Fleet::new(&self.settings.admission, &book, self.purchases.values().map(|(_, p)| p), &capacity_bps))
+    }
+
     fn decide(&self, p: &Purchase) -> Admission {
         if let Err(err) = p.validate() {
-            return refusal(err.to_string());
+            return Admission::refused(None, err.to_string());
         }
         if let Some((_, held)) = self.purchases.get(&p.vm).filter(|(_, h)| h.tenant != p.tenant) {
-            return refusal(format!("already bought by tenant {}; release it first", held.tenant));
+            return Admission::refused(None, format!("already bought by tenant {}; release it first", held.tenant));
         }
-        let book = self.book.lock().expect("book");
-        let fleet = Fleet {
-            purchases: self.purchases.values().map(|(_, p)| p).collect(),
-            capacity_bps: self.capacities(),
-            book: &book,
-        };
-        fleet.decide(&self.settings.admission, p, &self.candidates(p))
+        self.with_fleet(|fleet| fleet.decide(p, &self.candidates(p)))
     }
 
     /// The committed ratio `host` has with `p` in force: what its switch's admission allows.
     pub(super) fn overcommit_with(&self, host: &str, p: &Purchase) -> f64 {
-        let book = self.book.lock().expect("book");
-        let others: Vec<&Purchase> = self.purchases.values().map(|(_, q)| q).filter(|q| q.vm != p.vm).collect();
-        let fleet =
-            Fleet { purchases: others.into_iter().chain([p]).collect(), capacity_bps: self.capacities(), book: &book };
-        fleet.load(&self.settings.admission, host, "").assess().committed_ratio.max(1.0)
+        self.with_fleet(|fleet| fleet.load(host, &p.vm).assess_with(fleet.tenancy(p)).committed_ratio.max(1.0))
     }
 
     async fn answer(
@@ -124,26 +121,26 @@ impl Master {
         if self.publish_failed.swap(false, std::sync::atomic::Ordering::SeqCst) {
             self.published.clear();
         }
-        let views: Vec<(String, HostLoadView)> = {
+        let measured: BTreeMap<String, f64> = {
             let book = self.book.lock().expect("book");
-            let capacity_bps = self.capacities();
-            let fleet =
-                Fleet { purchases: self.purchases.values().map(|(_, p)| p).collect(), capacity_bps, book: &book };
-            self.alive
-                .iter()
+            self.alive.iter().filter_map(|h| Some((h.clone(), round4(book.host(h)?.mean_utilization()?)))).collect()
+        };
+        let views: Vec<(String, HostLoadView)> = self.with_fleet(|fleet| {
+            fleet
+                .hosts()
                 .map(|h| {
-                    let load = fleet.load(&self.settings.admission, h, "");
+                    let load = fleet.load(h, "");
                     let view = HostLoadView {
                         capacity_bps: load.capacity_bps as u64,
                         vms: load.vms.len(),
                         figures: rounded(load.assess()),
-                        measured_utilization: book.host(h).and_then(|d| d.mean_utilization()).map(round4),
+                        measured_utilization: measured.get(h).copied(),
                         assessed_unix_ms: 0,
                     };
-                    (h.clone(), view)
+                    (h.to_string(), view)
                 })
                 .collect()
-        };
+        });
         let mut ops = Vec::new();
         for (host, mut view) in views {
             if self.published.get(&host) == Some(&view) {
@@ -168,17 +165,6 @@ impl Master {
             }
         });
         Ok(())
-    }
-}
-
-fn refusal(reason: String) -> Admission {
-    Admission {
-        admitted: false,
-        host: None,
-        figures: None,
-        reason: Some(reason),
-        passed_over: Vec::new(),
-        answered_unix_ns: unix_ns(),
     }
 }
 
