@@ -12,12 +12,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use etcd_client::{Client, EventType, GetOptions, PutOptions, WatchOptions};
+use etcd_client::{Client, EventType, PutOptions, Txn, TxnOp, WatchOptions};
 
-use crate::etcd::{connect, e, EtcdTls};
+use crate::etcd::{connect, e, get_prefix, EtcdTls};
 use crate::keys::Keys;
 use crate::purchase::{release_options, unix_ns, Enforcement, EnforcementState, HostInfo, Status};
-use crate::usage::{Deltas, UsageReport, VmCounters};
+use crate::usage::{Deltas, UsageReport, UsageValue, VmCounters};
 use crate::FleetError;
 
 /// What the agent needs of a switch. The data plane implements it over the daemon; the scale
@@ -57,6 +57,13 @@ pub struct AgentSettings {
     pub cycle_ms: u64,
     /// Reports kept while etcd cannot be reached; older ones are dropped first.
     pub max_pending_reports: usize,
+    /// Cycles whose reports are written together, under one key: 1 writes each at the end of
+    /// its cycle; more trades billing lag for fewer etcd writes in a large fleet. Every cycle
+    /// is still billed on its own.
+    pub report_every_cycles: usize,
+    /// How often the local switch is looked at between etcd events (new or removed ports,
+    /// enforcements to retry); the end of every cycle wakes the agent anyway.
+    pub poll_ms: u64,
 }
 
 impl AgentSettings {
@@ -70,6 +77,8 @@ impl AgentSettings {
             lease_ttl_secs: 5,
             cycle_ms: 1000,
             max_pending_reports: 3600,
+            poll_ms: 50,
+            report_every_cycles: 1,
         }
     }
 }
@@ -106,13 +115,22 @@ pub struct Agent<S: LocalSwitch> {
     pub dropped_reports: u64,
     /// The over-commitment last set on the uplink.
     link_overcommit: Option<f64>,
+    /// A connection shared with other agents, instead of one of its own.
+    shared: Option<Client>,
+}
+
+/// A number in [0, 1) that differs between hosts and between calls.
+fn jitter(host: &str) -> f64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write(host.as_bytes());
+    h.write_u64(unix_ns());
+    (h.finish() >> 11) as f64 / (1u64 << 53) as f64
 }
 
 fn unix_ms() -> u64 {
     unix_ns() / 1_000_000
 }
-
-const TICK: Duration = Duration::from_millis(50);
 
 impl<S: LocalSwitch> Agent<S> {
     /// An agent for `switch`.
@@ -136,7 +154,15 @@ impl<S: LocalSwitch> Agent<S> {
             last_cycle: 0,
             dropped_reports: 0,
             link_overcommit: None,
+            shared: None,
         }
+    }
+
+    /// Speaks to etcd over `client`, shared with other agents (its lease, watch and keys stay
+    /// its own): how one process plays a fleet without a connection per host.
+    pub fn with_client(mut self, client: Client) -> Agent<S> {
+        self.shared = Some(client);
+        self
     }
 
     /// Runs until `stop`; then reports the last partial cycle and gives its lease back, so the
@@ -152,10 +178,12 @@ impl<S: LocalSwitch> Agent<S> {
                     self.pending.len()
                 ),
             }
-            let until = Instant::now() + backoff;
+            // Hosts that lost etcd together must not come back together: half to one and a
+            // half times the backoff, drawn from the host's name and the clock.
+            let until = Instant::now() + backoff.mul_f64(0.5 + jitter(&self.settings.host));
             while Instant::now() < until && !stop.load(Ordering::SeqCst) {
                 self.step();
-                tokio::time::sleep(TICK).await;
+                tokio::time::sleep(self.until_next_step()).await;
             }
             backoff = (backoff * 2).min(Duration::from_secs(3));
         }
@@ -163,7 +191,10 @@ impl<S: LocalSwitch> Agent<S> {
 
     /// One connection to etcd, until it fails or `stop`.
     async fn session(&mut self, stop: &AtomicBool) -> Result<(), FleetError> {
-        let mut client = connect(&self.settings.endpoints, self.settings.tls.as_ref()).await?;
+        let mut client = match &self.shared {
+            Some(c) => c.clone(),
+            None => connect(&self.settings.endpoints, self.settings.tls.as_ref()).await?,
+        };
         let lease = client.lease_grant(self.settings.lease_ttl_secs, None).await.map_err(e)?.id();
         let (mut keeper, mut alive_stream) = client.lease_keep_alive(lease).await.map_err(e)?;
         let mut info = HostInfo {
@@ -175,10 +206,9 @@ impl<S: LocalSwitch> Agent<S> {
         let leased = || Some(PutOptions::new().with_lease(lease));
         client.put(self.keys.alive(&self.settings.host), json(&info), leased()).await.map_err(e)?;
         let prefix = self.keys.guarantees(&self.settings.host);
-        let got = client.get(prefix.as_str(), Some(GetOptions::new().with_prefix())).await.map_err(e)?;
-        let revision = got.header().map_or(0, |h| h.revision());
+        let (revision, kvs) = get_prefix(&mut client, &prefix, true).await?;
         self.wanted.clear();
-        for kv in got.kvs() {
+        for kv in &kvs {
             self.want(kv.key_str().map_err(e)?, kv.value(), kv.mod_revision());
         }
         // Keys under the old lease may be gone: write them again.
@@ -192,7 +222,7 @@ impl<S: LocalSwitch> Agent<S> {
         loop {
             if stop.load(Ordering::SeqCst) {
                 self.sample(true);
-                self.flush(&mut client, lease).await?;
+                self.flush(&mut client, lease, true).await?;
                 let _ = client.lease_revoke(lease).await;
                 return Ok(());
             }
@@ -215,7 +245,7 @@ impl<S: LocalSwitch> Agent<S> {
                         }
                     }
                 }
-                _ = tokio::time::sleep(TICK) => {}
+                _ = tokio::time::sleep(self.until_next_step()) => {}
             }
             if renewed.elapsed() >= renew_every {
                 keeper.keep_alive().await.map_err(e)?;
@@ -232,8 +262,14 @@ impl<S: LocalSwitch> Agent<S> {
                 }
             }
             self.step();
-            self.flush(&mut client, lease).await?;
+            self.flush(&mut client, lease, false).await?;
         }
+    }
+
+    /// Until the next poll of the switch, or the end of the cycle if that comes first.
+    fn until_next_step(&self) -> Duration {
+        let to_cycle_end_ms = self.next_cycle_ms.saturating_sub(unix_ms());
+        Duration::from_millis(self.settings.poll_ms.min(to_cycle_end_ms).max(1))
     }
 
     /// Records what the master wants for the VM of `key`.
@@ -381,36 +417,52 @@ impl<S: LocalSwitch> Agent<S> {
         }
     }
 
-    /// Writes what changed: ports, answers, reports. A report leaves the queue once etcd has it.
-    async fn flush(&mut self, client: &mut Client, lease: i64) -> Result<(), FleetError> {
+    /// Writes what changed: ports and answers at once, reports once `report_every_cycles` are
+    /// queued (or all with `last`), in transactions of at most [`MAX_TXN_OPS`]. What a failed
+    /// transaction held is written again at the next flush.
+    async fn flush(&mut self, client: &mut Client, lease: i64, last: bool) -> Result<(), FleetError> {
         let host = self.settings.host.clone();
         let leased = || Some(PutOptions::new().with_lease(lease));
-        for vm in self.ports.difference(&self.announced).cloned().collect::<Vec<_>>() {
-            client.put(self.keys.port(&host, &vm), "{}", leased()).await.map_err(e)?;
-            self.announced.insert(vm);
+        let new_ports: Vec<String> = self.ports.difference(&self.announced).cloned().collect();
+        let gone_ports: Vec<String> = self.announced.difference(&self.ports).cloned().collect();
+        let answers = std::mem::take(&mut self.dirty);
+        let mut ops: Vec<TxnOp> =
+            new_ports.iter().map(|vm| TxnOp::put(self.keys.port(&host, vm), "{}", leased())).collect();
+        ops.extend(gone_ports.iter().map(|vm| TxnOp::delete(self.keys.port(&host, vm), None)));
+        ops.extend(answers.iter().map(|(vm, status)| match status {
+            Some(s) => TxnOp::put(self.keys.status(&host, vm), json(s), leased()),
+            None => TxnOp::delete(self.keys.status(&host, vm), None),
+        }));
+        let reports = match last || self.pending.len() >= self.settings.report_every_cycles {
+            true => self.pending.len(),
+            false => 0,
+        };
+        // A key per `report_every_cycles` cycles: etcd's cost is per key written.
+        let per_key = self.settings.report_every_cycles.max(1);
+        for batch in self.pending.make_contiguous()[..reports].chunks(per_key) {
+            let value = UsageValue::of(batch.to_vec());
+            ops.push(TxnOp::put(self.keys.usage_report(&host, batch[0].cycle), json(&value), None));
         }
-        for vm in self.announced.difference(&self.ports).cloned().collect::<Vec<_>>() {
-            client.delete(self.keys.port(&host, &vm), None).await.map_err(e)?;
-            self.announced.remove(&vm);
-        }
-        while let Some((vm, status)) = self.dirty.pop_first() {
-            let key = self.keys.status(&host, &vm);
-            let done = match &status {
-                Some(s) => client.put(key, json(s), leased()).await.map(|_| ()),
-                None => client.delete(key, None).await.map(|_| ()),
-            };
-            if let Err(err) = done {
-                self.dirty.insert(vm, status);
+        for chunk in ops.chunks(MAX_TXN_OPS) {
+            if let Err(err) = client.txn(Txn::new().and_then(chunk.to_vec())).await {
+                // Ports and answers are rewritten whole; a report committed twice is billed once.
+                for (vm, status) in answers {
+                    self.dirty.entry(vm).or_insert(status);
+                }
                 return Err(e(err));
             }
         }
-        while let Some(report) = self.pending.front() {
-            client.put(self.keys.usage_report(&host, report.cycle), json(report), None).await.map_err(e)?;
-            self.pending.pop_front();
+        self.announced.extend(new_ports);
+        for vm in &gone_ports {
+            self.announced.remove(vm);
         }
+        self.pending.drain(..reports);
         Ok(())
     }
 }
+
+/// etcd's default limit on the operations of one transaction (`--max-txn-ops`).
+const MAX_TXN_OPS: usize = 128;
 
 fn json(v: &impl serde::Serialize) -> String {
     serde_json::to_string(v).expect("cluster values serialise")

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use etcd_client::{Certificate, Client, ConnectOptions, Identity, TlsOptions};
+use etcd_client::{Certificate, Client, ConnectOptions, GetOptions, Identity, KeyValue, TlsOptions};
 
 use crate::FleetError;
 
@@ -81,7 +81,9 @@ pub async fn connect(endpoints: &[String], tls: Option<&EtcdTls>) -> Result<Clie
     let mut opts = ConnectOptions::new()
         .with_connect_timeout(Duration::from_secs(2))
         .with_timeout(Duration::from_secs(5))
-        .with_keep_alive(Duration::from_secs(2), Duration::from_secs(2));
+        // No more often than etcd's `--grpc-keepalive-min-time` (5 s): etcd closes a
+        // connection that pings faster, with every stream on it.
+        .with_keep_alive(Duration::from_secs(5), Duration::from_secs(5));
     if let Some(t) = tls {
         opts = opts.with_tls(t.options()?);
     }
@@ -104,5 +106,67 @@ mod tests {
         assert!(e.contains("--etcd-cert and --etcd-key together"), "{e}");
         let e = EtcdTls::from_options(None, p("c"), p("k")).unwrap_err().to_string();
         assert!(e.contains("need --etcd-ca"), "{e}");
+    }
+}
+
+/// Keys read per request by [`get_prefix`]: a fleet's keys outgrow one gRPC message (4 MiB).
+const PAGE_KEYS: i64 = 2000;
+
+/// Every key under `prefix` and the revision they were read at, a page at a time, all pages
+/// at that one revision. `serializable` reads what this member has applied without asking
+/// the leader: enough before a watch from the returned revision, which brings every later
+/// change.
+pub async fn get_prefix(
+    client: &mut Client,
+    prefix: &str,
+    serializable: bool,
+) -> Result<(i64, Vec<KeyValue>), FleetError> {
+    let end = prefix_end(prefix.as_bytes());
+    let (mut from, mut revision, mut kvs) = (prefix.as_bytes().to_vec(), 0, Vec::new());
+    loop {
+        let mut opts = GetOptions::new().with_range(end.clone()).with_limit(PAGE_KEYS);
+        if revision > 0 {
+            opts = opts.with_revision(revision);
+        }
+        if serializable {
+            opts = opts.with_serializable();
+        }
+        let got = client.get(from.clone(), Some(opts)).await.map_err(e)?;
+        if revision == 0 {
+            revision = got.header().map_or(0, |h| h.revision());
+        }
+        let more = got.more();
+        kvs.extend_from_slice(got.kvs());
+        match (more, kvs.last()) {
+            (true, Some(last)) => {
+                from = last.key().to_vec();
+                from.push(0);
+            }
+            _ => return Ok((revision, kvs)),
+        }
+    }
+}
+
+/// The first key after every key starting with `prefix`.
+fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    vec![0]
+}
+
+#[cfg(test)]
+mod prefix_tests {
+    use super::prefix_end;
+
+    #[test]
+    fn a_prefix_ends_at_its_last_byte_plus_one() {
+        assert_eq!(prefix_end(b"/s/hosts/"), b"/s/hosts0".to_vec());
+        assert_eq!(prefix_end(b"a\xff"), b"b".to_vec());
+        assert_eq!(prefix_end(b"\xff"), vec![0], "every key");
     }
 }

@@ -46,6 +46,36 @@ pub struct UsageReport {
     pub vms: Vec<VmUsage>,
 }
 
+/// The value of a `usage/HOST/CYCLE` key: one cycle's report, or the reports of consecutive
+/// cycles written together (an agent writing every few cycles), named by the first. Each
+/// cycle is billed on its own either way.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum UsageValue {
+    /// One cycle.
+    One(UsageReport),
+    /// Consecutive cycles, oldest first.
+    Many(Vec<UsageReport>),
+}
+
+impl UsageValue {
+    /// `reports` as one value: a lone report as itself.
+    pub fn of(mut reports: Vec<UsageReport>) -> UsageValue {
+        match reports.len() {
+            1 => UsageValue::One(reports.remove(0)),
+            _ => UsageValue::Many(reports),
+        }
+    }
+
+    /// Its reports, oldest first.
+    pub fn into_reports(self) -> Vec<UsageReport> {
+        match self {
+            UsageValue::One(r) => vec![r],
+            UsageValue::Many(rs) => rs,
+        }
+    }
+}
+
 /// Turns cumulative counters into per-cycle bytes. A counter that went backwards was
 /// recreated (the port was deleted and added, or the uplink's scheduler changed): its whole
 /// value is new.
@@ -78,6 +108,26 @@ mod tests {
 
     fn c(vm: &str, sent_bytes: u64) -> VmCounters {
         VmCounters { vm: vm.into(), sent_bytes, guarantee_bps: 0 }
+    }
+
+    #[test]
+    fn reports_written_together_read_back_as_each_cycle() {
+        let report = |cycle: u64| UsageReport {
+            host: "h1".into(),
+            cycle,
+            cycle_ms: 1000,
+            secs: 1.0,
+            read_unix_ms: cycle * 1000,
+            vms: vec![VmUsage { vm: "a".into(), bytes: cycle, guarantee_bps: 0 }],
+        };
+        let one = serde_json::to_string(&UsageValue::of(vec![report(7)])).unwrap();
+        assert!(one.starts_with('{'), "a lone report is written as one: {one}");
+        let back: UsageValue = serde_json::from_str(&one).unwrap();
+        assert_eq!(back.into_reports(), vec![report(7)]);
+        let many = serde_json::to_string(&UsageValue::of(vec![report(7), report(8), report(9)])).unwrap();
+        let back: UsageValue = serde_json::from_str(&many).unwrap();
+        assert_eq!(back.into_reports(), vec![report(7), report(8), report(9)]);
+        assert!(serde_json::from_str::<UsageValue>(r#"{"host": "h1"}"#).is_err());
     }
 
     #[test]

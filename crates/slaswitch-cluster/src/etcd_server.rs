@@ -74,6 +74,9 @@ impl EtcdServer {
             .args(["--listen-client-urls", &client, "--advertise-client-urls", &client])
             .args(["--listen-peer-urls", &peer, "--initial-advertise-peer-urls", &peer])
             .args(["--initial-cluster", &format!("slaswitch-test={peer}")])
+            // Old revisions go after a minute, as a production etcd's should: every usage
+            // report written and deleted would otherwise stay in its index.
+            .args(["--auto-compaction-mode", "periodic", "--auto-compaction-retention", "1m"])
             .args(self.tls_args())
             .stdout(Stdio::null())
             .stderr(log)

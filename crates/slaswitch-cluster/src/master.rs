@@ -12,13 +12,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use etcd_client::{Client, Compare, CompareOp, EventType, GetOptions, Txn, TxnOp, WatchOptions};
+use etcd_client::{Client, Compare, CompareOp, EventType, Txn, TxnOp, WatchFilterType, WatchOptions, WatchResponse};
 use slaswitch_qos::egress::softbw::Guarantee;
 use slaswitch_qos::pricing::PriceParams;
 
 use crate::admission::AdmissionSettings;
 use crate::billing::dynamic_in_force;
-use crate::etcd::{connect, e, EtcdTls};
+use crate::etcd::{connect, e, get_prefix, EtcdTls};
 use crate::keys::Keys;
 use crate::purchase::{unix_ns, Enforcement, HostInfo, HostLoadView, Purchase, PurchaseRequest};
 use crate::store::Store;
@@ -148,8 +148,7 @@ impl Master {
     async fn session(&mut self, stop: &AtomicBool) -> Result<(), ClusterError> {
         let mut client = connect(&self.settings.endpoints, self.settings.tls.as_ref()).await?;
         let root = format!("{}/", self.settings.prefix.trim_end_matches('/'));
-        let got = client.get(root.as_str(), Some(GetOptions::new().with_prefix())).await.map_err(e)?;
-        let revision = got.header().map_or(0, |h| h.revision());
+        let (revision, kvs) = get_prefix(&mut client, &root, false).await?;
         self.purchases.clear();
         self.announced.clear();
         self.alive.clear();
@@ -158,7 +157,7 @@ impl Master {
         *self.book.lock().expect("book") =
             UtilizationBook { entries: rows.into_iter().map(|(o, n, d)| ((o, n), d)).collect() };
         let mut reports = Vec::new();
-        for kv in got.kvs() {
+        for kv in &kvs {
             let key = kv.key_str().map_err(e)?.to_string();
             if key.starts_with(self.keys.usage().as_str()) {
                 reports.push((key, kv.value().to_vec()));
@@ -178,35 +177,33 @@ impl Master {
         self.answer_requests(&mut client).await?;
         let mut billing = billing_task::Billing::new();
         for chunk in reports.chunks(billing_task::BATCH_REPORTS) {
-            self.start_billing(&client, &mut billing, chunk.to_vec()).await?;
+            let slot = billing.slot(true).await.expect("waited for");
+            self.start_billing(&client, &billing, slot, chunk.to_vec()).await?;
         }
-        let opts = WatchOptions::new().with_prefix().with_start_revision(revision + 1);
-        let mut watch = client.watch(root.as_str(), Some(opts)).await.map_err(e)?;
+        // Three watches, each its own stream: the usage reports (thousands a second) and, on
+        // either side of them in key order, everything else. A stream etcd cannot deliver at
+        // once falls behind to its catch-up loop, so purchases never share one with reports.
+        let (before_usage, after_usage) = (self.keys.usage(), format!("{}0", self.keys.usage().trim_end_matches('/')));
+        let range = |from: &str, to: &str, filters: Vec<WatchFilterType>| {
+            let opts = WatchOptions::new().with_range(to).with_start_revision(revision + 1).with_filters(filters);
+            let (mut client, from) = (client.clone(), from.to_string());
+            async move { client.watch(from, Some(opts)).await }
+        };
+        let root_end = format!("{}0", root.trim_end_matches('/'));
+        let mut control = range(&root, &before_usage, vec![]).await.map_err(e)?;
+        let mut control_after = range(&after_usage, &root_end, vec![]).await.map_err(e)?;
+        // Reports are deleted only by the master itself, once billed.
+        let mut usage = range(&before_usage, &after_usage, vec![WatchFilterType::NoDelete]).await.map_err(e)?;
         let mut last_published = std::time::Instant::now();
         self.publish_loads(&mut client).await?;
         let mut waiting = Vec::new();
         let mut since_billed = std::time::Instant::now();
         while !stop.load(Ordering::SeqCst) {
             tokio::select! {
-                msg = watch.message() => {
-                    let msg = msg.map_err(e)?.ok_or(FleetError::WatchEnded)?;
-                    if msg.canceled() {
-                        return Err(FleetError::WatchCancelled(msg.cancel_reason().to_string()).into());
-                    }
-                    for ev in msg.events() {
-                        let Some(kv) = ev.kv() else { continue };
-                        let key = kv.key_str().map_err(e)?.to_string();
-                        let put = ev.event_type() == EventType::Put;
-                        if key.starts_with(self.keys.usage().as_str()) {
-                            if put {
-                                waiting.push((key, kv.value().to_vec()));
-                            }
-                        } else if let Some(vm) = self.observe(&key, kv.value(), kv.mod_revision(), put) {
-                            self.place_if_announced(&mut client, &vm).await?;
-                        }
-                    }
-                    // Purchases first: a batch of reports never holds one up.
-                    self.answer_requests(&mut client).await?;
+                msg = control.message() => self.on_events(&mut client, msg).await?,
+                msg = control_after.message() => self.on_events(&mut client, msg).await?,
+                msg = usage.message() => {
+                    waiting.extend(changes(msg)?.into_iter().filter_map(|c| Some((c.key, c.value?))));
                 }
                 done = billing.done.recv() => {
                     let dynamic = done.expect("the master holds a sender")?;
@@ -217,11 +214,15 @@ impl Master {
                 _ = tokio::time::sleep(billing_task::BATCH_WAIT) => {}
             }
             // Reports are billed in batches (one store transaction each), up to two at once,
-            // while this loop goes on answering purchases.
+            // while this loop goes on answering purchases: it waits for a batch only when it
+            // holds a large backlog.
             let full = waiting.len() >= billing_task::BATCH_REPORTS;
             if full || (!waiting.is_empty() && since_billed.elapsed() >= billing_task::BATCH_WAIT) {
-                self.start_billing(&client, &mut billing, std::mem::take(&mut waiting)).await?;
-                since_billed = std::time::Instant::now();
+                if let Some(slot) = billing.slot(waiting.len() >= billing_task::MAX_WAITING).await {
+                    let batch = waiting.drain(..waiting.len().min(billing_task::BATCH_REPORTS)).collect();
+                    self.start_billing(&client, &billing, slot, batch).await?;
+                    since_billed = std::time::Instant::now();
+                }
             }
             if last_published.elapsed() >= PUBLISH_EVERY {
                 self.publish_loads(&mut client).await?;
@@ -229,6 +230,22 @@ impl Master {
             }
         }
         Ok(())
+    }
+
+    /// Takes in a watch message on purchases and hosts: places what needs placing, then
+    /// answers the requests waiting.
+    async fn on_events(
+        &mut self,
+        client: &mut Client,
+        msg: Result<Option<WatchResponse>, etcd_client::Error>,
+    ) -> Result<(), ClusterError> {
+        for c in changes(msg)? {
+            let put = c.value.is_some();
+            if let Some(vm) = self.observe(&c.key, c.value.as_deref().unwrap_or_default(), c.revision, put) {
+                self.place_if_announced(client, &vm).await?;
+            }
+        }
+        self.answer_requests(client).await
     }
 
     /// Takes in a purchase or host key; returns the VM that may now need placing.
@@ -355,6 +372,28 @@ impl Master {
 
 mod billing_task;
 mod requests;
+
+/// A key written (with its value) or deleted, at a revision.
+struct Change {
+    key: String,
+    value: Option<Vec<u8>>,
+    revision: i64,
+}
+
+/// The changes a watch message brings; an ended or cancelled watch is an error.
+fn changes(msg: Result<Option<WatchResponse>, etcd_client::Error>) -> Result<Vec<Change>, ClusterError> {
+    let msg = msg.map_err(e)?.ok_or(FleetError::WatchEnded)?;
+    if msg.canceled() {
+        return Err(FleetError::WatchCancelled(msg.cancel_reason().to_string()).into());
+    }
+    let mut out = Vec::new();
+    for ev in msg.events() {
+        let Some(kv) = ev.kv() else { continue };
+        let value = (ev.event_type() == EventType::Put).then(|| kv.value().to_vec());
+        out.push(Change { key: kv.key_str().map_err(e)?.to_string(), value, revision: kv.mod_revision() });
+    }
+    Ok(out)
+}
 
 /// How often each host's load is published (its measured utilization moves with every cycle).
 const PUBLISH_EVERY: Duration = Duration::from_secs(5);

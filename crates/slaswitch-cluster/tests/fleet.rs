@@ -20,18 +20,25 @@ fn fleet(tag: &str, store: impl FnOnce(&std::path::Path) -> Option<StoreSpec>) -
     let etcd = EtcdServer::start(&dir.join("etcd")).expect("etcd");
     let settings = ScaleSettings {
         endpoints: vec![etcd.url()],
+        tls: None,
+        prefix: DEFAULT_PREFIX.into(),
         agents: 20,
         vms_per_agent: 2,
         secs: 4,
         buys_per_sec: 5.0,
-        master: MasterSettings {
+        agent_poll_ms: 1000,
+        report_every_cycles: 1,
+        lease_ttl_secs: 5,
+        agents_per_connection: 1,
+        agents_started_per_sec: 1000,
+        master: Some(MasterSettings {
             endpoints: vec![etcd.url()],
             tls: None,
             prefix: DEFAULT_PREFIX.into(),
             prices: PriceParams::default(),
             store,
             admission: Default::default(),
-        },
+        }),
     };
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     let r = rt.block_on(run(settings, |_| {})).unwrap();
@@ -45,7 +52,11 @@ fn check(r: &ScaleResult) {
     assert!(r.purchases >= 15 && r.purchases_applied == r.purchases, "{r:?}");
     // One report per agent per second is offered; the master bills them as they come.
     assert!(r.reports_per_sec > 0.7 * r.offered_reports_per_sec, "{r:?}");
-    assert!((r.records_per_sec / r.reports_per_sec - 2.0).abs() < 0.01, "a record per VM per report: {r:?}");
+    let records_per_sec = r.records_per_sec.expect("the master ran here");
+    // Counted at the master (commits) and at a watch (removals): the same reports within one
+    // batch at either end of the window.
+    assert!((records_per_sec / r.reports_per_sec - 2.0).abs() < 0.3, "a record per VM per report: {r:?}");
+    assert!(r.billing_lag.count > 0 && r.billing_lag.p50_ms < 5000.0, "{r:?}");
 }
 
 #[test]

@@ -243,6 +243,27 @@ enum Command {
         /// Start a private etcd (on loopback, removed after) instead of using --etcd.
         #[arg(long)]
         private_etcd: bool,
+        /// A master already serves --etcd and --prefix in its own process (`serve`): start none
+        /// here.
+        #[arg(long, conflicts_with = "private_etcd")]
+        external_master: bool,
+        /// How often each agent polls its switch between etcd events, ms (slaswitchd's agent:
+        /// 50). The simulated agents share this host's cores, so they poll less by default.
+        #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=60_000))]
+        agent_poll_ms: u64,
+        /// Cycles whose reports each agent writes in one transaction (slaswitchd's agent: 1).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=3600))]
+        report_every: u64,
+        /// Each agent's lease, seconds (slaswitchd's agent: 5).
+        #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(i64).range(2..=300))]
+        lease_ttl: i64,
+        /// Agents sharing one etcd connection, each with its own lease and watch (1: a
+        /// connection each, as hosts have).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1000))]
+        agents_per_connection: u64,
+        /// Agents started per second.
+        #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(10..=100_000))]
+        agents_per_sec: u64,
         #[command(flatten)]
         store: StoreArgs,
         #[command(flatten)]
@@ -492,6 +513,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             secs,
             buys_per_sec,
             private_etcd,
+            external_master,
+            agent_poll_ms,
+            report_every,
+            lease_ttl,
+            agents_per_connection,
+            agents_per_sec,
             store,
             prices,
             admission,
@@ -499,20 +526,29 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let dir = std::env::temp_dir().join(format!("slaswitch-scale-etcd-{}", std::process::id()));
             let server = private_etcd.then(|| EtcdServer::start(&dir)).transpose()?;
             let endpoints = server.as_ref().map_or(cli.etcd, |s| vec![s.url()]);
-            let settings = scale::ScaleSettings {
+            let tls = if server.is_some() { None } else { tls };
+            let master = MasterSettings {
                 endpoints: endpoints.clone(),
+                tls: tls.clone(),
+                prefix: cli.prefix.clone(),
+                prices: prices.params()?,
+                store: store.spec(),
+                admission: admission.settings()?,
+            };
+            let settings = scale::ScaleSettings {
+                endpoints,
+                tls,
+                prefix: cli.prefix,
                 agents,
                 vms_per_agent,
                 secs,
                 buys_per_sec,
-                master: MasterSettings {
-                    endpoints,
-                    tls: if server.is_some() { None } else { tls },
-                    prefix: cli.prefix,
-                    prices: prices.params()?,
-                    store: store.spec(),
-                    admission: admission.settings()?,
-                },
+                agent_poll_ms,
+                report_every_cycles: report_every as usize,
+                lease_ttl_secs: lease_ttl,
+                agents_per_connection: agents_per_connection as usize,
+                agents_started_per_sec: agents_per_sec as usize,
+                master: (!external_master).then_some(master),
             };
             let r = scale::run(settings, |m| eprintln!("{m}")).await?;
             let text = format!("{}\n", serde_json::to_string_pretty(&r).expect("JSON"));

@@ -11,14 +11,14 @@ use std::time::Duration;
 
 use etcd_client::{Client, Txn, TxnOp};
 use slaswitch_qos::egress::softbw::Guarantee;
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
 use super::{host_prices, Master};
 use crate::billing::price_report;
 use crate::etcd::e;
 use crate::purchase::{unix_ns, Purchase};
 use crate::store::Record;
-use crate::usage::UsageReport;
+use crate::usage::{UsageReport, UsageValue};
 use crate::utilization::Sample;
 use crate::ClusterError;
 
@@ -28,6 +28,9 @@ pub const BATCH_REPORTS: usize = 1024;
 pub const BATCH_WAIT: Duration = Duration::from_millis(50);
 /// Batches written at once.
 const IN_FLIGHT: usize = 2;
+/// Reports the loop holds while both batches are under way; beyond it the loop waits for a
+/// slot, and further reports wait in etcd.
+pub const MAX_WAITING: usize = 16 * BATCH_REPORTS;
 
 /// The dynamic purchases a finished batch billed, by VM.
 type Billed = Result<BTreeMap<String, Purchase>, ClusterError>;
@@ -45,21 +48,30 @@ impl Billing {
         let (tell, done) = mpsc::unbounded_channel();
         Billing { slots: Arc::new(Semaphore::new(IN_FLIGHT)), tell, done }
     }
+
+    /// A free slot; with `wait`, waits for one.
+    pub(super) async fn slot(&self, wait: bool) -> Option<OwnedSemaphorePermit> {
+        match wait {
+            true => Some(self.slots.clone().acquire_owned().await.expect("never closed")),
+            false => self.slots.clone().try_acquire_owned().ok(),
+        }
+    }
 }
 
 impl Master {
-    /// Prices `batch` and starts writing it (waiting for a slot if two batches are under way).
-    /// A report that cannot be read is logged and deleted.
+    /// Prices `batch` and starts writing it in `slot`. A report that cannot be read is logged
+    /// and deleted.
     pub(super) async fn start_billing(
         &mut self,
         client: &Client,
-        billing: &mut Billing,
+        billing: &Billing,
+        slot: OwnedSemaphorePermit,
         batch: Vec<(String, Vec<u8>)>,
     ) -> Result<(), ClusterError> {
         let mut reports = Vec::with_capacity(batch.len());
         for (key, value) in &batch {
-            match serde_json::from_slice::<UsageReport>(value) {
-                Ok(r) => reports.push(r),
+            match serde_json::from_slice::<UsageValue>(value) {
+                Ok(v) => reports.extend(v.into_reports()),
                 Err(err) => {
                     tracing::warn!(
                         "master: {key} is not a usage report ({err}); deleted: {}",
@@ -68,7 +80,6 @@ impl Master {
                 }
             }
         }
-        let slot = billing.slots.clone().acquire_owned().await.expect("never closed");
         let (records, dynamic) = self.price(&reports).await?;
         let (store, stats, tell) = (self.store.clone(), self.stats.clone(), billing.tell.clone());
         let (book, capacities) = (self.book.clone(), self.capacities());
