@@ -229,48 +229,52 @@ enum Command {
         store: StoreArgs,
     },
     /// Scale experiment: many agents (counters in place of data planes) and a master, here.
-    SimulateAgents {
-        #[arg(long, default_value_t = 2000)]
-        agents: usize,
-        #[arg(long, default_value_t = 4)]
-        vms_per_agent: usize,
-        /// Seconds measured once every agent is up.
-        #[arg(long, default_value_t = 60)]
-        secs: u64,
-        /// Purchases per second while it runs.
-        #[arg(long, default_value_t = 5.0)]
-        buys_per_sec: f64,
-        /// Start a private etcd (on loopback, removed after) instead of using --etcd.
-        #[arg(long)]
-        private_etcd: bool,
-        /// A master already serves --etcd and --prefix in its own process (`serve`): start none
-        /// here.
-        #[arg(long, conflicts_with = "private_etcd")]
-        external_master: bool,
-        /// How often each agent polls its switch between etcd events, ms (slaswitchd's agent:
-        /// 50). The simulated agents share this host's cores, so they poll less by default.
-        #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=60_000))]
-        agent_poll_ms: u64,
-        /// Cycles whose reports each agent writes in one transaction (slaswitchd's agent: 1).
-        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=3600))]
-        report_every: u64,
-        /// Each agent's lease, seconds (slaswitchd's agent: 5).
-        #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(i64).range(2..=300))]
-        lease_ttl: i64,
-        /// Agents sharing one etcd connection, each with its own lease and watch (1: a
-        /// connection each, as hosts have).
-        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1000))]
-        agents_per_connection: u64,
-        /// Agents started per second.
-        #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(10..=100_000))]
-        agents_per_sec: u64,
-        #[command(flatten)]
-        store: StoreArgs,
-        #[command(flatten)]
-        prices: PriceArgs,
-        #[command(flatten)]
-        admission: AdmissionArgs,
-    },
+    SimulateAgents(Box<SimulateArgs>),
+}
+
+/// `simulate-agents`' options.
+#[derive(clap::Args, Debug)]
+struct SimulateArgs {
+    #[arg(long, default_value_t = 2000)]
+    agents: usize,
+    #[arg(long, default_value_t = 4)]
+    vms_per_agent: usize,
+    /// Seconds measured once every agent is up.
+    #[arg(long, default_value_t = 60)]
+    secs: u64,
+    /// Purchases per second while it runs.
+    #[arg(long, default_value_t = 5.0)]
+    buys_per_sec: f64,
+    /// Start a private etcd (on loopback, removed after) instead of using --etcd.
+    #[arg(long)]
+    private_etcd: bool,
+    /// A master already serves --etcd and --prefix in its own process (`serve`): start none
+    /// here.
+    #[arg(long, conflicts_with = "private_etcd")]
+    external_master: bool,
+    /// How often each agent polls its switch between etcd events, ms (slaswitchd's agent:
+    /// 50). The simulated agents share this host's cores, so they poll less by default.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    agent_poll_ms: u64,
+    /// Cycles whose reports each agent writes in one transaction (slaswitchd's agent: 1).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    report_every: u64,
+    /// Each agent's lease, seconds (slaswitchd's agent: 5).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(i64).range(2..=300))]
+    lease_ttl: i64,
+    /// Agents sharing one etcd connection, each with its own lease and watch (1: a
+    /// connection each, as hosts have).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    agents_per_connection: u64,
+    /// Agents started per second.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(10..=100_000))]
+    agents_per_sec: u64,
+    #[command(flatten)]
+    store: StoreArgs,
+    #[command(flatten)]
+    prices: PriceArgs,
+    #[command(flatten)]
+    admission: AdmissionArgs,
 }
 
 /// `--cycles` words as options.
@@ -304,7 +308,7 @@ fn main() {
     let cli: Cli = slaswitch_config::cli::parse_args(None);
     // Thousands of simulated agents would each log their connection.
     let level = match cli.command {
-        Command::SimulateAgents { .. } => tracing::Level::WARN,
+        Command::SimulateAgents(_) => tracing::Level::WARN,
         _ => tracing::Level::INFO,
     };
     tracing_subscriber::fmt().with_writer(std::io::stderr).with_target(false).with_max_level(level).init();
@@ -507,53 +511,63 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::SimulateAgents {
-            agents,
-            vms_per_agent,
-            secs,
-            buys_per_sec,
-            private_etcd,
-            external_master,
-            agent_poll_ms,
-            report_every,
-            lease_ttl,
-            agents_per_connection,
-            agents_per_sec,
-            store,
-            prices,
-            admission,
-        } => {
-            let dir = std::env::temp_dir().join(format!("slaswitch-scale-etcd-{}", std::process::id()));
-            let server = private_etcd.then(|| EtcdServer::start(&dir)).transpose()?;
-            let endpoints = server.as_ref().map_or(cli.etcd, |s| vec![s.url()]);
-            let tls = if server.is_some() { None } else { tls };
-            let master = MasterSettings {
-                endpoints: endpoints.clone(),
-                tls: tls.clone(),
-                prefix: cli.prefix.clone(),
-                prices: prices.params()?,
-                store: store.spec(),
-                admission: admission.settings()?,
-            };
-            let settings = scale::ScaleSettings {
-                endpoints,
-                tls,
-                prefix: cli.prefix,
-                agents,
-                vms_per_agent,
-                secs,
-                buys_per_sec,
-                agent_poll_ms,
-                report_every_cycles: report_every as usize,
-                lease_ttl_secs: lease_ttl,
-                agents_per_connection: agents_per_connection as usize,
-                agents_started_per_sec: agents_per_sec as usize,
-                master: (!external_master).then_some(master),
-            };
-            let r = scale::run(settings, |m| eprintln!("{m}")).await?;
-            let text = format!("{}\n", serde_json::to_string_pretty(&r).expect("JSON"));
-            print(cli.json, json!(r), text);
-            Ok(())
-        }
+        Command::SimulateAgents(args) => simulate(cli.etcd, tls, cli.prefix, cli.json, *args).await,
     }
+}
+
+/// The scale experiment (`simulate-agents`).
+async fn simulate(
+    etcd: Vec<String>,
+    tls: Option<EtcdTls>,
+    prefix: String,
+    as_json: bool,
+    a: SimulateArgs,
+) -> anyhow::Result<()> {
+    let SimulateArgs {
+        agents,
+        vms_per_agent,
+        secs,
+        buys_per_sec,
+        private_etcd,
+        external_master,
+        agent_poll_ms,
+        report_every,
+        lease_ttl,
+        agents_per_connection,
+        agents_per_sec,
+        store,
+        prices,
+        admission,
+    } = a;
+    let dir = std::env::temp_dir().join(format!("slaswitch-scale-etcd-{}", std::process::id()));
+    let server = private_etcd.then(|| EtcdServer::start(&dir)).transpose()?;
+    let endpoints = server.as_ref().map_or(etcd, |s| vec![s.url()]);
+    let tls = if server.is_some() { None } else { tls };
+    let master = MasterSettings {
+        endpoints: endpoints.clone(),
+        tls: tls.clone(),
+        prefix: prefix.clone(),
+        prices: prices.params()?,
+        store: store.spec(),
+        admission: admission.settings()?,
+    };
+    let settings = scale::ScaleSettings {
+        endpoints,
+        tls,
+        prefix: prefix,
+        agents,
+        vms_per_agent,
+        secs,
+        buys_per_sec,
+        agent_poll_ms,
+        report_every_cycles: report_every as usize,
+        lease_ttl_secs: lease_ttl,
+        agents_per_connection: agents_per_connection as usize,
+        agents_started_per_sec: agents_per_sec as usize,
+        master: (!external_master).then_some(master),
+    };
+    let r = scale::run(settings, |m| eprintln!("{m}")).await?;
+    let text = format!("{}\n", serde_json::to_string_pretty(&r).expect("JSON"));
+    print(as_json, json!(r), text);
+    Ok(())
 }
