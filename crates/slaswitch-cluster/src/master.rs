@@ -89,7 +89,7 @@ pub struct Master {
     keys: Keys,
     store: Arc<StoreThread>,
     /// Every purchase with its key's revision.
-    purchases: BTreeMap<String, (i64, Purchase)>,
+    purchases: Arc<BTreeMap<String, (i64, Purchase)>>,
     /// Announced ports: VM -> host.
     announced: BTreeMap<String, String>,
     /// Live hosts' uplink rates, wire bits/s: their VMs' C in the price functions.
@@ -120,7 +120,7 @@ impl Master {
             keys: Keys::new(&settings.prefix),
             settings,
             store,
-            purchases: BTreeMap::new(),
+            purchases: Arc::default(),
             announced: BTreeMap::new(),
             uplinks: BTreeMap::new(),
             alive: BTreeSet::new(),
@@ -149,7 +149,7 @@ impl Master {
         let mut client = connect(&self.settings.endpoints, self.settings.tls.as_ref()).await?;
         let root = format!("{}/", self.settings.prefix.trim_end_matches('/'));
         let (revision, kvs) = get_prefix(&mut client, &root, false).await?;
-        self.purchases.clear();
+        self.purchases = Arc::default();
         self.announced.clear();
         self.alive.clear();
         self.requests.clear();
@@ -178,7 +178,7 @@ impl Master {
         let mut billing = billing_task::Billing::new();
         for chunk in reports.chunks(billing_task::BATCH_REPORTS) {
             let slot = billing.slot(true).await.expect("waited for");
-            self.start_billing(&client, &billing, slot, chunk.to_vec()).await?;
+            self.start_billing(&client, &billing, slot, chunk.to_vec());
         }
         // Three watches, each its own stream: the usage reports (thousands a second) and, on
         // either side of them in key order, everything else. A stream etcd cannot deliver at
@@ -220,7 +220,7 @@ impl Master {
             if full || (!waiting.is_empty() && since_billed.elapsed() >= billing_task::BATCH_WAIT) {
                 if let Some(slot) = billing.slot(waiting.len() >= billing_task::MAX_WAITING).await {
                     let batch = waiting.drain(..waiting.len().min(billing_task::BATCH_REPORTS)).collect();
-                    self.start_billing(&client, &billing, slot, batch).await?;
+                    self.start_billing(&client, &billing, slot, batch);
                     since_billed = std::time::Instant::now();
                 }
             }
@@ -265,13 +265,13 @@ impl Master {
         }
         if let Some(vm) = self.keys.parse_vm_key(key) {
             if !put {
-                self.purchases.remove(vm);
+                Arc::make_mut(&mut self.purchases).remove(vm);
                 self.dynamic_written.remove(vm);
                 return None;
             }
             match serde_json::from_slice::<Purchase>(value) {
                 Ok(p) => {
-                    self.purchases.insert(vm.to_string(), (revision, p));
+                    Arc::make_mut(&mut self.purchases).insert(vm.to_string(), (revision, p));
                     return Some(vm.to_string());
                 }
                 Err(err) => tracing::warn!("master: {key} is not a purchase: {err}"),

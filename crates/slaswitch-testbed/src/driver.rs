@@ -9,6 +9,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::plan::SwitchPlan;
+use crate::scenario::Step;
+use serde_json::Value;
 
 /// One figure a switch reports. Counters are cumulative (the runner turns them into rates);
 /// gauges are already per interval.
@@ -40,6 +42,17 @@ impl Reading {
 pub trait Driver {
     /// Starts the switch's processes (or kernel objects).
     fn start(&mut self) -> anyhow::Result<()>;
+
+    /// Before the VMs' programs start: what must be in force when traffic begins (a master
+    /// selling the VMs' guarantees, [`crate::fleet`]).
+    fn before_traffic(&mut self, _step: &Step) -> anyhow::Result<()> {
+        Ok(())
+    }
+
+    /// After the run: what was billed since `from_unix_secs`, when a master billed it.
+    fn bill(&mut self, _from_unix_secs: f64) -> Option<Value> {
+        None
+    }
 
     /// Applies the plan: writes its files and runs its commands in order.
     fn configure(&mut self, plan: &SwitchPlan) -> anyhow::Result<()> {

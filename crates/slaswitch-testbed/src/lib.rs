@@ -12,6 +12,7 @@
 pub mod capacity;
 pub mod cleanup;
 pub mod driver;
+pub mod fleet;
 pub mod guest;
 pub mod host_steal;
 pub mod namespaces;
@@ -19,6 +20,7 @@ pub mod plan;
 pub mod preflight;
 pub mod provenance;
 pub mod report;
+pub mod report_bill;
 pub mod runner;
 pub mod samples;
 pub mod scenario;

@@ -639,6 +639,7 @@ pub fn generate(dir: &Path) -> anyhow::Result<()> {
     }
     write_headlines(&mut md, &s, &samples, &switches, &run);
     write_per_vm(&mut md, &s, &samples, &switches, &steps);
+    crate::report_bill::write_bill(&mut md, &s, &run);
     let _ = writeln!(md, "## Plots\n");
     for (file, caption) in &plots {
         let _ = writeln!(md, "![{caption}]({file})\n\n{caption}\n");

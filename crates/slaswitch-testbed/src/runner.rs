@@ -243,6 +243,7 @@ fn run_step(
     let result = (|| {
         driver.start()?;
         driver.configure(&p)?;
+        driver.before_traffic(step)?;
         let tenant_out = work.join("tenant.json");
         let cmd = tenant_command(scenario, step, &p, &opts.tools, &tenant_out, &format!("{prefix}vm"));
         let log = work.join("tenant.log");
@@ -316,6 +317,11 @@ fn run_step(
         let mut meta = step_meta(run_label, step, driver.version(), &p, &cmd, &doc, app_outputs);
         meta["guests"] = json!(guest_info);
         meta["crash"] = json!(events.crash);
+        // From before the purchases, so their first cycles are in it.
+        if let Some(bill) = driver.bill(start - 30.0) {
+            meta["bill"] = bill;
+            meta["bill_start_unix_secs"] = json!(start);
+        }
         Ok(StepResult { samples: out, meta })
     })();
     // Newest first: the VMs stop before the switch they are attached to.

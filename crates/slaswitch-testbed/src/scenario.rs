@@ -127,6 +127,18 @@ pub struct Scenario {
     /// (see [`crate::capacity`]).
     #[serde(default)]
     pub capacity: std::collections::BTreeMap<String, crate::capacity::Budget>,
+    /// SoftBW's system around slaswitch (see [`ClusterSpec`]).
+    pub cluster: Option<ClusterSpec>,
+}
+
+/// `[cluster]`: a private etcd and master beside slaswitch, whose agent joins them; every VM's
+/// `link_guarantee` is sold to `tenant` by the master instead of set on its port, and the
+/// report shows the tenant's bill per phase (seed 003 Sec. 3.3-4).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterSpec {
+    /// The tenant that buys the guarantees.
+    pub tenant: String,
 }
 
 /// One configuration of one switch: the scenario with some VM groups' QoS replaced. A file with
@@ -787,6 +799,14 @@ fn validate_host(s: &Scenario, c: &Checker) -> Result<(), ScenarioError> {
         return Err(
             c.err(&[Key("crash_switch_at_secs")], format!("{at} must be inside the run (0 to {} s)", s.duration_secs))
         );
+    }
+    if let Some(cl) = &s.cluster {
+        slaswitch_config::link_policy::valid_tenant_name(&cl.tenant)
+            .map_err(|e| c.err(&[Key("cluster"), Key("tenant")], e.to_string()))?;
+        let others = s.switches.iter().chain(s.variants.iter().map(|v| &v.switch));
+        if let Some(sw) = others.into_iter().find(|sw| **sw != SwitchKind::Slaswitch) {
+            return Err(c.err(&[Key("switches")], format!("{sw} has no agent: [cluster] runs on slaswitch alone")));
+        }
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     if s.host.pmd_cores.is_empty() {

@@ -93,7 +93,9 @@ pub fn plan(scenario: &Scenario, step: &Step, dir: &Path, tools: &Path) -> Switc
             cmd.push(format!("tso={on}"));
         }
         if let Some(vm) = step.vms.iter().find(|v| v.name == name) {
-            cmd.extend(vm_options(&vm.qos));
+            // With a master the guarantee is sold, not configured.
+            let sold = |o: &String| scenario.cluster.is_some() && o.starts_with("link_guarantee=");
+            cmd.extend(vm_options(&vm.qos).into_iter().filter(|o| !sold(o)));
             if let Some(t) = &vm.tenant {
                 cmd.push(format!("tenant={t}"));
             }
@@ -204,6 +206,10 @@ pub struct Slaswitch {
     pub file_prefix: String,
     /// `slaswitchd --c2tb-bucket-us`, when the scenario sets it.
     pub c2tb_bucket_us: Option<u64>,
+    /// The tenant the master sells to, with `[cluster]`.
+    cluster_tenant: Option<String>,
+    /// etcd and the master, once started.
+    fleet: Option<crate::fleet::Fleet>,
     child: Option<Child>,
 }
 
@@ -217,6 +223,8 @@ impl Slaswitch {
             main_core: scenario.host.vm_core,
             file_prefix: file_prefix.to_string(),
             c2tb_bucket_us: scenario.host.c2tb_bucket_us,
+            cluster_tenant: scenario.cluster.as_ref().map(|c| c.tenant.clone()),
+            fleet: None,
             child: None,
         }
     }
@@ -240,6 +248,10 @@ impl Slaswitch {
 
 impl Driver for Slaswitch {
     fn start(&mut self) -> anyhow::Result<()> {
+        if let (Some(tenant), None) = (&self.cluster_tenant, &self.fleet) {
+            self.fleet = Some(crate::fleet::Fleet::start(&self.dir, &self.tools, tenant)?);
+        }
+        let member = self.fleet.as_ref().map(|f| f.daemon_args()).unwrap_or_default();
         let log = self.dir.join("slaswitchd.log");
         let cores: Vec<String> = self.pmd_cores.iter().map(|c| c.to_string()).collect();
         let child = on_every_core(&mut Command::new(self.tools.join("slaswitchd")))
@@ -249,6 +261,7 @@ impl Driver for Slaswitch {
             .arg(self.dir.join("conf.json"))
             .args(["--file-prefix", &self.file_prefix, "--no-metrics"])
             .args(self.c2tb_bucket_us.iter().flat_map(|us| ["--c2tb-bucket-us".to_string(), us.to_string()]))
+            .args(member)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).map_err(|e| anyhow!("{}: {e}", log.display()))?)
@@ -258,6 +271,18 @@ impl Driver for Slaswitch {
         cleanup::process(child.id(), "slaswitchd");
         self.child = Some(child);
         wait_for_path(&self.dir.join("slaswitchd.ctl"), Duration::from_secs(30), "slaswitchd", &log)
+    }
+
+    fn before_traffic(&mut self, step: &Step) -> anyhow::Result<()> {
+        match &self.fleet {
+            Some(f) => f.sell(step),
+            None => Ok(()),
+        }
+    }
+
+    fn bill(&mut self, from_unix_secs: f64) -> Option<Value> {
+        let f = self.fleet.as_ref()?;
+        Some(f.bill(from_unix_secs).unwrap_or_else(|e| serde_json::json!({ "error": e.to_string() })))
     }
 
     fn wait_for_vms(&mut self, names: &[String], timeout: Duration) -> anyhow::Result<()> {
@@ -331,6 +356,7 @@ impl Driver for Slaswitch {
         }
         // A daemon that had to be killed leaves its EAL hugepage file behind.
         slaswitch_dpdk::remove_hugepage_files(&self.file_prefix);
+        self.fleet = None;
     }
 
     fn version(&self) -> String {

@@ -35,6 +35,7 @@ fn a_comparison_slice_out_of_range_is_refused_before_the_switch_starts() {
 #[test]
 fn cluster_options_out_of_range_are_refused_before_the_switch_starts() {
     refused_before_the_switch_starts("lease-secs", &["1", "601", "long"]);
+    refused_before_the_switch_starts("report-every", &["0", "3601", "often"]);
     refused_before_the_switch_starts("billing-cycle-ms", &["99", "3600001", "often"]);
     let out = Command::new(env!("CARGO_BIN_EXE_slaswitchd"))
         .args(["--etcd", "http://127.0.0.1:1", "--host-id", "bad name"])

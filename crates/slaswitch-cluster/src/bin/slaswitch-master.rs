@@ -554,7 +554,7 @@ async fn simulate(
     let settings = scale::ScaleSettings {
         endpoints,
         tls,
-        prefix: prefix,
+        prefix,
         agents,
         vms_per_agent,
         secs,

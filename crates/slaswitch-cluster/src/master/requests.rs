@@ -105,7 +105,7 @@ impl Master {
                 stats.admitted += 1;
                 tracing::info!("master: {vm} admitted on {} ({:?})", p.host.as_deref().unwrap_or("-"), answer.figures);
                 let committed = done.header().map_or(revision, |h| h.revision());
-                self.purchases.insert(vm.to_string(), (committed, p));
+                std::sync::Arc::make_mut(&mut self.purchases).insert(vm.to_string(), (committed, p));
             }
             None => {
                 stats.refused += 1;

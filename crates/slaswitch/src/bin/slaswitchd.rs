@@ -99,6 +99,11 @@ struct Cli {
     /// master.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(i64).range(2..=600))]
     lease_secs: i64,
+    /// Billing cycles the agent writes to etcd under one key (1 to 3600): each cycle is still
+    /// billed on its own; more cycles a key mean fewer etcd writes in a large fleet, and a
+    /// bill that many cycles later.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    report_every: u64,
     #[command(flatten)]
     etcd_tls: slaswitch_agent::etcd::EtcdTlsArgs,
 }
@@ -165,6 +170,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         a.prefix = cli.etcd_prefix;
         a.cycle_ms = cli.billing_cycle_ms;
         a.lease_ttl_secs = cli.lease_secs;
+        a.report_every_cycles = cli.report_every as usize;
         a
     });
     let plane = ControlPlane { socket, socket_gid, metrics_addr: metrics, agent };
