@@ -65,7 +65,7 @@ pub fn write_bill(md: &mut String, s: &Scenario, run: &Value) {
     let tenant = s.cluster.as_ref().map_or("-", |c| c.tenant.as_str());
     let _ = writeln!(
         md,
-        "## The bill\n\nWhat `slaswitch-master` billed tenant `{tenant}` per cycle (one usage report a second from slaswitchd's agent), grouped into phases: cycles priced at the guarantee, then at fairness. *Switch disagrees* counts cycles in which the guarantee the switch's scheduler had in force at the cycle's end (its report) was not the one billed. Times are seconds from the start of the run's traffic.\n"
+        "## The bill\n\nWhat `slaswitch-master` billed tenant `{tenant}` per cycle (one usage report a second from slaswitchd's agent), grouped into phases: cycles priced at the guarantee, then at fairness, from the purchase to the end of the traffic. *Switch disagrees* counts cycles in which the guarantee the switch's scheduler had in force at the cycle's end (its report) was not the one billed. Times are seconds from the start of the run's traffic.\n"
     );
     let _ = writeln!(md, "| run | VM | phase | from s | to s | Mbyte | Mbit/s | charge at guarantee | above | total | switch disagrees |");
     let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|");
@@ -74,10 +74,12 @@ pub fn write_bill(md: &mut String, s: &Scenario, run: &Value) {
         let label = r["switch"].as_str().unwrap_or("?");
         let start = r["bill_start_unix_secs"].as_f64().unwrap_or(0.0);
         let rows = r["bill"].as_array().expect("filtered");
-        let mut vms: Vec<&str> = rows.iter().filter_map(|x| x["vm"].as_str()).collect();
-        vms.dedup();
+        let vms: std::collections::BTreeSet<&str> = rows.iter().filter_map(|x| x["vm"].as_str()).collect();
         for vm in vms {
-            let mut mine: Vec<&Value> = rows.iter().filter(|x| x["vm"] == vm).collect();
+            // The run's cycles: from the purchase to the end of the traffic.
+            let in_run =
+                |x: &&Value| x["cycle_end_unix_ms"].as_f64().unwrap_or(0.0) / 1000.0 <= start + s.duration_secs + 1.0;
+            let mut mine: Vec<&Value> = rows.iter().filter(|x| x["vm"] == vm).filter(in_run).collect();
             mine.sort_by_key(|x| x["cycle_end_unix_ms"].as_u64().unwrap_or(0));
             let disagree = mine
                 .iter()
@@ -90,7 +92,7 @@ pub fn write_bill(md: &mut String, s: &Scenario, run: &Value) {
                 let dis = if i == 0 { format!("{disagree} of {}", mine.len()) } else { String::new() };
                 let _ = writeln!(
                     md,
-                    "| {label} | {vm} | {name} | {:.0} | {:.0} | {:.1} | {mbps:.1} | {:.4} | {:.4} | {total:.4} | {dis} |",
+                    "| {label} | {vm} | {name} | {:.1} | {:.1} | {:.1} | {mbps:.1} | {:.4} | {:.4} | {total:.4} | {dis} |",
                     p.from_secs,
                     p.to_secs,
                     p.bytes / 1e6,
