@@ -64,6 +64,7 @@ impl Fleet {
     /// Sells every VM of `step` its `link_guarantee` on this host and waits until the switch
     /// applies each (at most 20 s).
     pub fn sell(&self, step: &Step) -> anyhow::Result<()> {
+        self.wait_for_agent()?;
         let mut sold = Vec::new();
         for vm in &step.vms {
             let Some(g) = &vm.qos.link_guarantee else { continue };
@@ -89,6 +90,21 @@ impl Fleet {
             }
             if t.elapsed() > Duration::from_secs(20) {
                 return Err(anyhow!("the switch did not apply the purchases of {waiting:?} within 20 s"));
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// Waits (at most 20 s) until the switch's agent holds its lease.
+    fn wait_for_agent(&self) -> anyhow::Result<()> {
+        let t = Instant::now();
+        loop {
+            let hosts: Value = serde_json::from_str(&self.master(&["--json", "hosts"])?)?;
+            if hosts.as_array().into_iter().flatten().any(|h| h["host"] == HOST_ID && h["alive"] == true) {
+                return Ok(());
+            }
+            if t.elapsed() > Duration::from_secs(20) {
+                return Err(anyhow!("slaswitchd's agent did not join etcd within 20 s (see slaswitchd.log)"));
             }
             std::thread::sleep(Duration::from_millis(200));
         }

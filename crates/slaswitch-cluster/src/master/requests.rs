@@ -22,9 +22,15 @@ impl Master {
             .collect()
     }
 
-    /// Answers every waiting request, in VM order.
+    /// Answers every waiting request, in VM order. A request for a named host that does not
+    /// hold its lease waits for it (its capacity is unknown until it announces it); the buyer
+    /// gives up waiting on its own.
     pub(super) async fn answer_requests(&mut self, client: &mut Client) -> Result<(), ClusterError> {
         for (vm, (revision, request)) in std::mem::take(&mut self.requests) {
+            if request.purchase.host.as_ref().is_some_and(|h| !self.alive.contains(h)) {
+                self.requests.insert(vm, (revision, request));
+                continue;
+            }
             self.answer(client, &vm, revision, request).await?;
         }
         Ok(())
