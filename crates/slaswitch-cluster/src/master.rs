@@ -178,7 +178,7 @@ impl Master {
         let mut billing = billing_task::Billing::new();
         for chunk in reports.chunks(billing_task::BATCH_REPORTS) {
             let slot = billing.slot(true).await.expect("waited for");
-            self.start_billing(&client, &billing, slot, chunk.to_vec());
+            self.start_billing(&client, &billing, slot, chunk.to_vec()).await?;
         }
         // Three watches, each its own stream: the usage reports (thousands a second) and, on
         // either side of them in key order, everything else. A stream etcd cannot deliver at
@@ -220,7 +220,7 @@ impl Master {
             if full || (!waiting.is_empty() && since_billed.elapsed() >= billing_task::BATCH_WAIT) {
                 if let Some(slot) = billing.slot(waiting.len() >= billing_task::MAX_WAITING).await {
                     let batch = waiting.drain(..waiting.len().min(billing_task::BATCH_REPORTS)).collect();
-                    self.start_billing(&client, &billing, slot, batch);
+                    self.start_billing(&client, &billing, slot, batch).await?;
                     since_billed = std::time::Instant::now();
                 }
             }

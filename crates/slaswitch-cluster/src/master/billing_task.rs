@@ -1,9 +1,9 @@
-//! Billing, pipelined beside the master's loop: a batch of reports is parsed, priced and
-//! written (records and utilization in one store transaction) on the store's thread, then
-//! deleted from etcd, while the loop goes on answering purchases. At most [`IN_FLIGHT`]
-//! batches at once: when the store is slower than the fleet, reports wait, first in the
-//! loop's memory and then in etcd. Each batch tells the loop which dynamic guarantees it
-//! billed, so they are rewritten from the committed figures.
+//! Billing, pipelined beside the master's loop: reports are priced in the loop (it holds the
+//! purchases), then a task of their own writes the records and utilization in one store
+//! transaction and deletes the reports from etcd, while the loop goes on answering purchases.
+//! At most [`IN_FLIGHT`] batches at once: when the store is slower than the fleet, reports wait
+//! in the loop's memory (up to [`MAX_WAITING`]), then in etcd. Each batch tells the loop which
+//! dynamic guarantees it billed, so they are rewritten from the committed figures.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -11,14 +11,13 @@ use std::time::Duration;
 
 use etcd_client::{Client, Txn, TxnOp};
 use slaswitch_qos::egress::softbw::Guarantee;
-use slaswitch_qos::pricing::PriceParams;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
 use super::{host_prices, Master};
 use crate::billing::price_report;
 use crate::etcd::e;
 use crate::purchase::{unix_ns, Purchase};
-use crate::store::{Record, Store};
+use crate::store::Record;
 use crate::usage::{UsageReport, UsageValue};
 use crate::utilization::Sample;
 use crate::ClusterError;
@@ -59,37 +58,36 @@ impl Billing {
     }
 }
 
-/// What pricing a batch needs, as the master's loop had it when it took the batch.
-struct PriceBook {
-    purchases: Arc<BTreeMap<String, (i64, Purchase)>>,
-    uplinks: BTreeMap<String, u64>,
-    prices: PriceParams,
-}
-
 impl Master {
-    /// Starts billing `batch` in `slot`: on the store's thread, parsed, priced and written in
-    /// one job, so this loop spends nothing on it and each batch's dynamic guarantees see the
-    /// bytes of the batches before it. A report that cannot be read is logged and deleted.
-    pub(super) fn start_billing(
+    /// Prices `batch` and starts writing it in `slot`. A report that cannot be read is logged
+    /// and deleted.
+    pub(super) async fn start_billing(
         &mut self,
         client: &Client,
         billing: &Billing,
         slot: OwnedSemaphorePermit,
         batch: Vec<(String, Vec<u8>)>,
-    ) {
-        let book = PriceBook {
-            purchases: self.purchases.clone(),
-            uplinks: self.uplinks.clone(),
-            prices: self.settings.prices,
-        };
+    ) -> Result<(), ClusterError> {
+        let mut reports = Vec::with_capacity(batch.len());
+        for (key, value) in &batch {
+            match serde_json::from_slice::<UsageValue>(value) {
+                Ok(v) => reports.extend(v.into_reports()),
+                Err(err) => {
+                    tracing::warn!(
+                        "master: {key} is not a usage report ({err}); deleted: {}",
+                        String::from_utf8_lossy(value)
+                    )
+                }
+            }
+        }
+        let (records, dynamic) = self.price(&reports).await?;
         let (store, stats, tell) = (self.store.clone(), self.stats.clone(), billing.tell.clone());
-        let (utilization, capacities) = (self.book.clone(), self.capacities());
+        let (book, capacities) = (self.book.clone(), self.capacities());
         let default_bps = self.settings.prices.link_capacity_bps as f64;
         let mut client = client.clone();
-        let keys: Vec<String> = batch.iter().map(|(k, _)| k.clone()).collect();
         tokio::spawn(async move {
             let account = move |new: &[&Record]| {
-                let mut book = utilization.lock().expect("book");
+                let mut book = book.lock().expect("book");
                 let samples = new.iter().map(|r| Sample {
                     vm: &r.vm,
                     host: &r.host,
@@ -100,15 +98,9 @@ impl Master {
                 let changed = book.account(samples, |h| capacities.get(h).copied().unwrap_or(default_bps));
                 changed.into_iter().map(|k| (k.0, k.1.clone(), book.entries[&k].clone())).collect()
             };
+            let count = records.len() as u64;
             let written = async {
-                let (reports, count, new, dynamic) = store
-                    .run(move |s| {
-                        let reports = parse(&batch);
-                        let (records, dynamic) = price(&book, s, &reports)?;
-                        let new = s.insert_and(&records, account)? as u64;
-                        Ok((reports, records.len() as u64, new, dynamic))
-                    })
-                    .await?;
+                let new = store.run(move |s| s.insert_and(&records, account)).await? as u64;
                 {
                     let now_ms = unix_ns() / 1_000_000;
                     let mut s = stats.lock().expect("stats");
@@ -118,8 +110,8 @@ impl Master {
                     s.billing_lag_ms.extend(reports.iter().map(|r| now_ms.saturating_sub(r.read_unix_ms)));
                 }
                 // etcd takes at most 128 operations per transaction by default.
-                for chunk in keys.chunks(128) {
-                    let ops: Vec<TxnOp> = chunk.iter().map(|key| TxnOp::delete(key.as_str(), None)).collect();
+                for chunk in batch.chunks(128) {
+                    let ops: Vec<TxnOp> = chunk.iter().map(|(key, _)| TxnOp::delete(key.as_str(), None)).collect();
                     client.txn(Txn::new().and_then(ops)).await.map_err(e)?;
                 }
                 Ok(dynamic)
@@ -127,64 +119,42 @@ impl Master {
             let _ = tell.send(written.await);
             drop(slot);
         });
+        Ok(())
     }
-}
 
-/// The reports of a batch; one that cannot be read is logged (and deleted with the batch).
-fn parse(batch: &[(String, Vec<u8>)]) -> Vec<UsageReport> {
-    let mut reports = Vec::with_capacity(batch.len());
-    for (key, value) in batch {
-        match serde_json::from_slice::<UsageValue>(value) {
-            Ok(v) => reports.extend(v.into_reports()),
-            Err(err) => {
-                tracing::warn!(
-                    "master: {key} is not a usage report ({err}); deleted: {}",
-                    String::from_utf8_lossy(value)
-                )
+    /// The records of `reports`, and the dynamic purchases they bill.
+    async fn price(&self, reports: &[UsageReport]) -> Result<(Vec<Record>, BTreeMap<String, Purchase>), ClusterError> {
+        let mut records = Vec::new();
+        let mut dynamic = BTreeMap::new();
+        let mut sent = self.sent_by_dynamic(reports).await?;
+        for report in reports {
+            let purchases: BTreeMap<String, Purchase> = report
+                .vms
+                .iter()
+                .filter_map(|u| self.purchases.get(&u.vm).map(|(_, p)| (u.vm.clone(), p.clone())))
+                .collect();
+            let prices = host_prices(&self.settings.prices, &self.uplinks, &report.host);
+            records.extend(price_report(&prices, report, &purchases, &mut sent));
+            for p in purchases.into_values().filter(|p| p.host.as_deref() == Some(report.host.as_str())) {
+                if matches!(p.guarantee, Guarantee::Dynamic { .. }) {
+                    dynamic.insert(p.vm.clone(), p);
+                }
             }
         }
+        Ok((records, dynamic))
     }
-    reports
-}
 
-/// The records of `reports`, and the dynamic purchases they bill.
-fn price(
-    book: &PriceBook,
-    store: &mut Store,
-    reports: &[UsageReport],
-) -> Result<(Vec<Record>, BTreeMap<String, Purchase>), ClusterError> {
-    let mut records = Vec::new();
-    let mut dynamic = BTreeMap::new();
-    let mut sent = sent_by_dynamic(book, store, reports)?;
-    for report in reports {
-        let purchases: BTreeMap<String, Purchase> = report
-            .vms
-            .iter()
-            .filter_map(|u| book.purchases.get(&u.vm).map(|(_, p)| (u.vm.clone(), p.clone())))
-            .collect();
-        let prices = host_prices(&book.prices, &book.uplinks, &report.host);
-        records.extend(price_report(&prices, report, &purchases, &mut sent));
-        for p in purchases.into_values().filter(|p| p.host.as_deref() == Some(report.host.as_str())) {
-            if matches!(p.guarantee, Guarantee::Dynamic { .. }) {
-                dynamic.insert(p.vm.clone(), p);
+    /// For each VM of `reports` with a dynamic guarantee, the bytes billed since it was bought
+    /// (the store answers after the batches already under way).
+    async fn sent_by_dynamic(&self, reports: &[UsageReport]) -> Result<BTreeMap<String, u64>, ClusterError> {
+        let mut sent = BTreeMap::new();
+        for u in reports.iter().flat_map(|r| &r.vms) {
+            let Some((_, p)) = self.purchases.get(&u.vm) else { continue };
+            if matches!(p.guarantee, Guarantee::Dynamic { .. }) && !sent.contains_key(&u.vm) {
+                let (vm, from) = (u.vm.clone(), p.bought_unix_ms);
+                sent.insert(u.vm.clone(), self.store.run(move |s| s.sent_since(&vm, from)).await?);
             }
         }
+        Ok(sent)
     }
-    Ok((records, dynamic))
-}
-
-/// For each VM of `reports` with a dynamic guarantee, the bytes billed since it was bought.
-fn sent_by_dynamic(
-    book: &PriceBook,
-    store: &mut Store,
-    reports: &[UsageReport],
-) -> Result<BTreeMap<String, u64>, ClusterError> {
-    let mut sent = BTreeMap::new();
-    for u in reports.iter().flat_map(|r| &r.vms) {
-        let Some((_, p)) = book.purchases.get(&u.vm) else { continue };
-        if matches!(p.guarantee, Guarantee::Dynamic { .. }) && !sent.contains_key(&u.vm) {
-            sent.insert(u.vm.clone(), store.sent_since(&u.vm, p.bought_unix_ms)?);
-        }
-    }
-    Ok(sent)
 }
