@@ -162,11 +162,7 @@ enum Command {
     /// Run the master: place purchases, bill every cycle, keep dynamic guarantees current.
     Serve {
         #[command(flatten)]
-        store: StoreArgs,
-        #[command(flatten)]
-        prices: PriceArgs,
-        #[command(flatten)]
-        admission: AdmissionArgs,
+        master: MasterArgs,
     },
     /// Buy a guarantee for a VM.
     Buy {
@@ -270,11 +266,32 @@ struct SimulateArgs {
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(10..=100_000))]
     agents_per_sec: u64,
     #[command(flatten)]
+    master: MasterArgs,
+}
+
+/// How a master runs: its store, its prices, its admission.
+#[derive(clap::Args, Debug)]
+struct MasterArgs {
+    #[command(flatten)]
     store: StoreArgs,
     #[command(flatten)]
     prices: PriceArgs,
     #[command(flatten)]
     admission: AdmissionArgs,
+}
+
+impl MasterArgs {
+    /// The master's settings on etcd `endpoints` under `prefix`.
+    fn settings(&self, endpoints: Vec<String>, tls: Option<EtcdTls>, prefix: String) -> anyhow::Result<MasterSettings> {
+        Ok(MasterSettings {
+            endpoints,
+            tls,
+            prefix,
+            prices: self.prices.params()?,
+            store: self.store.spec(),
+            admission: self.admission.settings()?,
+        })
+    }
 }
 
 /// `--cycles` words as options.
@@ -441,17 +458,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let keys = Keys::new(&cli.prefix);
     let tls = cli.etcd_tls.tls()?;
     match cli.command {
-        Command::Serve { store, prices, admission } => {
-            let settings = MasterSettings {
-                endpoints: cli.etcd,
-                tls,
-                prefix: cli.prefix,
-                prices: prices.params()?,
-                store: store.spec(),
-                admission: admission.settings()?,
-            };
-            serve(Master::new(settings)?).await
-        }
+        Command::Serve { master } => serve(Master::new(master.settings(cli.etcd, tls, cli.prefix)?)?).await,
         Command::Buy { vm, tenant, host, guarantee, cycles } => {
             let p = Purchase {
                 vm,
@@ -535,22 +542,13 @@ async fn simulate(
         lease_ttl,
         agents_per_connection,
         agents_per_sec,
-        store,
-        prices,
-        admission,
+        master,
     } = a;
     let dir = std::env::temp_dir().join(format!("slaswitch-scale-etcd-{}", std::process::id()));
     let server = private_etcd.then(|| EtcdServer::start(&dir)).transpose()?;
     let endpoints = server.as_ref().map_or(etcd, |s| vec![s.url()]);
     let tls = if server.is_some() { None } else { tls };
-    let master = MasterSettings {
-        endpoints: endpoints.clone(),
-        tls: tls.clone(),
-        prefix: prefix.clone(),
-        prices: prices.params()?,
-        store: store.spec(),
-        admission: admission.settings()?,
-    };
+    let master = master.settings(endpoints.clone(), tls.clone(), prefix.clone())?;
     let settings = scale::ScaleSettings {
         endpoints,
         tls,
