@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use etcd_client::{Client, EventType, PutOptions, Txn, TxnOp, WatchOptions};
 
-use crate::etcd::{connect, e, get_prefix, EtcdTls};
+use crate::etcd::{connect, e, get_prefix, EtcdTls, MAX_TXN_OPS};
 use crate::keys::Keys;
 use crate::purchase::{release_options, unix_ns, Enforcement, EnforcementState, HostInfo, Status};
 use crate::usage::{Deltas, UsageReport, UsageValue, VmCounters};
@@ -460,9 +460,6 @@ impl<S: LocalSwitch> Agent<S> {
         Ok(())
     }
 }
-
-/// etcd's default limit on the operations of one transaction (`--max-txn-ops`).
-const MAX_TXN_OPS: usize = 128;
 
 fn json(v: &impl serde::Serialize) -> String {
     serde_json::to_string(v).expect("cluster values serialise")

@@ -109,6 +109,9 @@ mod tests {
     }
 }
 
+/// etcd's default limit on the operations of one transaction (`--max-txn-ops`).
+pub const MAX_TXN_OPS: usize = 128;
+
 /// Keys read per request by [`get_prefix`]: a fleet's keys outgrow one gRPC message (4 MiB).
 const PAGE_KEYS: i64 = 2000;
 

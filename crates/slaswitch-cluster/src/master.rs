@@ -89,7 +89,7 @@ pub struct Master {
     keys: Keys,
     store: Arc<StoreThread>,
     /// Every purchase with its key's revision.
-    purchases: Arc<BTreeMap<String, (i64, Purchase)>>,
+    purchases: BTreeMap<String, (i64, Purchase)>,
     /// Announced ports: VM -> host.
     announced: BTreeMap<String, String>,
     /// Live hosts' uplink rates, wire bits/s: their VMs' C in the price functions.
@@ -120,7 +120,7 @@ impl Master {
             keys: Keys::new(&settings.prefix),
             settings,
             store,
-            purchases: Arc::default(),
+            purchases: BTreeMap::new(),
             announced: BTreeMap::new(),
             uplinks: BTreeMap::new(),
             alive: BTreeSet::new(),
@@ -149,7 +149,7 @@ impl Master {
         let mut client = connect(&self.settings.endpoints, self.settings.tls.as_ref()).await?;
         let root = format!("{}/", self.settings.prefix.trim_end_matches('/'));
         let (revision, kvs) = get_prefix(&mut client, &root, false).await?;
-        self.purchases = Arc::default();
+        self.purchases.clear();
         self.announced.clear();
         self.alive.clear();
         self.requests.clear();
@@ -265,13 +265,13 @@ impl Master {
         }
         if let Some(vm) = self.keys.parse_vm_key(key) {
             if !put {
-                Arc::make_mut(&mut self.purchases).remove(vm);
+                self.purchases.remove(vm);
                 self.dynamic_written.remove(vm);
                 return None;
             }
             match serde_json::from_slice::<Purchase>(value) {
                 Ok(p) => {
-                    Arc::make_mut(&mut self.purchases).insert(vm.to_string(), (revision, p));
+                    self.purchases.insert(vm.to_string(), (revision, p));
                     return Some(vm.to_string());
                 }
                 Err(err) => tracing::warn!("master: {key} is not a purchase: {err}"),

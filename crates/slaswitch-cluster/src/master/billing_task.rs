@@ -109,8 +109,7 @@ impl Master {
                     s.duplicates += count - new;
                     s.billing_lag_ms.extend(reports.iter().map(|r| now_ms.saturating_sub(r.read_unix_ms)));
                 }
-                // etcd takes at most 128 operations per transaction by default.
-                for chunk in batch.chunks(128) {
+                for chunk in batch.chunks(crate::etcd::MAX_TXN_OPS) {
                     let ops: Vec<TxnOp> = chunk.iter().map(|(key, _)| TxnOp::delete(key.as_str(), None)).collect();
                     client.txn(Txn::new().and_then(ops)).await.map_err(e)?;
                 }

@@ -111,7 +111,7 @@ impl Master {
                 stats.admitted += 1;
                 tracing::info!("master: {vm} admitted on {} ({:?})", p.host.as_deref().unwrap_or("-"), answer.figures);
                 let committed = done.header().map_or(revision, |h| h.revision());
-                std::sync::Arc::make_mut(&mut self.purchases).insert(vm.to_string(), (committed, p));
+                self.purchases.insert(vm.to_string(), (committed, p));
             }
             None => {
                 stats.refused += 1;
@@ -162,7 +162,7 @@ impl Master {
         let mut client = client.clone();
         let failed = self.publish_failed.clone();
         tokio::spawn(async move {
-            for chunk in ops.chunks(128) {
+            for chunk in ops.chunks(crate::etcd::MAX_TXN_OPS) {
                 if let Err(err) = client.txn(Txn::new().and_then(chunk.to_vec())).await {
                     tracing::warn!("master: publishing host loads: {err}");
                     failed.store(true, std::sync::atomic::Ordering::SeqCst);
