@@ -113,6 +113,7 @@ pub fn plan(
     }
     admit_cycles(candidates, &plans, core_cycles_per_sec, changed)?;
     admit_bandwidth(candidates, &plans, changed)?;
+    crate::latency_slo::admit(candidates, &plans, core_cycles_per_sec, changed)?;
     Ok(plans)
 }
 

@@ -12,6 +12,7 @@
 //! | `uplink`               | `true`: the port is the host's uplink. Purchased bandwidths may add up to its `link_rate_bps`, and the NIC-bottleneck fallback watches it |
 //! | `drift_compensation`   | `true` (default): an allocation from the model follows the host's measured speed and the port's measured cost ([`slaswitch_qos::cpu::drift`]); `false`: fixed, as in the paper |
 //! | `nic_fallback`         | on the uplink: `true` (default) or `false` to turn the fallback off (to measure C2QoS without it) |
+//! | `latency_p99_us`       | a latency SLO, 1 to 1,000,000 us: the 99th percentile of the VM's frames' residence in the switch, the paced uplink's queue included, in every second it sends; needs `bandwidth_bps` and `priority` 1 or 2, and is admitted only if the class can meet it ([`crate::latency_slo`]) |
 //! | `link_overcommit`      | on the uplink: purchased bandwidths may add up to this many times its `link_rate_bps` (1 to 100, default 1); the fleet's master sets it to the over-commitment its failure model granted the host (seed 003 Sec. 2.2) |
 
 use std::collections::BTreeMap;
@@ -32,6 +33,7 @@ pub const BANDWIDTH_OPTIONS: &[&str] = &[
     "nic_fallback",
     "link_overcommit",
     "drift_compensation",
+    "latency_p99_us",
 ];
 
 /// Simple IMIX (7 x 60, 4 x 590, 1 x 1514 bytes) averages 358 bytes: the profile when a tenant
@@ -125,6 +127,8 @@ pub struct BandwidthSla {
     pub numa_remote: bool,
     /// Its model allocation follows drift compensation.
     pub drift_compensation: bool,
+    /// Its latency SLO: residence p99 in each second, microseconds.
+    pub latency_p99_us: Option<u32>,
 }
 
 impl BandwidthSla {
@@ -154,11 +158,20 @@ impl BandwidthSla {
         let drift_compensation = two_way(options, "drift_compensation", ["false", "true"], true)?;
         let bandwidth_bps =
             options.get("bandwidth_bps").map(|v| parse_rate_bps("bandwidth_bps", v)).transpose()?.unwrap_or(0);
+        let latency_p99_us = crate::ranges::number_in::<u32>(options, "latency_p99_us", 1..=1_000_000)?;
+        if let (Some(us), 0) = (latency_p99_us, bandwidth_bps) {
+            return Err(ConfigError::value(
+                "latency_p99_us",
+                &us.to_string(),
+                "an SLO is part of a purchase: give bandwidth_bps too",
+            ));
+        }
         Ok((bandwidth_bps > 0).then_some(BandwidthSla {
             bandwidth_bps,
             profile: TrafficProfile { packet_bytes, flows, batch_packets },
             numa_remote,
             drift_compensation,
+            latency_p99_us,
         }))
     }
 }

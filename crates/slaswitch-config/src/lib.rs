@@ -9,6 +9,7 @@ pub mod bandwidth;
 pub mod cli;
 pub mod cpu_qos;
 pub mod error;
+pub mod latency_slo;
 pub mod link_policy;
 pub mod names;
 pub mod policing;

@@ -7,6 +7,7 @@
 //! |-----------------------|-----------------------------------------------------------------------|
 //! | `egress_scheduler`    | `fifo` (default), `ancs` (seed 002), `softbw` (seed 003), `pievde` (seed 004) or `ratelimit` (seed 003's ElasticSwitch-style baseline) |
 //! | `link_drop`           | `tail` (default): a full VM queue drops the arriving frame; `head`: its oldest |
+//! | `link_latency`        | `on` (default): latency-class VMs (`priority` 1 or 2) send ahead of the scheduler's choice, up to their purchase; `off`: they wait their turn |
 //! | `ancs_period_us`      | ANCS's accounting period, 1,000 to 1,000,000 us (default 30,000, seed 002 Sec. 3.2) |
 //! | `ratelimit_period_us` | how often the baseline recomputes its limits, 1,000 to 1,000,000 us (default 50,000) |
 //!
@@ -40,6 +41,7 @@ use crate::ranges::number_in;
 pub const LINK_POLICY_OPTIONS: &[&str] = &[
     "egress_scheduler",
     "link_drop",
+    "link_latency",
     "ancs_period_us",
     "ratelimit_period_us",
     "link_weight",
@@ -63,6 +65,8 @@ pub struct EgressSpec {
     pub kind: SchedulerKind,
     /// Head drop instead of tail drop.
     pub head_drop: bool,
+    /// Latency-class VMs go ahead of the scheduler's choice, within their purchase.
+    pub latency_lane: bool,
     /// ANCS's accounting period.
     pub ancs_period_ns: u64,
     /// The baseline's recomputation period.
@@ -74,6 +78,7 @@ impl Default for EgressSpec {
         EgressSpec {
             kind: SchedulerKind::Fifo,
             head_drop: false,
+            latency_lane: true,
             ancs_period_ns: 30_000_000,
             ratelimit_period_ns: 50_000_000,
         }
@@ -125,11 +130,17 @@ impl EgressSpec {
             Some("head") => true,
             Some(v) => return Err(ConfigError::value("link_drop", v, "tail or head")),
         };
+        let latency_lane = match options.get("link_latency").map(String::as_str) {
+            None | Some("on") => true,
+            Some("off") => false,
+            Some(v) => return Err(ConfigError::value("link_latency", v, "on or off")),
+        };
         let period = |key| number_in::<u64>(options, key, 1_000..=1_000_000).map(|us| us.map(|us| us * 1_000));
         let d = EgressSpec::default();
         Ok(EgressSpec {
             kind,
             head_drop,
+            latency_lane,
             ancs_period_ns: period("ancs_period_us")?.unwrap_or(d.ancs_period_ns),
             ratelimit_period_ns: period("ratelimit_period_us")?.unwrap_or(d.ratelimit_period_ns),
         })
@@ -245,6 +256,20 @@ impl VmLinkSpec {
         }
     }
 
+    /// The rate up to which a latency-class VM's frames go ahead on the link: what it is
+    /// guaranteed (a dynamic guarantee's S/T), else its minimum; `None` without either, since
+    /// the lane is bounded by a purchase.
+    pub fn latency_in_force(&self, sla: Option<&BandwidthSla>) -> Option<u64> {
+        match self.guarantee_in_force(sla) {
+            Guarantee::Strict { rate_bps } => Some(rate_bps),
+            Guarantee::Dynamic { total_bytes, duration_ns } => {
+                Some((u128::from(total_bytes) * 8 * 1_000_000_000 / u128::from(duration_ns.max(1))) as u64)
+            }
+            Guarantee::Fairness => self.min_in_force(sla),
+        }
+        .filter(|&r| r > 0)
+    }
+
     /// The guarantee in force: the one given, else strict at the purchase on the wire, else
     /// fairness.
     pub fn guarantee_in_force(&self, sla: Option<&BandwidthSla>) -> Guarantee {
@@ -288,6 +313,7 @@ mod tests {
         for (key, value, allowed) in [
             ("egress_scheduler", "wfq", "fifo, ancs, softbw, pievde, ratelimit"),
             ("link_drop", "random", "tail or head"),
+            ("link_latency", "maybe", "on or off"),
             ("ancs_period_us", "10", "from 1000 to 1000000"),
             ("link_weight", "0", "from 1 to 10000"),
             ("link_queue_frames", "40000", "from 1 to 32768"),

@@ -67,6 +67,17 @@ impl PortSettings {
         // The NIC-bottleneck fallback (seed 000 Sec. VII) stands in for a link that cannot
         // schedule; a link scheduler keeps the purchases itself, without cutting VMs at ingress.
         link.nic_fallback &= egress.kind == slaswitch_qos::egress::link_scheduler::SchedulerKind::Fifo;
+        let cpu_qos = CpuQos::from_options(options)?;
+        let sla = BandwidthSla::from_options(options)?;
+        if let Some(us) = sla.and_then(|s| s.latency_p99_us) {
+            if cpu_qos.priority > slaswitch_qos::cpu::latency_class::LATENCY_CLASSES {
+                return Err(ConfigError::value(
+                    "latency_p99_us",
+                    &us.to_string(),
+                    format!("a latency class: priority 1 or 2 (this port has {})", cpu_qos.priority),
+                ));
+            }
+        }
         Ok(PortSettings {
             ofport_request: options.get("ofport_request").map(|v| ofport_request(v)).transpose()?,
             rx_ring_descriptors: ring_descriptors(options, "rx_ring")?,
@@ -79,8 +90,8 @@ impl PortSettings {
                 e => e,
             })?,
             policing: PolicingSpec::from_options(options)?,
-            cpu_qos: CpuQos::from_options(options)?,
-            sla: BandwidthSla::from_options(options)?,
+            cpu_qos,
+            sla,
             link,
             egress,
             vm_link: VmLinkSpec::from_options(options)?,

@@ -198,10 +198,15 @@ pub struct PortStats {
     pub link_out: LinkOut,
     /// The port's options (its QoS settings among them).
     pub options: BTreeMap<String, String>,
-    /// Its frames' residence times in the switch since it was added, nanoseconds
-    /// (`pmd-stats` shows percentiles).
+    /// Its frames' residence times in the switch since it was added, nanoseconds, paced
+    /// links' queues included (`pmd-stats` shows percentiles).
     #[serde(skip)]
     pub residence: crate::histogram::Histogram,
+    /// Its purchase's latency SLO, microseconds (`latency_p99_us`).
+    pub latency_p99_us: Option<u32>,
+    /// The part of it its frames waited in paced links' queues, nanoseconds.
+    #[serde(skip)]
+    pub link_wait: crate::histogram::Histogram,
 }
 
 /// How a port's cycles are limited (seed 000 Sec. IV-A): C2TB strict, MIN-MAX, or not at all.
@@ -911,6 +916,7 @@ impl Datapath {
             .values()
             .map(|p| {
                 let dev: EthStats = p.eth.stats().unwrap_or_default();
+                let through_links = self.link_residence(p.spec.number);
                 PortStats {
                     name: p.spec.name.clone(),
                     number: p.spec.number,
@@ -948,7 +954,13 @@ impl Datapath {
                     uplink: p.plan.link.uplink,
                     link_out: self.link_out(p.spec.number),
                     options: p.spec.options.clone(),
-                    residence: p.counters.residence(),
+                    residence: {
+                        let mut r = p.counters.residence();
+                        r.merge(&through_links.total);
+                        r
+                    },
+                    link_wait: through_links.queue_wait,
+                    latency_p99_us: p.plan.sla.and_then(|s| s.latency_p99_us),
                 }
             })
             .collect();

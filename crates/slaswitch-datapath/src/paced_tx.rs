@@ -22,6 +22,7 @@ use slaswitch_qos::egress::link_scheduler::{LinkPlan, LinkScheduler, QueueView, 
 use slaswitch_qos::link::{LinkPacer, WIRE_OVERHEAD_BYTES};
 
 use crate::counters::PortCounters;
+use crate::histogram::Histogram;
 use crate::spin::{SpinGuard, SpinLock};
 use slaswitch_config::ranges::MAX_PORTS;
 
@@ -100,12 +101,33 @@ impl LinkOut {
     }
 }
 
+/// A frame in a paced link's queue, with the TSC at which its residence in the switch began
+/// (0: not timed, `crate::residence`) and the TSC at which it joined the queue.
+pub(crate) struct Waiting {
+    mbuf: Mbuf,
+    since_tsc: u64,
+    queued_tsc: u64,
+}
+
+/// One source VM's frames that left through the link: their residence in the switch (from the
+/// poll that found them to the link's transmit, the queue included) and their wait in the
+/// link's queue alone, nanoseconds.
+#[derive(Clone, Debug, Default)]
+pub struct LinkResidence {
+    /// From the poll that found each frame to the link's transmit.
+    pub total: Histogram,
+    /// From joining the link's queue to its transmit.
+    pub queue_wait: Histogram,
+}
+
 struct LinkState {
     pacer: LinkPacer,
-    sched: LinkScheduler<Mbuf>,
+    sched: LinkScheduler<Waiting>,
     detector: Option<FallbackDetector>,
     /// The last drain ended with the wire free and frames waiting that the scheduler held.
     held: bool,
+    /// By source port number, made on its first frame.
+    residence: Vec<Option<Box<LinkResidence>>>,
 }
 
 /// One paced port's link, scheduler and queues.
@@ -116,11 +138,22 @@ pub struct PacedLink {
     rate_bps: AtomicU64,
     /// By source port number.
     per_vm: Box<[VmLinkCounters]>,
+    /// Nanoseconds per TSC tick, [`NS_SHIFT`] fraction bits.
+    ns_per_tick: u64,
 }
+
+/// Fraction bits of [`PacedLink`]'s ticks-to-nanoseconds multiplier.
+const NS_SHIFT: u32 = 32;
 
 impl PacedLink {
     /// A link for `plan`; `watch_for_fallback`: the uplink, with its detector running.
-    pub fn new(plan: LinkPlan, watch_for_fallback: bool, now_ns: u64) -> Result<PacedLink, slaswitch_qos::QosError> {
+    /// `tsc_hz` times its frames' residence.
+    pub fn new(
+        plan: LinkPlan,
+        watch_for_fallback: bool,
+        now_ns: u64,
+        tsc_hz: u64,
+    ) -> Result<PacedLink, slaswitch_qos::QosError> {
         let rate_bps = plan.settings.link_rate_bps;
         Ok(PacedLink {
             state: SpinLock::new(LinkState {
@@ -128,10 +161,12 @@ impl PacedLink {
                 sched: LinkScheduler::new(plan, now_ns)?,
                 detector: watch_for_fallback.then(|| FallbackDetector::new(FallbackConfig::default(), now_ns)),
                 held: false,
+                residence: Vec::new(),
             }),
             queued: AtomicUsize::new(0),
             rate_bps: AtomicU64::new(rate_bps),
             per_vm: (0..MAX_PORTS).map(|_| VmLinkCounters::default()).collect(),
+            ns_per_tick: ((1_000_000_000u128 << NS_SHIFT) / u128::from(tsc_hz.max(1))) as u64,
         })
     }
 
@@ -166,6 +201,9 @@ impl PacedLink {
         let rate_bps = plan.settings.link_rate_bps;
         let freed = s.sched.reconfigure(plan, now_ns)?;
         for (q, lost) in gone {
+            if let Some(r) = s.residence.get_mut(q) {
+                *r = None;
+            }
             self.per_vm[q].dropped.fetch_add(lost as u64, Relaxed);
         }
         drop(freed);
@@ -182,6 +220,16 @@ impl PacedLink {
         Ok(())
     }
 
+    /// Source port `number`'s frames that left through this link: residence and queue wait.
+    pub fn residence(&self, number: u16) -> Option<LinkResidence> {
+        self.state.lock().residence.get(usize::from(number))?.as_deref().cloned()
+    }
+
+    /// Frames the latency class sent ahead of the scheduler's choice.
+    pub fn sent_ahead(&self) -> u64 {
+        self.state.lock().sched.sent_ahead()
+    }
+
     /// What each VM has waiting and its state in the scheduler.
     pub fn view(&self, numbers: &[u16]) -> (LinkPlan, Vec<Option<QueueView>>) {
         let mut s = self.state.lock();
@@ -189,12 +237,20 @@ impl PacedLink {
         (s.sched.plan().clone(), views)
     }
 
-    /// Queues `frames` from source port `source` (what its queue cannot take is freed and
-    /// counted as dropped, for the port and for the VM), then sends what the link has had time
-    /// for, as [`Self::drain`] does.
-    pub fn send(&self, frames: &mut MbufBatch, source: u16, port: &TxDevice, now_ns: u64, fallback: &Fallback) {
+    /// Queues `frames` from source port `source`, whose residence began at `since_tsc` (0: not
+    /// timed; what its queue cannot take is freed and counted as dropped, for the port and for
+    /// the VM), then sends what the link has had time for, as [`Self::drain`] does.
+    pub fn send(
+        &self,
+        frames: &mut MbufBatch,
+        source: u16,
+        since_tsc: u64,
+        port: &TxDevice,
+        now_ns: u64,
+        fallback: &Fallback,
+    ) {
         let mut s = self.state.lock();
-        self.enqueue(&mut s, frames, source, now_ns, port.counters);
+        self.enqueue(&mut s, frames, source, since_tsc, now_ns, port.counters);
         self.drain_locked(&mut s, port, now_ns, fallback);
     }
 
@@ -204,7 +260,15 @@ impl PacedLink {
         self.drain_locked(&mut self.state.lock(), port, now_ns, fallback);
     }
 
-    fn enqueue(&self, s: &mut LinkState, frames: &mut MbufBatch, source: u16, now_ns: u64, counters: &PortCounters) {
+    fn enqueue(
+        &self,
+        s: &mut LinkState,
+        frames: &mut MbufBatch,
+        source: u16,
+        since_tsc: u64,
+        now_ns: u64,
+        counters: &PortCounters,
+    ) {
         let t0 = rdtsc();
         if self.queued.load(Relaxed) == 0 && !frames.is_empty() {
             s.pacer.queue_was_empty(now_ns);
@@ -212,7 +276,8 @@ impl PacedLink {
         let mut dropped = 0u64;
         for m in frames.drain() {
             let wire_bytes = m.pkt_len() + WIRE_OVERHEAD_BYTES;
-            match s.sched.enqueue(usize::from(source), wire_bytes, m, now_ns) {
+            let waiting = Waiting { mbuf: m, since_tsc, queued_tsc: t0 };
+            match s.sched.enqueue(usize::from(source), wire_bytes, waiting, now_ns) {
                 Queued::Yes => {}
                 // Dropping the frame the queue gave back frees it.
                 Queued::DroppedOldest(_) | Queued::No(_) => dropped += 1,
@@ -227,6 +292,22 @@ impl PacedLink {
         vm.sched_cycles.fetch_add(rdtsc() - t0, Relaxed);
     }
 
+    /// Times frames that left at `left_tsc`: residence (those timed) and queue wait, per source.
+    fn record_residence(&self, s: &mut LinkState, sources: &[u16], stamps: &[(u64, u64)], left_tsc: u64) {
+        let ns = |ticks: u64| ((u128::from(ticks) * u128::from(self.ns_per_tick)) >> NS_SHIFT) as u64;
+        for (&src, &(since_tsc, queued_tsc)) in sources.iter().zip(stamps) {
+            let i = usize::from(src);
+            if s.residence.len() <= i {
+                s.residence.resize_with(i + 1, || None);
+            }
+            let r = s.residence[i].get_or_insert_with(Box::default);
+            r.queue_wait.record(ns(left_tsc.saturating_sub(queued_tsc)));
+            if since_tsc != 0 {
+                r.total.record(ns(left_tsc.saturating_sub(since_tsc)));
+            }
+        }
+    }
+
     fn drain_locked(&self, s: &mut LinkState, port: &TxDevice, now_ns: u64, fallback: &Fallback) {
         let counters = port.counters;
         if s.held {
@@ -236,6 +317,7 @@ impl PacedLink {
         let mut burst = MbufBatch::new();
         let mut sources = [0u16; MAX_BURST];
         let mut frame_lens = [0u32; MAX_BURST];
+        let mut stamps = [(0u64, 0u64); MAX_BURST];
         loop {
             let t0 = rdtsc();
             let mut n = 0;
@@ -248,10 +330,11 @@ impl PacedLink {
                 let frame_bytes = d.len_bytes - WIRE_OVERHEAD_BYTES;
                 s.pacer.send(frame_bytes);
                 bytes += u64::from(frame_bytes);
-                frame_lens[n] = d.item.pkt_len();
+                frame_lens[n] = d.item.mbuf.pkt_len();
                 sources[n] = d.queue as u16;
+                stamps[n] = (d.item.since_tsc, d.item.queued_tsc);
                 // Room for it: `n` stays below the batch's capacity.
-                let _ = burst.push(d.item);
+                let _ = burst.push(d.item.mbuf);
                 n += 1;
             }
             if n == 0 {
@@ -261,6 +344,7 @@ impl PacedLink {
             let device = SpinGuard::lock(port.lock);
             let sent = burst.tx_burst_retrying(&port.eth, TX_TRIES);
             drop(device);
+            self.record_residence(s, &sources[..sent], &stamps[..sent], rdtsc());
             for (i, (&src, &len)) in sources[..n].iter().zip(&frame_lens[..n]).enumerate() {
                 let vm = &self.per_vm[usize::from(src)];
                 vm.sched_cycles.fetch_add(share, Relaxed);

@@ -175,9 +175,11 @@ impl Pmd {
     ) -> Served {
         let bytes = if ingress.kept > 0 { self.stages.classify(batch, idx, t_rx) } else { 0 };
         let t_classified = rdtsc();
-        self.stages.egress(idx);
+        let paced = self.stages.egress(idx, self.residence[idx].since_tsc());
         let t_sent = rdtsc();
-        self.residence[idx].poll(t_rx, t_sent, ingress.received, ingress.kept, burst);
+        // Frames a paced link took are timed when the link sends them.
+        let left = ingress.kept.saturating_sub(paced);
+        self.residence[idx].poll(t_rx, t_sent, ingress.received, left, burst);
         self.charge_stages(idx, ingress, bytes, [t, t_rx, t_classified, t_sent], decision_cycles)
     }
 

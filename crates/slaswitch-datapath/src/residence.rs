@@ -7,7 +7,9 @@
 //! emptying poll to the end of its egress stage, counted once per frame: the longest any of
 //! its frames can have waited in the ring and the switch, and exactly what one arriving just
 //! after that poll did. It covers the wait for the PMD (the scheduler's doing) and the three
-//! stages; the queue of a paced link is the link's, and not in it. A batch behind a full one
+//! stages. A frame a paced link queues is timed by the link from the same poll to the moment
+//! the link sends it (`crate::paced_tx`), so its residence includes the link's queue (a frame
+//! the egress stage segments counts once per segment there). A batch behind a full one
 //! is not timed: its frames may have been in the ring since before that poll, and nothing
 //! bounds their wait (a backlogged port's latency is its ring's length over its rate).
 
@@ -32,6 +34,13 @@ impl Residence {
     pub(crate) fn new(tsc_hz: u64, frames: Histogram) -> Residence {
         let ns_per_tick = ((1_000_000_000u128 << NS_SHIFT) / u128::from(tsc_hz.max(1))) as u64;
         Residence { drained_at_tsc: 0, ns_per_tick, frames }
+    }
+
+    /// When the residence of the batch being served began: the poll that last emptied the
+    /// ring; 0 when the batch is not timed.
+    #[inline]
+    pub(crate) fn since_tsc(&self) -> u64 {
+        self.drained_at_tsc
     }
 
     /// A poll that ended its rx burst at `rx_tsc` with `received` frames of a burst of up to

@@ -203,8 +203,9 @@ impl Stages {
     /// just classified, polled from rx port `idx`. Frames that carry their sender's offloads are
     /// first made into what their port takes, and those over its MTU dropped (`offload`).
     #[inline]
-    pub(crate) fn egress(&mut self, idx: usize) {
+    pub(crate) fn egress(&mut self, idx: usize, since_tsc: u64) -> usize {
         let source = self.cfg.rx_ports[idx].number;
+        let mut paced = 0;
         while let Some(port) = self.dirty.pop() {
             let p = port as usize;
             let pending = &mut self.out[p];
@@ -217,14 +218,15 @@ impl Stages {
                 let cfg = &self.cfg;
                 let mut send = |batch: &mut MbufBatch| {
                     let bytes = batch.as_slice().iter().map(|m| u64::from(m.pkt_len())).sum();
-                    send(cfg, tx, source, batch, bytes);
+                    paced += send(cfg, tx, source, since_tsc, batch, bytes);
                 };
                 offload::send_prepared(cfg, tx, pending, &mut self.totals[idx].offload, &mut send);
             } else {
-                send(&self.cfg, tx, source, pending, bytes);
+                paced += send(&self.cfg, tx, source, since_tsc, pending, bytes);
             }
             pending.clear();
         }
+        paced
     }
 
     /// Lets every paced port send what its link has had time for. `force` also runs it when
@@ -247,13 +249,16 @@ impl Stages {
 }
 
 /// Sends `pending` (of `bytes`) from port `source` on `tx`: one tx burst, or into the source's
-/// queue on a paced port's link. What the device did not take stays in `pending`.
+/// queue on a paced port's link, which times their residence from `since_tsc`. What the device
+/// did not take stays in `pending`. Returns the frames handed to a paced link.
 #[inline]
-fn send(cfg: &PmdConfig, tx: &TxPort, source: u16, pending: &mut MbufBatch, bytes: u64) {
+fn send(cfg: &PmdConfig, tx: &TxPort, source: u16, since_tsc: u64, pending: &mut MbufBatch, bytes: u64) -> usize {
     match tx.paced.as_ref() {
         Some(link) => {
             let now_ns = tsc_to_ns(rdtsc(), cfg.tsc_hz);
-            link.send(pending, source, &tx.device(), now_ns, &cfg.fallback);
+            let frames = pending.len();
+            link.send(pending, source, since_tsc, &tx.device(), now_ns, &cfg.fallback);
+            frames
         }
         None => {
             let _guard = cfg.shared_tx.then(|| SpinGuard::lock(&tx.lock));
@@ -261,6 +266,7 @@ fn send(cfg: &PmdConfig, tx: &TxPort, source: u16, pending: &mut MbufBatch, byte
             let sent = pending.tx_burst_retrying(&tx.eth, TX_TRIES);
             let unsent_bytes: u64 = pending.as_slice().iter().map(|m| u64::from(m.pkt_len())).sum();
             tx.counters.add_tx(sent as u64, bytes - unsent_bytes, (offered - sent) as u64);
+            0
         }
     }
 }

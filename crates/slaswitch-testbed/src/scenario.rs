@@ -161,6 +161,8 @@ pub struct Variant {
     pub nic_fallback: Option<bool>,
     /// The uplink's link scheduler (slaswitch): fifo, ancs, softbw, pievde or ratelimit.
     pub egress_scheduler: Option<String>,
+    /// The uplink's latency class on or off (slaswitch's `link_latency`).
+    pub link_latency: Option<bool>,
     /// TSO offered to guests in this variant (see [`Host::guest_tso`]).
     pub guest_tso: Option<bool>,
 }
@@ -311,6 +313,8 @@ pub struct Uplink {
     pub nic_fallback: Option<bool>,
     /// slaswitch: the uplink's link scheduler (fifo, ancs, softbw, pievde, ratelimit; default fifo).
     pub egress_scheduler: Option<String>,
+    /// slaswitch: latency-class VMs go ahead of the scheduler on the uplink (default on).
+    pub link_latency: Option<bool>,
     /// A QEMU uplink's port type.
     #[serde(default)]
     pub port: PortType,
@@ -332,6 +336,7 @@ impl Default for Uplink {
             commands: Vec::new(),
             nic_fallback: None,
             egress_scheduler: None,
+            link_latency: None,
             port: PortType::VhostUser,
         }
     }
@@ -439,6 +444,8 @@ pub struct Qos {
     pub link_guarantee: Option<String>,
     /// Frames its queue on the uplink holds (slaswitch).
     pub link_queue_frames: Option<u32>,
+    /// slaswitch: a latency SLO in the purchase, residence p99 in each second, microseconds.
+    pub latency_p99_us: Option<u32>,
 }
 
 impl Qos {
@@ -467,13 +474,14 @@ impl Qos {
             link_min_bps,
             link_max_bps,
             link_guarantee,
-            link_queue_frames
+            link_queue_frames,
+            latency_p99_us
         )
     }
 
     /// (field, value) of every setting present, in a fixed order.
     pub fn settings(&self) -> Vec<(&'static str, u64)> {
-        let fields: [(&str, Option<u64>); 15] = [
+        let fields: [(&str, Option<u64>); 16] = [
             ("ingress_policing_rate_kbps", self.ingress_policing_rate_kbps),
             ("ingress_policing_burst_kb", self.ingress_policing_burst_kb),
             ("ingress_policing_kpps", self.ingress_policing_kpps),
@@ -489,6 +497,7 @@ impl Qos {
             ("link_weight", self.link_weight.map(u64::from)),
             ("link_min_bps", self.link_min_bps),
             ("link_max_bps", self.link_max_bps),
+            ("latency_p99_us", self.latency_p99_us.map(u64::from)),
         ];
         fields.into_iter().filter_map(|(k, v)| v.map(|v| (k, v))).collect()
     }
@@ -1217,6 +1226,9 @@ impl Scenario {
                 }
                 if v.egress_scheduler.is_some() {
                     s.uplink.egress_scheduler = v.egress_scheduler.clone();
+                }
+                if v.link_latency.is_some() {
+                    s.uplink.link_latency = v.link_latency;
                 }
                 if v.guest_tso.is_some() {
                     s.host.guest_tso = v.guest_tso;

@@ -125,10 +125,11 @@ pub fn plan(scenario: &Scenario, step: &Step, dir: &Path) -> SwitchPlan {
                 "bandwidth_bps",
                 "profile_packet_bytes",
                 "profile_batch_packets",
+                "latency_p99_us",
             ]
             .contains(&field)
             {
-                p.unsupported.push(format!("{}: qos.{field} (OVS-DPDK has no minimum guarantee, share weight, priority class, cycle allocation or bandwidth-CPU model)", vm.name));
+                p.unsupported.push(format!("{}: qos.{field} (OVS-DPDK has no minimum guarantee, share weight, priority class, cycle allocation, bandwidth-CPU model or latency SLO)", vm.name));
             }
         }
         if let Some(b) = band {

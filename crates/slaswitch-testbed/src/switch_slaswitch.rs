@@ -112,6 +112,9 @@ pub fn plan(scenario: &Scenario, step: &Step, dir: &Path, tools: &Path) -> Switc
                 if let Some(kind) = &scenario.uplink.egress_scheduler {
                     cmd.push(format!("egress_scheduler={kind}"));
                 }
+                if let Some(on) = scenario.uplink.link_latency {
+                    cmd.push(format!("link_latency={}", if on { "on" } else { "off" }));
+                }
             }
         }
         p.commands.push(cmd);
@@ -151,6 +154,7 @@ pub fn vm_options(q: &Qos) -> Vec<String> {
         ("link_min_bps", q.link_min_bps.or(q.min_rate_kbps.map(|k| k * 1000))),
         ("link_max_bps", q.link_max_bps.or(q.max_rate_kbps.map(|k| k * 1000))),
         ("link_queue_frames", q.link_queue_frames.map(u64::from)),
+        ("latency_p99_us", q.latency_p99_us.map(u64::from)),
     ];
     for (key, value) in numbers {
         if let Some(v) = value {

@@ -11,8 +11,9 @@ use slaswitch_qos::egress::link_scheduler::{LinkPlan, LinkSettings, VmLinkPolicy
 
 use super::{Datapath, PortEntry};
 use crate::error::DatapathError;
-use crate::paced_tx::{LinkOut, PacedLink};
+use crate::paced_tx::{LinkOut, LinkResidence, PacedLink};
 use slaswitch_config::allocation::PortPlan;
+use slaswitch_config::latency_slo::lane_rate_bps;
 use slaswitch_config::link_policy::DEFAULT_TENANT;
 
 /// A tenant of PIE-VDE's first level (seed 004 Sec. IV).
@@ -66,6 +67,10 @@ pub struct LinkVmStats {
     pub guarantee: slaswitch_qos::egress::softbw::Guarantee,
     /// PIE-VDE tenant.
     pub tenant: String,
+    /// The link's latency class: its frames go ahead of the scheduler's choice up to this rate,
+    /// wire bits/s (a latency-class port with a purchase, on a link with `link_latency=on`).
+    #[serde(default)]
+    pub latency_bps: Option<u64>,
     /// Frames its queue holds at most.
     pub queue_limit: usize,
     /// Frames waiting now.
@@ -97,6 +102,9 @@ pub struct LinkStats {
     pub ratelimit_period_us: u64,
     /// Frames waiting in all queues.
     pub queued_frames: usize,
+    /// Frames the latency class sent ahead of the scheduler's choice.
+    #[serde(default)]
+    pub sent_ahead_frames: u64,
     /// Its tenants and their weights.
     pub tenants: BTreeMap<String, u32>,
     /// Every VM (left out when a view puts its own rows there).
@@ -152,6 +160,7 @@ impl Datapath {
                     guarantee: v.guarantee_in_force(p.sla.as_ref()),
                     tenant: tenants.get(&v.tenant).map_or(usize::MAX, |t| t.index),
                     limit_packets: v.queue_frames,
+                    latency_bps: lane_rate_bps(p).filter(|_| e.latency_lane),
                 };
                 (usize::from(numbers[name]), policy)
             })
@@ -176,7 +185,7 @@ impl Datapath {
             let watch = entry.plan.link.nic_fallback;
             match &entry.paced {
                 Some(link) => link.configure(link_plan, watch, now_ns)?,
-                None => entry.paced = Some(Arc::new(PacedLink::new(link_plan, watch, now_ns)?)),
+                None => entry.paced = Some(Arc::new(PacedLink::new(link_plan, watch, now_ns, self.eal.tsc_hz())?)),
             }
         }
         Ok(())
@@ -189,6 +198,16 @@ impl Datapath {
             out.add(link.vm_counters(number).read());
         }
         out
+    }
+
+    /// Port `number`'s frames that left through paced links, every link together.
+    pub(super) fn link_residence(&self, number: u16) -> LinkResidence {
+        let mut all = LinkResidence::default();
+        for r in self.ports.values().filter_map(|p| p.paced.as_ref()?.residence(number)) {
+            all.total.merge(&r.total);
+            all.queue_wait.merge(&r.queue_wait);
+        }
+        all
     }
 
     /// The scheduler of paced port `name` and every VM in it.
@@ -213,6 +232,7 @@ impl Datapath {
                 max_bps: policy.max_bps,
                 guarantee: policy.guarantee,
                 tenant: tenant_name(policy.tenant),
+                latency_bps: policy.latency_bps,
                 queue_limit: policy.limit_packets,
                 queued_frames: view.packets,
                 queued_bytes: view.bytes,
@@ -230,6 +250,7 @@ impl Datapath {
             ancs_period_us: s.ancs_period_ns / 1_000,
             ratelimit_period_us: s.ratelimit_period_ns / 1_000,
             queued_frames: link.queued(),
+            sent_ahead_frames: link.sent_ahead(),
             tenants: self.tenants(),
             vms,
         })

@@ -259,11 +259,25 @@ impl<T> Ancs<T> {
                 credit_next += vif.remain_credit.max(0.0);
             }
             vif.credit_peak = vif.credit_fair + bonus_of[i];
-            vif.remain_credit = vif.credit_peak;
+            // A debt (frames the link's latency class sent ahead) is paid from this period's
+            // credit, at most a period's worth; without one this is Fig. 3's reset.
+            let debt = vif.remain_credit.min(0.0).max(-vif.credit_peak);
+            vif.remain_credit = vif.credit_peak + debt;
         }
         self.credit_next = credit_next;
         for q in self.out_of_credit.drain(..) {
             self.ring.push_back(q);
+        }
+    }
+}
+
+impl<T> Ancs<T> {
+    /// Starts the periods that have begun by `now_ns`.
+    fn roll_period(&mut self, now_ns: u64) {
+        if now_ns >= self.next_period_ns {
+            self.account();
+            let periods = (now_ns - self.next_period_ns) / self.config.period_ns + 1;
+            self.next_period_ns += periods * self.config.period_ns;
         }
     }
 }
@@ -280,11 +294,7 @@ impl<T> EgressScheduler<T> for Ancs<T> {
     }
 
     fn dequeue(&mut self, now_ns: u64) -> Option<Dequeued<T>> {
-        if now_ns >= self.next_period_ns {
-            self.account();
-            let periods = (now_ns - self.next_period_ns) / self.config.period_ns + 1;
-            self.next_period_ns += periods * self.config.period_ns;
-        }
+        self.roll_period(now_ns);
         while let Some(&queue) = self.ring.front() {
             let Some(len) = self.queues.head_len(queue) else {
                 self.ring.pop_front();
@@ -319,6 +329,16 @@ impl<T> EgressScheduler<T> for Ancs<T> {
             return Some(Dequeued { queue, len_bytes, item });
         }
         None
+    }
+
+    fn dequeue_from(&mut self, queue: QueueIndex, now_ns: u64) -> Option<Dequeued<T>> {
+        self.roll_period(now_ns);
+        let vif = self.vifs.get_mut(queue)?.as_mut()?;
+        let (len_bytes, item) = self.queues.pop(queue)?;
+        // Paid from its period's credit like any departure; a debt delays its next turn. Its
+        // place in the round robin stays and is skipped if found empty.
+        vif.remain_credit -= f64::from(len_bytes);
+        Some(Dequeued { queue, len_bytes, item })
     }
 
     fn queues(&self) -> &PacketQueues<T> {

@@ -54,6 +54,12 @@ impl<T> EgressScheduler<T> for Fifo<T> {
         None
     }
 
+    fn dequeue_from(&mut self, queue: QueueIndex, _now_ns: u64) -> Option<Dequeued<T>> {
+        // Its entry in the order stays and is skipped when found empty, as after a head drop.
+        let (len_bytes, item) = self.queues.pop(queue)?;
+        Some(Dequeued { queue, len_bytes, item })
+    }
+
     fn queues(&self) -> &PacketQueues<T> {
         &self.queues
     }

@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 
 use super::ancs::{Ancs, AncsConfig, AncsPolicy};
 use super::fifo::Fifo;
+use super::latency_lane::LatencyLane;
 use super::pievde::PieVde;
 use super::ratelimit::{RateLimit, RateLimitConfig};
 use super::softbw::{Guarantee, SoftBw, SoftBwConfig};
@@ -122,6 +123,9 @@ pub struct VmLinkPolicy {
     pub tenant: usize,
     /// Frames its queue holds.
     pub limit_packets: usize,
+    /// The link's latency class: its frames go ahead of the scheduler's choice up to this
+    /// rate, wire bits/s ([`LatencyLane`]); `None`: it waits its turn.
+    pub latency_bps: Option<u64>,
 }
 
 impl VmLinkPolicy {
@@ -134,6 +138,7 @@ impl VmLinkPolicy {
             guarantee: Guarantee::Fairness,
             tenant: 0,
             limit_packets,
+            latency_bps: None,
         }
     }
 
@@ -269,6 +274,7 @@ pub enum Queued<T> {
 /// Any egress scheduler on one link, reconfigured live.
 pub struct LinkScheduler<T> {
     inner: Inner<T>,
+    lane: LatencyLane,
     plan: LinkPlan,
 }
 
@@ -369,7 +375,11 @@ impl<T> LinkScheduler<T> {
     pub fn new(plan: LinkPlan, now_ns: u64) -> Result<Self, QosError> {
         plan.validate()?;
         let inner = build(&plan, now_ns)?;
-        Ok(LinkScheduler { inner, plan })
+        let mut lane = LatencyLane::default();
+        for (&q, vm) in &plan.vms {
+            lane.set(q, vm.latency_bps, now_ns);
+        }
+        Ok(LinkScheduler { inner, lane, plan })
     }
 
     /// The plan in force.
@@ -411,6 +421,14 @@ impl<T> LinkScheduler<T> {
             self.inner = fresh;
         } else {
             self.apply_in_place(&plan, now_ns, &mut freed)?;
+        }
+        for &q in self.plan.vms.keys().filter(|q| !plan.vms.contains_key(q)) {
+            self.lane.set(q, None, now_ns);
+        }
+        for (&q, vm) in &plan.vms {
+            if self.plan.vms.get(&q).map(|o| o.latency_bps) != Some(vm.latency_bps) {
+                self.lane.set(q, vm.latency_bps, now_ns);
+            }
         }
         self.plan = plan;
         Ok(freed)
@@ -464,10 +482,22 @@ impl<T> LinkScheduler<T> {
         }
     }
 
-    /// The next packet the scheduler lets onto the link now.
+    /// The next packet onto the link now: a latency-class VM's within its purchase, else the
+    /// scheduler's choice.
     #[inline]
     pub fn dequeue(&mut self, now_ns: u64) -> Option<Dequeued<T>> {
-        self.inner.sched().dequeue(now_ns)
+        let sched = self.inner.sched();
+        if !self.lane.is_empty() {
+            if let Some(d) = self.lane.dequeue(sched, now_ns) {
+                return Some(d);
+            }
+        }
+        sched.dequeue(now_ns)
+    }
+
+    /// Frames the latency class sent ahead of the scheduler's choice so far.
+    pub fn sent_ahead(&self) -> u64 {
+        self.lane.sent_ahead()
     }
 
     /// Packets waiting in all queues.

@@ -18,6 +18,7 @@
 pub mod ancs;
 pub mod fifo;
 pub mod fill;
+pub mod latency_lane;
 pub mod link_scheduler;
 pub mod pievde;
 pub mod queues;
@@ -48,6 +49,11 @@ pub trait EgressScheduler<T> {
     fn enqueue(&mut self, queue: QueueIndex, len_bytes: u32, item: T, now_ns: u64) -> Result<(), T>;
     /// The next packet to transmit now, or `None` if none may go now.
     fn dequeue(&mut self, now_ns: u64) -> Option<Dequeued<T>>;
+    /// Sends `queue`'s oldest packet now, ahead of the scheduler's own choice, and accounts it
+    /// as the scheduler accounts its own departures (credit, error, deficit, tokens): how the
+    /// link's latency class ([`latency_lane`]) changes who goes first without changing anyone's
+    /// share. `None` when the queue is empty or unknown.
+    fn dequeue_from(&mut self, queue: QueueIndex, now_ns: u64) -> Option<Dequeued<T>>;
     /// The packets waiting.
     fn queues(&self) -> &PacketQueues<T>;
     /// Packets queued across all queues.

@@ -24,7 +24,8 @@ struct Tenant {
 #[derive(Clone, Copy, Debug)]
 struct Vm {
     tenant: usize,
-    deficit_bytes: u64,
+    /// Negative: frames the link's latency class sent ahead of its turns, paid from the next.
+    deficit_bytes: i64,
 }
 
 /// PIE-VDE (seed 004): two-level proportional share over VTRR.
@@ -163,8 +164,8 @@ impl<T> EgressScheduler<T> for PieVde<T> {
             if let Some(queue) = self.turn {
                 let vm = self.vms[queue].as_mut().expect("turn of a known VM");
                 if let Some(len) = self.queues.head_len(queue) {
-                    if u64::from(len) <= vm.deficit_bytes {
-                        vm.deficit_bytes -= u64::from(len);
+                    if i64::from(len) <= vm.deficit_bytes {
+                        vm.deficit_bytes -= i64::from(len);
                         let tenant = vm.tenant;
                         let (len_bytes, item) = self.queues.pop(queue).expect("head exists");
                         if !self.queues.is_backlogged(queue) {
@@ -179,9 +180,27 @@ impl<T> EgressScheduler<T> for PieVde<T> {
             // Open the next turn: VTRR picks a tenant, the tenant's VTRR picks one of its VMs.
             let tenant = self.tenant_sched.pick()?;
             let queue = self.tenant_mut(tenant).vms.pick()?;
-            self.vms[queue].as_mut().expect("runnable VM").deficit_bytes += self.quantum_bytes;
+            self.vms[queue].as_mut().expect("runnable VM").deficit_bytes += self.quantum_bytes as i64;
             self.turn = Some(queue);
         }
+    }
+
+    fn dequeue_from(&mut self, queue: QueueIndex, _now_ns: u64) -> Option<Dequeued<T>> {
+        let vm = self.vms.get_mut(queue)?.as_mut()?;
+        let tenant = vm.tenant;
+        let (len_bytes, item) = self.queues.pop(queue)?;
+        // Out of its deficit, as a departure in its own turn would be, into debt if need be.
+        // At most a few turns' worth: PIE-VDE's shares know no purchase, so a VM whose purchase
+        // exceeds its weight's share gets its purchase, not less.
+        let floor = -4 * self.quantum_bytes as i64;
+        vm.deficit_bytes = (vm.deficit_bytes - i64::from(len_bytes)).max(floor);
+        if !self.queues.is_backlogged(queue) {
+            self.vm_emptied(queue, tenant);
+            if self.turn == Some(queue) {
+                self.turn = None;
+            }
+        }
+        Some(Dequeued { queue, len_bytes, item })
     }
 
     fn queues(&self) -> &PacketQueues<T> {

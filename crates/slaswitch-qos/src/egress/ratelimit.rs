@@ -246,6 +246,19 @@ impl<T> EgressScheduler<T> for RateLimit<T> {
         None
     }
 
+    fn dequeue_from(&mut self, queue: QueueIndex, _now_ns: u64) -> Option<Dequeued<T>> {
+        // Only a frame its limiter released: a latency class here is a priority queue of the
+        // NIC behind the limiters, so it reorders the NIC's queue and never passes a limit.
+        let v = self.state.get_mut(queue)?.as_mut()?;
+        if v.released == 0 {
+            return None;
+        }
+        // An entry of the order now stands for a later frame of the same VM.
+        v.released -= 1;
+        let (len_bytes, item) = self.queues.pop(queue).expect("a released frame waits");
+        Some(Dequeued { queue, len_bytes, item })
+    }
+
     fn queues(&self) -> &PacketQueues<T> {
         &self.queues
     }

@@ -381,6 +381,15 @@ impl<T> EgressScheduler<T> for SoftBw<T> {
         None
     }
 
+    fn dequeue_from(&mut self, queue: QueueIndex, now_ns: u64) -> Option<Dequeued<T>> {
+        if !matches!(self.state.get(queue), Some(Some(_))) || !self.queues.is_backlogged(queue) {
+            return None;
+        }
+        // A departure its guarantee paid for (Eqs. 4-6): it moves the queue's error and
+        // time-to-send, so a VM that goes ahead waits that much longer for its next turn.
+        Some(self.send(queue, now_ns, true))
+    }
+
     fn queues(&self) -> &PacketQueues<T> {
         &self.queues
     }

@@ -44,6 +44,8 @@ pub struct MetricsSnapshot {
     pub tsc_hz: u64,
     /// The packet pool's mbufs: (in use, in all).
     pub mbufs: (u32, u32),
+    /// Every port with a latency SLO, and how it has been kept.
+    pub slo: Vec<(String, crate::protocol::slo::SloStatus)>,
 }
 
 /// The snapshot in the OpenMetrics text format (`prometheus-client`'s encoder), which
@@ -123,6 +125,7 @@ impl Collector for MetricsSnapshot {
         port_families(&mut family, &self.ports);
         pmd_families(&mut family, &self.pmds);
         link_families(&mut family, &self.links);
+        slo_families(&mut family, &self.slo);
         family("slaswitch_tsc_hz", "gauge", "TSC frequency, to turn cycles into seconds.", vec![(vec![], self.tsc_hz)]);
         family(
             "slaswitch_mbufs_in_use",
@@ -154,7 +157,7 @@ impl Collector for MetricsSnapshot {
 fn residence_family(e: &mut DescriptorEncoder, ports: &[PortStats]) -> std::fmt::Result {
     let mut family = e.encode_descriptor(
         "slaswitch_port_residence_seconds",
-        "Time the port's frames spent in the switch, from the poll after which they arrived to the end of their egress stage.",
+        "Time the port's frames spent in the switch, from the poll after which they arrived to the moment the switch sent them (a paced link's queue included).",
         None,
         MetricType::Histogram,
     )?;
@@ -177,6 +180,34 @@ fn residence_family(e: &mut DescriptorEncoder, ports: &[PortStats]) -> std::fmt:
         )?;
     }
     Ok(())
+}
+
+/// Each latency SLO: its target, the seconds judged, and the missed ones by cause.
+fn slo_families(family: &mut Family<'_>, slo: &[(String, crate::protocol::slo::SloStatus)]) {
+    use crate::protocol::slo::MissCause;
+    let port = |n: &String| vec![("port", n.clone())];
+    family(
+        "slaswitch_port_slo_latency_p99_us",
+        "gauge",
+        "The port's latency SLO: residence p99 in each second, microseconds.",
+        slo.iter().map(|(n, s)| (port(n), u64::from(s.latency_p99_us))).collect(),
+    );
+    family(
+        "slaswitch_port_slo_seconds_total",
+        "counter",
+        "Seconds in which the port sent frames the switch timed against its SLO.",
+        slo.iter().map(|(n, s)| (port(n), s.seconds)).collect(),
+    );
+    family(
+        "slaswitch_port_slo_missed_seconds_total",
+        "counter",
+        "Seconds whose residence p99 was above the port's SLO, by cause (switch, link_queue, pmd_stall).",
+        slo.iter()
+            .flat_map(|(n, s)| {
+                MissCause::ALL.map(|c| (vec![("port", n.clone()), ("cause", c.name().to_string())], s.missed(c)))
+            })
+            .collect(),
+    );
 }
 
 /// Each paced port's scheduler, per source VM (`link-show`).

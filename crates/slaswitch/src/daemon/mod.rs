@@ -9,6 +9,7 @@ pub mod control_plane;
 mod link_view;
 pub mod metrics;
 mod rates;
+mod slo;
 mod views;
 
 use std::path::PathBuf;
@@ -34,6 +35,8 @@ pub struct Daemon {
     latest: Option<Snapshot>,
     /// Where the bandwidth-CPU model is read from.
     model_path: PathBuf,
+    /// Every latency SLO, second by second.
+    slo: slo::SloLedger,
 }
 
 /// Reads a bandwidth-CPU model file; `None` when there is none.
@@ -57,7 +60,15 @@ impl Daemon {
             // A broken model must not keep the switch down: ports with purchases say why.
             Err(e) => tracing::warn!("{e}"),
         }
-        let mut d = Daemon { dp, store, unrestored_ports: Vec::new(), previous: None, latest: None, model_path };
+        let mut d = Daemon {
+            dp,
+            store,
+            unrestored_ports: Vec::new(),
+            previous: None,
+            latest: None,
+            model_path,
+            slo: slo::SloLedger::default(),
+        };
         for (name, weight) in saved.tenants {
             if let Err(e) = d.dp.set_tenant(&name, weight) {
                 tracing::warn!("tenant {name} not restored: {e}");
@@ -107,6 +118,9 @@ impl Daemon {
         let links = self.dp.paced_ports().iter().filter_map(|n| self.dp.link_stats(n).ok()).collect();
         let snap = Snapshot { at: Instant::now(), ports: self.dp.port_stats(), pmds: self.dp.pmd_stats(), links };
         self.previous = self.latest.replace(snap);
+        if let (Some(old), Some(new)) = (&self.previous, &self.latest) {
+            self.slo.observe(old, new, self.dp.tsc_hz());
+        }
     }
 
     /// Every counter now, for the metrics endpoint to encode without the daemon.
@@ -119,6 +133,7 @@ impl Daemon {
             links,
             tsc_hz: self.dp.tsc_hz(),
             mbufs: self.dp.mbufs(),
+            slo: self.slo.all(),
         }
     }
 
@@ -160,15 +175,11 @@ impl Daemon {
                 let (ports, pmds, rates) = (self.dp.port_stats(), self.dp.pmd_stats(), self.rates());
                 let links = self.link_rows();
                 let wanted = name.as_deref();
-                Response::QosShow(Box::new(views::qos_show(
-                    &self.dp,
-                    &ports,
-                    &pmds,
-                    &rates,
-                    &links,
-                    wanted,
-                    &self.model_path,
-                )?))
+                let mut reply = views::qos_show(&self.dp, &ports, &pmds, &rates, &links, wanted, &self.model_path)?;
+                for p in &mut reply.ports {
+                    p.latency_slo = self.slo.status(&p.name);
+                }
+                Response::QosShow(Box::new(reply))
             }
             Request::LoadModel { path } => Response::ModelLoaded(self.load_model(path)?),
             Request::ModelShow => match self.dp.model() {

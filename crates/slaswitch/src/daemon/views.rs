@@ -129,6 +129,7 @@ fn qos_port(
     let CpuQosState { tokens_cycles, class, place, forgiven_cycles } = p.cpu_qos;
     QosPortView {
         name: p.name.clone(),
+        latency_slo: None,
         pmd_core: p.pmd_core,
         cycles_per_sec: p.cycles_per_sec,
         drift_factor: drift,

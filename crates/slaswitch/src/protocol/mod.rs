@@ -10,6 +10,7 @@ mod render;
 mod render_link;
 mod render_qos;
 pub mod replies;
+pub mod slo;
 pub mod stats;
 
 use std::collections::BTreeMap;

@@ -42,6 +42,9 @@ pub enum CyclesFrom {
 pub struct QosPortView {
     /// The port.
     pub name: String,
+    /// Its latency SLO and how it has been kept, when its purchase has one.
+    #[serde(default)]
+    pub latency_slo: Option<super::slo::SloStatus>,
     /// The core of its PMD.
     pub pmd_core: usize,
     /// Its allocation, cycles per second (0: unlimited).

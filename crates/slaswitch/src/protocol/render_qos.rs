@@ -62,6 +62,11 @@ impl Display for QosShowReply {
         for p in self.ports.iter().filter(|p| p.allocation.is_some()) {
             f.write_str(&allocation_working(p))?;
         }
+        for p in &self.ports {
+            if let Some(s) = &p.latency_slo {
+                f.write_str(&slo_line(&p.name, s))?;
+            }
+        }
         let fb = &self.fallback;
         match &fb.uplink {
             Some(up) => writeln!(
@@ -158,4 +163,28 @@ fn allocation_working(p: &QosPortView) -> String {
         );
     }
     out
+}
+
+/// A port's latency SLO: seconds kept and missed, by cause, and the last miss.
+fn slo_line(name: &str, s: &super::slo::SloStatus) -> String {
+    use super::slo::MissCause;
+    let causes: Vec<String> = MissCause::ALL.iter().map(|&c| format!("{} {}", c.name(), s.missed(c))).collect();
+    let mut line = format!(
+        "\n{name}: latency SLO p99 <= {} us: {} of {} seconds missed ({})",
+        s.latency_p99_us,
+        s.missed_seconds,
+        s.seconds,
+        causes.join(", ")
+    );
+    if let Some(m) = s.last_miss {
+        line += &format!(
+            "; last at {:.0} s: p99 {:.1} us, link queue p99 {:.1} us, PMD stalled {:.0} us ({})",
+            m.at_secs,
+            m.p99_us,
+            m.link_wait_p99_us,
+            m.stalled_us,
+            m.cause.name()
+        );
+    }
+    line + "\n"
 }
