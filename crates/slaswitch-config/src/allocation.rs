@@ -20,44 +20,9 @@ pub fn deliverable_cycles_per_sec(capacity: u64) -> u64 {
     (capacity as f64 * DELIVERABLE_CORE_SHARE) as u64
 }
 
-use crate::bandwidth::{BandwidthSla, LinkSpec};
-use crate::cpu_qos::CpuQos;
 use crate::error::ConfigError;
-use crate::link_policy::{EgressSpec, VmLinkSpec};
-use crate::policing::PolicingSpec;
-use crate::port::PortSpec;
-use crate::port_settings::PortSettings;
 
-/// What one port is to get.
-#[derive(Clone, Debug, PartialEq)]
-pub struct PortPlan {
-    /// Its C2QoS settings, with the model's cycles filled in.
-    pub cpu_qos: CpuQos,
-    /// Its ingress policing.
-    pub policing: Option<PolicingSpec>,
-    /// Descriptors of its tx ring, which a paced link's queue matches.
-    pub tx_ring_descriptors: u16,
-    /// What its VM purchased.
-    pub sla: Option<BandwidthSla>,
-    /// The model's working when the cycles come from it.
-    pub allocation: Option<Allocation>,
-    /// Its line rate and uplink role.
-    pub link: LinkSpec,
-    /// Its link's scheduler, when paced.
-    pub egress: EgressSpec,
-    /// Its settings on paced ports' schedulers.
-    pub vm_link: VmLinkSpec,
-}
-
-/// A port as the planner sees it.
-pub struct Candidate<'a> {
-    /// Its configuration.
-    pub spec: &'a PortSpec,
-    /// Its options as typed settings, parsed once when they were set ([`PortSpec::validate`]).
-    pub settings: &'a PortSettings,
-    /// The core of the PMD that would poll it.
-    pub pmd_core: usize,
-}
+pub use crate::port_plan::{Candidate, PortPlan};
 
 /// Plans every port. `changed` names the port being changed, for the error messages.
 pub fn plan(
@@ -248,7 +213,8 @@ pub fn example_model() -> BandwidthModel {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::port::PortType;
+    use crate::port::{PortSpec, PortType};
+    use crate::port_settings::PortSettings;
 
     fn model() -> BandwidthModel {
         example_model()

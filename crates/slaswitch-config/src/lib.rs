@@ -14,6 +14,7 @@ pub mod link_policy;
 pub mod names;
 pub mod policing;
 pub mod port;
+pub mod port_plan;
 pub mod port_settings;
 pub mod ranges;
 
