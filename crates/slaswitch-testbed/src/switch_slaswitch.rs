@@ -214,6 +214,8 @@ pub struct Slaswitch {
     cluster_tenant: Option<String>,
     /// etcd and the master, once started.
     fleet: Option<crate::fleet::Fleet>,
+    /// A VM's purchase has a latency SLO: the samples count its seconds and misses.
+    slo: bool,
     child: Option<Child>,
 }
 
@@ -229,6 +231,7 @@ impl Slaswitch {
             c2tb_bucket_us: scenario.host.c2tb_bucket_us,
             cluster_tenant: scenario.cluster.as_ref().map(|c| c.tenant.clone()),
             fleet: None,
+            slo: scenario.vms.iter().any(|v| v.qos.latency_p99_us.is_some()),
             child: None,
         }
     }
@@ -247,6 +250,27 @@ impl Slaswitch {
         let mut a = args.to_vec();
         a.push("--json");
         serde_json::from_str(&self.cli(&a)?).map_err(|e| anyhow!("slaswitch {}: {e}", args.join(" ")))
+    }
+}
+
+impl Slaswitch {
+    /// Each SLO's seconds judged and missed, by cause (`qos-show`), as counters.
+    fn slo_readings(&self) -> Vec<Reading> {
+        let mut out = Vec::new();
+        let Ok(qos) = self.json(&["qos-show"]) else { return out };
+        for p in qos["ports"].as_array().into_iter().flatten() {
+            let (name, slo) = (p["name"].as_str().unwrap_or("?"), &p["latency_slo"]);
+            if slo.is_null() {
+                continue;
+            }
+            out.push(Reading::counter(name, "slo_seconds", slo["seconds"].as_f64().unwrap_or(0.0)));
+            out.push(Reading::counter(name, "slo_missed_seconds", slo["missed_seconds"].as_f64().unwrap_or(0.0)));
+            for (i, cause) in ["switch", "link_queue", "pmd_stall"].iter().enumerate() {
+                let n = slo["missed_by_cause"][i].as_f64().unwrap_or(0.0);
+                out.push(Reading::counter(name, &format!("slo_missed_{cause}"), n));
+            }
+        }
+        out
     }
 }
 
@@ -331,6 +355,9 @@ impl Driver for Slaswitch {
                     }
                 }
             }
+        }
+        if self.slo {
+            out.extend(self.slo_readings());
         }
         if let Ok(ports) = self.json(&["port-stats"]) {
             for p in ports["ports"].as_array().into_iter().flatten() {
