@@ -191,6 +191,12 @@ pub fn from_readings(times: &[f64], readings: &[Vec<Reading>], switch: &str, ste
         for r in readings[i].iter().filter(|r| !r.counter) {
             push(&r.subject, &r.metric, r.value);
         }
+        // Each latency SLO's seconds judged and missed in the interval, by cause.
+        for r in readings[i].iter().filter(|r| r.counter && r.metric.starts_with("slo_")) {
+            if let Some(d) = delta(&r.subject, &r.metric) {
+                push(&r.subject, &r.metric, d);
+            }
+        }
         // The hypervisor's steal from each core (host_steal::readings).
         for r in readings[i].iter().filter(|r| r.counter && r.metric == crate::host_steal::STEAL_TICKS) {
             if let (Some(steal), Some(ticks)) =

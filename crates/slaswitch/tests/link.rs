@@ -21,6 +21,8 @@ fn link_settings_are_validated_admitted_whole_and_persisted() {
     for (port, kv, want) in [
         ("up", "egress_scheduler=wfq", "egress_scheduler=wfq: one of fifo, ancs, softbw, pievde, ratelimit"),
         ("up", "link_drop=random", "link_drop=random: tail or head"),
+        ("up", "link_latency=maybe", "link_latency=maybe: on or off"),
+        ("vm1", "latency_p99_us=50", "latency_p99_us=50: an SLO is part of a purchase"),
         ("vm1", "link_guarantee=strict:0", "link_guarantee=strict:0"),
         ("vm1", "link_weight=0", "link_weight=0: a whole number from 1 to 10000"),
         ("vm1", "link_queue_frames=0", "link_queue_frames=0"),
@@ -63,6 +65,27 @@ fn link_settings_are_validated_admitted_whole_and_persisted() {
     assert!(row("vm1")["state"].get("softbw").is_some(), "{}", row("vm1"));
     let qos = sw.json(&["qos-show", "vm2"]);
     assert_eq!(qos["ports"][0]["link"]["guarantee"], "strict:406400000", "qos-show explains the link half");
+
+    // The link's latency class and a latency SLO: only for a latency class, and only above
+    // what the class can promise (here the uplink's part: two full frames at 1 Gbit/s).
+    let (ok, _, err) = sw.cli(&["set-port", "vm2", "latency_p99_us=100"]);
+    assert!(!ok && err.contains("latency_p99_us=100") && err.contains("priority 1 or 2"), "{err}");
+    let (ok, _, err) = sw.cli(&["set-port", "vm2", "priority=1", "latency_p99_us=20"]);
+    assert!(!ok && err.contains("24.7 us on the uplink"), "{err}");
+    sw.ok(&["set-port", "vm2", "priority=1", "latency_p99_us=100"]);
+    let lane = sw.json(&["link-show", "up"]);
+    let vm2_lane = lane["vms"].as_array().unwrap().iter().find(|v| v["name"] == "vm2").unwrap()["latency_bps"].clone();
+    assert_eq!(vm2_lane, 406_400_000u64, "its frames go ahead up to its purchase on the wire");
+    let (ok, _, err) = sw.cli(&["set-port", "up", "link_latency=off"]);
+    assert!(!ok && err.contains("link_latency=off"), "an SLO in force keeps the class on: {err}");
+    let slo = (0..50)
+        .find_map(|_| {
+            let q = sw.json(&["qos-show", "vm2"]);
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            Some(q["ports"][0]["latency_slo"].clone()).filter(|s| !s.is_null())
+        })
+        .expect("qos-show shows the SLO once the switch has sampled");
+    assert_eq!(slo["latency_p99_us"], 100);
     // A port that is not paced has no scheduler to show.
     let (ok, _, err) = sw.cli(&["link-show", "vm1"]);
     assert!(!ok && err.contains("not paced"), "{err}");
@@ -167,5 +190,73 @@ fn each_scheduler_shares_real_tcp_by_its_rule() {
         assert!((lo..=hi).contains(&share), "{label}: vm1's share {share:.3} is outside {lo}-{hi}");
         assert!(a + b > 0.85 * 188.3, "{label}: the link carried only {:.1} Mbit/s of 188", a + b);
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+const LANE: &str = r#"
+title = "CI: a light latency-class VM beside bulk TCP on a full 200 Mbit/s uplink, the link's latency class on and off"
+duration_secs = 8
+switches = ["slaswitch"]
+[uplink]
+name = "server"
+kind = "namespace"
+line_rate = "200mbps"
+commands = ["iperf3 -s -p 5201", "iperf3 -s -p 5202"]
+[[vm]]
+name = "probe"
+kind = "namespace"
+commands = ["ping -q -i 0.01 -c 700 {uplink_ip}"]
+[[vm]]
+name = "b"
+kind = "namespace"
+count = 2
+commands = ["iperf3 -c {uplink_ip} -p $((5200 + {index})) -P 4 -t {duration} -J"]
+[[variant]]
+name = "lane"
+switch = "slaswitch"
+qos.probe = { priority = 1, bandwidth_bps = 2000000, cycles_per_sec = 20000000, latency_p99_us = 100000 }
+[[variant]]
+name = "no-lane"
+switch = "slaswitch"
+link_latency = false
+qos.probe = { priority = 1, bandwidth_bps = 2000000, cycles_per_sec = 20000000 }
+"#;
+
+/// Per-second values of `metric` of `subject` (the switch's own figures) under `label`, 3-8 s.
+fn switch_series(samples: &str, label: &str, subject: &str, metric: &str) -> Vec<f64> {
+    samples
+        .lines()
+        .filter(|l| l.starts_with(&format!("{label},")) && l.contains(&format!(",switch,{subject},{metric},")))
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            let t: f64 = f[2].parse().ok()?;
+            (t > 3.0).then(|| f[6].parse().ok())?
+        })
+        .collect()
+}
+
+/// The probe pings through a FIFO uplink that two bulk VMs keep full. With the link's latency
+/// class its frames go ahead of the bulk (within its purchase): its residence in the switch,
+/// the link's queue included, stays far below what it is without, where it waits behind the
+/// bulk's queue; and the switch judges its SLO every second.
+#[test]
+fn the_links_latency_class_sends_a_light_vm_ahead_of_bulk_tcp() {
+    let _g = serial();
+    if !can_run_with(&[Component::Iperf3, Component::Namespaces]) {
+        return;
+    }
+    let (dir, out) = run_experiment("link-lane", LANE, &[]);
+    let samples = std::fs::read_to_string(out.join("samples.csv")).unwrap();
+    let median = |mut v: Vec<f64>| {
+        assert!(!v.is_empty(), "no samples");
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let lane = median(switch_series(&samples, "slaswitch/lane", "probe", "residence_p99_us"));
+    let queued = median(switch_series(&samples, "slaswitch/no-lane", "probe", "residence_p99_us"));
+    eprintln!("probe residence p99: {lane:.0} us with the link's latency class, {queued:.0} us without");
+    assert!(lane * 5.0 < queued, "with the latency class {lane:.0} us, without {queued:.0} us");
+    let judged: f64 = switch_series(&samples, "slaswitch/lane", "probe", "slo_seconds").iter().sum();
+    assert!(judged >= 3.0, "the switch judged {judged} seconds of the probe's SLO");
     let _ = std::fs::remove_dir_all(&dir);
 }
