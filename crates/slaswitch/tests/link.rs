@@ -146,17 +146,23 @@ switch = "slaswitch"
 egress_scheduler = "ratelimit"
 "#;
 
-/// Mean iperf3 goodput of `vm` under configuration `label`, seconds 2 to 5.
-fn goodput(samples: &str, label: &str, vm: &str) -> f64 {
-    let v: Vec<f64> = samples
+/// Per-second values of `metric` of `subject` from `source` (`app`: the VMs' programs,
+/// `switch`: its own figures) under configuration `label`, in seconds `from` (excluded) to `to`.
+fn series(samples: &str, label: &str, source: &str, subject: &str, metric: &str, [from, to]: [f64; 2]) -> Vec<f64> {
+    samples
         .lines()
-        .filter(|l| l.starts_with(&format!("{label},")) && l.contains(&format!(",app,{vm},iperf3_mbps,")))
+        .filter(|l| l.starts_with(&format!("{label},")) && l.contains(&format!(",{source},{subject},{metric},")))
         .filter_map(|l| {
             let f: Vec<&str> = l.split(',').collect();
             let t: f64 = f[2].parse().ok()?;
-            (t > 2.0 && t <= 5.0).then(|| f[6].parse().ok())?
+            (t > from && t <= to).then(|| f[6].parse().ok())?
         })
-        .collect();
+        .collect()
+}
+
+/// Mean iperf3 goodput of `vm` under configuration `label`, seconds 2 to 5.
+fn goodput(samples: &str, label: &str, vm: &str) -> f64 {
+    let v = series(samples, label, "app", vm, "iperf3_mbps", [2.0, 5.0]);
     assert!(!v.is_empty(), "{label} {vm}: no iperf3 samples");
     v.iter().sum::<f64>() / v.len() as f64
 }
@@ -222,19 +228,6 @@ link_latency = false
 qos.probe = { priority = 1, bandwidth_bps = 2000000, cycles_per_sec = 20000000 }
 "#;
 
-/// Per-second values of `metric` of `subject` (the switch's own figures) under `label`, 3-8 s.
-fn switch_series(samples: &str, label: &str, subject: &str, metric: &str) -> Vec<f64> {
-    samples
-        .lines()
-        .filter(|l| l.starts_with(&format!("{label},")) && l.contains(&format!(",switch,{subject},{metric},")))
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split(',').collect();
-            let t: f64 = f[2].parse().ok()?;
-            (t > 3.0).then(|| f[6].parse().ok())?
-        })
-        .collect()
-}
-
 /// The probe pings through a FIFO uplink that two bulk VMs keep full. With the link's latency
 /// class its frames go ahead of the bulk (within its purchase): its residence in the switch,
 /// the link's queue included, stays far below what it is without, where it waits behind the
@@ -252,11 +245,11 @@ fn the_links_latency_class_sends_a_light_vm_ahead_of_bulk_tcp() {
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
     };
-    let lane = median(switch_series(&samples, "slaswitch/lane", "probe", "residence_p99_us"));
-    let queued = median(switch_series(&samples, "slaswitch/no-lane", "probe", "residence_p99_us"));
+    let lane = median(series(&samples, "slaswitch/lane", "switch", "probe", "residence_p99_us", [3.0, 8.5]));
+    let queued = median(series(&samples, "slaswitch/no-lane", "switch", "probe", "residence_p99_us", [3.0, 8.5]));
     eprintln!("probe residence p99: {lane:.0} us with the link's latency class, {queued:.0} us without");
     assert!(lane * 5.0 < queued, "with the latency class {lane:.0} us, without {queued:.0} us");
-    let judged: f64 = switch_series(&samples, "slaswitch/lane", "probe", "slo_seconds").iter().sum();
+    let judged: f64 = series(&samples, "slaswitch/lane", "switch", "probe", "slo_seconds", [3.0, 8.5]).iter().sum();
     assert!(judged >= 3.0, "the switch judged {judged} seconds of the probe's SLO");
     let _ = std::fs::remove_dir_all(&dir);
 }
