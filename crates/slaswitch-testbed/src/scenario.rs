@@ -552,7 +552,8 @@ pub struct Headline {
     pub before: Option<[f64; 2]>,
     /// See `before`.
     pub after: Option<[f64; 2]>,
-    /// latency-growth and latency: "p50", "p90", "p99" or "max".
+    /// latency-growth and latency: "p50", "p90", "p99" or "max"; residence: "p50", "p90", "p99"
+    /// or "p999" (the switch's own per-second figure).
     pub percentile: Option<String>,
     /// deviation and latency: the window `[from, to]` (seconds) measured.
     pub window: Option<[f64; 2]>,
@@ -1067,9 +1068,9 @@ fn validate_headline(s: &Scenario, c: &Checker, i: usize, h: &Headline) -> Resul
                 return Err(c.err(&at("percentile"), "a latency headline needs percentile = p50, p90, p99 or max"));
             }
             if h.kind == HeadlineType::Residence
-                && !["p50", "p90", "p99"].contains(&h.percentile.as_deref().unwrap_or(""))
+                && !["p50", "p90", "p99", "p999"].contains(&h.percentile.as_deref().unwrap_or(""))
             {
-                return Err(c.err(&at("percentile"), "a residence headline needs percentile = p50, p90 or p99"));
+                return Err(c.err(&at("percentile"), "a residence headline needs percentile = p50, p90, p99 or p999"));
             }
         }
         HeadlineType::LatencyGrowth => {

@@ -349,7 +349,7 @@ impl Driver for Slaswitch {
                     .sum();
                 out.push(Reading::counter(name, "busy_cycles", busy));
                 // The switch's residence percentiles over its last one-second interval.
-                for q in ["p50", "p90", "p99"] {
+                for q in ["p50", "p90", "p99", "p999"] {
                     if let Some(us) = p["interval"]["residence_us"][q].as_f64() {
                         out.push(Reading::gauge(name, &format!("residence_{q}_us"), us));
                     }
