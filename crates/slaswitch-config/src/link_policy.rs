@@ -261,11 +261,8 @@ impl VmLinkSpec {
     /// the lane is bounded by a purchase.
     pub fn latency_in_force(&self, sla: Option<&BandwidthSla>) -> Option<u64> {
         match self.guarantee_in_force(sla) {
-            Guarantee::Strict { rate_bps } => Some(rate_bps),
-            Guarantee::Dynamic { total_bytes, duration_ns } => {
-                Some((u128::from(total_bytes) * 8 * 1_000_000_000 / u128::from(duration_ns.max(1))) as u64)
-            }
             Guarantee::Fairness => self.min_in_force(sla),
+            g => Some(g.initial_rate_bps()),
         }
         .filter(|&r| r > 0)
     }

@@ -23,6 +23,7 @@ use slaswitch_qos::link::{LinkPacer, WIRE_OVERHEAD_BYTES};
 
 use crate::counters::PortCounters;
 use crate::histogram::Histogram;
+use crate::residence::TicksToNs;
 use crate::spin::{SpinGuard, SpinLock};
 use slaswitch_config::ranges::MAX_PORTS;
 
@@ -138,12 +139,9 @@ pub struct PacedLink {
     rate_bps: AtomicU64,
     /// By source port number.
     per_vm: Box<[VmLinkCounters]>,
-    /// Nanoseconds per TSC tick, [`NS_SHIFT`] fraction bits.
-    ns_per_tick: u64,
+    /// Times its frames' residence.
+    clock: TicksToNs,
 }
-
-/// Fraction bits of [`PacedLink`]'s ticks-to-nanoseconds multiplier.
-const NS_SHIFT: u32 = 32;
 
 impl PacedLink {
     /// A link for `plan`; `watch_for_fallback`: the uplink, with its detector running.
@@ -166,7 +164,7 @@ impl PacedLink {
             queued: AtomicUsize::new(0),
             rate_bps: AtomicU64::new(rate_bps),
             per_vm: (0..MAX_PORTS).map(|_| VmLinkCounters::default()).collect(),
-            ns_per_tick: ((1_000_000_000u128 << NS_SHIFT) / u128::from(tsc_hz.max(1))) as u64,
+            clock: TicksToNs::new(tsc_hz),
         })
     }
 
@@ -294,16 +292,15 @@ impl PacedLink {
 
     /// Times frames that left at `left_tsc`: residence (those timed) and queue wait, per source.
     fn record_residence(&self, s: &mut LinkState, sources: &[u16], stamps: &[(u64, u64)], left_tsc: u64) {
-        let ns = |ticks: u64| ((u128::from(ticks) * u128::from(self.ns_per_tick)) >> NS_SHIFT) as u64;
         for (&src, &(since_tsc, queued_tsc)) in sources.iter().zip(stamps) {
             let i = usize::from(src);
             if s.residence.len() <= i {
                 s.residence.resize_with(i + 1, || None);
             }
             let r = s.residence[i].get_or_insert_with(Box::default);
-            r.queue_wait.record(ns(left_tsc.saturating_sub(queued_tsc)));
+            r.queue_wait.record(self.clock.ns(left_tsc.saturating_sub(queued_tsc)));
             if since_tsc != 0 {
-                r.total.record(ns(left_tsc.saturating_sub(since_tsc)));
+                r.total.record(self.clock.ns(left_tsc.saturating_sub(since_tsc)));
             }
         }
     }

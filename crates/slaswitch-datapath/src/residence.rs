@@ -15,16 +15,31 @@
 
 use crate::histogram::Histogram;
 
-/// Fraction bits of the ticks-to-nanoseconds multiplier.
+/// Fraction bits of [`TicksToNs`]'s multiplier.
 const NS_SHIFT: u32 = 32;
+
+/// TSC ticks to nanoseconds without a division (a multiplier with [`NS_SHIFT`] fraction
+/// bits): how the PMD and the paced links time frames.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TicksToNs(u64);
+
+impl TicksToNs {
+    pub(crate) fn new(tsc_hz: u64) -> TicksToNs {
+        TicksToNs(((1_000_000_000u128 << NS_SHIFT) / u128::from(tsc_hz.max(1))) as u64)
+    }
+
+    #[inline]
+    pub(crate) fn ns(self, ticks: u64) -> u64 {
+        ((u128::from(ticks) * u128::from(self.0)) >> NS_SHIFT) as u64
+    }
+}
 
 /// One rx port's residence times.
 #[derive(Clone, Debug)]
 pub(crate) struct Residence {
     /// TSC at which a poll last left the ring empty; 0 before the first.
     drained_at_tsc: u64,
-    /// Nanoseconds per tick, `NS_SHIFT` fraction bits.
-    ns_per_tick: u64,
+    clock: TicksToNs,
     /// Per frame, nanoseconds.
     pub(crate) frames: Histogram,
 }
@@ -32,8 +47,7 @@ pub(crate) struct Residence {
 impl Residence {
     /// Goes on from `frames`, what was counted before.
     pub(crate) fn new(tsc_hz: u64, frames: Histogram) -> Residence {
-        let ns_per_tick = ((1_000_000_000u128 << NS_SHIFT) / u128::from(tsc_hz.max(1))) as u64;
-        Residence { drained_at_tsc: 0, ns_per_tick, frames }
+        Residence { drained_at_tsc: 0, clock: TicksToNs::new(tsc_hz), frames }
     }
 
     /// When the residence of the batch being served began: the poll that last emptied the
@@ -49,7 +63,7 @@ impl Residence {
     pub(crate) fn poll(&mut self, rx_tsc: u64, sent_tsc: u64, received: usize, kept: usize, burst: usize) {
         if kept > 0 && self.drained_at_tsc != 0 {
             let ticks = sent_tsc.saturating_sub(self.drained_at_tsc);
-            let ns = ((u128::from(ticks) * u128::from(self.ns_per_tick)) >> NS_SHIFT) as u64;
+            let ns = self.clock.ns(ticks);
             self.frames.record_n(ns, kept as u64);
         }
         // After a full batch the ring may still hold frames from before this poll: nothing

@@ -144,13 +144,7 @@ impl VmLinkPolicy {
 
     /// The rate its SoftBW guarantee starts at (a dynamic one: S/T), 0 for fairness.
     pub fn guarantee_bps(&self) -> u64 {
-        match self.guarantee {
-            Guarantee::Strict { rate_bps } => rate_bps,
-            Guarantee::Dynamic { total_bytes, duration_ns } => {
-                (total_bytes as f64 * 8.0 * NS_PER_SEC as f64 / duration_ns.max(1) as f64) as u64
-            }
-            Guarantee::Fairness => 0,
-        }
+        self.guarantee.initial_rate_bps()
     }
 
     fn ancs(&self) -> AncsPolicy {

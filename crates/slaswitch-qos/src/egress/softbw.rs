@@ -52,6 +52,19 @@ pub enum Guarantee {
     Fairness,
 }
 
+impl Guarantee {
+    /// The rate it starts at: a strict rate, a dynamic guarantee's S/T; 0 for fairness.
+    pub fn initial_rate_bps(&self) -> u64 {
+        match *self {
+            Guarantee::Strict { rate_bps } => rate_bps,
+            Guarantee::Dynamic { total_bytes, duration_ns } => {
+                crate::pricing::average_rate_bps(total_bytes, duration_ns) as u64
+            }
+            Guarantee::Fairness => 0,
+        }
+    }
+}
+
 /// SoftBW's settings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SoftBwConfig {
