@@ -13,8 +13,7 @@
 //! price-performance consistent: declaring a larger guarantee to finish sooner costs more per
 //! bit, so it does not pay.
 
-use crate::egress::softbw::Guarantee;
-use crate::NS_PER_SEC;
+use crate::egress::softbw::{average_rate_bps, Guarantee};
 
 /// The provider's price parameters.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -72,14 +71,6 @@ impl PriceParams {
     }
 }
 
-/// S/T in bits per second.
-pub fn average_rate_bps(total_bytes: u64, duration_ns: u64) -> f64 {
-    if duration_ns == 0 {
-        return 0.0;
-    }
-    total_bytes as f64 * 8.0 * NS_PER_SEC as f64 / duration_ns as f64
-}
-
 /// One VM's charge for one billing cycle.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Charge {
@@ -127,6 +118,7 @@ pub fn charge(params: &PriceParams, guarantee: &Guarantee, bytes: u64, secs: f64
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::NS_PER_SEC;
 
     const C: u64 = 1_000_000_000;
 

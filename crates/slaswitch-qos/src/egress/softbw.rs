@@ -57,12 +57,18 @@ impl Guarantee {
     pub fn initial_rate_bps(&self) -> u64 {
         match *self {
             Guarantee::Strict { rate_bps } => rate_bps,
-            Guarantee::Dynamic { total_bytes, duration_ns } => {
-                crate::pricing::average_rate_bps(total_bytes, duration_ns) as u64
-            }
+            Guarantee::Dynamic { total_bytes, duration_ns } => average_rate_bps(total_bytes, duration_ns) as u64,
             Guarantee::Fairness => 0,
         }
     }
+}
+
+/// A dynamic guarantee's S/T in bits per second (seed 003, Sec. 3.2).
+pub fn average_rate_bps(total_bytes: u64, duration_ns: u64) -> f64 {
+    if duration_ns == 0 {
+        return 0.0;
+    }
+    total_bytes as f64 * 8.0 * NS_PER_SEC as f64 / duration_ns as f64
 }
 
 /// SoftBW's settings.
