@@ -3,7 +3,7 @@
 //!
 //! Match fields: `in_port`, `dl_src`, `dl_dst` (MAC, optionally `/mask`), `dl_type`, `dl_vlan`,
 //! `nw_src`, `nw_dst` (IPv4 with `/prefix`), `ipv6_src`, `ipv6_dst` (with `/prefix`), `nw_proto`,
-//! `tp_src`, `tp_dst`; shorthands `ip`, `ipv6`, `arp`, `tcp`, `udp`, `icmp`, `tcp6`, `udp6`.
+//! `tp_src`, `tp_dst` (a port or `port/mask`); shorthands `ip`, `ipv6`, `arp`, `tcp`, `udp`, `icmp`, `tcp6`, `udp6`.
 //! Actions: `output:PORT`, `drop`, `normal` (MAC learning). Port names are resolved by the caller.
 
 use std::fmt;
@@ -142,6 +142,15 @@ fn parse_number(s: &str, what: &str, max: u64) -> Result<u64, RuleError> {
     }
 }
 
+/// A transport port, or `port/mask` as OVS writes it (`tp_src=0x400/0xffc0`): the key is masked.
+fn l4_port(s: &str, what: &str) -> Result<(u16, u16), RuleError> {
+    let (port, mask) = match s.split_once('/') {
+        Some((p, m)) => (parse_number(p, what, 65535)?, parse_number(m, what, 65535)?),
+        None => (parse_number(s, what, 65535)?, 0xffff),
+    };
+    Ok(((port & mask) as u16, mask as u16))
+}
+
 fn split_prefix<'a>(s: &'a str, field: &str, total: u32) -> Result<(&'a str, u32), RuleError> {
     match s.split_once('/') {
         None => Ok((s, total)),
@@ -251,12 +260,14 @@ impl Rule {
                     mask.set_ip_proto(0xff);
                 }
                 "tp_src" => {
-                    key.set_l4_src(parse_number(value, "tp_src", 65535)? as u16);
-                    mask.set_l4_src(0xffff);
+                    let (port, m) = l4_port(value, "tp_src")?;
+                    key.set_l4_src(port);
+                    mask.set_l4_src(m);
                 }
                 "tp_dst" => {
-                    key.set_l4_dst(parse_number(value, "tp_dst", 65535)? as u16);
-                    mask.set_l4_dst(0xffff);
+                    let (port, m) = l4_port(value, "tp_dst")?;
+                    key.set_l4_dst(port);
+                    mask.set_l4_dst(m);
                 }
                 other => return Err(RuleError::UnknownField(other.into())),
             }
@@ -330,11 +341,12 @@ impl Rule {
                 parts.push(format!("nw_{name}={}/{bits}", Ipv4Addr::new(ip[0], ip[1], ip[2], ip[3])));
             }
         }
+        let port = |p: u16, m: u16| if m == 0xffff { p.to_string() } else { format!("{p:#x}/{m:#x}") };
         if m.l4_src() != 0 {
-            parts.push(format!("tp_src={}", k.l4_src()));
+            parts.push(format!("tp_src={}", port(k.l4_src(), m.l4_src())));
         }
         if m.l4_dst() != 0 {
-            parts.push(format!("tp_dst={}", k.l4_dst()));
+            parts.push(format!("tp_dst={}", port(k.l4_dst(), m.l4_dst())));
         }
         let actions: Vec<String> = self
             .actions

@@ -39,6 +39,20 @@ fn highest_priority_match_wins_across_masks() {
 }
 
 #[test]
+fn a_masked_transport_port_matches_a_block_of_ports() {
+    let c = Classifier::new(vec![
+        rule("priority=20,udp,tp_dst=0x400/0xffc0,actions=output:vm2"),
+        rule("priority=10,ip,actions=drop"),
+    ]);
+    let action = |dport: u16| c.lookup(&key([1, 1, 1, 1], [10, 0, 0, 1], dport, 1)).map(|id| c.rule(id).actions[0]);
+    assert_eq!(action(1024), Some(Action::Output(2)));
+    assert_eq!(action(1087), Some(Action::Output(2)));
+    assert_eq!(action(1088), Some(Action::Drop));
+    assert_eq!(action(1023), Some(Action::Drop));
+    assert!(Rule::parse("udp,tp_dst=80/0x1ffff,actions=drop", &ports).unwrap_err().to_string().contains("tp_dst"));
+}
+
+#[test]
 fn same_match_and_priority_replaces_and_deletes() {
     let c = Classifier::new(vec![
         rule("priority=10,in_port=1,actions=output:2"),
@@ -82,6 +96,7 @@ fn rules_print_back_to_text_that_parses_to_the_same_rule() {
         "priority=100,in_port=vm1,tcp,nw_src=10.0.0.0/24,tp_dst=80,actions=output:uplink",
         "priority=7,dl_dst=02:00:00:00:00:01,dl_vlan=10,actions=normal",
         "priority=9,ipv6,ipv6_dst=fe80::/10,actions=drop",
+        "priority=2,in_port=vm1,udp,tp_src=0x400/0xffc0,actions=output:uplink",
     ] {
         let r = rule(text);
         let names = |p: u16| match p {

@@ -265,6 +265,36 @@ fn target_value(
     }
 }
 
+/// The median over a headline's window of a per-second figure; with `stall_free`, of the seconds
+/// in which no PMD lost time to the host, and a note of how many seconds that kept.
+fn per_second_median(
+    s: &Scenario,
+    samples: &[Sample],
+    sw: &str,
+    step: &str,
+    h: &Headline,
+    source: &str,
+    metric: &str,
+) -> (Option<f64>, String) {
+    let w = h.window.unwrap_or_default();
+    let inside: Vec<(f64, f64)> =
+        series(samples, sw, step, source, &h.vm, metric).into_iter().filter(|p| p.0 >= w[0] && p.0 < w[1]).collect();
+    if !h.stall_free {
+        return (median(inside.into_iter().map(|p| p.1).collect()), String::new());
+    }
+    let stalled = |t: f64| {
+        s.host.pmd_cores.iter().any(|core| {
+            series(samples, sw, step, "switch", &format!("pmd{core}"), "stalled_pct")
+                .iter()
+                .any(|(at, pct)| (at - t).abs() < 0.5 && *pct > 0.0)
+        })
+    };
+    let total = inside.len();
+    let kept: Vec<f64> = inside.into_iter().filter(|p| !stalled(p.0)).map(|p| p.1).collect();
+    let note = format!(", the {} of {total} seconds without a PMD stall", kept.len());
+    (median(kept), note)
+}
+
 /// One headline figure per switch: (switch, value, explanation).
 pub fn headline_values(s: &Scenario, samples: &[Sample], switches: &[String]) -> Headlines {
     let steps = s.steps();
@@ -288,20 +318,19 @@ pub fn headline_values(s: &Scenario, samples: &[Sample], switches: &[String]) ->
                     }
                     HeadlineType::Deviation => deviation_value(s, samples, sw, h, &steps),
                     HeadlineType::Target => target_value(s, samples, sw, h, &steps),
-                    HeadlineType::Latency => {
-                        let w = h.window.unwrap_or_default();
+                    HeadlineType::Latency | HeadlineType::Residence => {
                         let percentile = h.percentile.as_deref().unwrap_or("p50");
-                        let ser = series(samples, sw, &steps[0].label, "sink", &h.vm, &format!("lat_{percentile}_us"));
-                        let v = median(ser.into_iter().filter(|p| p.0 >= w[0] && p.0 < w[1]).map(|p| p.1).collect());
-                        (sw.clone(), v, format!("{} {percentile} us", h.vm))
-                    }
-                    HeadlineType::Residence => {
-                        let w = h.window.unwrap_or_default();
-                        let percentile = h.percentile.as_deref().unwrap_or("p50");
-                        let metric = format!("residence_{percentile}_us");
-                        let ser = series(samples, sw, &steps[0].label, "switch", &h.vm, &metric);
-                        let v = median(ser.into_iter().filter(|p| p.0 >= w[0] && p.0 < w[1]).map(|p| p.1).collect());
-                        (sw.clone(), v, format!("{} {percentile} us in the switch (its own figure)", h.vm))
+                        let (source, metric, what) = if h.kind == HeadlineType::Latency {
+                            ("sink", format!("lat_{percentile}_us"), format!("{} {percentile} us", h.vm))
+                        } else {
+                            (
+                                "switch",
+                                format!("residence_{percentile}_us"),
+                                format!("{} {percentile} us in the switch (its own figure)", h.vm),
+                            )
+                        };
+                        let (v, note) = per_second_median(s, samples, sw, &steps[0].label, h, source, &metric);
+                        (sw.clone(), v, format!("{what}{note}"))
                     }
                     HeadlineType::App => {
                         let metric = h.metric.as_deref().unwrap_or("");

@@ -247,6 +247,11 @@ pub struct Classification {
     /// a latency probe's sink is not the bottleneck.
     #[serde(default)]
     pub drop_from: Vec<String>,
+    /// Of each `drop_from` VM's flows, this many (a power of two up to 1024: flows 0 to N-1, UDP
+    /// source ports 1024 to 1023+N) still reach the uplink by a rule of their own, so the sink
+    /// measures every VM's latency from a sample while the rest is dropped; 0: none.
+    #[serde(default)]
+    pub sample_flows: u32,
 }
 
 /// What the uplink is.
@@ -561,6 +566,10 @@ pub struct Headline {
     /// purchase is kept in every second, not only on average).
     #[serde(default)]
     pub per_second: bool,
+    /// latency and residence: only the seconds in which no PMD thread lost its core to the host
+    /// (the switch's `stalled_pct` is 0: no stage of the loop took over 100 us).
+    #[serde(default)]
+    pub stall_free: bool,
     /// target: the rate the VM (or `all` VMs together) should get over `window`, Mbit/s.
     pub expected_mbps: Option<f64>,
 }
@@ -853,6 +862,13 @@ fn validate_topology(s: &Scenario, c: &Checker) -> Result<(), ScenarioError> {
         if !s.vms.iter().any(|v| &v.name == g) {
             return Err(c.err(&[Key("classification"), Key("drop_from"), Index(i)], format!("no [[vm]] named '{g}'")));
         }
+    }
+    let sample = s.classification.sample_flows;
+    if sample != 0 && (!sample.is_power_of_two() || sample > 1024) {
+        return Err(c.err(
+            &[Key("classification"), Key("sample_flows")],
+            format!("{sample} is not allowed: 0 or a power of two up to 1024"),
+        ));
     }
     if s.classification.security_group_masks > 99 {
         return Err(c.err(&[Key("classification"), Key("security_group_masks")], "at most 99 masks"));

@@ -265,21 +265,27 @@ fn number_after(text: &str, key: &str) -> Option<f64> {
     text[at..].trim_start().split(|c: char| !c.is_ascii_digit() && c != '.').next()?.parse().ok()
 }
 
-/// (in_port, n_packets, n_bytes) of the per-VM rules (`in_port` and nothing else) in
-/// `ovs-ofctl dump-flows` output.
+/// (in_port, n_packets, n_bytes) summed over each VM's rules (those that match its `in_port`: the
+/// forwarding rule and, for a sampled VM, its sample rule) in `ovs-ofctl dump-flows` output.
 pub fn parse_port_flows(text: &str) -> Vec<(String, f64, f64)> {
-    text.lines()
-        .filter_map(|l| {
-            let (stats, rule) = l.split_once(" priority=")?;
-            let matches = rule.split_whitespace().next()?;
-            let fields: Vec<&str> = matches.split(',').skip(1).collect();
-            if fields.len() != 1 {
-                return None;
+    let mut out: Vec<(String, f64, f64)> = Vec::new();
+    for l in text.lines() {
+        let Some((stats, rule)) = l.split_once(" priority=") else { continue };
+        let Some(matches) = rule.split_whitespace().next() else { continue };
+        let Some(port) = matches.split(',').find_map(|f| f.strip_prefix("in_port=")) else { continue };
+        let port = port.trim_matches('"').to_string();
+        let (Some(packets), Some(bytes)) = (number_after(stats, "n_packets="), number_after(stats, "n_bytes=")) else {
+            continue;
+        };
+        match out.iter_mut().find(|e| e.0 == port) {
+            Some(e) => {
+                e.1 += packets;
+                e.2 += bytes;
             }
-            let port = fields[0].strip_prefix("in_port=")?.trim_matches('"').to_string();
-            Some((port, number_after(stats, "n_packets=")?, number_after(stats, "n_bytes=")?))
-        })
-        .collect()
+            None => out.push((port, packets, bytes)),
+        }
+    }
+    out
 }
 
 /// (meter id, packets dropped, bytes dropped) from `ovs-ofctl meter-stats`.

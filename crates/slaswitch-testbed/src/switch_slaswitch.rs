@@ -31,18 +31,29 @@ pub fn flow_table(
     // address is never learned and `normal` would flood every frame to every VM. Behind the
     // security-group rules (higher priorities) the lookup still pays for every mask.
     let out = format!("output:{}", port(&scenario.uplink.name));
-    let mut flows: Vec<String> = step
-        .vms
-        .iter()
-        .map(|vm| {
-            let to = if scenario.classification.drop_from.contains(&vm.group) {
-                "drop".to_string()
-            } else {
-                format!("{}{out}", extra_actions(&vm.name))
-            };
-            format!("priority={},in_port={},actions={to}", if sg > 0 { 1 } else { 10 }, port(&vm.name))
-        })
-        .collect();
+    let priority = if sg > 0 { 1 } else { 10 };
+    let sample = scenario.classification.sample_flows;
+    let mut flows = Vec::new();
+    for vm in &step.vms {
+        if !scenario.classification.drop_from.contains(&vm.group) {
+            flows.push(format!(
+                "priority={priority},in_port={},actions={}{out}",
+                port(&vm.name),
+                extra_actions(&vm.name)
+            ));
+            continue;
+        }
+        flows.push(format!("priority={priority},in_port={},actions=drop", port(&vm.name)));
+        if sample > 0 {
+            // The generator's flow f has UDP source port 1024 + f: one masked rule passes flows 0..N.
+            let mask = 0xffff & !(sample - 1);
+            flows.push(format!(
+                "priority={},udp,in_port={},tp_src=0x400/{mask:#x},actions={out}",
+                priority + 1,
+                port(&vm.name)
+            ));
+        }
+    }
     if sg > 0 {
         flows.extend(security_group_rules(sg).iter().map(|r| r.to_string()));
     } else {

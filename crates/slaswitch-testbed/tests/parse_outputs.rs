@@ -9,10 +9,11 @@ use slaswitch_testbed::switch_ovs::{parse_meter_drops, parse_pmd_stats, parse_po
 fn ovs_flow_counters_per_input_port() {
     let text = " cookie=0x0, duration=3.1s, table=0, n_packets=1200, n_bytes=76800, priority=1,in_port=2 actions=meter:2,NORMAL
  cookie=0x0, duration=3.1s, table=0, n_packets=7, n_bytes=448, priority=1,in_port=\"vm2\" actions=NORMAL
+ cookie=0x0, duration=3.1s, table=0, n_packets=3, n_bytes=192, priority=2,udp,in_port=2,tp_src=0x400/0xffc0 actions=output:1
  cookie=0x0, duration=3.1s, table=0, n_packets=5, n_bytes=300, priority=1000,tcp,nw_src=172.16.0.0/8 actions=NORMAL
  cookie=0x0, duration=3.1s, table=0, n_packets=9, n_bytes=900, priority=0 actions=NORMAL";
     let flows = parse_port_flows(text);
-    assert_eq!(flows, vec![("2".to_string(), 1200.0, 76800.0), ("vm2".to_string(), 7.0, 448.0)]);
+    assert_eq!(flows, vec![("2".to_string(), 1203.0, 76992.0), ("vm2".to_string(), 7.0, 448.0)]);
 }
 
 #[test]

@@ -25,6 +25,13 @@ vm = "vm2"
 metric = "mbps"
 before = [1, 10]
 after = [11, 20]
+[[headline]]
+label = "vm1 residence p99 without stalls"
+kind = "residence"
+vm = "vm1"
+percentile = "p99"
+window = [1, 20]
+stall_free = true
 "#;
 
 fn sample(switch: &str, t: f64, source: &str, subject: &str, metric: &str, value: f64) -> Sample {
@@ -58,6 +65,10 @@ fn the_report_computes_its_headline_from_the_samples() {
         samples.push(sample("slaswitch", t, "switch", "vm1", "pmd_share_pct", 30.0));
         samples.push(sample("slaswitch", t, "sent", "vm1", "tx_ring_full", if t > 10.0 { 5.0 } else { 0.0 }));
         samples.push(sample("slaswitch", t, "sent", "vm2", "tx_ring_full", 5.0));
+        // The PMD lost its core in seconds 11-19, and vm1's residence p99 shows it.
+        let stalled = t > 10.0 && t < 20.0;
+        samples.push(sample("slaswitch", t, "switch", "pmd0", "stalled_pct", if stalled { 3.0 } else { 0.0 }));
+        samples.push(sample("slaswitch", t, "switch", "vm1", "residence_p99_us", if stalled { 900.0 } else { 30.0 }));
     }
     std::fs::write(dir.join("samples.csv"), to_csv(&samples)).unwrap();
     let run = serde_json::json!({
@@ -73,6 +84,10 @@ fn the_report_computes_its_headline_from_the_samples() {
     generate(&dir).expect("report");
     let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
     assert!(md.contains("| VM2 loss % | **20.0** (vm2 mbps: 1000 before, 800 after) | **50.0** (vm2 mbps: 1000 before, 500 after) |"), "{md}");
+    assert!(
+        md.contains("| vm1 residence p99 without stalls | **30.0** (vm1 p99 us in the switch (its own figure), the 10 of 19 seconds without a PMD stall)"),
+        "{md}"
+    );
     assert!(
         md.contains("PMD core(s) [0], emulated VMs (senders and sink, one process) and the test bed itself on core 1"),
         "{md}"

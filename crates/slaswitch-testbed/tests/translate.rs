@@ -294,3 +294,19 @@ commands = ["iperf3 -c {uplink_ip}"]
     );
     assert_eq!(guest(&p, "srv"), Attach::Guest { socket: dir.join("srv"), guest_serves: false });
 }
+
+#[test]
+fn a_dropped_vms_sample_flows_still_reach_the_uplink_and_a_bad_count_is_refused() {
+    let text = SCENARIO
+        .replace("security_group_masks = 3", "security_group_masks = 3\ndrop_from = [\"vm2\"]\nsample_flows = 64");
+    let s = parse("t.toml", &text).expect("parses");
+    let st = s.steps().remove(0);
+    let p = plan(SwitchKind::Slaswitch, &s, &st, Path::new("/run/x"), Path::new("/opt/bin"));
+    let flows = &p.files[0].1;
+    assert!(flows.contains("priority=1,in_port=vm2,actions=drop"), "{flows}");
+    assert!(flows.contains("priority=2,udp,in_port=vm2,tp_src=0x400/0xffc0,actions=output:uplink"), "{flows}");
+    assert!(!flows.contains("in_port=vm1,tp_src"), "{flows}");
+    let bad = SCENARIO.replace("security_group_masks = 3", "security_group_masks = 3\nsample_flows = 48");
+    let e = parse("t.toml", &bad).unwrap_err().to_string();
+    assert!(e.contains("sample_flows") && e.contains("48") && e.contains("power of two"), "{e}");
+}
