@@ -12,6 +12,7 @@ pub mod error;
 pub mod latency_slo;
 pub mod link_policy;
 pub mod names;
+pub mod pmd_placement;
 pub mod policing;
 pub mod port;
 pub mod port_plan;

@@ -37,6 +37,7 @@ use slaswitch_config::port_settings::PortSettings;
 use slaswitch_config::ranges::MAX_PORTS;
 
 mod links;
+mod pmd_moves;
 pub use crate::paced_tx::LinkOut;
 pub use links::{DropPolicy, LinkStats, LinkVmStats, Tenant, TENANT_WEIGHTS};
 
@@ -112,7 +113,7 @@ struct PortEntry {
 }
 
 /// A port's spec with new options, their settings parsed, and the PMD it would be on.
-struct UpdatedPort {
+pub(crate) struct UpdatedPort {
     spec: PortSpec,
     settings: PortSettings,
     pmd: usize,
@@ -454,8 +455,15 @@ impl Datapath {
 
     /// Sends every PMD its new configuration and waits until each has switched.
     fn push_configs(&self) -> Result<(), DatapathError> {
+        let all: Vec<usize> = (0..self.pmds.len()).collect();
+        self.push_configs_to(&all)
+    }
+
+    /// Sends the PMDs at `indices` their configurations and waits until each has swapped it in.
+    fn push_configs_to(&self, indices: &[usize]) -> Result<(), DatapathError> {
         let mut acks = Vec::new();
-        for (i, pmd) in self.pmds.iter().enumerate() {
+        for &i in indices {
+            let pmd = &self.pmds[i];
             let (ack_tx, ack_rx) = channel();
             pmd.sender
                 .send(PmdMessage::Config(self.pmd_config(i), ack_tx))
@@ -495,7 +503,7 @@ impl Datapath {
         } else if spec.number == 0 || used.contains(&spec.number) {
             spec.number = (1..MAX_PORTS as u16).find(|n| !used.contains(n)).ok_or(DatapathError::NoPortNumber)?;
         }
-        let pmd = self.pick_pmd(settings.pmd_core)?;
+        let pmd = self.place_new_port(&spec, &settings)?;
         let plans = self.plan_with(&[(&spec, &settings, pmd)], None, self.model.as_ref())?;
         if let Some(path) = spec.socket_path(&self.settings.run_dir) {
             if spec.port_type == PortType::VhostUser && std::path::Path::new(&path).exists() {
@@ -787,9 +795,8 @@ impl Datapath {
     }
 
     /// Gives ports new specs whose changes are all live: one plan, one switch of the PMDs.
-    fn apply_live(&mut self, updated: Vec<UpdatedPort>) -> Result<Vec<PortSpec>, DatapathError> {
-        let changed: Vec<_> = updated.iter().map(|u| (&u.spec, &u.settings, u.pmd)).collect();
-        let plans = self.plan_with(&changed, None, self.model.as_ref())?;
+    fn apply_live(&mut self, mut updated: Vec<UpdatedPort>) -> Result<Vec<PortSpec>, DatapathError> {
+        let plans = self.plan_updated(&mut updated)?;
         let mut old = Vec::with_capacity(updated.len());
         for u in &updated {
             let entry = self.ports.get_mut(&u.spec.name).expect("checked by updated_spec");
@@ -799,8 +806,10 @@ impl Datapath {
                 std::mem::replace(&mut entry.settings, u.settings.clone()),
             ));
         }
+        let left: Vec<usize> =
+            old.iter().zip(&updated).filter(|((pmd, ..), u)| *pmd != u.pmd).map(|((pmd, ..), _)| *pmd).collect();
         let before = self.apply_plans(plans);
-        if let Err(e) = self.push_configs() {
+        if let Err(e) = self.push_configs_moving(&left) {
             for (u, (pmd, spec, settings)) in updated.iter().zip(old) {
                 let entry = self.ports.get_mut(&u.spec.name).expect("checked by updated_spec");
                 (entry.pmd, entry.spec, entry.settings) = (pmd, spec, settings);

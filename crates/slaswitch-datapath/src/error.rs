@@ -72,6 +72,14 @@ pub enum DatapathError {
         /// The PMD cores.
         cores: Vec<usize>,
     },
+    /// A port pinned by `pmd=N` is not moved by anyone else.
+    #[error("port {port} is pinned to the PMD on core {core} (pmd={core}); set pmd= to move it")]
+    PinnedPort {
+        /// The port.
+        port: String,
+        /// Its core.
+        core: usize,
+    },
     /// A thread could not be pinned.
     #[error("cannot pin to core {core}: {cause}")]
     Pin {

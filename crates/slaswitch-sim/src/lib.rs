@@ -17,6 +17,7 @@ pub mod error;
 pub mod monte_carlo;
 pub mod overcommit;
 pub mod placement_study;
+pub mod pmd_study;
 pub mod short_flows;
 pub mod short_flows_report;
 pub mod validate;

@@ -24,6 +24,7 @@ use slaswitch_sim::datacenter_cpu::{CpuHost, CpuSharing};
 use slaswitch_sim::datacenter_report::{self, Row};
 use slaswitch_sim::overcommit::{self, Study};
 use slaswitch_sim::placement_study::{self, parse_policy, PlacementOutcome, PlacementStudy};
+use slaswitch_sim::pmd_study::PmdStudy;
 use slaswitch_sim::short_flows::{self, ShortFlows};
 use slaswitch_sim::short_flows_report::{self, Cell};
 use slaswitch_sim::{validate, validate_cpu};
@@ -176,6 +177,41 @@ enum Command {
         #[arg(long, default_value = "results/short-flows")]
         out: PathBuf,
     },
+    /// A host with many PMD cores: cycle purchases placed by slaswitch's own placement (per-core
+    /// admission) against OVS-DPDK's rx-queue assignment, then some ports' cost doubles:
+    /// slaswitch's moves against OVS's pmd-auto-lb
+    PmdPlacement {
+        /// PMD cores
+        #[arg(long, default_value_t = 16)]
+        cores: usize,
+        /// Each core's cycles per second
+        #[arg(long, default_value_t = 2_300_000_000)]
+        core_hz: u64,
+        /// VMs offered (those no core admits are not sold)
+        #[arg(long, default_value_t = 300)]
+        offered: usize,
+        /// Mean purchase, share of a core
+        #[arg(long, default_value_t = 0.08)]
+        mean_share: f64,
+        /// Each VM uses a uniform share of its purchase from this to 1
+        #[arg(long, default_value_t = 0.6)]
+        min_use_share: f64,
+        /// Share of the VMs whose cost per packet doubles
+        #[arg(long, default_value_t = 0.2)]
+        cost_rise_share: f64,
+        /// Seconds OVS's pmd-auto-lb waits over its threshold (its default: a minute)
+        #[arg(long, default_value_t = 60)]
+        auto_lb_interval_secs: u32,
+        /// Seconds simulated after the rise
+        #[arg(long, default_value_t = 120)]
+        secs: u32,
+        /// Seeds, one run each
+        #[arg(long, value_delimiter = ',', default_value = "1,2,3,4,5")]
+        seeds: Vec<u64>,
+        /// Print the outcomes as JSON
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -184,6 +220,7 @@ fn main() -> ExitCode {
         Command::Overcommit { .. } => "overcommit",
         Command::ShortFlows { .. } => "short-flows",
         Command::Datacenter { .. } => "datacenter",
+        Command::PmdPlacement { .. } => "pmd-placement",
     };
     match run(command) {
         Ok(()) => ExitCode::SUCCESS,
@@ -196,6 +233,56 @@ fn main() -> ExitCode {
 
 fn run(command: Command) -> anyhow::Result<()> {
     match command {
+        Command::PmdPlacement {
+            cores,
+            core_hz,
+            offered,
+            mean_share,
+            min_use_share,
+            cost_rise_share,
+            auto_lb_interval_secs,
+            secs,
+            seeds,
+            json,
+        } => {
+            let mut rows = Vec::new();
+            for seed in seeds {
+                let study = PmdStudy {
+                    cores,
+                    core_hz,
+                    offered,
+                    mean_share,
+                    min_use_share,
+                    cost_rise_share,
+                    auto_lb_interval_secs,
+                    secs,
+                    seed,
+                };
+                rows.extend(study.run()?.into_iter().map(|o| (seed, o)));
+            }
+            if json {
+                println!("{}", serde_json::to_string_pretty(&rows)?);
+                return Ok(());
+            }
+            println!("simulator: {cores} PMD cores of {core_hz} cycles/s, {offered} VMs offered (mean purchase {mean_share} of a core, using {min_use_share}-1 of it), {cost_rise_share} of them doubling in cost; {secs} s after");
+            println!(
+                "{:>5} {:<15} {:>7} {:>14} {:>13} {:>12} {:>14} {:>6}",
+                "seed", "rule", "placed", "over-promised", "short before", "short after", "s to whole", "moves"
+            );
+            for (seed, o) in rows {
+                println!(
+                    "{seed:>5} {:<15} {:>7} {:>14} {:>13} {:>12} {:>14} {:>6}",
+                    o.policy,
+                    o.placed,
+                    o.on_over_promised_core,
+                    o.short_before,
+                    o.short_after,
+                    o.secs_to_whole.map_or("never".into(), |s| s.to_string()),
+                    o.moves
+                );
+            }
+            Ok(())
+        }
         Command::Overcommit { vms, utilization, max_oc, step, max_failure, samples, seed, out, json } => {
             overcommit_study(
                 Study { vms, utilizations: utilization, max_ratio: max_oc, step, max_failure, samples, seed },

@@ -25,6 +25,10 @@ struct Cli {
     /// Cores of the PMD threads, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "0")]
     pmd_cores: Vec<usize>,
+    /// With several PMDs, move ports between them live when a core cannot keep its promises or
+    /// is saturated while another has room (`on`), or only where `pmd=N` and placement put them.
+    #[arg(long, default_value = "on", value_parser = ["on", "off"])]
+    pmd_rebalance: String,
     /// Core of the control thread (default: the last core not used by a PMD).
     #[arg(long)]
     main_core: Option<usize>,
@@ -155,7 +159,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     let signals = StopSignals::register(&rt).context("signal handlers")?;
     let dp = Datapath::start(settings.clone())?;
     access::secure_run_dir(&cli.run_dir, socket_gid).map_err(anyhow::Error::msg)?;
-    let daemon = Daemon::start(dp, store, cli.model).map_err(anyhow::Error::msg)?;
+    let mut daemon = Daemon::start(dp, store, cli.model).map_err(anyhow::Error::msg)?;
+    daemon.set_pmd_rebalance(cli.pmd_rebalance == "on");
     let socket = cli.run_dir.join(SOCKET_NAME);
     tracing::info!(
         "ready; PMD cores {:?}, control core {}, control socket {}{}",

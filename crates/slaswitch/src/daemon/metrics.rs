@@ -46,6 +46,8 @@ pub struct MetricsSnapshot {
     pub mbufs: (u32, u32),
     /// Every port with a latency SLO, and how it has been kept.
     pub slo: Vec<(String, crate::protocol::slo::SloStatus)>,
+    /// Ports moved between PMDs.
+    pub pmd_moves: crate::protocol::pmd_moves::PmdMoves,
 }
 
 /// The snapshot in the OpenMetrics text format (`prometheus-client`'s encoder), which
@@ -126,6 +128,7 @@ impl Collector for MetricsSnapshot {
         pmd_families(&mut family, &self.pmds);
         link_families(&mut family, &self.links);
         slo_families(&mut family, &self.slo);
+        move_families(&mut family, &self.pmd_moves);
         family("slaswitch_tsc_hz", "gauge", "TSC frequency, to turn cycles into seconds.", vec![(vec![], self.tsc_hz)]);
         family(
             "slaswitch_mbufs_in_use",
@@ -207,6 +210,24 @@ fn slo_families(family: &mut Family<'_>, slo: &[(String, crate::protocol::slo::S
                 MissCause::ALL.map(|c| (vec![("port", n.clone()), ("cause", c.name().to_string())], s.missed(c)))
             })
             .collect(),
+    );
+}
+
+fn move_families(family: &mut Family<'_>, moves: &crate::protocol::pmd_moves::PmdMoves) {
+    use slaswitch_config::pmd_placement::MoveReason;
+    family(
+        "slaswitch_pmd_moves_total",
+        "counter",
+        "Ports the switch moved between its PMDs, by reason (over_promised, saturated).",
+        [MoveReason::OverPromised, MoveReason::Saturated]
+            .map(|r| (vec![("reason", r.name().to_string())], moves.total.get(r.name()).copied().unwrap_or(0)))
+            .to_vec(),
+    );
+    family(
+        "slaswitch_pmd_move_last_duration_us",
+        "gauge",
+        "How long the last move between PMDs took, from the first PMD's release to the second's pick-up, microseconds.",
+        moves.recent.iter().rev().find(|m| m.refused.is_none()).map(|m| (vec![], m.took_us)).into_iter().collect(),
     );
 }
 

@@ -8,6 +8,7 @@ pub mod config;
 pub mod control_plane;
 mod link_view;
 pub mod metrics;
+mod pmd_rebalance;
 mod rates;
 mod slo;
 mod views;
@@ -37,6 +38,8 @@ pub struct Daemon {
     model_path: PathBuf,
     /// Every latency SLO, second by second.
     slo: slo::SloLedger,
+    /// Ports moved between PMDs.
+    rebalancer: pmd_rebalance::Rebalancer,
 }
 
 /// Reads a bandwidth-CPU model file; `None` when there is none.
@@ -68,6 +71,7 @@ impl Daemon {
             latest: None,
             model_path,
             slo: slo::SloLedger::default(),
+            rebalancer: pmd_rebalance::Rebalancer::new(true),
         };
         for (name, weight) in saved.tenants {
             if let Err(e) = d.dp.set_tenant(&name, weight) {
@@ -120,7 +124,13 @@ impl Daemon {
         self.previous = self.latest.replace(snap);
         if let (Some(old), Some(new)) = (&self.previous, &self.latest) {
             self.slo.observe(old, new, self.dp.tsc_hz());
+            self.rebalancer.tick(&mut self.dp, old, new);
         }
+    }
+
+    /// Whether the switch moves ports between its PMDs by itself (on by default).
+    pub fn set_pmd_rebalance(&mut self, enabled: bool) {
+        self.rebalancer = pmd_rebalance::Rebalancer::new(enabled);
     }
 
     /// Every counter now, for the metrics endpoint to encode without the daemon.
@@ -134,6 +144,7 @@ impl Daemon {
             tsc_hz: self.dp.tsc_hz(),
             mbufs: self.dp.mbufs(),
             slo: self.slo.all(),
+            pmd_moves: self.rebalancer.view(),
         }
     }
 
@@ -179,6 +190,7 @@ impl Daemon {
                 for p in &mut reply.ports {
                     p.latency_slo = self.slo.status(&p.name);
                 }
+                reply.pmd_moves = self.rebalancer.view();
                 Response::QosShow(Box::new(reply))
             }
             Request::LoadModel { path } => Response::ModelLoaded(self.load_model(path)?),

@@ -105,6 +105,7 @@ pub fn qos_show(
         ports,
         fallback: dp.fallback_status(),
         model,
+        pmd_moves: Default::default(),
     })
 }
 

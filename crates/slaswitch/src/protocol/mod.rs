@@ -5,6 +5,7 @@
 //! Reply: `{"ok": true, "result": ...}` or `{"ok": false, "error": "what was wrong"}`; the
 //! result is the request's reply type ([`replies`], [`stats`], [`qos`]).
 
+pub mod pmd_moves;
 pub mod qos;
 mod render;
 mod render_link;

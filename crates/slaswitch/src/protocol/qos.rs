@@ -23,6 +23,9 @@ pub struct QosShowReply {
     pub fallback: FallbackStatus,
     /// The bandwidth-CPU model in use.
     pub model: Option<ModelView>,
+    /// Ports the switch moved between its PMDs.
+    #[serde(default)]
+    pub pmd_moves: super::pmd_moves::PmdMoves,
 }
 
 /// Where a port's cycles come from.

@@ -46,7 +46,12 @@ impl Display for QosShowReply {
                 }
             )?;
         }
-        if let Some(p) = self.ports.first() {
+        let mut cores_shown = Vec::new();
+        for p in &self.ports {
+            if cores_shown.contains(&p.pmd_core) {
+                continue;
+            }
+            cores_shown.push(p.pmd_core);
             writeln!(
                 f,
                 "PMD core {}: {} cycles/s admitted of {} deliverable ({} the core's), {} in force; \
@@ -59,6 +64,7 @@ impl Display for QosShowReply {
                 self.c2tb_bucket_us
             )?;
         }
+        f.write_str(&moves_lines(&self.pmd_moves))?;
         for p in self.ports.iter().filter(|p| p.allocation.is_some()) {
             f.write_str(&allocation_working(p))?;
         }
@@ -187,4 +193,29 @@ fn slo_line(name: &str, s: &super::slo::SloStatus) -> String {
         );
     }
     line + "\n"
+}
+
+/// The moves between PMDs: how many, and each recent one.
+fn moves_lines(m: &super::pmd_moves::PmdMoves) -> String {
+    if m.total.is_empty() && m.recent.is_empty() {
+        return String::new();
+    }
+    let by_reason: Vec<String> = m.total.iter().map(|(r, n)| format!("{r} {n}")).collect();
+    let mut out =
+        format!("moves between PMDs: {}\n", if by_reason.is_empty() { "none".into() } else { by_reason.join(", ") });
+    for mv in &m.recent {
+        let what = match &mv.refused {
+            None => format!("in {} us", mv.took_us),
+            Some(e) => format!("refused: {e}"),
+        };
+        out.push_str(&format!(
+            "  at {:.0} s: {} core {} -> {} ({}) {what}\n",
+            mv.at_secs,
+            mv.port,
+            mv.from_core,
+            mv.to_core,
+            mv.reason.name()
+        ));
+    }
+    out
 }

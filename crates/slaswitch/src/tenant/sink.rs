@@ -52,6 +52,7 @@ struct Tally {
     packets: u64,
     bytes: u64,
     latency: Histogram,
+    out_of_order: u64,
 }
 
 /// Totals over the whole run, per (sink, source).
@@ -71,6 +72,8 @@ pub struct SinkTotal {
     pub lat_p99_us: Option<f64>,
     /// Maximum.
     pub lat_max_us: Option<f64>,
+    /// Stamped frames that came after a later frame of the same sender (reordered).
+    pub out_of_order: u64,
 }
 
 fn us(ns: Option<u64>) -> Option<f64> {
@@ -97,6 +100,8 @@ pub struct Sink<'a> {
     ns_per_tick: f64,
     interval: BTreeMap<(usize, String), Tally>,
     total: BTreeMap<(usize, String), Tally>,
+    /// The highest sequence number seen per (sink VM, sender id).
+    last_seq: BTreeMap<(usize, u16), u64>,
     rx: MbufBatch,
 }
 
@@ -113,6 +118,7 @@ impl<'a> Sink<'a> {
             ns_per_tick: 1e9 / tsc_hz as f64,
             interval: BTreeMap::new(),
             total: BTreeMap::new(),
+            last_seq: BTreeMap::new(),
             rx: MbufBatch::new(),
         }
     }
@@ -141,8 +147,12 @@ impl<'a> Sink<'a> {
             let arrival = rdtsc();
             for m in self.rx.as_slice() {
                 let frame = m.data();
+                let mut reordered = false;
                 let (source, latency) = match read_stamp(frame) {
-                    Some((id, _seq, tsc)) => {
+                    Some((id, seq, tsc)) => {
+                        let last = self.last_seq.entry((i, id)).or_insert(0);
+                        reordered = seq < *last;
+                        *last = (*last).max(seq);
                         let names = &self.names;
                         let label = self
                             .labels
@@ -156,6 +166,7 @@ impl<'a> Sink<'a> {
                 let tally = self.interval.entry((i, source)).or_default();
                 tally.packets += 1;
                 tally.bytes += u64::from(m.pkt_len());
+                tally.out_of_order += u64::from(reordered);
                 if let Some(l) = latency {
                     tally.latency.record(l);
                 }
@@ -200,6 +211,7 @@ impl<'a> Sink<'a> {
         t.packets += tally.packets;
         t.bytes += tally.bytes;
         t.latency.merge(&tally.latency);
+        t.out_of_order += tally.out_of_order;
     }
 
     /// The run's totals per (sink, source), including a last partial interval.
@@ -217,6 +229,7 @@ impl<'a> Sink<'a> {
                 lat_p50_us: us(t.latency.quantile_ns(0.5)),
                 lat_p99_us: us(t.latency.quantile_ns(0.99)),
                 lat_max_us: us((t.latency.count() > 0).then(|| t.latency.max_ns())),
+                out_of_order: t.out_of_order,
             })
             .collect()
     }

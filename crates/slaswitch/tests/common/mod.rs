@@ -69,10 +69,10 @@ impl Switch {
         let _ = std::fs::remove_file(self.socket());
         let log = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join("slaswitchd.log")).unwrap();
         let mut cmd = Command::new(DAEMON);
-        cmd.args(["--pmd-cores", "0", "--main-core", "1", "--run-dir"])
-            .arg(&self.dir)
-            .arg("--db")
-            .arg(self.dir.join("conf.json"));
+        if !self.extra.iter().any(|e| e == "--pmd-cores") {
+            cmd.args(["--pmd-cores", "0"]);
+        }
+        cmd.args(["--main-core", "1", "--run-dir"]).arg(&self.dir).arg("--db").arg(self.dir.join("conf.json"));
         cmd.args(["--file-prefix", &format!("ssit-{}", self.name)]).args(&self.extra);
         if !self.extra.iter().any(|e| e.starts_with("--metrics")) {
             cmd.arg("--no-metrics");

@@ -1,0 +1,133 @@
+//! Ports on several PMDs: a new port placed on the core that can hold its purchase
+//! ([`slaswitch_config::pmd_placement`]), and a live port moved to another PMD without losing or
+//! reordering a frame. A move is two steps: the PMD that polled the port drops it and
+//! acknowledges (it has finished the pass that took the port's last frames, and published its
+//! counters), then the new PMD picks it up from the counters and the ring as they are. Between
+//! the two the port's frames wait in its rx ring, so no two threads ever poll one queue.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use slaswitch_config::allocation::{Candidate, PortPlan};
+use slaswitch_config::pmd_placement::{place, CoreLoad, PortLoad};
+use slaswitch_config::port_settings::PortSettings;
+use slaswitch_config::PortSpec;
+
+use super::Datapath;
+use crate::error::DatapathError;
+
+impl Datapath {
+    /// The PMD (index) a new port goes on: the one `pmd=N` names, else the one whose core can
+    /// best hold its purchase.
+    pub(super) fn place_new_port(&self, spec: &PortSpec, settings: &PortSettings) -> Result<usize, DatapathError> {
+        if settings.pmd_core.is_some() || self.pmds.len() == 1 {
+            return self.pick_pmd(settings.pmd_core);
+        }
+        let others: Vec<Candidate> = self
+            .ports
+            .values()
+            .map(|p| Candidate { spec: &p.spec, settings: &p.settings, pmd_core: self.pmds[p.pmd].core })
+            .collect();
+        let cores: Vec<usize> = self.pmds.iter().map(|p| p.core).collect();
+        let placed = place(&others, spec, settings, &cores, self.model.as_ref(), self.eal.tsc_hz())?;
+        self.pick_pmd(Some(placed.core))
+    }
+
+    /// Plans ports with their new settings, each on its PMD; when one unpinned port's new
+    /// purchase no longer fits its core, on the core that can hold it instead (the port moves).
+    pub(super) fn plan_updated(
+        &self,
+        updated: &mut [super::UpdatedPort],
+    ) -> Result<BTreeMap<String, PortPlan>, DatapathError> {
+        let changed: Vec<_> = updated.iter().map(|u| (&u.spec, &u.settings, u.pmd)).collect();
+        let refused = match self.plan_with(&changed, None, self.model.as_ref()) {
+            Ok(plans) => return Ok(plans),
+            Err(e) => e,
+        };
+        let [u] = updated else { return Err(refused) };
+        if u.settings.pmd_core.is_some() || self.pmds.len() == 1 || !matches!(refused, DatapathError::Config(_)) {
+            return Err(refused);
+        }
+        let others: Vec<Candidate> = self
+            .ports
+            .values()
+            .filter(|p| p.spec.name != u.spec.name)
+            .map(|p| Candidate { spec: &p.spec, settings: &p.settings, pmd_core: self.pmds[p.pmd].core })
+            .collect();
+        let cores: Vec<usize> = self.pmds.iter().map(|p| p.core).collect();
+        let Ok(placed) = place(&others, &u.spec, &u.settings, &cores, self.model.as_ref(), self.eal.tsc_hz()) else {
+            return Err(refused);
+        };
+        u.pmd = self.pick_pmd(Some(placed.core))?;
+        self.plan_with(&[(&u.spec, &u.settings, u.pmd)], None, self.model.as_ref())
+    }
+
+    /// Moves port `name` to the PMD on `core`, live, if that core admits it; the port is not
+    /// pinned there (`pmd=N` is the operator's). Returns how long the PMDs took.
+    pub fn move_port(&mut self, name: &str, core: usize) -> Result<Duration, DatapathError> {
+        let to = self.pick_pmd(Some(core))?;
+        let entry = self.ports.get(name).ok_or_else(|| DatapathError::NoPort(name.to_string()))?;
+        if entry.pmd == to {
+            return Ok(Duration::ZERO);
+        }
+        if entry.settings.pmd_core.is_some() {
+            return Err(DatapathError::PinnedPort { port: name.to_string(), core: self.pmds[entry.pmd].core });
+        }
+        let (spec, settings) = (entry.spec.clone(), entry.settings.clone());
+        let plans = self.plan_with(&[(&spec, &settings, to)], None, self.model.as_ref())?;
+        let from = std::mem::replace(&mut self.ports.get_mut(name).expect("checked").pmd, to);
+        let before = self.apply_plans(plans);
+        let started = Instant::now();
+        if let Err(e) = self.push_configs_moving(&[from]) {
+            self.ports.get_mut(name).expect("checked").pmd = from;
+            self.restore_plans(before);
+            let _ = self.push_configs_moving(&[to]);
+            return Err(e);
+        }
+        Ok(started.elapsed())
+    }
+
+    /// Sends every PMD its configuration; the PMDs in `left` (ports moved off them) first, and
+    /// the others only once those have acknowledged, so that a moved port is never polled by two
+    /// threads at once.
+    pub(super) fn push_configs_moving(&self, left: &[usize]) -> Result<(), DatapathError> {
+        if !left.is_empty() {
+            self.push_configs_to(left)?;
+        }
+        let all: Vec<usize> = (0..self.pmds.len()).collect();
+        self.push_configs_to(&all)
+    }
+
+    /// What the rebalancer needs: each port's promise and its PMD's core, and each core's.
+    /// `used` and `busy` are the last window's measured cycles per second (port, core);
+    /// `deliverable` what each core can give its ports now.
+    pub fn pmd_loads(
+        &self,
+        used: &dyn Fn(&str) -> u64,
+        busy: &dyn Fn(usize) -> u64,
+        deliverable: &dyn Fn(usize) -> u64,
+    ) -> (Vec<PortLoad>, Vec<CoreLoad>) {
+        let ports = self
+            .ports
+            .values()
+            .map(|p| PortLoad {
+                name: p.spec.name.clone(),
+                core: self.pmds[p.pmd].core,
+                promised_cycles_per_sec: p.plan.cpu_qos.limit.alloc_cycles_per_sec(),
+                used_cycles_per_sec: used(&p.spec.name),
+                pinned: p.settings.pmd_core.is_some(),
+            })
+            .collect();
+        let cores = self
+            .pmds
+            .iter()
+            .map(|p| CoreLoad {
+                core: p.core,
+                deliverable_cycles_per_sec: deliverable(p.core),
+                capacity_cycles_per_sec: self.eal.tsc_hz(),
+                busy_cycles_per_sec: busy(p.core),
+            })
+            .collect();
+        (ports, cores)
+    }
+}

@@ -1,0 +1,97 @@
+//! Several PMD threads: a purchase is placed on the core that can hold it, admission is per core,
+//! a purchase that outgrows its core moves the port, and a port moved between PMDs under traffic
+//! loses and reorders no frame. On a 2-core machine the second PMD shares its core with the
+//! VMs: these tests check correctness, not speed.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+
+fn core_of(sw: &Switch, port: &str) -> u64 {
+    sw.json(&["qos-show"])["ports"].as_array().unwrap().iter().find(|p| p["name"] == port).unwrap()["pmd_core"]
+        .as_u64()
+        .unwrap()
+}
+
+#[test]
+fn purchases_are_placed_and_admitted_per_core_and_a_grown_purchase_moves_its_port() {
+    let _g = serial();
+    if !can_run() {
+        return;
+    }
+    let sw = Switch::start("placement", &["--pmd-cores", "0,1", "--pmd-rebalance", "off"]);
+    let hz = sw.json(&["qos-show"])["tsc_hz"].as_u64().unwrap();
+    // 60% of a core each: the second cannot go where the first is.
+    let big = format!("cycles_per_sec={}", hz * 6 / 10);
+    sw.ok(&["add-port", "a", "null", &big]);
+    sw.ok(&["add-port", "b", "null", &big]);
+    assert_ne!(core_of(&sw, "a"), core_of(&sw, "b"));
+    // A third fits on neither core, and the refusal names both.
+    let (ok, _, err) = sw.cli(&["add-port", "c", "null", &big]);
+    assert!(!ok && err.contains("core 0") && err.contains("core 1"), "{err}");
+    // A small purchase goes beside either; growing it beyond what its core has left moves it
+    // to the core with room, if there is one.
+    sw.ok(&["add-port", "c", "null", &format!("cycles_per_sec={}", hz / 10)]);
+    let c_core = core_of(&sw, "c");
+    let (other, neighbour) = if c_core == core_of(&sw, "a") { ("b", "a") } else { ("a", "b") };
+    sw.ok(&["set-port", other, &format!("cycles_per_sec={}", hz * 3 / 10)]);
+    sw.ok(&["set-port", "c", &format!("cycles_per_sec={}", hz * 5 / 10)]);
+    assert_eq!(core_of(&sw, "c"), core_of(&sw, other), "c should have moved away from {neighbour}");
+    // Pinned (`pmd=N`), it stays and is refused instead.
+    let pin = format!("pmd={}", core_of(&sw, "c"));
+    sw.ok(&["set-port", "c", &pin, &format!("cycles_per_sec={}", hz / 10)]);
+    let (ok, _, err) = sw.cli(&["set-port", "c", &format!("cycles_per_sec={}", hz * 7 / 10)]);
+    assert!(!ok && err.contains("cycles"), "{err}");
+}
+
+#[test]
+fn a_port_moved_between_pmds_under_traffic_loses_and_reorders_no_frame() {
+    let _g = serial();
+    if !can_run() {
+        return;
+    }
+    let sw = Switch::start("moves", &["--pmd-cores", "0,1", "--pmd-rebalance", "off"]);
+    sw.ok(&["add-port", "sink", "vhost-user", "pmd=0"]);
+    sw.ok(&["add-port", "vm1", "vhost-user", "pmd=0"]);
+    sw.ok(&["add-flow", "in_port=vm1,actions=output:sink"]);
+    let sink =
+        Tenant::start(&sw.dir, "sink", &[("sink", &sw.port_sock("sink"))], 4096, 9.0, &["sink", "--source", "vm1"]);
+    std::thread::sleep(Duration::from_secs(1));
+    let gen = Tenant::start(
+        &sw.dir,
+        "gen",
+        &[("vm1", &sw.port_sock("vm1"))],
+        4096,
+        5.0,
+        &["gen", "--phase", "rate=20kpps,size=128,flows=64,vm=vm1"],
+    );
+    std::thread::sleep(Duration::from_millis(800));
+    // Back and forth while it sends: each move is two steps (release, then pick-up).
+    let (mut moves, t0) = (0, Instant::now());
+    while t0.elapsed() < Duration::from_secs(3) {
+        let to = if moves % 2 == 0 { 1 } else { 0 };
+        sw.ok(&["set-port", "vm1", &format!("pmd={to}")]);
+        assert_eq!(core_of(&sw, "vm1"), to);
+        moves += 1;
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let gen = gen.finish();
+    let sink = sink.finish();
+    let sent = sent_by(&gen, "vm1");
+    let got = received_from(&sink, "vm1");
+    let reordered: u64 = sink["summary"]["totals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["source"] == "vm1")
+        .map(|t| t["out_of_order"].as_u64().unwrap())
+        .sum();
+    eprintln!("{moves} moves; vm1 sent {sent}, the sink got {got}, {reordered} out of order");
+    assert!(moves >= 10, "only {moves} moves");
+    assert!(sent > 50_000, "the generator sent only {sent}");
+    assert_eq!(sw.port("vm1")["rx"]["rx_packets"].as_u64().unwrap(), sent, "the switch did not take every frame");
+    assert_eq!(got, sent, "frames lost across the moves");
+    assert_eq!(reordered, 0, "frames reordered across the moves");
+}
