@@ -165,6 +165,8 @@ pub struct Variant {
     pub link_latency: Option<bool>,
     /// TSO offered to guests in this variant (see [`Host::guest_tso`]).
     pub guest_tso: Option<bool>,
+    /// Moves between PMDs in this variant (see [`Host::pmd_rebalance`]).
+    pub pmd_rebalance: Option<bool>,
 }
 
 /// A setting changed while the run goes on (`[[change]]`): at `at_secs`, the VM (or every VM
@@ -210,6 +212,11 @@ pub struct Host {
     /// absent), OVS-DPDK's `userspace-tso-enable` (off when absent).
     #[serde(default)]
     pub guest_tso: Option<bool>,
+    /// Whether the switch moves rx queues between its PMDs while it runs: slaswitch's
+    /// `--pmd-rebalance` (on when absent), OVS-DPDK's `pmd-auto-lb` with
+    /// `pmd-rxq-assign=cycles` and its shortest interval, a minute (off when absent).
+    #[serde(default)]
+    pub pmd_rebalance: Option<bool>,
 }
 
 fn default_pmd_cores() -> Vec<usize> {
@@ -230,6 +237,7 @@ impl Default for Host {
             ring: default_ring(),
             c2tb_bucket_us: None,
             guest_tso: None,
+            pmd_rebalance: None,
         }
     }
 }
@@ -1249,6 +1257,9 @@ impl Scenario {
                 }
                 if v.guest_tso.is_some() {
                     s.host.guest_tso = v.guest_tso;
+                }
+                if v.pmd_rebalance.is_some() {
+                    s.host.pmd_rebalance = v.pmd_rebalance;
                 }
                 RunConfig { label: format!("{}/{}", v.switch.name(), v.name), switch: v.switch, scenario: s }
             })

@@ -186,6 +186,8 @@ pub struct Ovs {
     pub null_uplink: bool,
     /// `userspace-tso-enable`.
     pub userspace_tso: bool,
+    /// `pmd-auto-lb` (with `pmd-rxq-assign=cycles`).
+    pub auto_lb: bool,
     started: bool,
 }
 
@@ -200,6 +202,7 @@ impl Ovs {
             ports: port_numbers(scenario, step),
             null_uplink: scenario.uplink.kind == UplinkKind::Null,
             userspace_tso: scenario.host.guest_tso.unwrap_or(false),
+            auto_lb: scenario.host.pmd_rebalance.unwrap_or(false),
             started: false,
         }
     }
@@ -371,12 +374,19 @@ impl Driver for Ovs {
             format!("other_config:dpdk-lcore-mask={}", mask(&[self.lcore])),
             "other_config:dpdk-socket-mem=1024".into(),
             format!("other_config:userspace-tso-enable={}", self.userspace_tso),
+            // Auto load balancing acts on a PMD over its load threshold (95%) for six 10-s
+            // intervals, at most once per `pmd-auto-lb-rebal-interval` (a minute by default),
+            // with cycles-based assignment (the default, set here to be sure).
+            format!("other_config:pmd-auto-lb={}", self.auto_lb),
             format!(
                 "other_config:dpdk-extra=--no-pci --file-prefix {} --single-file-segments{}",
                 self.file_prefix,
                 if self.null_uplink { format!(" --vdev {NULL_VDEV},no-rx=1") } else { String::new() }
             ),
         ]);
+        if self.auto_lb {
+            cfg.push("other_config:pmd-rxq-assign=cycles".into());
+        }
         run(&cfg)?;
         self.start_vswitchd()?;
         let mut br = vsctl(d);

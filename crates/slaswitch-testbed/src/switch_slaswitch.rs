@@ -221,6 +221,8 @@ pub struct Slaswitch {
     pub file_prefix: String,
     /// `slaswitchd --c2tb-bucket-us`, when the scenario sets it.
     pub c2tb_bucket_us: Option<u64>,
+    /// `slaswitchd --pmd-rebalance`.
+    pub pmd_rebalance: bool,
     /// The tenant the master sells to, with `[cluster]`.
     cluster_tenant: Option<String>,
     /// etcd and the master, once started.
@@ -240,6 +242,7 @@ impl Slaswitch {
             main_core: scenario.host.vm_core,
             file_prefix: file_prefix.to_string(),
             c2tb_bucket_us: scenario.host.c2tb_bucket_us,
+            pmd_rebalance: scenario.host.pmd_rebalance.unwrap_or(true),
             cluster_tenant: scenario.cluster.as_ref().map(|c| c.tenant.clone()),
             fleet: None,
             slo: scenario.vms.iter().any(|v| v.qos.latency_p99_us.is_some()),
@@ -299,6 +302,7 @@ impl Driver for Slaswitch {
             .arg("--db")
             .arg(self.dir.join("conf.json"))
             .args(["--file-prefix", &self.file_prefix, "--no-metrics"])
+            .args(["--pmd-rebalance", if self.pmd_rebalance { "on" } else { "off" }])
             .args(self.c2tb_bucket_us.iter().flat_map(|us| ["--c2tb-bucket-us".to_string(), us.to_string()]))
             .args(member)
             .stdin(Stdio::null())
