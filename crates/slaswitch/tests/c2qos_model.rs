@@ -27,8 +27,8 @@ fn calibrate_then_purchases_become_cycles_and_admission_guards_the_uplink() {
     if !can_run() {
         return;
     }
-    // A short calibration (the full one takes minutes): every table row, two VM counts and
-    // two paces of the batch term's light VM.
+    // A short calibration (the full one takes minutes): every table row, two VM counts, two
+    // paces of the batch term's light VM and two PMD counts.
     let dir = std::env::temp_dir().join(format!("slaswitch-it-calibration-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let model_file = dir.join("model.json");
@@ -57,6 +57,11 @@ fn calibrate_then_purchases_become_cycles_and_admission_guards_the_uplink() {
     };
     assert!(classify(64, "many") > classify(64, "single"), "{model}");
     assert!(stdout.contains("R vm_count (measured)"), "{stdout}");
+    // The PMD-count coefficient is measured with two PMDs (by default), never below 1.
+    let pmd = model["pmd_count"]["points"].as_array().unwrap();
+    assert_eq!(model["pmd_count"]["source"], "measured", "{model}");
+    assert_eq!(pmd.len(), 2, "{model}");
+    assert!(pmd[1][1].as_f64().unwrap() >= 1.0, "{model}");
     // The batch term: the slow light VM's batches are smaller than the fast one's, and a batch
     // of a frame or two costs more than its frame's full-batch price.
     let batch = model["batch"]["points"].as_array().unwrap();

@@ -129,9 +129,14 @@ struct CalibrateArgs {
     /// The remote-NUMA factor, 1 to 10.
     #[arg(long, default_value_t = 1.4, value_parser = in_range(1.0, 10.0))]
     numa_remote: f64,
-    /// CORES=FACTOR: the PMD-count coefficient for that many PMD cores (e.g. 2=1.47).
+    /// CORES=FACTOR: the PMD-count coefficient for that many PMD cores (e.g. 2=1.47), given
+    /// instead of measured.
     #[arg(long, value_parser = pmd_factor)]
     pmd_factor: Vec<(u32, f64)>,
+    /// PMD counts to measure the PMD-count coefficient at (one backlogged VM per PMD), each 1
+    /// to 64; beyond the free cores the extra PMDs share the VMs' core.
+    #[arg(long, value_delimiter = ',', default_value = "1,2", value_parser = clap::value_parser!(u32).range(1..=64))]
+    pmd_counts: Vec<u32>,
     #[arg(long)]
     quiet: bool,
 }
@@ -279,6 +284,7 @@ fn calibrate(a: CalibrateArgs) -> anyhow::Result<()> {
         batch_rates_kpps: a.batch_rates,
         batch_neighbours: a.batch_neighbours as usize,
         pmd_factors: a.pmd_factor,
+        pmd_counts: a.pmd_counts,
         numa_remote: a.numa_remote,
         quiet: a.quiet,
     };

@@ -25,6 +25,7 @@ use slaswitch_qos::cpu::model::{FactorTable, ModelEntry, StageCycles, PROFILE_PA
 use slaswitch_qos::cpu::{BandwidthModel, FlowCount};
 
 mod batch_term;
+mod pmd_count;
 
 use crate::control::request;
 use crate::error::CalibrateError;
@@ -56,6 +57,8 @@ pub struct CalibrateOptions {
     pub batch_neighbours: usize,
     /// (input, factor) for the number of PMD cores; 1 core is always 1.0.
     pub pmd_factors: Vec<(u32, f64)>,
+    /// PMD counts the PMD-count coefficient is measured at (when no factor is given).
+    pub pmd_counts: Vec<u32>,
     /// The remote-NUMA coefficient (given, not measured: the host has one node).
     pub numa_remote: f64,
     /// No progress lines.
@@ -342,15 +345,16 @@ fn median_run<T>(
 
 impl PrivateSwitch {
     /// Starts a private slaswitchd on the calibration's cores, with no model and its own files.
-    fn start(opts: &CalibrateOptions) -> Result<PrivateSwitch, CalibrateError> {
-        let prefix = format!("sscal{}", std::process::id());
+    fn start(opts: &CalibrateOptions, pmd_cores: &[usize]) -> Result<PrivateSwitch, CalibrateError> {
+        let prefix = format!("sscal{}-{}", std::process::id(), pmd_cores.len());
         let dir = std::env::temp_dir().join(&prefix);
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).map_err(CalibrateError::file(&dir))?;
         let log_path = dir.join("slaswitchd.log");
         let log = std::fs::File::create(&log_path).map_err(CalibrateError::file(&log_path))?;
+        let cores_text = pmd_cores.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",");
         let child = Command::new(opts.tools.join("slaswitchd"))
-            .args(["--pmd-cores", &opts.pmd_core.to_string(), "--main-core", &opts.vm_core.to_string(), "--run-dir"])
+            .args(["--pmd-cores", &cores_text, "--main-core", &opts.vm_core.to_string(), "--run-dir"])
             .arg(&dir)
             .arg("--db")
             .arg(dir.join("conf.json"))
@@ -380,13 +384,12 @@ impl PrivateSwitch {
 /// Measures the model and writes it to `opts.out`.
 pub fn calibrate(opts: &CalibrateOptions) -> Result<BandwidthModel, CalibrateError> {
     check_host()?;
-    let sw = PrivateSwitch::start(opts)?;
+    let sw = PrivateSwitch::start(opts, &[opts.pmd_core])?;
     let tsc_hz = set_up(&sw, opts)?;
-    let total_steps = PROFILE_PACKET_SIZES.len() * 2 + opts.vm_counts.len() + opts.batch_rates_kpps.len();
+    let pmd_steps = if opts.pmd_factors.is_empty() { opts.pmd_counts.iter().filter(|&&n| n > 1).count() } else { 0 };
+    let total_steps = PROFILE_PACKET_SIZES.len() * 2 + opts.vm_counts.len() + opts.batch_rates_kpps.len() + pmd_steps;
     let entries = measure_rows(&sw, opts, total_steps)?;
-    let (vm_count, measured_ratios) = measure_vm_count(&sw, opts, entries.len(), total_steps)?;
-    let mut pmd_points = vec![(1, 1.0)];
-    pmd_points.extend(opts.pmd_factors.iter().copied().filter(|(n, _)| *n != 1));
+    let (vm_count, measured_ratios, single) = measure_vm_count(&sw, opts, entries.len(), total_steps)?;
     let mut model = BandwidthModel {
         machine: machine_description(tsc_hz),
         tsc_hz,
@@ -398,16 +401,27 @@ pub fn calibrate(opts: &CalibrateOptions) -> Result<BandwidthModel, CalibrateErr
         entries,
         vm_count,
         numa_remote: FactorTable { points: vec![(1, opts.numa_remote)], source: "given".into() },
-        pmd_count: FactorTable { points: pmd_points, source: if opts.pmd_factors.is_empty() { "measured".into() } else { "given".into() } },
+        pmd_count: FactorTable { points: vec![(1, 1.0)], source: "not measured: one PMD".into() },
         batch: Default::default(),
     };
-    let mut step = total_steps - opts.batch_rates_kpps.len();
+    let mut step = total_steps - opts.batch_rates_kpps.len() - pmd_steps;
     model.batch = batch_term::measure(&sw, opts, &model, |what| {
         progress(opts, step, total_steps, what);
         step += 1;
     })?;
-    progress(opts, total_steps, total_steps, "done");
     drop(sw);
+    if !opts.pmd_factors.is_empty() {
+        let mut points = vec![(1, 1.0)];
+        points.extend(opts.pmd_factors.iter().copied().filter(|(n, _)| *n != 1));
+        model.pmd_count = FactorTable { points, source: "given".into() };
+    } else if pmd_steps > 0 {
+        let (table, ratios) = pmd_count::measure(opts, single, step, total_steps)?;
+        model.pmd_count = table;
+        model.method.push_str(&format!(
+            "; PMD-count points with one backlogged VM per PMD, 64-byte frames, many flows (measured ratios {ratios})"
+        ));
+    }
+    progress(opts, total_steps, total_steps, "done");
     write_model(&model, &opts.out)?;
     Ok(model)
 }
@@ -478,13 +492,14 @@ fn measure_rows(
     Ok(entries)
 }
 
-/// The VM-count coefficient (seed 000 Sec. III-D), and the measured ratios as text.
+/// The VM-count coefficient (seed 000 Sec. III-D), the measured ratios as text, and one VM's
+/// cycles per packet (the baseline).
 fn measure_vm_count(
     sw: &PrivateSwitch,
     opts: &CalibrateOptions,
     first_step: usize,
     total_steps: usize,
-) -> Result<(FactorTable, String), CalibrateError> {
+) -> Result<(FactorTable, String, f64), CalibrateError> {
     let mut per_count = Vec::new();
     for (i, &n) in opts.vm_counts.iter().enumerate() {
         progress(opts, first_step + i, total_steps, &format!("{n} VM(s) at once, 64-byte frames, many flows"));
@@ -509,7 +524,7 @@ fn measure_vm_count(
         })
         .collect();
     let ratios: Vec<String> = per_count.iter().map(|&(n, c)| format!("{n}: {:.3}", c / base)).collect();
-    Ok((FactorTable { points, source: "measured".into() }, ratios.join(", ")))
+    Ok((FactorTable { points, source: "measured".into() }, ratios.join(", "), base))
 }
 
 /// Writes the model atomically (a temporary file renamed over `out`).
