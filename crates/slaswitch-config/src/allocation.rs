@@ -21,6 +21,8 @@ pub fn deliverable_cycles_per_sec(capacity: u64) -> u64 {
 }
 
 use crate::error::ConfigError;
+use crate::port::PortSpec;
+use crate::port_settings::PortSettings;
 
 pub use crate::port_plan::{Candidate, PortPlan};
 
@@ -210,11 +212,21 @@ pub fn example_model() -> BandwidthModel {
     }
 }
 
+/// A null port with `opts`, validated, for tests of the planner and its users.
+pub fn example_port(name: &str, opts: &[(&str, &str)]) -> (PortSpec, PortSettings) {
+    let spec = PortSpec {
+        name: name.into(),
+        port_type: crate::PortType::Null,
+        number: 1,
+        options: opts.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+    };
+    let settings = spec.validate().expect("example options are valid");
+    (spec, settings)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::port::{PortSpec, PortType};
-    use crate::port_settings::PortSettings;
 
     fn model() -> BandwidthModel {
         example_model()
@@ -222,14 +234,7 @@ mod tests {
 
     /// A null port with `opts`, and its settings parsed as the data plane parses them.
     fn port(name: &str, opts: &[(&str, &str)]) -> (PortSpec, PortSettings) {
-        let spec = PortSpec {
-            name: name.into(),
-            port_type: PortType::Null,
-            number: 1,
-            options: opts.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
-        };
-        let settings = spec.validate().unwrap();
-        (spec, settings)
+        example_port(name, opts)
     }
 
     fn on_core_0((spec, settings): &(PortSpec, PortSettings)) -> Candidate<'_> {
@@ -316,7 +321,7 @@ mod tests {
     fn an_slo_needs_a_purchase_and_a_latency_class() {
         let spec = |opts: &[(&str, &str)]| PortSpec {
             name: "vm1".into(),
-            port_type: PortType::Null,
+            port_type: crate::PortType::Null,
             number: 1,
             options: opts.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
         };

@@ -1,20 +1,9 @@
 //! Placing ports on several PMDs by their purchases, and the moves that keep the promises.
 
-use slaswitch_config::allocation::{example_model, Candidate};
+use slaswitch_config::allocation::{example_model, example_port as port, Candidate};
 use slaswitch_config::pmd_placement::{place, rebalance, CoreLoad, MoveReason, PortLoad};
 use slaswitch_config::port_settings::PortSettings;
-use slaswitch_config::{PortSpec, PortType};
-
-fn port(name: &str, opts: &[(&str, &str)]) -> (PortSpec, PortSettings) {
-    let spec = PortSpec {
-        name: name.into(),
-        port_type: PortType::Null,
-        number: 1,
-        options: opts.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
-    };
-    let settings = spec.validate().unwrap();
-    (spec, settings)
-}
+use slaswitch_config::PortSpec;
 
 fn on((spec, settings): &(PortSpec, PortSettings), core: usize) -> Candidate<'_> {
     Candidate { spec, settings, pmd_core: core }

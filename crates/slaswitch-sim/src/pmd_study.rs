@@ -22,26 +22,35 @@ use slaswitch_config::{PortSpec, PortType};
 use crate::datacenter::exponential;
 use crate::SimError;
 
-/// The study's settings.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// The study's settings (also `slaswitch-sim pmd-placement`'s options).
+#[derive(Clone, Debug, PartialEq, Serialize, clap::Args)]
 pub struct PmdStudy {
     /// PMD cores on the host.
+    #[arg(long, default_value_t = 16)]
     pub cores: usize,
     /// Each core's cycles per second.
+    #[arg(long, default_value_t = 2_300_000_000)]
     pub core_hz: u64,
-    /// VMs offered.
+    /// VMs offered (those no core admits are not sold).
+    #[arg(long, default_value_t = 300)]
     pub offered: usize,
     /// Mean purchase, share of a core.
+    #[arg(long, default_value_t = 0.08)]
     pub mean_share: f64,
     /// Each VM uses a uniform share of its purchase from this to 1.
+    #[arg(long, default_value_t = 0.6)]
     pub min_use_share: f64,
     /// Share of the placed VMs whose cost per packet doubles.
+    #[arg(long, default_value_t = 0.2)]
     pub cost_rise_share: f64,
-    /// Seconds OVS's `pmd-auto-lb` waits with a PMD over its threshold.
+    /// Seconds OVS's `pmd-auto-lb` waits with a PMD over its threshold (its default: a minute).
+    #[arg(long, default_value_t = 60)]
     pub auto_lb_interval_secs: u32,
     /// Seconds simulated after the cost rises.
+    #[arg(long, default_value_t = 120)]
     pub secs: u32,
-    /// Seed of every draw.
+    /// Seed of every draw (the command line gives several, `--seeds`).
+    #[arg(skip)]
     pub seed: u64,
 }
 

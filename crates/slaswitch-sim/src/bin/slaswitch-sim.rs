@@ -181,30 +181,8 @@ enum Command {
     /// admission) against OVS-DPDK's rx-queue assignment, then some ports' cost doubles:
     /// slaswitch's moves against OVS's pmd-auto-lb
     PmdPlacement {
-        /// PMD cores
-        #[arg(long, default_value_t = 16)]
-        cores: usize,
-        /// Each core's cycles per second
-        #[arg(long, default_value_t = 2_300_000_000)]
-        core_hz: u64,
-        /// VMs offered (those no core admits are not sold)
-        #[arg(long, default_value_t = 300)]
-        offered: usize,
-        /// Mean purchase, share of a core
-        #[arg(long, default_value_t = 0.08)]
-        mean_share: f64,
-        /// Each VM uses a uniform share of its purchase from this to 1
-        #[arg(long, default_value_t = 0.6)]
-        min_use_share: f64,
-        /// Share of the VMs whose cost per packet doubles
-        #[arg(long, default_value_t = 0.2)]
-        cost_rise_share: f64,
-        /// Seconds OVS's pmd-auto-lb waits over its threshold (its default: a minute)
-        #[arg(long, default_value_t = 60)]
-        auto_lb_interval_secs: u32,
-        /// Seconds simulated after the rise
-        #[arg(long, default_value_t = 120)]
-        secs: u32,
+        #[command(flatten)]
+        study: PmdStudy,
         /// Seeds, one run each
         #[arg(long, value_delimiter = ',', default_value = "1,2,3,4,5")]
         seeds: Vec<u64>,
@@ -233,37 +211,16 @@ fn main() -> ExitCode {
 
 fn run(command: Command) -> anyhow::Result<()> {
     match command {
-        Command::PmdPlacement {
-            cores,
-            core_hz,
-            offered,
-            mean_share,
-            min_use_share,
-            cost_rise_share,
-            auto_lb_interval_secs,
-            secs,
-            seeds,
-            json,
-        } => {
+        Command::PmdPlacement { study, seeds, json } => {
             let mut rows = Vec::new();
-            for seed in seeds {
-                let study = PmdStudy {
-                    cores,
-                    core_hz,
-                    offered,
-                    mean_share,
-                    min_use_share,
-                    cost_rise_share,
-                    auto_lb_interval_secs,
-                    secs,
-                    seed,
-                };
-                rows.extend(study.run()?.into_iter().map(|o| (seed, o)));
+            for &seed in &seeds {
+                rows.extend(PmdStudy { seed, ..study.clone() }.run()?.into_iter().map(|o| (seed, o)));
             }
             if json {
                 println!("{}", serde_json::to_string_pretty(&rows)?);
                 return Ok(());
             }
+            let PmdStudy { cores, core_hz, offered, mean_share, min_use_share, cost_rise_share, secs, .. } = study;
             println!("simulator: {cores} PMD cores of {core_hz} cycles/s, {offered} VMs offered (mean purchase {mean_share} of a core, using {min_use_share}-1 of it), {cost_rise_share} of them doubling in cost; {secs} s after");
             println!(
                 "{:>5} {:<15} {:>7} {:>14} {:>13} {:>12} {:>14} {:>6}",
