@@ -91,7 +91,8 @@ pub struct PortLoad {
     pub name: String,
     /// The core of the PMD polling it.
     pub core: usize,
-    /// Cycles per second its purchase was allocated (0: none).
+    /// Cycles per second keeping its purchase costs now: its allocation, times its drift factor
+    /// where the model under-priced its packets (0: no purchase).
     pub promised_cycles_per_sec: u64,
     /// Cycles per second it used over the last window.
     pub used_cycles_per_sec: u64,
@@ -105,7 +106,7 @@ pub struct CoreLoad {
     /// The core.
     pub core: usize,
     /// What it can deliver to its ports now: its deliverable share less what the host took
-    /// from it, over its drift factor.
+    /// from it.
     pub deliverable_cycles_per_sec: u64,
     /// Its cycles per second.
     pub capacity_cycles_per_sec: u64,

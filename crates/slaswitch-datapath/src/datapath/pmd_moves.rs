@@ -98,7 +98,8 @@ impl Datapath {
         self.push_configs_to(&all)
     }
 
-    /// What the rebalancer needs: each port's promise and its PMD's core, and each core's.
+    /// What the rebalancer needs: each port's promise at its current cost and its PMD's core,
+    /// and each core's.
     /// `used` and `busy` are the last window's measured cycles per second (port, core);
     /// `deliverable` what each core can give its ports now.
     pub fn pmd_loads(
@@ -113,7 +114,11 @@ impl Datapath {
             .map(|p| PortLoad {
                 name: p.spec.name.clone(),
                 core: self.pmds[p.pmd].core,
-                promised_cycles_per_sec: p.plan.cpu_qos.limit.alloc_cycles_per_sec(),
+                // What keeping its promise costs now: a port's drift (its packets' real cost
+                // over the model's) goes with it to whichever core polls it.
+                promised_cycles_per_sec: (p.plan.cpu_qos.limit.alloc_cycles_per_sec() as f64
+                    * p.counters.drift_factor().unwrap_or(1.0).max(1.0))
+                    as u64,
                 used_cycles_per_sec: used(&p.spec.name),
                 pinned: p.settings.pmd_core.is_some(),
             })

@@ -1,5 +1,6 @@
-//! Moving ports between PMDs by themselves, each second: when a core's promises exceed what it
-//! can deliver now (drift, the host's stalls, a new purchase) or a core is saturated while
+//! Moving ports between PMDs by themselves, each second: when a core's promises, at what its
+//! ports' packets really cost (their drift factors), exceed what it can deliver now (less the
+//! host's stalls) or a core is saturated while
 //! another has room, the daemon moves one port live (`Datapath::move_port`), chosen by
 //! `slaswitch_config::pmd_placement::rebalance`. A port that moved waits [`COOLDOWN`] before it
 //! moves again, so that one noisy second does not send it back and forth.
@@ -63,10 +64,10 @@ impl Rebalancer {
         };
         let busy = |core: usize| per_sec(pmd_delta(core, |p| p.totals.busy_cycles));
         let tsc_hz = dp.tsc_hz();
+        // The ports' promises come at their drifted cost; the core gives what the host left it.
         let deliverable = |core: usize| {
             let stalled_share = (per_sec(pmd_delta(core, |p| p.totals.stalled_cycles)) as f64 / tsc_hz as f64).min(1.0);
-            let drift = new.pmds.iter().find(|p| p.core == core).map_or(1.0, |p| p.drift_factor.max(1e-3));
-            (deliverable_cycles_per_sec(tsc_hz) as f64 * (1.0 - stalled_share) / drift) as u64
+            (deliverable_cycles_per_sec(tsc_hz) as f64 * (1.0 - stalled_share)) as u64
         };
         let (ports, cores) = dp.pmd_loads(&used, &busy, &deliverable);
         let Some(m) = rebalance(&ports, &cores) else { return };
