@@ -2,7 +2,8 @@
 //! polling one backlogged VM (64-byte frames, many flows), the cycles per packet over all of
 //! them against one PMD polling one VM. Several PMDs share the output ports (a lock per tx
 //! queue) and the caches of the cores, which a single PMD does not. On a host with fewer free
-//! cores than PMDs the extra PMDs share the VMs' core, and the model's method says so.
+//! cores than PMDs the extra PMDs share the VMs' core, and the model's method says so. How this
+//! differs from the paper's per-VM-count comparison: `docs/deviations.md`, row 37.
 
 use slaswitch_qos::cpu::model::FactorTable;
 
