@@ -572,12 +572,8 @@ impl Datapath {
         removed: Option<&str>,
         model: Option<&BandwidthModel>,
     ) -> Result<BTreeMap<String, PortPlan>, DatapathError> {
-        let mut candidates: Vec<Candidate> = self
-            .ports
-            .values()
-            .filter(|p| Some(p.spec.name.as_str()) != removed && !changed.iter().any(|(s, ..)| s.name == p.spec.name))
-            .map(|p| Candidate { spec: &p.spec, settings: &p.settings, pmd_core: self.pmds[p.pmd].core })
-            .collect();
+        let mut candidates =
+            self.candidates_except(|name| Some(name) == removed || changed.iter().any(|(s, ..)| s.name == name));
         candidates.extend(changed.iter().map(|&(spec, settings, pmd)| Candidate {
             spec,
             settings,
@@ -604,6 +600,15 @@ impl Datapath {
                 .map_err(|cause| DatapathError::LinkRefuses { change: who.clone(), link: name.clone(), cause })?;
         }
         Ok(plans)
+    }
+
+    /// Every port as the planner sees it (on its PMD's core), but those `skip` names.
+    fn candidates_except(&self, skip: impl Fn(&str) -> bool) -> Vec<Candidate<'_>> {
+        self.ports
+            .values()
+            .filter(|p| !skip(&p.spec.name))
+            .map(|p| Candidate { spec: &p.spec, settings: &p.settings, pmd_core: self.pmds[p.pmd].core })
+            .collect()
     }
 
     /// Gives each port its new plan and makes the paced links match ([`Self::configure_links`]).

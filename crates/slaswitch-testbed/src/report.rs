@@ -282,13 +282,15 @@ fn per_second_median(
     if !h.stall_free {
         return (median(inside.into_iter().map(|p| p.1).collect()), String::new());
     }
-    let stalled = |t: f64| {
-        s.host.pmd_cores.iter().any(|core| {
-            series(samples, sw, step, "switch", &format!("pmd{core}"), "stalled_pct")
-                .iter()
-                .any(|(at, pct)| (at - t).abs() < 0.5 && *pct > 0.0)
-        })
-    };
+    let stalled_at: Vec<f64> = s
+        .host
+        .pmd_cores
+        .iter()
+        .flat_map(|core| series(samples, sw, step, "switch", &format!("pmd{core}"), "stalled_pct"))
+        .filter(|(_, pct)| *pct > 0.0)
+        .map(|(at, _)| at)
+        .collect();
+    let stalled = |t: f64| stalled_at.iter().any(|at| (at - t).abs() < 0.5);
     let total = inside.len();
     let kept: Vec<f64> = inside.into_iter().filter(|p| !stalled(p.0)).map(|p| p.1).collect();
     let note = format!(", the {} of {total} seconds without a PMD stall", kept.len());

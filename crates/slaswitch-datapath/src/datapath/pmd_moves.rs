@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use slaswitch_config::allocation::{Candidate, PortPlan};
+use slaswitch_config::allocation::PortPlan;
 use slaswitch_config::pmd_placement::{place, CoreLoad, PortLoad};
 use slaswitch_config::port_settings::PortSettings;
 use slaswitch_config::PortSpec;
@@ -23,11 +23,13 @@ impl Datapath {
         if settings.pmd_core.is_some() || self.pmds.len() == 1 {
             return self.pick_pmd(settings.pmd_core);
         }
-        let others: Vec<Candidate> = self
-            .ports
-            .values()
-            .map(|p| Candidate { spec: &p.spec, settings: &p.settings, pmd_core: self.pmds[p.pmd].core })
-            .collect();
+        self.pmd_that_holds(spec, settings)
+    }
+
+    /// The PMD (index) whose core can best hold `spec` beside every other port
+    /// ([`place`]), or the refusal naming each core's reason.
+    fn pmd_that_holds(&self, spec: &PortSpec, settings: &PortSettings) -> Result<usize, DatapathError> {
+        let others = self.candidates_except(|name| name == spec.name);
         let cores: Vec<usize> = self.pmds.iter().map(|p| p.core).collect();
         let placed = place(&others, spec, settings, &cores, self.model.as_ref(), self.eal.tsc_hz())?;
         self.pick_pmd(Some(placed.core))
@@ -48,17 +50,8 @@ impl Datapath {
         if u.settings.pmd_core.is_some() || self.pmds.len() == 1 || !matches!(refused, DatapathError::Config(_)) {
             return Err(refused);
         }
-        let others: Vec<Candidate> = self
-            .ports
-            .values()
-            .filter(|p| p.spec.name != u.spec.name)
-            .map(|p| Candidate { spec: &p.spec, settings: &p.settings, pmd_core: self.pmds[p.pmd].core })
-            .collect();
-        let cores: Vec<usize> = self.pmds.iter().map(|p| p.core).collect();
-        let Ok(placed) = place(&others, &u.spec, &u.settings, &cores, self.model.as_ref(), self.eal.tsc_hz()) else {
-            return Err(refused);
-        };
-        u.pmd = self.pick_pmd(Some(placed.core))?;
+        let Ok(pmd) = self.pmd_that_holds(&u.spec, &u.settings) else { return Err(refused) };
+        u.pmd = pmd;
         self.plan_with(&[(&u.spec, &u.settings, u.pmd)], None, self.model.as_ref())
     }
 
