@@ -108,8 +108,9 @@ pub struct CoreLoad {
     /// What it can deliver to its ports now: its deliverable share less what the host took
     /// from it.
     pub deliverable_cycles_per_sec: u64,
-    /// Its cycles per second.
-    pub capacity_cycles_per_sec: u64,
+    /// Its cycles per second less what the host took from its PMD (a PMD that shares its core
+    /// runs only part of the time; busy for all of that, it is saturated).
+    pub available_cycles_per_sec: u64,
     /// Cycles per second its PMD was busy over the last window.
     pub busy_cycles_per_sec: u64,
 }
@@ -145,72 +146,99 @@ pub struct Move {
     pub to: usize,
     /// Why.
     pub reason: MoveReason,
+    /// A port of core `to` that goes the other way at the same time (a swap), when no single
+    /// port's move would do: the cores' ports are too big for what each has left.
+    pub swap_with: Option<String>,
 }
 
 /// The next move, if one is needed: first a core whose promises exceed what it can deliver
-/// gives a port to the core with the most room for its promise; else a saturated core gives the
-/// port that evens the two cores' load best to the least busy core, if that lowers the busier
-/// one by [`MIN_GAIN_SHARE`] of a core and the port's measured load fits in what the target
-/// leaves idle (when every core's promises are spent, ports still go where the cycles are idle).
+/// gives a port to the core with the most room for its promise (or, when no port fits there
+/// whole, trades it for a smaller one of that core); else a saturated core gives the port (or
+/// trades it for a smaller one) that evens the two cores' load best, if that lowers the busier
+/// one by [`MIN_GAIN_SHARE`] of a core and the load fits in what the target leaves idle (when
+/// every core's promises are spent, ports still go where the cycles are idle).
 pub fn rebalance(ports: &[PortLoad], cores: &[CoreLoad]) -> Option<Move> {
     let promised =
         |core: usize| -> u64 { ports.iter().filter(|p| p.core == core).map(|p| p.promised_cycles_per_sec).sum() };
-    let room = |c: &CoreLoad| c.deliverable_cycles_per_sec.saturating_sub(promised(c.core));
-    over_promised_move(ports, cores, &promised, &room).or_else(|| saturated_move(ports, cores))
+    over_promised_move(ports, cores, &promised).or_else(|| saturated_move(ports, cores))
 }
 
-fn over_promised_move(
-    ports: &[PortLoad],
-    cores: &[CoreLoad],
-    promised: &dyn Fn(usize) -> u64,
-    room: &dyn Fn(&CoreLoad) -> u64,
-) -> Option<Move> {
+/// The ports of `core` the rebalancer may move.
+fn movable(ports: &[PortLoad], core: usize) -> impl Iterator<Item = &PortLoad> {
+    ports.iter().filter(move |p| p.core == core && !p.pinned)
+}
+
+fn over_promised_move(ports: &[PortLoad], cores: &[CoreLoad], promised: &dyn Fn(usize) -> u64) -> Option<Move> {
     let worst = cores
         .iter()
         .filter(|c| promised(c.core) > c.deliverable_cycles_per_sec)
         .max_by_key(|c| promised(c.core) - c.deliverable_cycles_per_sec)?;
     let excess = promised(worst.core) - worst.deliverable_cycles_per_sec;
-    let target = cores.iter().filter(|c| c.core != worst.core).max_by_key(|c| room(c))?;
-    let movable = ports
-        .iter()
-        .filter(|p| p.core == worst.core && !p.pinned && p.promised_cycles_per_sec > 0)
-        .filter(|p| p.promised_cycles_per_sec <= room(target));
-    // The smallest promise that clears the excess, else the largest that fits.
-    let (clears, short): (Vec<&PortLoad>, Vec<&PortLoad>) = movable.partition(|p| p.promised_cycles_per_sec >= excess);
-    let pick = clears
-        .into_iter()
-        .min_by_key(|p| p.promised_cycles_per_sec)
-        .or_else(|| short.into_iter().max_by_key(|p| p.promised_cycles_per_sec))?;
-    Some(Move { port: pick.name.clone(), from: worst.core, to: target.core, reason: MoveReason::OverPromised })
-}
-
-fn saturated_move(ports: &[PortLoad], cores: &[CoreLoad]) -> Option<Move> {
-    let saturated =
-        |c: &CoreLoad| c.busy_cycles_per_sec as f64 >= SATURATED_BUSY_SHARE * c.capacity_cycles_per_sec as f64;
-    let busy = |core: usize| cores.iter().find(|c| c.core == core).map_or(0, |c| c.busy_cycles_per_sec);
-    // Every (port of a saturated core, other core it fits in) pair; the one that leaves the
-    // busier of its two cores least busy wins.
-    let mut best: Option<(u64, &PortLoad, &CoreLoad)> = None;
-    for hot in cores.iter().filter(|c| saturated(c)) {
-        let min_gain = (MIN_GAIN_SHARE * hot.capacity_cycles_per_sec as f64) as u64;
-        for p in ports.iter().filter(|p| p.core == hot.core && !p.pinned && p.used_cycles_per_sec > 0) {
-            for cold in cores.iter().filter(|c| c.core != hot.core) {
-                let cold_busy = busy(cold.core);
-                if cold_busy + p.used_cycles_per_sec > cold.deliverable_cycles_per_sec {
+    // Every (port of the worst core, other core, port of that core or none) whose promises fit
+    // the other core after the trade; the one that leaves the least excess wins, then the one
+    // moving the smallest promise, then a single move over a swap.
+    let mut best: Option<(u64, u64, bool, Move)> = None;
+    for p in movable(ports, worst.core).filter(|p| p.promised_cycles_per_sec > 0) {
+        for t in cores.iter().filter(|c| c.core != worst.core) {
+            let back = movable(ports, t.core).filter(|q| q.promised_cycles_per_sec < p.promised_cycles_per_sec);
+            for q in std::iter::once(None).chain(back.map(Some)) {
+                let q_promise = q.map_or(0, |q| q.promised_cycles_per_sec);
+                let net = p.promised_cycles_per_sec - q_promise;
+                if promised(t.core) + net > t.deliverable_cycles_per_sec {
                     continue;
                 }
-                let after = hot
-                    .busy_cycles_per_sec
-                    .saturating_sub(p.used_cycles_per_sec)
-                    .max(cold_busy + p.used_cycles_per_sec);
-                if after.saturating_add(min_gain) <= hot.busy_cycles_per_sec
-                    && best.as_ref().is_none_or(|b| after < b.0)
-                {
-                    best = Some((after, p, cold));
+                let key = (excess.saturating_sub(net), p.promised_cycles_per_sec, q.is_some());
+                if best.as_ref().is_none_or(|b| key < (b.0, b.1, b.2)) {
+                    let m = Move {
+                        port: p.name.clone(),
+                        from: worst.core,
+                        to: t.core,
+                        reason: MoveReason::OverPromised,
+                        swap_with: q.map(|q| q.name.clone()),
+                    };
+                    best = Some((key.0, key.1, key.2, m));
                 }
             }
         }
     }
-    let (_, p, cold) = best?;
-    Some(Move { port: p.name.clone(), from: p.core, to: cold.core, reason: MoveReason::Saturated })
+    best.map(|b| b.3)
+}
+
+fn saturated_move(ports: &[PortLoad], cores: &[CoreLoad]) -> Option<Move> {
+    let saturated =
+        |c: &CoreLoad| c.busy_cycles_per_sec as f64 >= SATURATED_BUSY_SHARE * c.available_cycles_per_sec as f64;
+    // Every (port of a saturated core, other core, port of that core or none) whose load fits the
+    // other core after the trade; the one that leaves the busier of the two cores least busy
+    // wins, a single move over a swap.
+    let mut best: Option<(u64, bool, Move)> = None;
+    for hot in cores.iter().filter(|c| saturated(c)) {
+        let min_gain = (MIN_GAIN_SHARE * hot.available_cycles_per_sec as f64) as u64;
+        for p in movable(ports, hot.core).filter(|p| p.used_cycles_per_sec > 0) {
+            for cold in cores.iter().filter(|c| c.core != hot.core) {
+                let back = movable(ports, cold.core).filter(|q| q.used_cycles_per_sec < p.used_cycles_per_sec);
+                for q in std::iter::once(None).chain(back.map(Some)) {
+                    let net = p.used_cycles_per_sec - q.map_or(0, |q| q.used_cycles_per_sec);
+                    let cold_after = cold.busy_cycles_per_sec + net;
+                    if cold_after > cold.deliverable_cycles_per_sec {
+                        continue;
+                    }
+                    let after = hot.busy_cycles_per_sec.saturating_sub(net).max(cold_after);
+                    let key = (after, q.is_some());
+                    if after.saturating_add(min_gain) <= hot.busy_cycles_per_sec
+                        && best.as_ref().is_none_or(|b| key < (b.0, b.1))
+                    {
+                        let m = Move {
+                            port: p.name.clone(),
+                            from: hot.core,
+                            to: cold.core,
+                            reason: MoveReason::Saturated,
+                            swap_with: q.map(|q| q.name.clone()),
+                        };
+                        best = Some((key.0, key.1, m));
+                    }
+                }
+            }
+        }
+    }
+    best.map(|b| b.2)
 }

@@ -40,7 +40,7 @@ fn load(name: &str, core: usize, promised: u64, used: u64) -> PortLoad {
 }
 
 fn core(core: usize, deliverable: u64, busy: u64) -> CoreLoad {
-    CoreLoad { core, deliverable_cycles_per_sec: deliverable, capacity_cycles_per_sec: 100, busy_cycles_per_sec: busy }
+    CoreLoad { core, deliverable_cycles_per_sec: deliverable, available_cycles_per_sec: 100, busy_cycles_per_sec: busy }
 }
 
 #[test]
@@ -72,7 +72,41 @@ fn a_saturated_core_gives_the_port_that_evens_the_load_and_equal_cores_trade_not
     // One port alone on the hot core: moving it would only move the heat.
     let one = [load("a", 0, 0, 100), load("d", 1, 0, 20)];
     assert_eq!(rebalance(&one, &cores), None);
-    // The target must not be overloaded by it: a port whose load does not fit stays.
+    // The target must not be overloaded: a port whose load does not fit there goes only in
+    // trade for a smaller one, and not at all when the trade would not fit either.
     let heavy = [load("a", 0, 0, 80), load("b", 0, 0, 80), load("d", 1, 0, 60)];
-    assert_eq!(rebalance(&heavy, &[core(0, 95, 100), core(1, 95, 60)]), None);
+    let m = rebalance(&heavy, &[core(0, 95, 100), core(1, 95, 60)]).unwrap();
+    assert_eq!((m.port.as_str(), m.to, m.swap_with.as_deref()), ("a", 1, Some("d")), "{m:?}");
+    let heavier = [load("a", 0, 0, 80), load("b", 0, 0, 80), load("d", 1, 0, 40), load("e", 1, 0, 40)];
+    assert_eq!(rebalance(&heavier, &[core(0, 95, 100), core(1, 95, 80)]), None);
+}
+
+#[test]
+fn an_over_promised_core_whose_ports_fit_nowhere_whole_trades_one_for_a_smaller() {
+    // Core 0 can deliver 80 and promised 90; core 1 has 25 of room: neither a (50) nor b (40)
+    // fits there, but b for d (20) does, and clears core 0.
+    let ports = [load("a", 0, 50, 50), load("b", 0, 40, 40), load("c", 1, 50, 50), load("d", 1, 20, 20)];
+    let m = rebalance(&ports, &[core(0, 80, 90), core(1, 95, 70)]).unwrap();
+    assert_eq!(
+        (m.port.as_str(), m.from, m.to, m.swap_with.as_deref(), m.reason),
+        ("b", 0, 1, Some("d"), MoveReason::OverPromised)
+    );
+    // A pinned port is not traded.
+    let mut pinned = ports.clone();
+    pinned[3].pinned = true;
+    assert_eq!(rebalance(&pinned, &[core(0, 80, 90), core(1, 95, 70)]).and_then(|m| m.swap_with), None);
+}
+
+#[test]
+fn a_pmd_busy_for_all_the_time_its_shared_core_gave_it_is_saturated() {
+    // Core 1's PMD had half the core (the host ran something else the other half) and was busy
+    // for all of it: saturated, though busy only half of the core's cycles.
+    let ports = [load("a", 0, 0, 10), load("n", 1, 0, 30), load("v", 1, 0, 18)];
+    let shared =
+        CoreLoad { core: 1, deliverable_cycles_per_sec: 47, available_cycles_per_sec: 50, busy_cycles_per_sec: 48 };
+    let m = rebalance(&ports, &[core(0, 95, 10), shared.clone()]).unwrap();
+    assert_eq!((m.port.as_str(), m.from, m.to, m.reason), ("v", 1, 0, MoveReason::Saturated));
+    // The same busy cycles on a core the PMD had whole: room left, nothing moves.
+    let whole = CoreLoad { available_cycles_per_sec: 100, ..shared };
+    assert_eq!(rebalance(&ports, &[core(0, 95, 10), whole]), None);
 }

@@ -337,7 +337,7 @@ impl Datapath {
         for core in dp.settings.pmd_cores.clone() {
             let (sender, receiver) = channel();
             let counters = Arc::new(PmdCounters::default());
-            let cfg = dp.pmd_config(dp.pmds.len());
+            let cfg = dp.pmd_config(dp.pmds.len(), &[]);
             let thread_counters = counters.clone();
             let probe = dp.settings.probe.map(|_| Arc::new(ProbeCounters::default()));
             let thread_probe = dp.settings.probe.zip(probe.clone());
@@ -389,7 +389,9 @@ impl Datapath {
         &self.rules
     }
 
-    fn pmd_config(&self, pmd_index: usize) -> Arc<PmdConfig> {
+    /// The configuration of PMD `pmd_index`: the rx ports placed on it, less those `parked`
+    /// (between the two steps of a move, polled by no PMD).
+    fn pmd_config(&self, pmd_index: usize, parked: &[u16]) -> Arc<PmdConfig> {
         let mut tx_ports: Vec<Option<TxPort>> = vec![None; MAX_PORTS];
         let mut flood = Vec::new();
         let mut rx_ports = Vec::new();
@@ -408,7 +410,7 @@ impl Datapath {
             if p.paced.is_some() {
                 paced.push(p.spec.number);
             }
-            if p.pmd == pmd_index {
+            if p.pmd == pmd_index && !parked.contains(&p.spec.number) {
                 rx_ports.push(RxPort {
                     number: p.spec.number,
                     eth: p.eth,
@@ -456,17 +458,17 @@ impl Datapath {
     /// Sends every PMD its new configuration and waits until each has switched.
     fn push_configs(&self) -> Result<(), DatapathError> {
         let all: Vec<usize> = (0..self.pmds.len()).collect();
-        self.push_configs_to(&all)
+        self.push_configs_to(&all, &[])
     }
 
     /// Sends the PMDs at `indices` their configurations and waits until each has swapped it in.
-    fn push_configs_to(&self, indices: &[usize]) -> Result<(), DatapathError> {
+    fn push_configs_to(&self, indices: &[usize], parked: &[u16]) -> Result<(), DatapathError> {
         let mut acks = Vec::new();
         for &i in indices {
             let pmd = &self.pmds[i];
             let (ack_tx, ack_rx) = channel();
             pmd.sender
-                .send(PmdMessage::Config(self.pmd_config(i), ack_tx))
+                .send(PmdMessage::Config(self.pmd_config(i, parked), ack_tx))
                 .map_err(|_| DatapathError::PmdStopped(pmd.core))?;
             acks.push((pmd.core, ack_rx));
         }
@@ -811,10 +813,14 @@ impl Datapath {
                 std::mem::replace(&mut entry.settings, u.settings.clone()),
             ));
         }
-        let left: Vec<usize> =
-            old.iter().zip(&updated).filter(|((pmd, ..), u)| *pmd != u.pmd).map(|((pmd, ..), _)| *pmd).collect();
+        let moved: Vec<(u16, usize)> = old
+            .iter()
+            .zip(&updated)
+            .filter(|((pmd, ..), u)| *pmd != u.pmd)
+            .map(|((pmd, ..), u)| (u.spec.number, *pmd))
+            .collect();
         let before = self.apply_plans(plans);
-        if let Err(e) = self.push_configs_moving(&left) {
+        if let Err(e) = self.push_configs_moving(&moved) {
             for (u, (pmd, spec, settings)) in updated.iter().zip(old) {
                 let entry = self.ports.get_mut(&u.spec.name).expect("checked by updated_spec");
                 (entry.pmd, entry.spec, entry.settings) = (pmd, spec, settings);

@@ -172,8 +172,11 @@ impl PmdStudy {
             }
             if policy == "slaswitch" {
                 if let Some(m) = rebalance(&loads(&vms), &core_loads(&vms, self.cores, deliverable, self.core_hz)) {
-                    let i: usize = m.port[2..].parse().expect("vm<i>");
-                    vms[i].core = m.to;
+                    let index = |name: &str| -> usize { name[2..].parse().expect("vm<i>") };
+                    vms[index(&m.port)].core = m.to;
+                    if let Some(q) = &m.swap_with {
+                        vms[index(q)].core = m.from;
+                    }
                     moves += 1;
                 }
             } else if policy == "ovs-cycles" {
@@ -268,7 +271,7 @@ fn core_loads(vms: &[Vm], cores: usize, deliverable: u64, core_hz: u64) -> Vec<C
         .map(|c| CoreLoad {
             core: c,
             deliverable_cycles_per_sec: deliverable,
-            capacity_cycles_per_sec: core_hz,
+            available_cycles_per_sec: core_hz,
             busy_cycles_per_sec: core_used(vms, c).min(core_hz),
         })
         .collect()

@@ -331,14 +331,19 @@ pub fn parse_pmd_stats(text: &str) -> Vec<(usize, Vec<f64>)> {
     out
 }
 
-/// Per-port PMD usage in percent from `dpif-netdev/pmd-rxq-show` (OVS averages it over its
-/// last six 10-second intervals; it is not a per-second figure).
-pub fn parse_rxq_usage(text: &str) -> Vec<(String, f64)> {
+/// Per port from `dpif-netdev/pmd-rxq-show`: (name, the core of the PMD polling it, its PMD
+/// usage in percent, which OVS averages over its last six 10-second intervals: not a per-second
+/// figure; absent while OVS has no measurement).
+pub fn parse_rxq_usage(text: &str) -> Vec<(String, usize, Option<f64>)> {
+    let mut core = None;
     text.lines()
         .filter_map(|l| {
+            if l.starts_with("pmd thread") {
+                core = number_after(l, "core_id").map(|c| c as usize);
+                return None;
+            }
             let name = l.split("port:").nth(1)?.split_whitespace().next()?.to_string();
-            let usage = number_after(l, "usage:")?;
-            Some((name, usage))
+            Some((name, core?, number_after(l, "usage:")))
         })
         .collect()
 }
@@ -442,8 +447,11 @@ impl Driver for Ovs {
             }
         }
         if let Ok(text) = self.appctl(&["dpif-netdev/pmd-rxq-show"]) {
-            for (name, usage) in parse_rxq_usage(&text) {
-                out.push(Reading::gauge(&name, "pmd_usage_avg60s_pct", usage));
+            for (name, core, usage) in parse_rxq_usage(&text) {
+                out.push(Reading::gauge(&name, "pmd_core", core as f64));
+                if let Some(usage) = usage {
+                    out.push(Reading::gauge(&name, "pmd_usage_avg60s_pct", usage));
+                }
             }
         }
         out

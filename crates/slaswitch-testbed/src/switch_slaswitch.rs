@@ -346,6 +346,7 @@ impl Driver for Slaswitch {
             }
             for p in pmd["ports"].as_array().into_iter().flatten() {
                 let name = p["name"].as_str().unwrap_or("?");
+                out.push(Reading::gauge(name, "pmd_core", pmd["core"].as_f64().unwrap_or(-1.0)));
                 for key in [
                     "rx_packets",
                     "rx_bytes",

@@ -40,8 +40,11 @@ main thread:
   packets received: 0";
     let stats = parse_pmd_stats(text);
     assert_eq!(stats, vec![(0, vec![500.0, 1000.0, 1000.0, 200.0, 0.0, 790.0, 10.0])]);
-    let usage = parse_rxq_usage("pmd thread numa_id 0 core_id 0:\n  isolated : false\n  port: vm1               queue-id:  0 (enabled)   pmd usage: 45 %\n  port: up                queue-id:  0 (enabled)   pmd usage: NOT AVAIL\n");
-    assert_eq!(usage, vec![("vm1".to_string(), 45.0)]);
+    let usage = parse_rxq_usage("pmd thread numa_id 0 core_id 0:\n  isolated : false\n  port: vm1               queue-id:  0 (enabled)   pmd usage: 45 %\n  port: up                queue-id:  0 (enabled)   pmd usage: NOT AVAIL\npmd thread numa_id 0 core_id 1:\n  isolated : false\n  port: vm2               queue-id:  0 (enabled)   pmd usage:  3 %\n");
+    assert_eq!(
+        usage,
+        vec![("vm1".to_string(), 0, Some(45.0)), ("up".to_string(), 0, None), ("vm2".to_string(), 1, Some(3.0))]
+    );
 }
 
 #[test]

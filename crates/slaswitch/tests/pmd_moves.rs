@@ -1,6 +1,7 @@
 //! Several PMD threads: a purchase is placed on the core that can hold it, admission is per core,
-//! a purchase that outgrows its core moves the port, and a port moved between PMDs under traffic
-//! loses and reorders no frame. On a 2-core machine the second PMD shares its core with the
+//! a purchase that outgrows its core moves the port, a port moved between PMDs under traffic
+//! loses and reorders no frame, and the switch moves a port by itself when the host takes
+//! enough of its core that the purchases there can no longer be kept. On a 2-core machine the second PMD shares its core with the
 //! VMs: these tests check correctness, not speed.
 
 mod common;
@@ -101,4 +102,88 @@ fn a_port_moved_between_pmds_under_traffic_loses_and_reorders_no_frame() {
     assert_eq!(sw.port("vm1")["rx"]["rx_packets"].as_u64().unwrap(), sent, "the switch did not take every frame");
     assert_eq!(got, sent, "frames lost across the moves");
     assert_eq!(reordered, 0, "frames reordered across the moves");
+}
+
+/// Runs `sh -c 'while :; do :; done'` on core 1 until dropped: the host taking half the core
+/// from the PMD polling there.
+struct Hog(std::process::Child);
+
+impl Hog {
+    fn on_core_1() -> Hog {
+        Hog(std::process::Command::new("taskset")
+            .args(["-c", "1", "sh", "-c", "while :; do :; done"])
+            .spawn()
+            .expect("taskset (util-linux)"))
+    }
+}
+
+impl Drop for Hog {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Waits up to 15 s for `port` to be polled on `core`; returns the switch's moves.
+fn wait_until_on(sw: &Switch, port: &str, core: u64) -> serde_json::Value {
+    let t0 = Instant::now();
+    while core_of(sw, port) != core && t0.elapsed() < Duration::from_secs(15) {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let moves = sw.json(&["qos-show"])["pmd_moves"].clone();
+    eprintln!("after {:.1} s: {moves}", t0.elapsed().as_secs_f64());
+    moves
+}
+
+/// Starts a switch with PMDs on cores 0 and 1 and adds null ports buying these shares of a
+/// core, in order.
+fn switch_with_purchases(name: &str, shares_pct: &[(&str, u64)]) -> Switch {
+    let sw = Switch::start(name, &["--pmd-cores", "0,1"]);
+    let hz = sw.json(&["qos-show"])["tsc_hz"].as_u64().unwrap();
+    for (port, pct) in shares_pct {
+        sw.ok(&["add-port", port, "null", &format!("cycles_per_sec={}", hz * pct / 100)]);
+    }
+    sw
+}
+
+#[test]
+fn a_port_whose_core_the_host_takes_moves_by_itself_to_a_core_that_can_keep_its_purchase() {
+    let _g = serial();
+    if !can_run() {
+        return;
+    }
+    let sw = switch_with_purchases("automatic", &[("a", 15), ("b", 60)]);
+    assert_eq!((core_of(&sw, "a"), core_of(&sw, "b")), (0, 1), "each purchase on the core with the most room");
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(core_of(&sw, "b"), 1, "moved while its core was whole");
+    // A busy process on core 1: the kernel gives the PMD there about half of it, less than b
+    // bought, while core 0 has room for b.
+    let hog = Hog::on_core_1();
+    let moves = wait_until_on(&sw, "b", 0);
+    drop(hog);
+    assert_eq!(core_of(&sw, "b"), 0, "b stayed on the core the host took: {moves}");
+    let last = moves["recent"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!((last["port"].as_str(), last["reason"].as_str()), (Some("b"), Some("over_promised")), "{moves}");
+    assert_eq!((last["from_core"].as_u64(), last["to_core"].as_u64()), (Some(1), Some(0)), "{moves}");
+    assert_eq!(core_of(&sw, "a"), 0, "a had no reason to move");
+}
+
+#[test]
+fn ports_too_big_to_move_alone_trade_cores_when_the_host_takes_one() {
+    let _g = serial();
+    if !can_run() {
+        return;
+    }
+    // a (40%) and c (20%) on core 0, b (60%) on core 1: once the host takes half of core 1, b
+    // fits neither there nor, alone, on core 0; b for a fits both.
+    let sw = switch_with_purchases("swap", &[("a", 40), ("b", 60), ("c", 20)]);
+    let cores = |sw: &Switch| ["a", "b", "c"].map(|p| core_of(sw, p));
+    assert_eq!(cores(&sw), [0, 1, 0]);
+    let hog = Hog::on_core_1();
+    let moves = wait_until_on(&sw, "b", 0);
+    drop(hog);
+    assert_eq!(cores(&sw), [1, 0, 0], "{moves}");
+    let last = moves["recent"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!((last["port"].as_str(), last["swapped_with"].as_str()), (Some("b"), Some("a")), "{moves}");
+    assert!(last["refused"].is_null(), "{moves}");
 }

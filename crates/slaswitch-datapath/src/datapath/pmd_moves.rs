@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use slaswitch_config::allocation::PortPlan;
+use slaswitch_config::allocation::{deliverable_cycles_per_sec, PortPlan};
 use slaswitch_config::pmd_placement::{place, CoreLoad, PortLoad};
 use slaswitch_config::port_settings::PortSettings;
 use slaswitch_config::PortSpec;
@@ -58,49 +58,74 @@ impl Datapath {
     /// Moves port `name` to the PMD on `core`, live, if that core admits it; the port is not
     /// pinned there (`pmd=N` is the operator's). Returns how long the PMDs took.
     pub fn move_port(&mut self, name: &str, core: usize) -> Result<Duration, DatapathError> {
-        let to = self.pick_pmd(Some(core))?;
-        let entry = self.ports.get(name).ok_or_else(|| DatapathError::NoPort(name.to_string()))?;
-        if entry.pmd == to {
+        self.move_ports(&[(name, core)])
+    }
+
+    /// Moves each `(port, core)` at once (a swap: two ports trading cores, which neither
+    /// core could admit one at a time), if the cores admit the result; nothing moves otherwise.
+    /// Pinned ports (`pmd=N`) are refused. Returns how long the PMDs took.
+    pub fn move_ports(&mut self, moves: &[(&str, usize)]) -> Result<Duration, DatapathError> {
+        let mut changed = Vec::new();
+        for &(name, core) in moves {
+            let to = self.pick_pmd(Some(core))?;
+            let entry = self.ports.get(name).ok_or_else(|| DatapathError::NoPort(name.to_string()))?;
+            if entry.pmd == to {
+                continue;
+            }
+            if entry.settings.pmd_core.is_some() {
+                return Err(DatapathError::PinnedPort { port: name.to_string(), core: self.pmds[entry.pmd].core });
+            }
+            changed.push((entry.spec.clone(), entry.settings.clone(), to));
+        }
+        if changed.is_empty() {
             return Ok(Duration::ZERO);
         }
-        if entry.settings.pmd_core.is_some() {
-            return Err(DatapathError::PinnedPort { port: name.to_string(), core: self.pmds[entry.pmd].core });
+        let plan_input: Vec<_> = changed.iter().map(|(spec, settings, to)| (spec, settings, *to)).collect();
+        let plans = self.plan_with(&plan_input, None, self.model.as_ref())?;
+        let mut moved = Vec::new();
+        for (spec, _, to) in &changed {
+            let entry = self.ports.get_mut(&spec.name).expect("checked");
+            moved.push((spec.number, std::mem::replace(&mut entry.pmd, *to)));
         }
-        let (spec, settings) = (entry.spec.clone(), entry.settings.clone());
-        let plans = self.plan_with(&[(&spec, &settings, to)], None, self.model.as_ref())?;
-        let from = std::mem::replace(&mut self.ports.get_mut(name).expect("checked").pmd, to);
         let before = self.apply_plans(plans);
         let started = Instant::now();
-        if let Err(e) = self.push_configs_moving(&[from]) {
-            self.ports.get_mut(name).expect("checked").pmd = from;
+        if let Err(e) = self.push_configs_moving(&moved) {
+            for ((spec, ..), (_, from)) in changed.iter().zip(&moved) {
+                self.ports.get_mut(&spec.name).expect("checked").pmd = *from;
+            }
             self.restore_plans(before);
-            let _ = self.push_configs_moving(&[to]);
+            let _ = self.push_configs();
             return Err(e);
         }
         Ok(started.elapsed())
     }
 
-    /// Sends every PMD its configuration; the PMDs in `left` (ports moved off them) first, and
-    /// the others only once those have acknowledged, so that a moved port is never polled by two
-    /// threads at once.
-    pub(super) fn push_configs_moving(&self, left: &[usize]) -> Result<(), DatapathError> {
-        if !left.is_empty() {
-            self.push_configs_to(left)?;
+    /// Sends every PMD its configuration after ports `moved` (number, the PMD that polled it)
+    /// changed PMDs: first the PMDs they leave drop them, with every moved port parked (polled
+    /// by none), and acknowledge; only then do all PMDs get their new ports. So a moved port is
+    /// never polled by two threads at once, a swap included.
+    pub(super) fn push_configs_moving(&self, moved: &[(u16, usize)]) -> Result<(), DatapathError> {
+        if !moved.is_empty() {
+            let mut left: Vec<usize> = moved.iter().map(|m| m.1).collect();
+            left.sort_unstable();
+            left.dedup();
+            let parked: Vec<u16> = moved.iter().map(|m| m.0).collect();
+            self.push_configs_to(&left, &parked)?;
         }
-        let all: Vec<usize> = (0..self.pmds.len()).collect();
-        self.push_configs_to(&all)
+        self.push_configs()
     }
 
     /// What the rebalancer needs: each port's promise at its current cost and its PMD's core,
-    /// and each core's.
-    /// `used` and `busy` are the last window's measured cycles per second (port, core);
-    /// `deliverable` what each core can give its ports now.
+    /// and each core's. `used` and `busy` are the last window's measured cycles per second
+    /// (port, core), `stalled` the cycles per second the host took from a core's PMD: what a
+    /// core can deliver and what its PMD had are less that.
     pub fn pmd_loads(
         &self,
         used: &dyn Fn(&str) -> u64,
         busy: &dyn Fn(usize) -> u64,
-        deliverable: &dyn Fn(usize) -> u64,
+        stalled: &dyn Fn(usize) -> u64,
     ) -> (Vec<PortLoad>, Vec<CoreLoad>) {
+        let tsc_hz = self.eal.tsc_hz();
         let ports = self
             .ports
             .values()
@@ -119,11 +144,15 @@ impl Datapath {
         let cores = self
             .pmds
             .iter()
-            .map(|p| CoreLoad {
-                core: p.core,
-                deliverable_cycles_per_sec: deliverable(p.core),
-                capacity_cycles_per_sec: self.eal.tsc_hz(),
-                busy_cycles_per_sec: busy(p.core),
+            .map(|p| {
+                let stalled_cycles_per_sec = stalled(p.core).min(tsc_hz);
+                let unstalled_share = 1.0 - stalled_cycles_per_sec as f64 / tsc_hz as f64;
+                CoreLoad {
+                    core: p.core,
+                    deliverable_cycles_per_sec: (deliverable_cycles_per_sec(tsc_hz) as f64 * unstalled_share) as u64,
+                    available_cycles_per_sec: tsc_hz - stalled_cycles_per_sec,
+                    busy_cycles_per_sec: busy(p.core),
+                }
             })
             .collect();
         (ports, cores)

@@ -1,14 +1,13 @@
 //! Moving ports between PMDs by themselves, each second: when a core's promises, at what its
 //! ports' packets really cost (their drift factors), exceed what it can deliver now (less the
-//! host's stalls) or a core is saturated while
-//! another has room, the daemon moves one port live (`Datapath::move_port`), chosen by
+//! host's stalls), or a core's PMD is busy nearly all the time the host left it while another
+//! core has room, the daemon moves one port live (`Datapath::move_port`), chosen by
 //! `slaswitch_config::pmd_placement::rebalance`. A port that moved waits [`COOLDOWN`] before it
 //! moves again, so that one noisy second does not send it back and forth.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
-use slaswitch_config::allocation::deliverable_cycles_per_sec;
 use slaswitch_config::pmd_placement::rebalance;
 use slaswitch_datapath::Datapath;
 
@@ -63,24 +62,25 @@ impl Rebalancer {
             now.saturating_sub(then)
         };
         let busy = |core: usize| per_sec(pmd_delta(core, |p| p.totals.busy_cycles));
-        let tsc_hz = dp.tsc_hz();
-        // The ports' promises come at their drifted cost; the core gives what the host left it.
-        let deliverable = |core: usize| {
-            let stalled_share = (per_sec(pmd_delta(core, |p| p.totals.stalled_cycles)) as f64 / tsc_hz as f64).min(1.0);
-            (deliverable_cycles_per_sec(tsc_hz) as f64 * (1.0 - stalled_share)) as u64
-        };
-        let (ports, cores) = dp.pmd_loads(&used, &busy, &deliverable);
+        let stalled = |core: usize| per_sec(pmd_delta(core, |p| p.totals.stalled_cycles));
+        let (ports, cores) = dp.pmd_loads(&used, &busy, &stalled);
         let Some(m) = rebalance(&ports, &cores) else { return };
-        if self.moved_at.get(&m.port).is_some_and(|at| at.elapsed() < COOLDOWN) {
+        let names: Vec<&str> = std::iter::once(m.port.as_str()).chain(m.swap_with.as_deref()).collect();
+        if names.iter().any(|n| self.moved_at.get(*n).is_some_and(|at| at.elapsed() < COOLDOWN)) {
             return;
         }
-        let result = dp.move_port(&m.port, m.to);
-        self.moved_at.insert(m.port.clone(), Instant::now());
+        let result = match &m.swap_with {
+            None => dp.move_port(&m.port, m.to),
+            Some(q) => dp.move_ports(&[(&m.port, m.to), (q, m.from)]),
+        };
+        for n in names {
+            self.moved_at.insert(n.to_string(), Instant::now());
+        }
         let took_us = result.as_ref().map_or(0, |d| d.as_micros() as u64);
         let refused = result.err().map(|e| e.to_string());
         match &refused {
             None => {
-                tracing::info!(port = %m.port, from = m.from, to = m.to, reason = m.reason.name(), took_us, "moved a port between PMDs");
+                tracing::info!(port = %m.port, from = m.from, to = m.to, swapped_with = ?m.swap_with, reason = m.reason.name(), took_us, "moved a port between PMDs");
                 *self.total.entry(m.reason.name().to_string()).or_default() += 1;
             }
             Some(e) => tracing::warn!(port = %m.port, from = m.from, to = m.to, "a move between PMDs was refused: {e}"),
@@ -94,6 +94,7 @@ impl Rebalancer {
             from_core: m.from,
             to_core: m.to,
             reason: m.reason,
+            swapped_with: m.swap_with,
             took_us,
             refused,
         });

@@ -19,6 +19,9 @@ pub struct PmdMove {
     pub to_core: usize,
     /// Why it moved.
     pub reason: MoveReason,
+    /// A port that went the other way at the same time (a swap).
+    #[serde(default)]
+    pub swapped_with: Option<String>,
     /// From the first PMD's release to the second's pick-up, microseconds.
     pub took_us: u64,
     /// Why the data plane refused it, if it did (nothing moved then).

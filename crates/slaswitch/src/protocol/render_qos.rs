@@ -208,8 +208,12 @@ fn moves_lines(m: &super::pmd_moves::PmdMoves) -> String {
             None => format!("in {} us", mv.took_us),
             Some(e) => format!("refused: {e}"),
         };
+        let swap = mv
+            .swapped_with
+            .as_ref()
+            .map_or(String::new(), |q| format!(", {q} core {} -> {}", mv.to_core, mv.from_core));
         out.push_str(&format!(
-            "  at {:.0} s: {} core {} -> {} ({}) {what}\n",
+            "  at {:.0} s: {} core {} -> {}{swap} ({}) {what}\n",
             mv.at_secs,
             mv.port,
             mv.from_core,
