@@ -2,7 +2,7 @@
 //! one writer (the PMD that polls it), which accumulates locally and publishes with plain atomic
 //! stores; tx-side counters may be written by several PMDs and use relaxed adds, once per burst.
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 
 use serde::{Deserialize, Serialize};
 use slaswitch_classifier::parse::PARSE_ERROR_KINDS;
@@ -338,6 +338,8 @@ pub struct PmdCounters {
     qos_parked: AtomicU64,
     /// The drift-compensation factor (f64 bits; 0 before the first window).
     drift_factor_bits: AtomicU64,
+    /// The PMD thread's id (0 before it started).
+    thread_id: AtomicU32,
 }
 
 impl PmdCounters {
@@ -349,6 +351,16 @@ impl PmdCounters {
         self.stalled.store(t.stalled_cycles, Relaxed);
         self.qos_owed.store(t.qos_owed, Relaxed);
         self.qos_parked.store(t.qos_parked, Relaxed);
+    }
+
+    /// Records the PMD thread's id, from the thread.
+    pub fn set_thread_id(&self, tid: u32) {
+        self.thread_id.store(tid, Relaxed);
+    }
+
+    /// The PMD thread's id, once it runs.
+    pub fn thread_id(&self) -> Option<u32> {
+        Some(self.thread_id.load(Relaxed)).filter(|t| *t != 0)
     }
 
     /// Publishes the PMD-wide drift factor.

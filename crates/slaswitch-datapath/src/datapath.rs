@@ -244,6 +244,10 @@ pub struct PmdStats {
     pub drift_factor: f64,
     /// The ports it polls.
     pub ports: Vec<String>,
+    /// Nanoseconds its thread has run, as the kernel counts it (`crate::host_time`): over an
+    /// interval, the wall time less this is what the host took from the PMD.
+    #[serde(default)]
+    pub run_ns: Option<u64>,
     /// The comparison of C2QoS with round robin, when on.
     /// What the overhead probe measured, when it runs.
     pub probe: Option<ProbeReport>,
@@ -345,6 +349,7 @@ impl Datapath {
             let join = std::thread::Builder::new()
                 .name(format!("pmd-c{core:02}"))
                 .spawn(move || {
+                    thread_counters.set_thread_id(crate::host_time::current_thread_id());
                     if let Err(e) = pmd::pin_to_core(core) {
                         tracing::warn!("{e}");
                     }
@@ -997,6 +1002,7 @@ impl Datapath {
                 core: p.core,
                 totals: p.counters.read(),
                 drift_factor: p.counters.drift_factor(),
+                run_ns: p.counters.thread_id().and_then(crate::host_time::run_ns),
                 probe: p.probe.as_ref().map(|c| c.read()),
                 ports: self.ports.values().filter(|e| e.pmd == i).map(|e| e.spec.name.clone()).collect(),
             })

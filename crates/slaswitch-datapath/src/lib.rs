@@ -8,6 +8,7 @@ mod drift;
 pub mod error;
 mod flow_caches;
 pub mod histogram;
+pub mod host_time;
 pub mod paced_tx;
 pub mod pmd;
 pub mod pmd_config;

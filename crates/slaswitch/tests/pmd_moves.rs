@@ -156,6 +156,8 @@ fn a_port_whose_core_the_host_takes_moves_by_itself_to_a_core_that_can_keep_its_
     assert_eq!((core_of(&sw, "a"), core_of(&sw, "b")), (0, 1), "each purchase on the core with the most room");
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(core_of(&sw, "b"), 1, "moved while its core was whole");
+    let pmds = sw.json(&["pmd-stats"])["pmds"].clone();
+    assert!(pmds.as_array().unwrap().iter().all(|p| p["run_ns"].as_u64().is_some_and(|ns| ns > 0)), "{pmds}");
     // A busy process on core 1: the kernel gives the PMD there about half of it, less than b
     // bought, while core 0 has room for b.
     let hog = Hog::on_core_1();

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use slaswitch_config::pmd_placement::rebalance;
 use slaswitch_datapath::Datapath;
 
-use super::rates::Snapshot;
+use super::rates::{host_took_cycles, Snapshot};
 use crate::protocol::pmd_moves::{PmdMove, PmdMoves};
 
 /// How long a moved port stays where it went.
@@ -62,7 +62,7 @@ impl Rebalancer {
             now.saturating_sub(then)
         };
         let busy = |core: usize| per_sec(pmd_delta(core, |p| p.totals.busy_cycles));
-        let stalled = |core: usize| per_sec(pmd_delta(core, |p| p.totals.stalled_cycles));
+        let stalled = |core: usize| per_sec(host_took_cycles(old, new, core, dp.tsc_hz()));
         let (ports, cores) = dp.pmd_loads(&used, &busy, &stalled);
         let Some(m) = rebalance(&ports, &cores) else { return };
         let names: Vec<&str> = std::iter::once(m.port.as_str()).chain(m.swap_with.as_deref()).collect();

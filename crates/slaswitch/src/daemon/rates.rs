@@ -17,6 +17,26 @@ pub struct Snapshot {
     pub links: Vec<slaswitch_datapath::datapath::LinkStats>,
 }
 
+/// Cycles the host took from the PMD on `core` between `old` and `new`: the PMD's stalls (its
+/// stages longer than a stall's threshold), but no more than the wall time its thread did not
+/// run (`slaswitch_datapath::host_time`), so a long stage the thread spent in its own system
+/// call (a send through a kernel interface) counts as the switch's work, not the host's.
+pub fn host_took_cycles(old: &Snapshot, new: &Snapshot, core: usize, tsc_hz: u64) -> u64 {
+    let (Some(o), Some(n)) = (old.pmds.iter().find(|p| p.core == core), new.pmds.iter().find(|p| p.core == core))
+    else {
+        return 0;
+    };
+    let stalled = n.totals.stalled_cycles.saturating_sub(o.totals.stalled_cycles);
+    match (o.run_ns, n.run_ns) {
+        (Some(a), Some(b)) => {
+            let wall_ns = new.at.duration_since(old.at).as_nanos() as u64;
+            let not_run_ns = wall_ns.saturating_sub(b.saturating_sub(a));
+            stalled.min((not_run_ns as u128 * u128::from(tsc_hz) / 1_000_000_000) as u64)
+        }
+        _ => stalled,
+    }
+}
+
 fn per_packet(cycles: u64, packets: u64) -> f64 {
     if packets == 0 {
         0.0
@@ -94,5 +114,41 @@ fn pct(part: u64, whole: u64) -> f64 {
         0.0
     } else {
         part as f64 * 100.0 / whole as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use slaswitch_datapath::counters::PmdTotals;
+
+    fn at(t: Instant, stalled_cycles: u64, run_ns: Option<u64>) -> Snapshot {
+        let pmd = PmdStats {
+            core: 3,
+            totals: PmdTotals { stalled_cycles, ..Default::default() },
+            drift_factor: 1.0,
+            ports: Vec::new(),
+            run_ns,
+            probe: None,
+        };
+        Snapshot { at: t, ports: Vec::new(), pmds: vec![pmd], links: Vec::new() }
+    }
+
+    #[test]
+    fn the_host_took_the_stalls_its_thread_did_not_run_through() {
+        // 1 GHz: a cycle a nanosecond. One second, of which 300 ms in long stages.
+        let t0 = Instant::now();
+        let t1 = t0 + std::time::Duration::from_secs(1);
+        let old = at(t0, 0, Some(0));
+        // The thread ran the whole second: its long stages were its own system calls.
+        assert_eq!(host_took_cycles(&old, &at(t1, 300_000_000, Some(1_000_000_000)), 3, 1_000_000_000), 0);
+        // It ran 800 ms: the host took 200 ms of the 300.
+        assert_eq!(host_took_cycles(&old, &at(t1, 300_000_000, Some(800_000_000)), 3, 1_000_000_000), 200_000_000);
+        // It ran 500 ms but no stage was long: the host took nothing the PMD felt.
+        assert_eq!(host_took_cycles(&old, &at(t1, 0, Some(500_000_000)), 3, 1_000_000_000), 0);
+        // No run time from the kernel: the stalls as measured.
+        assert_eq!(host_took_cycles(&at(t0, 0, None), &at(t1, 300_000_000, None), 3, 1_000_000_000), 300_000_000);
+        // No such PMD.
+        assert_eq!(host_took_cycles(&old, &at(t1, 300_000_000, None), 4, 1_000_000_000), 0);
     }
 }

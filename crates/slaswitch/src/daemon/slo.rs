@@ -4,7 +4,8 @@
 //!
 //! The cause is read from what the switch measured in that second, in this order:
 //! * `pmd_stall`: the host took at least the SLO's time from the port's PMD (the PMD's stall
-//!   counter, `crate::daemon::rates`); no scheduler in the switch can keep a promise through
+//!   counter, capped by the time its thread did not run: `crate::daemon::rates::host_took_cycles`);
+//!   no scheduler in the switch can keep a promise through
 //!   that, and `docs/operations.md` says how to keep the core quiet;
 //! * `link_queue`: most of the p99 was the paced links' queues (the port's link wait p99 is at
 //!   least half of it): the link's scheduler, its latency class off, or the link over-sold;
@@ -14,9 +15,8 @@
 use std::collections::BTreeMap;
 
 use slaswitch_datapath::histogram::Histogram;
-use slaswitch_datapath::{PmdStats, PortStats};
 
-use super::rates::Snapshot;
+use super::rates::{host_took_cycles, Snapshot};
 use crate::protocol::slo::{MissCause, SloMiss, SloStatus};
 
 /// Every port's SLO status, by port name and number (a port added again starts afresh).
@@ -46,7 +46,7 @@ impl SloLedger {
             });
             status.latency_p99_us = slo_us;
             let Some(o) = old.ports.iter().find(|o| o.name == p.name && o.number == p.number) else { continue };
-            let stalled_us = stalled_us(&old.pmds, &new.pmds, p, tsc_hz);
+            let stalled_us = host_took_cycles(old, new, p.pmd_core, tsc_hz) as f64 * 1e6 / tsc_hz.max(1) as f64;
             let at_secs = new.at.duration_since(started).as_secs_f64();
             let second = (p.residence.since(&o.residence), p.link_wait.since(&o.link_wait));
             if let Some(miss) = judge(&second.0, &second.1, slo_us, stalled_us, at_secs) {
@@ -86,15 +86,6 @@ fn judge(residence: &Histogram, link_wait: &Histogram, slo_us: u32, stalled_us: 
         MissCause::Switch
     };
     Some(SloMiss { at_secs, p99_us, link_wait_p99_us, stalled_us, cause })
-}
-
-/// Microseconds the host took from port `p`'s PMD between the two snapshots.
-fn stalled_us(old: &[PmdStats], new: &[PmdStats], p: &PortStats, tsc_hz: u64) -> f64 {
-    let stalled = |pmds: &[PmdStats]| pmds.iter().find(|d| d.core == p.pmd_core).map(|d| d.totals.stalled_cycles);
-    match (stalled(old), stalled(new)) {
-        (Some(a), Some(b)) => b.saturating_sub(a) as f64 * 1e6 / tsc_hz.max(1) as f64,
-        _ => 0.0,
-    }
 }
 
 #[cfg(test)]

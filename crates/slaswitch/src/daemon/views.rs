@@ -33,6 +33,7 @@ pub fn pmd_stats(
                 busy_cycles: pmd.totals.busy_cycles,
                 idle_cycles: pmd.totals.idle_cycles,
                 stalled_cycles: pmd.totals.stalled_cycles,
+                run_ns: pmd.run_ns,
                 qos_owed: pmd.totals.qos_owed,
                 qos_parked: pmd.totals.qos_parked,
                 busy_pct_interval: rate.map(|r| r.busy_pct),

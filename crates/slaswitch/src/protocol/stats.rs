@@ -123,8 +123,14 @@ pub struct PmdView {
     pub busy_cycles: u64,
     /// Cycles spent finding nothing.
     pub idle_cycles: u64,
-    /// Cycles the host took from the thread (measured stalls).
+    /// Cycles of the thread's stages that took longer than a stall's threshold: the host's
+    /// (it took the core) or the thread's own system calls (a send through a kernel interface);
+    /// `run_ns` tells them apart.
     pub stalled_cycles: u64,
+    /// Nanoseconds the kernel ran the thread: over an interval, the wall time less this is
+    /// what the host took from it.
+    #[serde(default)]
+    pub run_ns: Option<u64>,
     /// Batches that left a port owing tokens.
     pub qos_owed: u64,
     /// Batches that parked a port.
