@@ -163,9 +163,47 @@ pub fn rebalance(ports: &[PortLoad], cores: &[CoreLoad]) -> Option<Move> {
     over_promised_move(ports, cores, &promised).or_else(|| saturated_move(ports, cores))
 }
 
-/// The ports of `core` the rebalancer may move.
-fn movable(ports: &[PortLoad], core: usize) -> impl Iterator<Item = &PortLoad> {
-    ports.iter().filter(move |p| p.core == core && !p.pinned)
+/// One candidate: `port` goes from its core to `to`, and `back` (a smaller port of `to`), if
+/// any, the other way; `net` is what `to` gains by the measure the trade was sized by.
+struct Trade<'a> {
+    port: &'a PortLoad,
+    to: &'a CoreLoad,
+    back: Option<&'a PortLoad>,
+    net: u64,
+}
+
+impl Trade<'_> {
+    fn to_move(&self, reason: MoveReason) -> Move {
+        Move {
+            port: self.port.name.clone(),
+            from: self.port.core,
+            to: self.to.core,
+            reason,
+            swap_with: self.back.map(|q| q.name.clone()),
+        }
+    }
+}
+
+/// Every trade of a movable port of core `from` with a positive `size` (promise or measured
+/// load): to each other core, alone or for a movable port of that core of a smaller size.
+fn trades<'a>(
+    ports: &'a [PortLoad],
+    cores: &'a [CoreLoad],
+    from: usize,
+    size: fn(&PortLoad) -> u64,
+) -> impl Iterator<Item = Trade<'a>> + 'a {
+    let movable = move |core: usize| ports.iter().filter(move |p| p.core == core && !p.pinned);
+    movable(from).filter(move |p| size(p) > 0).flat_map(move |p| {
+        cores.iter().filter(move |c| c.core != from).flat_map(move |to| {
+            let back = movable(to.core).filter(move |q| size(q) < size(p));
+            std::iter::once(None).chain(back.map(Some)).map(move |q| Trade {
+                port: p,
+                to,
+                back: q,
+                net: size(p) - q.map_or(0, size),
+            })
+        })
+    })
 }
 
 fn over_promised_move(ports: &[PortLoad], cores: &[CoreLoad], promised: &dyn Fn(usize) -> u64) -> Option<Move> {
@@ -174,71 +212,32 @@ fn over_promised_move(ports: &[PortLoad], cores: &[CoreLoad], promised: &dyn Fn(
         .filter(|c| promised(c.core) > c.deliverable_cycles_per_sec)
         .max_by_key(|c| promised(c.core) - c.deliverable_cycles_per_sec)?;
     let excess = promised(worst.core) - worst.deliverable_cycles_per_sec;
-    // Every (port of the worst core, other core, port of that core or none) whose promises fit
-    // the other core after the trade; the one that leaves the least excess wins, then the one
-    // moving the smallest promise, then a single move over a swap.
-    let mut best: Option<(u64, u64, bool, Move)> = None;
-    for p in movable(ports, worst.core).filter(|p| p.promised_cycles_per_sec > 0) {
-        for t in cores.iter().filter(|c| c.core != worst.core) {
-            let back = movable(ports, t.core).filter(|q| q.promised_cycles_per_sec < p.promised_cycles_per_sec);
-            for q in std::iter::once(None).chain(back.map(Some)) {
-                let q_promise = q.map_or(0, |q| q.promised_cycles_per_sec);
-                let net = p.promised_cycles_per_sec - q_promise;
-                if promised(t.core) + net > t.deliverable_cycles_per_sec {
-                    continue;
-                }
-                let key = (excess.saturating_sub(net), p.promised_cycles_per_sec, q.is_some());
-                if best.as_ref().is_none_or(|b| key < (b.0, b.1, b.2)) {
-                    let m = Move {
-                        port: p.name.clone(),
-                        from: worst.core,
-                        to: t.core,
-                        reason: MoveReason::OverPromised,
-                        swap_with: q.map(|q| q.name.clone()),
-                    };
-                    best = Some((key.0, key.1, key.2, m));
-                }
-            }
-        }
-    }
-    best.map(|b| b.3)
+    // Of the trades whose promises fit the other core, the one that leaves the least excess
+    // wins, then the one moving the smallest promise, then a single move over a swap.
+    trades(ports, cores, worst.core, |p| p.promised_cycles_per_sec)
+        .filter(|t| promised(t.to.core) + t.net <= t.to.deliverable_cycles_per_sec)
+        .min_by_key(|t| (excess.saturating_sub(t.net), t.port.promised_cycles_per_sec, t.back.is_some()))
+        .map(|t| t.to_move(MoveReason::OverPromised))
 }
 
 fn saturated_move(ports: &[PortLoad], cores: &[CoreLoad]) -> Option<Move> {
     let saturated =
         |c: &CoreLoad| c.busy_cycles_per_sec as f64 >= SATURATED_BUSY_SHARE * c.available_cycles_per_sec as f64;
-    // Every (port of a saturated core, other core, port of that core or none) whose load fits the
-    // other core after the trade; the one that leaves the busier of the two cores least busy
-    // wins, a single move over a swap.
-    let mut best: Option<(u64, bool, Move)> = None;
-    for hot in cores.iter().filter(|c| saturated(c)) {
-        let min_gain = (MIN_GAIN_SHARE * hot.available_cycles_per_sec as f64) as u64;
-        for p in movable(ports, hot.core).filter(|p| p.used_cycles_per_sec > 0) {
-            for cold in cores.iter().filter(|c| c.core != hot.core) {
-                let back = movable(ports, cold.core).filter(|q| q.used_cycles_per_sec < p.used_cycles_per_sec);
-                for q in std::iter::once(None).chain(back.map(Some)) {
-                    let net = p.used_cycles_per_sec - q.map_or(0, |q| q.used_cycles_per_sec);
-                    let cold_after = cold.busy_cycles_per_sec + net;
-                    if cold_after > cold.deliverable_cycles_per_sec {
-                        continue;
-                    }
-                    let after = hot.busy_cycles_per_sec.saturating_sub(net).max(cold_after);
-                    let key = (after, q.is_some());
-                    if after.saturating_add(min_gain) <= hot.busy_cycles_per_sec
-                        && best.as_ref().is_none_or(|b| key < (b.0, b.1))
-                    {
-                        let m = Move {
-                            port: p.name.clone(),
-                            from: hot.core,
-                            to: cold.core,
-                            reason: MoveReason::Saturated,
-                            swap_with: q.map(|q| q.name.clone()),
-                        };
-                        best = Some((key.0, key.1, m));
-                    }
-                }
-            }
-        }
-    }
-    best.map(|b| b.2)
+    // Of the trades whose load fits the other core and lowers the hot one by the minimum gain,
+    // the one that leaves the busier of the two cores least busy wins, a single move over a
+    // swap.
+    cores
+        .iter()
+        .filter(|c| saturated(c))
+        .flat_map(|hot| {
+            let min_gain = (MIN_GAIN_SHARE * hot.available_cycles_per_sec as f64) as u64;
+            trades(ports, cores, hot.core, |p| p.used_cycles_per_sec).filter_map(move |t| {
+                let cold_after = t.to.busy_cycles_per_sec + t.net;
+                let after = hot.busy_cycles_per_sec.saturating_sub(t.net).max(cold_after);
+                let fits = cold_after <= t.to.deliverable_cycles_per_sec;
+                (fits && after.saturating_add(min_gain) <= hot.busy_cycles_per_sec).then_some((after, t))
+            })
+        })
+        .min_by_key(|(after, t)| (*after, t.back.is_some()))
+        .map(|(_, t)| t.to_move(MoveReason::Saturated))
 }
