@@ -3,7 +3,8 @@
 //! reordering a frame. A move is two steps: the PMD that polled the port drops it and
 //! acknowledges (it has finished the pass that took the port's last frames, and published its
 //! counters), then the new PMD picks it up from the counters and the ring as they are. Between
-//! the two the port's frames wait in its rx ring, so no two threads ever poll one queue.
+//! the two the port's frames wait in its rx ring, so no two threads ever poll one queue. Ports
+//! that trade PMDs (a swap) are parked together, polled by none, between the two steps.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
