@@ -16,17 +16,6 @@ fn core_of(sw: &Switch, port: &str) -> u64 {
         .unwrap()
 }
 
-/// Frames of `source` the sink received out of order.
-fn reordered_from(sink: &serde_json::Value, source: &str) -> u64 {
-    sink["summary"]["totals"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|t| t["source"] == source)
-        .map(|t| t["out_of_order"].as_u64().unwrap())
-        .sum()
-}
-
 #[test]
 fn purchases_are_placed_and_admitted_per_core_and_a_grown_purchase_moves_its_port() {
     let _g = serial();

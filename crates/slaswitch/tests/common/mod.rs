@@ -269,15 +269,25 @@ pub fn mac(name: &str) -> String {
     slaswitch::tenant::frames::mac_text(slaswitch::tenant::frames::mac_for(name))
 }
 
-/// Packets a sink received from `source` in total.
-pub fn received_from(sink_doc: &Value, source: &str) -> u64 {
+/// A sink's total of `field` over its records of `source`.
+pub fn sink_total(sink_doc: &Value, source: &str, field: &str) -> u64 {
     sink_doc["summary"]["totals"]
         .as_array()
         .unwrap()
         .iter()
         .filter(|t| t["source"] == source)
-        .map(|t| t["packets"].as_u64().unwrap())
+        .map(|t| t[field].as_u64().unwrap())
         .sum()
+}
+
+/// Packets a sink received from `source` in total.
+pub fn received_from(sink_doc: &Value, source: &str) -> u64 {
+    sink_total(sink_doc, source, "packets")
+}
+
+/// Frames from `source` a sink received out of order.
+pub fn reordered_from(sink_doc: &Value, source: &str) -> u64 {
+    sink_total(sink_doc, source, "out_of_order")
 }
 
 pub fn sent_by(gen_doc: &Value, vm: &str) -> u64 {
