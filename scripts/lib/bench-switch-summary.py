@@ -64,6 +64,13 @@ for who in ("slaswitch", "ovs"):
     emc, mega = med(who, "sg", 5), med(who, "sg", 6)
     if emc == emc:
         print(f"sg, {who}: exact-match hits {emc:.1f}%, megaflow hits among the rest {mega:.1f}%")
+if any(r[0] == "every-pass" for r in rows):
+    print()
+    print("ports32, slaswitch polling every port every pass (--idle-poll-us 0), as testpmd and OVS poll:")
+    print(f"  cyc/pkt {med('every-pass', 'ports32', CORE):.0f}, Mpps {med('every-pass', 'ports32', 2):.2f}; "
+          f"every-pass/testpmd {ratio('every-pass', 'testpmd', 'ports32')}, "
+          f"OVS/every-pass {ratio('ovs', 'every-pass', 'ports32')}, "
+          f"slaswitch/every-pass {ratio('slaswitch', 'every-pass', 'ports32')}")
 if any(r[0] == "baseline" for r in rows):
     print()
     print("this build against the baseline, same rounds: cycles per packet this/baseline, median (range)")

@@ -67,6 +67,9 @@ pub struct DatapathSettings {
     /// their purchase are polled for at most this many packets at a time
     /// (`slaswitch_qos::cpu::HbsConfig::lower_class_burst`; 0 or 32: full batches).
     pub lower_class_burst: u32,
+    /// A port without C2QoS settings that received nothing for a while is polled once every
+    /// this many microseconds instead of every pass (`crate::idle_polling`); 0: every pass.
+    pub idle_poll_us: u64,
     /// Measure C2QoS's own work on every PMD, and optionally compare it live with round robin
     /// ([`crate::probe`]); `None`, the default, runs the PMDs without a probe.
     pub probe: Option<ProbeSettings>,
@@ -453,6 +456,7 @@ impl Datapath {
             mac_max_age_tsc: self.settings.mac_max_age_secs.saturating_mul(self.eal.tsc_hz()),
             c2tb_bucket_us: self.settings.c2tb_bucket_us,
             lower_class_burst: self.settings.lower_class_burst,
+            idle_poll_us: self.settings.idle_poll_us,
             tsc_hz: self.eal.tsc_hz(),
             paced,
             fallback: self.fallback.clone(),

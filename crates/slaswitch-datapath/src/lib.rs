@@ -9,6 +9,7 @@ pub mod error;
 mod flow_caches;
 pub mod histogram;
 pub mod host_time;
+pub mod idle_polling;
 pub mod paced_tx;
 pub mod pmd;
 pub mod pmd_config;

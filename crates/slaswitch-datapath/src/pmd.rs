@@ -16,6 +16,7 @@ use slaswitch_dpdk::{rdtsc, MbufBatch};
 
 use crate::counters::{PmdCounters, PmdTotals};
 use crate::drift::{Drift, DriftInputs};
+use crate::idle_polling::IdlePolling;
 use crate::pmd_config::{PmdConfig, PmdMessage};
 use crate::poll_order::{Pick, PollOrder};
 use crate::probe::{NoProbe, OverheadProbe, Probe, ProbeCounters, ProbeSettings};
@@ -54,7 +55,8 @@ pub fn run(
 }
 
 /// The loop: a pass asks the poll order for ports until it says the pass is over, serves each
-/// through the three stages and charges it; between passes, paced links are drained, counters
+/// through the three stages and charges it (a quiet port C2QoS does not schedule is served
+/// only when its look is due, `crate::idle_polling`); between passes, paced links are drained, counters
 /// published and the control channel checked.
 fn run_with<P: Probe>(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<PmdCounters>, mut probe: P) {
     let mut pmd = Pmd::new(cfg, counters, probe.clock(rdtsc()));
@@ -74,6 +76,9 @@ fn run_with<P: Probe>(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counte
                 }
                 Pick::PassEnd => break,
             };
+            if !scheduled && !pmd.idle.due(idx, t) {
+                continue;
+            }
             let served = pmd.serve(idx, &mut batch, burst, t, pmd.order.decision_cycles(pick));
             pmd.credit_stalls();
             if scheduled {
@@ -82,6 +87,8 @@ fn run_with<P: Probe>(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counte
                 probe.charge(served.received, || {
                     order.charge(served.charged_cycles, served.received, served.bytes, served.end_tsc, now)
                 });
+            } else {
+                pmd.idle.polled(idx, served.received, served.end_tsc);
             }
             had_packets |= served.received > 0;
             t = served.end_tsc;
@@ -130,6 +137,8 @@ struct Pmd {
     pending_stall_cycles: u64,
     /// Per rx port (same order as `cfg.rx_ports`): its frames' residence times.
     residence: Vec<Residence>,
+    /// When the idle ports outside C2QoS are next polled.
+    idle: IdlePolling,
 }
 
 impl Pmd {
@@ -138,6 +147,7 @@ impl Pmd {
             order: PollOrder::new(&cfg, now),
             drift: Drift::new(now, &cfg),
             residence: residence_of(&cfg),
+            idle: idle_polling_of(&cfg, rdtsc()),
             stall_cycles: stall_cycles(cfg.tsc_hz),
             stages: Stages::new(cfg),
             totals: PmdTotals::default(),
@@ -282,6 +292,7 @@ impl Pmd {
         self.publish_totals();
         self.stages.reconfigure(cfg);
         self.residence = residence_of(&self.stages.cfg);
+        self.idle = idle_polling_of(&self.stages.cfg, rdtsc());
         let now = probe.clock(rdtsc());
         self.order.reconfigure(&self.stages.cfg, now, &mut self.totals);
         self.drift.reset(&self.stages.cfg, self.order.scheduler_mut(), now);
@@ -330,6 +341,11 @@ impl Pmd {
 /// Each rx port's residence times, going on from what its counters last published.
 fn residence_of(cfg: &PmdConfig) -> Vec<Residence> {
     cfg.rx_ports.iter().map(|p| Residence::new(cfg.tsc_hz, p.counters.residence())).collect()
+}
+
+/// Every rx port polled every pass until it has been quiet for a while.
+fn idle_polling_of(cfg: &PmdConfig, now_tsc: u64) -> IdlePolling {
+    IdlePolling::new(cfg.rx_ports.len(), cfg.idle_poll_us, cfg.tsc_hz, now_tsc)
 }
 
 /// [`STALL_NS`] in TSC cycles.

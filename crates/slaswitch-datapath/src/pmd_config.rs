@@ -104,6 +104,8 @@ pub struct PmdConfig {
     pub c2tb_bucket_us: u64,
     /// `DatapathSettings::lower_class_burst`.
     pub lower_class_burst: u32,
+    /// `DatapathSettings::idle_poll_us`.
+    pub idle_poll_us: u64,
     /// The TSC's frequency.
     pub tsc_hz: u64,
     /// Numbers of the paced ports (every PMD drains them).

@@ -28,6 +28,11 @@ fn a_lower_class_burst_out_of_range_is_refused_before_the_switch_starts() {
 }
 
 #[test]
+fn an_idle_poll_interval_out_of_range_is_refused_before_the_switch_starts() {
+    refused_before_the_switch_starts("idle-poll-us", &["1001", "1.5", "often"]);
+}
+
+#[test]
 fn a_comparison_slice_out_of_range_is_refused_before_the_switch_starts() {
     refused_before_the_switch_starts("compare-slice-us", &["999", "10000001", "short"]);
 }

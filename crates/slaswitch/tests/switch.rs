@@ -88,6 +88,49 @@ fn vms_forward_through_the_switch_with_counters_and_cycle_accounting() {
     assert!(share <= 100.5, "shares add up to {share}%");
 }
 
+/// A quiet port outside C2QoS is polled once per `--idle-poll-us`, not every pass, and loses
+/// nothing for it: frames 1 ms apart (each after a quiet spell) all get through.
+#[test]
+fn quiet_ports_are_polled_on_a_timer_and_lose_no_frame() {
+    let _g = serial();
+    if !can_run() {
+        return;
+    }
+    let interval_us = 50.0;
+    let sw = Switch::start("idle-timer", &["--idle-poll-us", "50"]);
+    sw.ok(&["add-port", "vm1", "vhost-user"]);
+    for p in ["out", "quiet"] {
+        sw.ok(&["add-port", p, "null"]);
+    }
+    sw.ok(&["add-flow", "in_port=vm1,actions=output:out"]);
+    sleep(0.5);
+    let empty_polls = |stats: &serde_json::Value| {
+        let ports = stats["pmds"][0]["ports"].as_array().unwrap();
+        ports.iter().find(|p| p["name"] == "quiet").unwrap()["empty_polls"].as_u64().unwrap()
+    };
+    let before = (sw.json(&["pmd-stats"]), std::time::Instant::now());
+    let gen = Tenant::start(
+        &sw.dir,
+        "gen",
+        &[("vm1", &sw.port_sock("vm1"))],
+        1024,
+        2.0,
+        &["gen", "--phase", "rate=1kpps,size=64,vm=vm1"],
+    );
+    let gen = gen.finish();
+    sleep(0.3);
+    let (after, elapsed) = (sw.json(&["pmd-stats"]), before.1.elapsed().as_secs_f64());
+    let sent = sent_by(&gen, "vm1");
+    assert!(sent >= 1_000, "generator fell short: {gen}");
+    assert_eq!(sw.port("vm1")["rx"]["rx_packets"].as_u64().unwrap(), sent);
+    assert_eq!(sw.port("out")["tx_packets"].as_u64().unwrap(), sent);
+    // Polled every pass, the quiet port would have been looked at millions of times a second.
+    let polls = empty_polls(&after) - empty_polls(&before.0);
+    let most = elapsed * 1e6 / interval_us;
+    assert!(polls as f64 <= 1.05 * most + 100.0, "quiet port polled {polls} times in {elapsed:.2} s");
+    assert!(polls > 0, "the quiet port was never polled");
+}
+
 /// A rule on the input port alone decides whole batches at once: every output it names gets
 /// every frame (copies for all but the last), a port it names twice gets the second copies
 /// counted as its drops, and the rule counts each frame once.

@@ -9,6 +9,7 @@ use slaswitch::control::{DEFAULT_MODEL_PATH, DEFAULT_RUN_DIR, SOCKET_NAME};
 use slaswitch::daemon::control_plane::{self, ControlPlane, StopSignals};
 use slaswitch::daemon::{access, config::ConfigStore, Daemon};
 use slaswitch_agent::agent::AgentSettings;
+use slaswitch_datapath::idle_polling::DEFAULT_IDLE_POLL_US;
 use slaswitch_datapath::probe::ProbeSettings;
 use slaswitch_datapath::{Datapath, DatapathSettings};
 use slaswitch_qos::cpu::C2tbConfig;
@@ -71,6 +72,12 @@ struct Cli {
     #[arg(long = "lower-class-burst", default_value_t = slaswitch_qos::cpu::hbs::DEFAULT_LOWER_CLASS_BURST,
           value_parser = clap::value_parser!(u32).range(1..=32))]
     lower_class_burst: u32,
+    /// A port without C2QoS settings that received nothing for 100 us is polled once every
+    /// this many microseconds instead of every pass, 0 to 1000 (0: every port every pass).
+    /// Its first frame after the quiet spell waits at most this much longer.
+    #[arg(long = "idle-poll-us", default_value_t = DEFAULT_IDLE_POLL_US,
+          value_parser = clap::value_parser!(u64).range(0..=1000))]
+    idle_poll_us: u64,
     /// Measure C2QoS's own work on every PMD (pmd-stats `probe`, metrics `slaswitch_pmd_qos_*`).
     #[arg(long)]
     probe: bool,
@@ -149,6 +156,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         mac_max_age_secs: cli.mac_age_secs,
         c2tb_bucket_us: cli.c2tb_bucket_us,
         lower_class_burst: cli.lower_class_burst,
+        idle_poll_us: cli.idle_poll_us,
         probe,
     };
     let socket_gid =

@@ -345,6 +345,8 @@ fn median_run<T>(
 
 impl PrivateSwitch {
     /// Starts a private slaswitchd on the calibration's cores, with no model and its own files.
+    /// It polls every port every pass, as C2QoS polls the ports whose purchases the model
+    /// prices (no idle-port timer: `slaswitch_datapath::idle_polling`).
     fn start(opts: &CalibrateOptions, pmd_cores: &[usize]) -> Result<PrivateSwitch, CalibrateError> {
         let prefix = format!("sscal{}-{}", std::process::id(), pmd_cores.len());
         let dir = std::env::temp_dir().join(&prefix);
@@ -360,7 +362,7 @@ impl PrivateSwitch {
             .arg(dir.join("conf.json"))
             .arg("--model")
             .arg(dir.join("none.json"))
-            .args(["--file-prefix", &prefix, "--no-metrics"])
+            .args(["--file-prefix", &prefix, "--no-metrics", "--idle-poll-us", "0"])
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
