@@ -56,8 +56,8 @@ pub fn run(
 
 /// The loop: a pass asks the poll order for ports until it says the pass is over, serves each
 /// through the three stages and charges it (a quiet port C2QoS does not schedule is served
-/// only when its look is due, `crate::idle_polling`); between passes, paced links are drained, counters
-/// published and the control channel checked.
+/// only when its look is due, `crate::idle_polling`); between passes, paced links are drained,
+/// counters published and the control channel checked.
 fn run_with<P: Probe>(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<PmdCounters>, mut probe: P) {
     let mut pmd = Pmd::new(cfg, counters, probe.clock(rdtsc()));
     let mut batch = MbufBatch::new();
