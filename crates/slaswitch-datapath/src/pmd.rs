@@ -329,7 +329,7 @@ impl Pmd {
         probe.scheduler_work(order.scheduler().is_some(), || drift.tick(now, inputs, order.scheduler_mut()));
     }
 
-    fn publish_totals(&self) {
+    fn publish_totals(&mut self) {
         self.stages.publish();
         for (p, r) in self.stages.cfg.rx_ports.iter().zip(&self.residence) {
             p.counters.publish_residence(&r.frames);

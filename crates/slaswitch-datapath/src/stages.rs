@@ -64,6 +64,8 @@ pub(crate) struct Stages {
     rules_touched: Vec<u32>,
     /// The batch's parses (`classify`), kept between batches so none is zeroed per batch.
     keys: [classify::Parsed; MAX_BURST],
+    /// What the batch's frames may ask of egress, noted as classification reads them.
+    care: offload::BatchCare,
 }
 
 impl Stages {
@@ -84,6 +86,7 @@ impl Stages {
             targets: Vec::with_capacity(MAX_PORTS),
             rules_touched: Vec::with_capacity(64),
             keys: [(FlowKey::ZERO, 0, false); MAX_BURST],
+            care: offload::BatchCare::default(),
         }
     }
 
@@ -122,7 +125,8 @@ impl Stages {
     }
 
     /// Publishes every rx port's running totals, and how many megaflows it holds.
-    pub(crate) fn publish(&self) {
+    pub(crate) fn publish(&mut self) {
+        self.publish_rule_hits();
         for ((p, t), (_, caches)) in self.cfg.rx_ports.iter().zip(&self.totals).zip(&self.caches) {
             p.counters.publish(&RxTotals { megaflows: caches.megaflow_count() as u64, ..*t });
         }
@@ -214,7 +218,7 @@ impl Stages {
                 pending.clear();
                 continue;
             };
-            if offload::needs_care(pending, tx.max_frame_bytes) {
+            if self.care.may_need(tx.max_frame_bytes) && offload::needs_care(pending, tx.max_frame_bytes) {
                 let cfg = &self.cfg;
                 let mut send = |batch: &mut MbufBatch| {
                     let bytes = batch.as_slice().iter().map(|m| u64::from(m.pkt_len())).sum();
@@ -226,6 +230,7 @@ impl Stages {
             }
             pending.clear();
         }
+        self.care = offload::BatchCare::default();
         paced
     }
 

@@ -51,6 +51,7 @@ impl Stages {
         let mut malformed = false;
         for m in batch.as_slice() {
             bytes += u64::from(m.pkt_len());
+            self.care.note(m);
             if let Err(e) = check_head(m.data(), m.pkt_len() as usize) {
                 self.totals[port_idx].parse_errors[e as usize] += 1;
                 malformed = true;
@@ -85,7 +86,6 @@ impl Stages {
             }
         }
         self.targets = targets;
-        self.publish_rule_hits();
         bytes
     }
 
@@ -104,6 +104,7 @@ impl Stages {
         // First parse and hash every packet and prefetch its exact-match-cache slot, then look
         // up and act, so cache misses overlap.
         for (slot, m) in self.keys.iter_mut().zip(batch.as_slice()) {
+            self.care.note(m);
             *slot = match parse_head(m.data(), m.pkt_len() as usize, in_port) {
                 Ok(k) => {
                     let h = if emc { k.hash64() } else { 0 };
@@ -164,7 +165,6 @@ impl Stages {
             self.emit(m, &targets, port_idx);
             self.targets = targets;
         }
-        self.publish_rule_hits();
         bytes
     }
 
@@ -291,7 +291,10 @@ impl Stages {
 
     /// Adds this batch's per-rule counts to the shared counters.
     #[inline]
-    fn publish_rule_hits(&mut self) {
+    /// Adds the rules' packets and bytes since the last call to the shared rule counters: with
+    /// the ports' counters, not per batch, since each is an atomic add on a line the control
+    /// plane reads.
+    pub(super) fn publish_rule_hits(&mut self) {
         for &rule in &self.rules_touched {
             let (packets, bytes) = std::mem::take(&mut self.rule_hits[rule as usize]);
             self.cfg.rule_counters.packets[rule as usize].fetch_add(packets, Ordering::Relaxed);

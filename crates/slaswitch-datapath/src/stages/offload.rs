@@ -60,11 +60,35 @@ pub(super) fn wire_len(m: &Mbuf) -> u32 {
     }
 }
 
+/// The receive flags under which a frame may carry an offload request.
+const ASKS: u64 = ol_flags::RX_LRO | ol_flags::RX_L4_CKSUM_MASK;
+
+/// What one rx batch's frames may need at egress, gathered while classification reads each
+/// frame's first cache line anyway, so a batch that needs nothing skips [`needs_care`]'s pass.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct BatchCare {
+    longest_bytes: u32,
+    asks: u64,
+}
+
+impl BatchCare {
+    #[inline(always)]
+    pub(crate) fn note(&mut self, m: &Mbuf) {
+        self.longest_bytes = self.longest_bytes.max(m.pkt_len());
+        self.asks |= m.ol_flags() & ASKS;
+    }
+
+    /// False when no frame noted can need care on a port that takes `max_frame_bytes`.
+    #[inline]
+    pub(crate) fn may_need(&self, max_frame_bytes: u32) -> bool {
+        self.asks != 0 || self.longest_bytes > max_frame_bytes
+    }
+}
+
 /// Whether any frame of `batch` asks for an offload or is longer than `max_frame_bytes`, the
 /// port's MTU allows (one look at each frame's first cache line).
 #[inline]
 pub(super) fn needs_care(batch: &MbufBatch, max_frame_bytes: u32) -> bool {
-    const ASKS: u64 = ol_flags::RX_LRO | ol_flags::RX_L4_CKSUM_MASK;
     batch.as_slice().iter().any(|m| {
         m.pkt_len() > max_frame_bytes || (m.ol_flags() & ASKS != 0 && m.offload_request() != OffloadRequest::None)
     })
