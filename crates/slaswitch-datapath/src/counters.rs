@@ -389,7 +389,7 @@ impl PmdCounters {
     }
 }
 
-/// Packets and bytes per rule, added once per batch per rule hit.
+/// Packets and bytes per rule, added by each PMD with its ports' counters.
 #[derive(Debug, Default)]
 pub struct RuleCounters {
     /// Packets per rule.
