@@ -1,6 +1,7 @@
 //! The order in which a PMD thread polls its rx ports: one type, two forms.
 //!
-//! - **Round robin**: every port once per pass, as a PMD without C2QoS settings polls (and OVS).
+//! - **Round robin**: every port once per pass, as a PMD without C2QoS settings polls (and OVS);
+//!   the PMD then passes over quiet ones until their look is due (`crate::idle_polling`).
 //! - **C2QoS** (seed 000 Sec. IV): HBS picks the next port among those with C2QoS settings and
 //!   C2TB is charged what its batch cost; the ports without settings (typically the uplink) are
 //!   then polled once per pass beside it. A pass holds as many scheduler decisions as there are
