@@ -289,8 +289,6 @@ impl Stages {
         }
     }
 
-    /// Adds this batch's per-rule counts to the shared counters.
-    #[inline]
     /// Adds the rules' packets and bytes since the last call to the shared rule counters: with
     /// the ports' counters, not per batch, since each is an atomic add on a line the control
     /// plane reads.

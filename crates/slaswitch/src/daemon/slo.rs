@@ -4,9 +4,9 @@
 //!
 //! The cause is read from what the switch measured in that second, in this order:
 //! * `pmd_stall`: the host took at least the SLO's time from the port's PMD (the PMD's stall
-//!   counter, capped by the time its thread did not run: `crate::daemon::rates::host_took_cycles`);
-//!   no scheduler in the switch can keep a promise through
-//!   that, and `docs/operations.md` says how to keep the core quiet;
+//!   counter, capped by the time its thread did not run:
+//!   `crate::daemon::rates::host_took_cycles`); no scheduler in the switch can keep a promise
+//!   through that, and `docs/operations.md` says how to keep the core quiet;
 //! * `link_queue`: most of the p99 was the paced links' queues (the port's link wait p99 is at
 //!   least half of it): the link's scheduler, its latency class off, or the link over-sold;
 //! * `switch`: the rest: waiting for the PMD and its stages (the PMD's scheduler, a neighbour's
