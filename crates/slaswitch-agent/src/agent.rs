@@ -12,12 +12,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use etcd_client::{Client, EventType, PutOptions, Txn, TxnOp, WatchOptions};
+use etcd_client::{Client, EventType, PutOptions, WatchOptions};
 
-use crate::etcd::{connect, e, get_prefix, EtcdTls, MAX_TXN_OPS};
+use crate::etcd::{connect, e, get_prefix, EtcdTls};
 use crate::keys::Keys;
 use crate::purchase::{release_options, unix_ns, Enforcement, EnforcementState, HostInfo, Status};
-use crate::usage::{Deltas, UsageReport, UsageValue, VmCounters};
+use crate::usage::{Deltas, UsageReport, VmCounters};
 use crate::FleetError;
 
 /// What the agent needs of a switch. The data plane implements it over the daemon; the scale
@@ -218,11 +218,17 @@ impl<S: LocalSwitch> Agent<S> {
         let mut watch = client.watch(prefix.as_str(), Some(opts)).await.map_err(e)?;
         tracing::info!("agent {}: connected to etcd, lease {lease:x}", self.settings.host);
         let renew_every = Duration::from_millis((self.settings.lease_ttl_secs as u64 * 1000 / 3).max(100));
-        let mut renewed = Instant::now();
+        let lease_life = Duration::from_secs(self.settings.lease_ttl_secs as u64);
+        let (mut renewed, mut last_alive) = (Instant::now(), Instant::now());
+        let mut writing: Option<(writes::Write, writes::Flush)> = None;
         loop {
             if stop.load(Ordering::SeqCst) {
+                if let Some((write, flush)) = writing.take() {
+                    let result = write.await;
+                    self.finish_flush(flush, result)?;
+                }
                 self.sample(true);
-                self.flush(&mut client, lease, true).await?;
+                self.flush(&client, lease, true).await?;
                 let _ = client.lease_revoke(lease).await;
                 return Ok(());
             }
@@ -245,14 +251,25 @@ impl<S: LocalSwitch> Agent<S> {
                         }
                     }
                 }
+                alive = alive_stream.message() => {
+                    if alive.map_err(e)?.map_or(0, |r| r.ttl()) <= 0 {
+                        return Err(FleetError::LeaseExpired);
+                    }
+                    last_alive = Instant::now();
+                }
+                result = async { (&mut writing.as_mut().expect("guarded").0).await }, if writing.is_some() => {
+                    let (_, flush) = writing.take().expect("guarded");
+                    self.finish_flush(flush, result)?;
+                }
                 _ = tokio::time::sleep(self.until_next_step()) => {}
             }
             if renewed.elapsed() >= renew_every {
-                keeper.keep_alive().await.map_err(e)?;
-                let ttl = alive_stream.message().await.map_err(e)?.map_or(0, |r| r.ttl());
-                if ttl <= 0 {
+                // Renewals are answered beside the loop; a lease's life without an answer is
+                // a lease lost.
+                if last_alive.elapsed() > lease_life {
                     return Err(FleetError::LeaseExpired);
                 }
+                keeper.keep_alive().await.map_err(e)?;
                 renewed = Instant::now();
                 // The uplink may have been added, removed or changed since: announce its rate.
                 let uplink_bps = self.switch.uplink_bps();
@@ -262,7 +279,9 @@ impl<S: LocalSwitch> Agent<S> {
                 }
             }
             self.step();
-            self.flush(&mut client, lease, false).await?;
+            if writing.is_none() {
+                writing = self.start_flush(&client, lease, false);
+            }
         }
     }
 
@@ -416,50 +435,9 @@ impl<S: LocalSwitch> Agent<S> {
             self.dropped_reports += 1;
         }
     }
-
-    /// Writes what changed: ports and answers at once, reports once `report_every_cycles` are
-    /// queued (or all with `last`), in transactions of at most [`MAX_TXN_OPS`]. What a failed
-    /// transaction held is written again at the next flush.
-    async fn flush(&mut self, client: &mut Client, lease: i64, last: bool) -> Result<(), FleetError> {
-        let host = self.settings.host.clone();
-        let leased = || Some(PutOptions::new().with_lease(lease));
-        let new_ports: Vec<String> = self.ports.difference(&self.announced).cloned().collect();
-        let gone_ports: Vec<String> = self.announced.difference(&self.ports).cloned().collect();
-        let answers = std::mem::take(&mut self.dirty);
-        let mut ops: Vec<TxnOp> =
-            new_ports.iter().map(|vm| TxnOp::put(self.keys.port(&host, vm), "{}", leased())).collect();
-        ops.extend(gone_ports.iter().map(|vm| TxnOp::delete(self.keys.port(&host, vm), None)));
-        ops.extend(answers.iter().map(|(vm, status)| match status {
-            Some(s) => TxnOp::put(self.keys.status(&host, vm), json(s), leased()),
-            None => TxnOp::delete(self.keys.status(&host, vm), None),
-        }));
-        let reports = match last || self.pending.len() >= self.settings.report_every_cycles {
-            true => self.pending.len(),
-            false => 0,
-        };
-        // A key per `report_every_cycles` cycles: etcd's cost is per key written.
-        let per_key = self.settings.report_every_cycles.max(1);
-        for batch in self.pending.make_contiguous()[..reports].chunks(per_key) {
-            let value = UsageValue::of(batch.to_vec());
-            ops.push(TxnOp::put(self.keys.usage_report(&host, batch[0].cycle), json(&value), None));
-        }
-        for chunk in ops.chunks(MAX_TXN_OPS) {
-            if let Err(err) = client.txn(Txn::new().and_then(chunk.to_vec())).await {
-                // Ports and answers are rewritten whole; a report committed twice is billed once.
-                for (vm, status) in answers {
-                    self.dirty.entry(vm).or_insert(status);
-                }
-                return Err(e(err));
-            }
-        }
-        self.announced.extend(new_ports);
-        for vm in &gone_ports {
-            self.announced.remove(vm);
-        }
-        self.pending.drain(..reports);
-        Ok(())
-    }
 }
+
+mod writes;
 
 fn json(v: &impl serde::Serialize) -> String {
     serde_json::to_string(v).expect("cluster values serialise")

@@ -321,7 +321,7 @@ async fn wait_for_leases(
     }
 }
 
-/// Buys `buys_per_sec` purchases (each asked of the master and answered) for `secs`.
+/// Buys `buys_per_sec` purchases on average (each asked of the master and answered) for `secs`.
 async fn buy_while_running(
     client: &mut etcd_client::Client,
     keys: &Keys,
@@ -329,10 +329,15 @@ async fn buy_while_running(
     billed: &Mutex<Billed>,
     progress: &impl Fn(&str),
 ) -> Result<Vec<Purchase>, ClusterError> {
+    use rand::{Rng, SeedableRng};
     let measure = Instant::now();
     let mut bought = Vec::new();
-    let gap = Duration::from_secs_f64(1.0 / s.buys_per_sec.max(0.01));
-    let mut next_buy = Instant::now();
+    // Purchases arrive as a Poisson process, as independent buyers do: at a fixed period they
+    // would keep one phase against the fleet's per-second reports, and the figure would
+    // depend on that phase.
+    let mut arrivals = rand::rngs::StdRng::seed_from_u64(s.agents as u64);
+    let mut gap = || Duration::from_secs_f64(-(1.0 - arrivals.random::<f64>()).ln() / s.buys_per_sec.max(0.01));
+    let mut next_buy = Instant::now() + gap();
     let mut last_print = Instant::now();
     while measure.elapsed() < Duration::from_secs(s.secs) {
         if Instant::now() >= next_buy && s.buys_per_sec > 0.0 {
@@ -350,7 +355,7 @@ async fn buy_while_running(
             let _ = admin::release(client, keys, &p.vm).await;
             admin::buy(client, keys, p.clone()).await?;
             bought.push(p);
-            next_buy += gap;
+            next_buy += gap();
         }
         if last_print.elapsed() > Duration::from_secs(5) {
             let billed = billed.lock().expect("billed").in_window(measure, Instant::now()).count();
