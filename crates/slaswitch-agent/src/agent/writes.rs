@@ -30,7 +30,8 @@ pub(super) struct Flush {
 
 impl<S: LocalSwitch> Agent<S> {
     /// Starts writing what changed: ports and answers at once, reports once
-    /// `report_every_cycles` are queued (or all with `last`), in transactions of at most [`MAX_TXN_OPS`]; `None` when nothing did.
+    /// `report_every_cycles` are queued (or all with `last`), in transactions of at most
+    /// [`MAX_TXN_OPS`]; `None` when there is nothing to write.
     pub(super) fn start_flush(&mut self, client: &Client, lease: i64, last: bool) -> Option<(Write, Flush)> {
         let host = self.settings.host.clone();
         let leased = || Some(PutOptions::new().with_lease(lease));
