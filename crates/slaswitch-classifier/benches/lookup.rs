@@ -57,7 +57,7 @@ fn lookup(c: &mut Criterion) {
         group.bench_with_input(BenchmarkId::new("emc_miss_then_megaflow", masks), &masks, |b, _| {
             b.iter(|| {
                 i = (i + 1) & 65535;
-                black_box(through_emc(&mut emc, &flows[i], |k| megaflows.resolve(&classifier, k).0))
+                black_box(through_emc(&mut emc, &flows[i], |k| megaflows.resolve(&classifier, k).rule))
             })
         });
         group.bench_with_input(BenchmarkId::new("emc_miss_then_tss", masks), &masks, |b, _| {

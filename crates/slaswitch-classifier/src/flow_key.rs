@@ -46,11 +46,53 @@ fn mac_of(bits: u64) -> [u8; 6] {
     [b[0], b[1], b[2], b[3], b[4], b[5]]
 }
 
-const LOW48: u64 = (1 << 48) - 1;
+/// The bits of a MAC address in its word.
+pub(crate) const LOW48: u64 = (1 << 48) - 1;
+
+/// A key's fields in the units of its words, each in a slot of its own, as the parser collects
+/// them; [`KeyFields::key`] packs them once. Setting them in the key as found would have the
+/// parser read back words it had just stored in part (a port beside a MAC), which the core's
+/// store forwarding cannot serve: a stall on every frame.
+#[derive(Default)]
+pub(crate) struct KeyFields {
+    pub(crate) eth_dst: u64,
+    pub(crate) eth_src: u64,
+    pub(crate) vlan_tci: u16,
+    pub(crate) eth_type: u16,
+    pub(crate) ip_version: u8,
+    pub(crate) ip_proto: u8,
+    pub(crate) ip_src: [u64; 2],
+    pub(crate) ip_dst: [u64; 2],
+    pub(crate) l4_src: u16,
+    pub(crate) l4_dst: u16,
+}
+
+impl KeyFields {
+    /// The key of a frame from `in_port` with these fields, in the layout the module names.
+    #[inline(always)]
+    pub(crate) fn key(&self, in_port: u16) -> FlowKey {
+        FlowKey([
+            u64::from(in_port)
+                | u64::from(self.eth_type) << 16
+                | u64::from(self.vlan_tci) << 32
+                | u64::from(self.ip_proto) << 48
+                | u64::from(self.ip_version & 0xf) << 56,
+            self.eth_dst | u64::from(self.l4_src) << 48,
+            self.eth_src | u64::from(self.l4_dst) << 48,
+            self.ip_src[0],
+            self.ip_src[1],
+            self.ip_dst[0],
+            self.ip_dst[1],
+        ])
+    }
+}
 
 impl FlowKey {
     /// The key with every field zero (and the mask that matches anything).
     pub const ZERO: FlowKey = FlowKey([0; WORDS]);
+
+    /// The mask that keeps every bit: an exact match.
+    pub const EXACT: FlowKey = FlowKey([u64::MAX; WORDS]);
 
     /// The key with only the bits `mask` keeps.
     #[inline]

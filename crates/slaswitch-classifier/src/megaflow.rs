@@ -57,6 +57,18 @@ impl MaskTable {
     }
 }
 
+/// An answer of [`MegaflowCache::resolve`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Resolved {
+    /// The rule `key` matches, or [`NO_RULE`].
+    pub rule: u32,
+    /// The bits the answer depended on: every key that agrees with this one on them matches the
+    /// same rule.
+    pub mask: FlowKey,
+    /// True when the cache held the answer; false when the classifier was asked.
+    pub cached: bool,
+}
+
 /// What a revalidation did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Revalidation {
@@ -100,6 +112,12 @@ impl MegaflowCache {
     /// The cached answer for `key` (a rule id or [`NO_RULE`]).
     #[inline]
     pub fn lookup(&mut self, key: &FlowKey) -> Option<u32> {
+        self.find(key).map(|(v, _)| v)
+    }
+
+    /// The cached answer for `key` and the mask of the entry that gave it.
+    #[inline]
+    fn find(&mut self, key: &FlowKey) -> Option<(u32, FlowKey)> {
         self.since_rank += 1;
         if self.since_rank >= RANK_EVERY {
             self.rank();
@@ -107,23 +125,31 @@ impl MegaflowCache {
         for t in &mut self.tables {
             if let Some(v) = t.get(key) {
                 t.hits += 1;
-                return Some(v);
+                return Some((v, t.mask));
             }
         }
         None
     }
 
     /// The answer for `key` from the cache, or else from `classifier`, whose answer is cached
-    /// under the bits it depended on; true when the cache answered.
+    /// under the bits it depended on.
     #[inline]
-    pub fn resolve(&mut self, classifier: &Classifier, key: &FlowKey) -> (u32, bool) {
-        if let Some(v) = self.lookup(key) {
-            return (v, true);
+    pub fn resolve(&mut self, classifier: &Classifier, key: &FlowKey) -> Resolved {
+        match self.find(key) {
+            Some((rule, mask)) => Resolved { rule, mask, cached: true },
+            None => self.fill(classifier, key),
         }
+    }
+
+    /// A miss: asks `classifier` and caches its answer. Kept out of line, so a hit, the data
+    /// plane's common case, does not pay for the classifier's stack frame.
+    #[cold]
+    #[inline(never)]
+    fn fill(&mut self, classifier: &Classifier, key: &FlowKey) -> Resolved {
         let mut wildcards = FlowKey::ZERO;
-        let v = classifier.lookup_wc(key, &mut wildcards).unwrap_or(NO_RULE);
-        self.insert(key, &wildcards, v);
-        (v, false)
+        let rule = classifier.lookup_wc(key, &mut wildcards).unwrap_or(NO_RULE);
+        self.insert(key, &wildcards, rule);
+        Resolved { rule, mask: wildcards, cached: false }
     }
 
     /// Caches `value` for every key that agrees with `key` on `wildcards`' bits.
@@ -153,6 +179,7 @@ impl MegaflowCache {
     }
 
     /// Puts the tables with the most hits since the last ranking first.
+    #[cold]
     pub fn rank(&mut self) {
         self.tables.sort_by_key(|t| std::cmp::Reverse(t.hits));
         for t in &mut self.tables {

@@ -6,7 +6,7 @@
 //! first carry no L4 ports), IPv6 (fixed header; the next header is taken as the protocol), TCP,
 //! UDP, SCTP ports and ICMP/ICMPv6 type and code (in the port fields, as OVS does).
 
-use crate::flow_key::{FlowKey, VLAN_PRESENT};
+use crate::flow_key::{FlowKey, KeyFields, LOW48, VLAN_PRESENT};
 
 /// 802.1Q VLAN tag.
 pub const ETH_TYPE_VLAN: u16 = 0x8100;
@@ -78,57 +78,65 @@ fn be16(b: &[u8], at: usize) -> u16 {
     u16::from_be_bytes([b[at], b[at + 1]])
 }
 
-/// Where a parse puts the fields it reads: a flow key, or nowhere (`()`), when only whether the
-/// frame is well formed matters. One parser serves both, so they refuse exactly the same frames.
-pub trait Fields {
-    /// Ethernet destination and source.
-    fn set_macs(&mut self, dst: [u8; 6], src: [u8; 6]);
+#[inline]
+fn le32(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+
+#[inline]
+fn le64(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+
+/// Where a parse puts the fields it reads: a key's fields, or nowhere (`()`), when only whether
+/// the frame is well formed matters. One parser serves both, so they refuse exactly the same
+/// frames. Addresses come in the key's units (a MAC's 48 bits, an IP's two words), read from the
+/// frame straight into registers.
+pub(crate) trait Fields {
+    /// Ethernet destination and source, their six bytes in the low 48 bits (little endian).
+    fn set_macs(&mut self, dst: u64, src: u64);
     /// The 802.1Q tag's TCI, with [`VLAN_PRESENT`].
     fn set_vlan_tci(&mut self, v: u16);
     /// The Ethernet type after any tag.
     fn set_eth_type(&mut self, v: u16);
     /// IP version and protocol.
     fn set_ip(&mut self, version: u8, proto: u8);
-    /// IP source and destination (IPv4 in the first 4 bytes).
-    fn set_ip_addrs(&mut self, src: [u8; 16], dst: [u8; 16]);
+    /// IP source and destination as [`FlowKey::ip_src`]'s words (IPv4 in the first 4 bytes).
+    fn set_ip_addrs(&mut self, src: [u64; 2], dst: [u64; 2]);
     /// L4 ports, or ICMP type and code.
     fn set_l4(&mut self, src: u16, dst: u16);
 }
 
-impl Fields for FlowKey {
-    #[inline]
-    fn set_macs(&mut self, dst: [u8; 6], src: [u8; 6]) {
-        self.set_eth_dst(dst);
-        self.set_eth_src(src);
+impl Fields for KeyFields {
+    #[inline(always)]
+    fn set_macs(&mut self, dst: u64, src: u64) {
+        (self.eth_dst, self.eth_src) = (dst, src);
     }
-    #[inline]
+    #[inline(always)]
     fn set_vlan_tci(&mut self, v: u16) {
-        FlowKey::set_vlan_tci(self, v);
+        self.vlan_tci = v;
     }
-    #[inline]
+    #[inline(always)]
     fn set_eth_type(&mut self, v: u16) {
-        FlowKey::set_eth_type(self, v);
+        self.eth_type = v;
     }
-    #[inline]
+    #[inline(always)]
     fn set_ip(&mut self, version: u8, proto: u8) {
-        self.set_ip_version(version);
-        self.set_ip_proto(proto);
+        (self.ip_version, self.ip_proto) = (version, proto);
     }
-    #[inline]
-    fn set_ip_addrs(&mut self, src: [u8; 16], dst: [u8; 16]) {
-        self.set_ip_src(src);
-        self.set_ip_dst(dst);
+    #[inline(always)]
+    fn set_ip_addrs(&mut self, src: [u64; 2], dst: [u64; 2]) {
+        (self.ip_src, self.ip_dst) = (src, dst);
     }
-    #[inline]
+    #[inline(always)]
     fn set_l4(&mut self, src: u16, dst: u16) {
-        self.set_l4_src(src);
-        self.set_l4_dst(dst);
+        (self.l4_src, self.l4_dst) = (src, dst);
     }
 }
 
 impl Fields for () {
     #[inline]
-    fn set_macs(&mut self, _: [u8; 6], _: [u8; 6]) {}
+    fn set_macs(&mut self, _: u64, _: u64) {}
     #[inline]
     fn set_vlan_tci(&mut self, _: u16) {}
     #[inline]
@@ -136,7 +144,7 @@ impl Fields for () {
     #[inline]
     fn set_ip(&mut self, _: u8, _: u8) {}
     #[inline]
-    fn set_ip_addrs(&mut self, _: [u8; 16], _: [u8; 16]) {}
+    fn set_ip_addrs(&mut self, _: [u64; 2], _: [u64; 2]) {}
     #[inline]
     fn set_l4(&mut self, _: u16, _: u16) {}
 }
@@ -151,10 +159,9 @@ pub fn parse_frame(frame: &[u8], in_port: u16) -> Result<FlowKey, ParseError> {
 /// chained one: its headers are there, the rest of its payload in the next buffers).
 #[inline]
 pub fn parse_head(head: &[u8], frame_len: usize, in_port: u16) -> Result<FlowKey, ParseError> {
-    let mut key = FlowKey::ZERO;
-    key.set_in_port(in_port);
-    parse_into(head, frame_len, &mut key)?;
-    Ok(key)
+    let mut fields = KeyFields::default();
+    parse_into(head, frame_len, &mut fields)?;
+    Ok(fields.key(in_port))
 }
 
 /// Whether `frame` is well formed: exactly the frames [`parse_frame`] accepts, without building
@@ -171,12 +178,12 @@ pub fn check_head(head: &[u8], frame_len: usize) -> Result<(), ParseError> {
 }
 
 /// Parses `frame` (the first bytes of a frame of `frame_len` bytes; headers must be in them).
-#[inline]
+#[inline(always)]
 fn parse_into<K: Fields>(frame: &[u8], frame_len: usize, key: &mut K) -> Result<(), ParseError> {
     if frame.len() < 14 {
         return Err(ParseError::Runt);
     }
-    key.set_macs(frame[0..6].try_into().expect("6 bytes"), frame[6..12].try_into().expect("6 bytes"));
+    key.set_macs(le64(frame, 0) & LOW48, le64(frame, 6) & LOW48);
     let mut eth_type = be16(frame, 12);
     let mut offset = 14;
     if eth_type == ETH_TYPE_VLAN {
@@ -199,6 +206,7 @@ fn parse_into<K: Fields>(frame: &[u8], frame_len: usize, key: &mut K) -> Result<
 
 /// `l3`: the IP header and what follows of it in the first buffer; `l3_len`: its length in the
 /// whole frame.
+#[inline(always)]
 fn parse_ipv4<K: Fields>(l3: &[u8], l3_len: usize, key: &mut K) -> Result<(), ParseError> {
     if l3.len() < 20 {
         return Err(ParseError::TruncatedIpv4);
@@ -217,11 +225,7 @@ fn parse_ipv4<K: Fields>(l3: &[u8], l3_len: usize, key: &mut K) -> Result<(), Pa
     }
     let proto = l3[9];
     key.set_ip(4, proto);
-    let mut src = [0u8; 16];
-    let mut dst = [0u8; 16];
-    src[..4].copy_from_slice(&l3[12..16]);
-    dst[..4].copy_from_slice(&l3[16..20]);
-    key.set_ip_addrs(src, dst);
+    key.set_ip_addrs([u64::from(le32(l3, 12)), 0], [u64::from(le32(l3, 16)), 0]);
     // Only the first fragment carries the L4 header.
     let fragment_offset = be16(l3, 6) & 0x1fff;
     if fragment_offset == 0 {
@@ -240,10 +244,11 @@ fn parse_ipv6<K: Fields>(l3: &[u8], l3_len: usize, key: &mut K) -> Result<(), Pa
     }
     let proto = l3[6];
     key.set_ip(6, proto);
-    key.set_ip_addrs(l3[8..24].try_into().expect("16 bytes"), l3[24..40].try_into().expect("16 bytes"));
+    key.set_ip_addrs([le64(l3, 8), le64(l3, 16)], [le64(l3, 24), le64(l3, 32)]);
     parse_l4(&l3[40..(40 + payload_len).min(l3.len())], proto, key)
 }
 
+#[inline(always)]
 fn parse_l4<K: Fields>(l4: &[u8], proto: u8, key: &mut K) -> Result<(), ParseError> {
     match proto {
         IP_PROTO_TCP | IP_PROTO_UDP | IP_PROTO_SCTP => {

@@ -33,7 +33,8 @@ pub struct RxTotals {
     /// Packets it did not answer: all that went to the megaflow cache, including while the
     /// exact-match cache is left out (a port whose megaflows need one mask).
     pub emc_misses: u64,
-    /// Of those, packets the megaflow cache answered.
+    /// Of those, packets the megaflow cache answered, or that agreed with the previous packet
+    /// on the bits of its megaflow.
     pub megaflow_hits: u64,
     /// Packets that missed both caches and searched the whole classifier.
     pub megaflow_misses: u64,
@@ -75,6 +76,16 @@ impl RxTotals {
     /// Cycles of all three stages.
     pub fn busy_cycles(&self) -> u64 {
         self.ingress_cycles + self.classify_cycles + self.egress_cycles
+    }
+
+    /// A packet that took the previous packet's decision: an exact-match hit when it repeated
+    /// that packet's key (`exact`), else a megaflow hit, the tier that would have answered.
+    #[inline(always)]
+    pub(crate) fn count_reuse(&mut self, exact: bool) {
+        let exact = u64::from(exact);
+        self.emc_hits += exact;
+        self.emc_misses += 1 - exact;
+        self.megaflow_hits += 1 - exact;
     }
 }
 

@@ -36,30 +36,37 @@ impl FlowCaches {
         self.megaflows.mask_count() > 1
     }
 
-    /// The rule `key` matches (`NO_RULE` if none), counting which tier answered. A packet the
-    /// megaflow cache answers counts as an exact-match miss also while that cache is left out:
-    /// the miss share stays what the bandwidth-CPU model prices many flows by (seed 000
-    /// Sec. III-B), the packets that needed more than an exact match.
+    /// The rule `key` matches (`NO_RULE` if none) and the bits that answer depended on (every
+    /// bit for an exact-match hit), counting which tier answered. A packet the megaflow cache
+    /// answers counts as an exact-match miss also while that cache is left out: the miss share
+    /// stays what the bandwidth-CPU model prices many flows by (seed 000 Sec. III-B), the packets
+    /// that needed more than an exact match.
     #[inline]
-    pub(crate) fn resolve(&mut self, classifier: &Classifier, key: &FlowKey, hash: u64, totals: &mut RxTotals) -> u32 {
+    pub(crate) fn resolve(
+        &mut self,
+        classifier: &Classifier,
+        key: &FlowKey,
+        hash: u64,
+        totals: &mut RxTotals,
+    ) -> (u32, FlowKey) {
         let emc = self.uses_emc();
         if emc {
             if let Some(v) = self.emc.lookup(key, hash) {
                 totals.emc_hits += 1;
-                return v;
+                return (v, FlowKey::EXACT);
             }
         }
         totals.emc_misses += 1;
-        let (v, hit) = self.megaflows.resolve(classifier, key);
-        if hit {
+        let answer = self.megaflows.resolve(classifier, key);
+        if answer.cached {
             totals.megaflow_hits += 1;
         } else {
             totals.megaflow_misses += 1;
         }
         if emc {
-            self.emc.insert(key, hash, v);
+            self.emc.insert(key, hash, answer.rule);
         }
-        v
+        (answer.rule, answer.mask)
     }
 
     /// Megaflows held.

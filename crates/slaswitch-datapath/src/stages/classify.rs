@@ -21,6 +21,25 @@ use super::Stages;
 /// whether it parsed.
 pub(super) type Parsed = (FlowKey, u64, bool);
 
+/// A decision one packet's key led to, for the packets after it that agree with that key on
+/// `mask`, the bits the decision depended on.
+#[derive(Clone, Copy)]
+struct Reuse {
+    key: FlowKey,
+    mask: FlowKey,
+    /// `key` under `mask`.
+    masked: FlowKey,
+    target: u16,
+    rule: u32,
+}
+
+impl Reuse {
+    #[inline(always)]
+    fn new(key: FlowKey, mask: FlowKey, target: u16, rule: u32) -> Reuse {
+        Reuse { key, mask, masked: key.masked(&mask), target, rule }
+    }
+}
+
 impl Stages {
     /// The classification stage for one batch from rx port `port_idx`, at TSC `now`. Leaves
     /// `batch` empty. Returns the batch's bytes.
@@ -120,11 +139,12 @@ impl Stages {
             };
         }
         let mut bytes = 0;
-        // The previous packet's key and single destination: a run of packets of one flow (the
-        // common case within a batch) skips the cache lookup and the actions. And the last rule
-        // whose actions came to one destination without looking at the packet: many flows
-        // matching one rule skip the actions.
-        let mut last: Option<(FlowKey, u16, u32)> = None;
+        // The previous packet's decision when it came to one destination: the next packet that
+        // agrees with its key on the bits the decision depended on skips the caches and the
+        // actions (a run of one flow, or many flows of one megaflow). And the last rule whose
+        // actions came to one destination without looking at the packet: many flows matching
+        // one rule skip the actions.
+        let mut last: Option<Reuse> = None;
         let mut last_rule: Option<(u32, u16)> = None;
         for (i, m) in batch.drain().enumerate() {
             let len = m.pkt_len();
@@ -133,22 +153,22 @@ impl Stages {
             if !parsed {
                 continue;
             }
-            if let Some((k, target, rule)) = last {
-                if k == key {
+            if let Some(reuse) = &last {
+                if key.masked_eq(&reuse.mask, &reuse.masked) {
                     if !simple {
-                        self.totals[port_idx].emc_hits += 1;
+                        self.totals[port_idx].count_reuse(key == reuse.key);
                     }
-                    if rule != NO_RULE {
-                        self.count_rule_packets(rule, 1, u64::from(len));
+                    if reuse.rule != NO_RULE {
+                        self.count_rule_packets(reuse.rule, 1, u64::from(len));
                     }
-                    self.enqueue(target, m);
+                    self.enqueue(reuse.target, m);
                     continue;
                 }
             }
-            let rule = self.lookup_rule(&key, hash, in_port, port_idx);
+            let (rule, mask) = self.lookup_rule(&key, hash, in_port, port_idx);
             if let Some((r, target)) = last_rule.filter(|&(r, _)| r == rule) {
                 self.count_rule_packets(r, 1, u64::from(len));
-                last = Some((key, target, r));
+                last = Some(Reuse::new(key, mask, target, r));
                 self.enqueue(target, m);
                 continue;
             }
@@ -156,9 +176,11 @@ impl Stages {
             if rule != NO_RULE {
                 self.count_rule_packets(rule, 1, u64::from(len));
             }
-            last = (self.targets.len() == 1).then(|| (key, self.targets[0], rule));
+            // Actions that looked at the packet (`normal`) hold for its exact key only.
+            let mask = if plain { mask } else { FlowKey::EXACT };
+            last = (self.targets.len() == 1).then(|| Reuse::new(key, mask, self.targets[0], rule));
             last_rule = match last {
-                Some((_, target, r)) if plain && r != NO_RULE => Some((r, target)),
+                Some(reuse) if plain && rule != NO_RULE => Some((rule, reuse.target)),
                 _ => last_rule,
             };
             let targets = std::mem::take(&mut self.targets);
@@ -168,12 +190,12 @@ impl Stages {
         bytes
     }
 
-    /// The rule a parsed packet matches ([`NO_RULE`] if none), from the input port's rule or
-    /// the port's caches.
+    /// The rule a parsed packet matches ([`NO_RULE`] if none) and the bits of its key that
+    /// answer depended on, from the input port's rule or the port's caches.
     #[inline]
-    fn lookup_rule(&mut self, key: &FlowKey, hash: u64, in_port: u16, port_idx: usize) -> u32 {
+    fn lookup_rule(&mut self, key: &FlowKey, hash: u64, in_port: u16, port_idx: usize) -> (u32, FlowKey) {
         match self.cfg.classifier.by_in_port(in_port) {
-            Some(r) => r.unwrap_or(NO_RULE),
+            Some(r) => (r.unwrap_or(NO_RULE), FlowKey::EXACT),
             None => self.caches[port_idx].1.resolve(&self.cfg.classifier, key, hash, &mut self.totals[port_idx]),
         }
     }
