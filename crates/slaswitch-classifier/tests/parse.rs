@@ -106,6 +106,32 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(4000))]
+
+    /// Untagged IPv4 without options, the frame the key-less check takes a short way for, with
+    /// its length, fragment and protocol fields anything, its first buffer cut anywhere and the
+    /// whole frame any longer: the check refuses exactly what the parser refuses.
+    #[test]
+    fn the_key_less_check_agrees_with_the_parser_on_plain_ipv4(
+        total_len in prop_oneof![0u16..80, any::<u16>()],
+        fragment in prop_oneof![Just(0u16), any::<u16>()],
+        proto in prop_oneof![Just(IP_PROTO_UDP), Just(IP_PROTO_TCP), any::<u8>()],
+        head_len in 0usize..80,
+        more in prop_oneof![Just(0usize), 0usize..100],
+    ) {
+        let mut f = vec![0u8; 80];
+        f[12..14].copy_from_slice(&ETH_TYPE_IPV4.to_be_bytes());
+        f[14] = 0x45;
+        f[16..18].copy_from_slice(&total_len.to_be_bytes());
+        f[20..22].copy_from_slice(&fragment.to_be_bytes());
+        f[23] = proto;
+        let head = &f[..head_len];
+        let frame_len = head_len + more;
+        prop_assert_eq!(check_head(head, frame_len), parse_head(head, frame_len, 1).map(|_| ()));
+    }
+}
+
 /// A frame built field by field: `tags` 802.1Q tags, then IPv4 (header of `ihl` words) or
 /// IPv6, then a TCP or UDP header with ports, then `payload` bytes (up to a jumbo frame).
 fn build(tags: usize, v6: bool, ihl: u8, tcp: bool, payload: usize) -> Vec<u8> {
