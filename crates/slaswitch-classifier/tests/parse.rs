@@ -120,7 +120,7 @@ proptest! {
         head_len in 0usize..80,
         more in prop_oneof![Just(0usize), 0usize..100],
     ) {
-        let mut f = vec![0u8; 80];
+        let mut f = [0u8; 80];
         f[12..14].copy_from_slice(&ETH_TYPE_IPV4.to_be_bytes());
         f[14] = 0x45;
         f[16..18].copy_from_slice(&total_len.to_be_bytes());
