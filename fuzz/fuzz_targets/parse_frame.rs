@@ -42,7 +42,7 @@ fuzz_target!(|data: &[u8]| {
     let Ok(key) = parsed else { return };
     assert_eq!(key.in_port(), in_port);
     let c = classifier();
-    let (rule, _) = CACHE.with(|cache| cache.borrow_mut().resolve(c, &key));
+    let rule = CACHE.with(|cache| cache.borrow_mut().resolve(c, &key).rule);
     assert_eq!(rule, c.lookup(&key).unwrap_or(NO_RULE));
     let priority = (rule != NO_RULE).then(|| c.rule(rule).priority);
     assert_eq!(priority, scan_priority(c.rules(), &key));

@@ -2,7 +2,8 @@
 taken per round (each kind ran on every contestant back to back), then their median and range.
 
 Rows of the results file: contestant kind Mpps busy_cyc_per_pkt busy_pct emc_pct mega_pct
-core_cyc_per_pkt refused_pct.
+core_cyc_per_pkt refused_pct, and for slaswitch's builds the busy port's cycles per packet in its
+ingress, classify and egress stages.
 """
 import statistics
 import sys
@@ -11,6 +12,7 @@ rows = [line.split() for line in open(sys.argv[1]) if line.strip()]
 rounds = sys.argv[2]
 KINDS = [k for k in ("1", "10000", "sg", "ports32") if any(r[1] == k for r in rows)]
 BUSY, CORE = 3, 7
+STAGES = {"ingress": 9, "classify": 10, "egress": 11}
 
 
 def figure_col(kind):
@@ -19,7 +21,7 @@ def figure_col(kind):
 
 
 def col(who, kind, c):
-    return [float(r[c]) for r in rows if r[0] == who and r[1] == kind and r[c] != "-"]
+    return [float(r[c]) for r in rows if r[0] == who and r[1] == kind and len(r) > c and r[c] != "-"]
 
 
 def med(who, kind, c):
@@ -27,10 +29,16 @@ def med(who, kind, c):
     return statistics.median(v) if v else float("nan")
 
 
-def ratio(a, b, kind):
-    c = figure_col(kind)
-    r = [x / y for x, y in zip(col(a, kind, c), col(b, kind, c))]
+def ratio(a, b, kind, c=None):
+    c = figure_col(kind) if c is None else c
+    r = [x / y for x, y in zip(col(a, kind, c), col(b, kind, c)) if y]
     return f"{statistics.median(r):.2f}x ({min(r):.2f}..{max(r):.2f})" if r else "-"
+
+
+def stages(who, kind):
+    """The medians of a slaswitch build's stage cycles per packet, or None without them."""
+    m = [med(who, kind, c) for c in STAGES.values()]
+    return None if any(x != x for x in m) else m
 
 
 print(f"medians of {rounds} rounds. cyc/pkt: the PMD's cycles per packet (lower is better): of the polls that")
@@ -76,3 +84,16 @@ if any(r[0] == "baseline" for r in rows):
     print("this build against the baseline, same rounds: cycles per packet this/baseline, median (range)")
     for kind in KINDS:
         print(f"{kind:<8} {ratio('slaswitch', 'baseline', kind)}")
+builds = [w for w in ("slaswitch", "baseline") if any(r[0] == w for r in rows)]
+if any(stages(w, k) for w in builds for k in KINDS):
+    print()
+    print("slaswitch's stages, cycles per packet of the busy port (medians: ingress / classify / egress)")
+    for kind in KINDS:
+        parts = []
+        for who in builds:
+            s = stages(who, kind)
+            parts.append(f"{who} " + (" / ".join(f"{x:.1f}" for x in s) if s else "-"))
+        line = f"{kind:<8} " + ", ".join(parts)
+        if len(builds) == 2:
+            line += f"; classify this/baseline {ratio('slaswitch', 'baseline', kind, STAGES['classify'])}"
+        print(line)

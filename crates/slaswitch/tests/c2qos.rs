@@ -91,11 +91,12 @@ fn a_cycle_allocation_bounds_a_ports_share_of_the_pmd() {
         .as_f64()
         .unwrap();
     assert!(raised <= 52.0, "vm1 raised to 50% of the core used {raised:.1}%");
-    // Either the share followed, or vm1 is no longer held by its bucket (a full bucket: the
-    // generator, sharing core 1 with vm2's flood, could not feed it; seen once on a noisy host).
-    let bucket_full = tokens >= 0.9 * hz / 10_000.0;
+    // Either the share followed, or vm1 is no longer held by its bucket (more than half full:
+    // the generator, sharing core 1 with vm2's flood, could not feed it; a port its bucket
+    // holds spends each token as it comes and keeps the bucket near empty).
+    let not_held = tokens >= 0.5 * hz / 10_000.0;
     assert!(
-        raised >= 2.5 * s1 || bucket_full,
+        raised >= 2.5 * s1 || not_held,
         "vm1 raised from 10% to 50% of the core went from {s1:.1}% to {raised:.1}% with {tokens:.0} tokens"
     );
     gen.finish();
