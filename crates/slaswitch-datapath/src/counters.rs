@@ -78,14 +78,14 @@ impl RxTotals {
         self.ingress_cycles + self.classify_cycles + self.egress_cycles
     }
 
-    /// A packet that took the previous packet's decision: an exact-match hit when it repeated
-    /// that packet's key (`exact`), else a megaflow hit, the tier that would have answered.
-    #[inline(always)]
-    pub(crate) fn count_reuse(&mut self, exact: bool) {
-        let exact = u64::from(exact);
+    /// `reused` packets that took the previous packet's decision: an exact-match hit for each
+    /// of the `exact` that repeated that packet's key, a megaflow hit (the tier that would have
+    /// answered) for the others.
+    #[inline]
+    pub(crate) fn count_reuses(&mut self, exact: u64, reused: u64) {
         self.emc_hits += exact;
-        self.emc_misses += 1 - exact;
-        self.megaflow_hits += 1 - exact;
+        self.emc_misses += reused - exact;
+        self.megaflow_hits += reused - exact;
     }
 }
 

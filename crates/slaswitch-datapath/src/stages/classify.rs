@@ -146,6 +146,9 @@ impl Stages {
         // one rule skip the actions.
         let mut last: Option<Reuse> = None;
         let mut last_rule: Option<(u32, u16)> = None;
+        // Reuses that repeated the previous key, and all reuses: counted once per batch, not
+        // per packet through the port's totals in memory.
+        let (mut reused_exact, mut reused) = (0u64, 0u64);
         for (i, m) in batch.drain().enumerate() {
             let len = m.pkt_len();
             bytes += u64::from(len);
@@ -155,9 +158,8 @@ impl Stages {
             }
             if let Some(reuse) = &last {
                 if key.masked_eq(&reuse.mask, &reuse.masked) {
-                    if !simple {
-                        self.totals[port_idx].count_reuse(key == reuse.key);
-                    }
+                    reused += 1;
+                    reused_exact += u64::from(key == reuse.key);
                     if reuse.rule != NO_RULE {
                         self.count_rule_packets(reuse.rule, 1, u64::from(len));
                     }
@@ -186,6 +188,9 @@ impl Stages {
             let targets = std::mem::take(&mut self.targets);
             self.emit(m, &targets, port_idx);
             self.targets = targets;
+        }
+        if !simple {
+            self.totals[port_idx].count_reuses(reused_exact, reused);
         }
         bytes
     }
