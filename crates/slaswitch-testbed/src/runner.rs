@@ -68,6 +68,8 @@ pub fn tenant_command(
         scenario.host.vm_core.to_string(),
         "--ring".into(),
         scenario.host.ring.to_string(),
+        "--virtio-ring".into(),
+        scenario.host.vm_virtio_ring.name().into(),
         "--duration".into(),
         scenario.duration_secs.to_string(),
         "--interval".into(),

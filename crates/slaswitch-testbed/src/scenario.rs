@@ -217,6 +217,29 @@ pub struct Host {
     /// `pmd-rxq-assign=cycles` and its shortest interval, a minute (off when absent).
     #[serde(default)]
     pub pmd_rebalance: Option<bool>,
+    /// The virtio ring layout of the emulated VMs (`slaswitch-tenant --virtio-ring`): `split`
+    /// (QEMU's default), or `packed`, which one VM core sends fast enough to saturate a PMD.
+    #[serde(default)]
+    pub vm_virtio_ring: VirtioRing,
+}
+
+/// A virtio ring layout.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum VirtioRing {
+    #[default]
+    Split,
+    Packed,
+}
+
+impl VirtioRing {
+    /// Its name on slaswitch-tenant's command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            VirtioRing::Split => "split",
+            VirtioRing::Packed => "packed",
+        }
+    }
 }
 
 fn default_pmd_cores() -> Vec<usize> {
@@ -238,6 +261,7 @@ impl Default for Host {
             c2tb_bucket_us: None,
             guest_tso: None,
             pmd_rebalance: None,
+            vm_virtio_ring: VirtioRing::Split,
         }
     }
 }

@@ -8,8 +8,9 @@
 //!
 //! Common options: --core N (default 1), --ring N (virtio ring, up to 32768; the mbuf pool is sized
 //! to match), --duration S, --interval S (default 1), --out FILE, --format json|csv,
-//! --file-prefix NAME, --link-timeout S. gen --keep-refused: at full speed a VM keeps the frames
-//! its ring refused and offers them again before building new ones. Append ",server" to a
+//! --file-prefix NAME, --link-timeout S, --virtio-ring split|packed. gen --keep-refused: at
+//! full speed a VM keeps the frames its ring refused and offers them again before building new
+//! ones. Append ",server" to a
 //! socket when the switch port is a vhost-user-client (the VM side then listens). A socket
 //! written `af_packet:IFACE` attaches the VM to a kernel interface instead (a veth or tap in a
 //! Linux bridge or VDE2 switch).
@@ -51,6 +52,11 @@ struct Common {
     /// Descriptors per virtio ring: a power of two from 64 to 32768.
     #[arg(long = "ring", global = true, default_value_t = 1024, value_parser = ring_descriptors)]
     ring_descriptors: u16,
+    /// The virtio ring layout: `split` (QEMU's default) or `packed` (packed ring, in-order
+    /// completion, no mergeable buffers: the fastest layout DPDK's vhost library serves, so
+    /// one generator core can keep a PMD busy).
+    #[arg(long = "virtio-ring", global = true, value_enum, default_value_t = VirtioRing::Split)]
+    virtio_ring: VirtioRing,
     #[arg(long = "duration", global = true, default_value_t = 10.0)]
     duration_secs: f64,
     #[arg(long = "interval", global = true, default_value_t = 1.0)]
@@ -67,6 +73,23 @@ struct Common {
     /// Names of the senders a sink expects (besides this process's own generators).
     #[arg(long = "source", global = true)]
     sources: Vec<String>,
+}
+
+/// How a virtio-user VM lays out its rings.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum VirtioRing {
+    Split,
+    Packed,
+}
+
+impl VirtioRing {
+    /// The virtio-user device arguments that select it.
+    fn vdev_args(self) -> &'static str {
+        match self {
+            VirtioRing::Split => "",
+            VirtioRing::Packed => ",packed_vq=1,in_order=1,mrg_rxbuf=0",
+        }
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -262,7 +285,7 @@ fn attach(c: &Common) -> anyhow::Result<(Eal, Mempool, Vec<Device>)> {
         .with_context(|| format!("asked for {mbufs} mbufs for {} VMs with {ring}-descriptor rings", c.vms.len()))?;
     let mut ports = Vec::new();
     for (i, vm) in c.vms.iter().enumerate() {
-        let (dev, args) = device(i, vm, ring, c.queues);
+        let (dev, args) = device(i, vm, ring, c.queues, c.virtio_ring);
         let port = EthPort::create_vdev(&eal, &dev, &args).with_context(|| format!("VM {}", vm.name))?;
         let setup = PortSetup { rx_ring: ring, tx_ring: ring, queues: c.queues, ..PortSetup::default() };
         port.setup_with(&pool, &setup).with_context(|| format!("VM {}", vm.name))?;
@@ -285,7 +308,7 @@ fn attach(c: &Common) -> anyhow::Result<(Eal, Mempool, Vec<Device>)> {
 
 /// The DPDK device of VM number `i`: virtio-user on its vhost-user socket (with a control
 /// queue to enable its queue pairs when it has several), or af_packet.
-fn device(i: usize, vm: &Vm, ring: u16, queues: u16) -> (String, String) {
+fn device(i: usize, vm: &Vm, ring: u16, queues: u16, layout: VirtioRing) -> (String, String) {
     match vm.socket.strip_prefix("af_packet:") {
         // The kernel interface has its own MAC; frames carry the VM's MAC anyway, and the
         // interface is put in promiscuous mode by the driver.
@@ -301,7 +324,7 @@ fn device(i: usize, vm: &Vm, ring: u16, queues: u16) -> (String, String) {
                 if queues > 1 { ",cq=1" } else { "" },
                 mac_text(mac_for(&vm.name)),
                 if vm.server { ",server=1" } else { "" },
-                std::env::var("SLASWITCH_TENANT_VDEV_EXTRA").unwrap_or_default()
+                layout.vdev_args()
             ),
         ),
     }
