@@ -247,3 +247,19 @@ fn line_rates_are_read_exactly_as_the_switch_reads_rates() {
         assert!(parse_rate_bps(bad).is_err(), "{bad}");
     }
 }
+
+#[test]
+fn the_emulated_vms_ring_layout_is_a_host_setting() {
+    use slaswitch_testbed::scenario::VirtioRing;
+    let s = parse("ok.toml", GOOD).expect("parses");
+    assert_eq!(s.host.vm_virtio_ring, VirtioRing::Split);
+    let packed = GOOD.replace("[uplink]", "[host]\nvm_virtio_ring = \"packed\"\n\n[uplink]");
+    let s = parse("ok.toml", &packed).expect("parses");
+    assert_eq!(s.host.vm_virtio_ring, VirtioRing::Packed);
+    assert_eq!(s.host.vm_virtio_ring.name(), "packed");
+    let bad = packed.replace("\"packed\"", "\"ring\"");
+    let (line, field, message) = error(&bad);
+    assert_eq!(field, "host.vm_virtio_ring");
+    assert_eq!(line, Some(line_of(&bad, "vm_virtio_ring")));
+    assert!(message.contains("`ring`") && message.contains("`packed`"), "{message}");
+}
