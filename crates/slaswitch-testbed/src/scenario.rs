@@ -227,8 +227,10 @@ pub struct Host {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum VirtioRing {
+    /// QEMU's default: descriptor, available and used rings apart.
     #[default]
     Split,
+    /// One ring of descriptors, completed in order, no mergeable buffers.
     Packed,
 }
 
