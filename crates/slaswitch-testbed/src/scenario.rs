@@ -743,6 +743,47 @@ fn line_of(text: &str, offset: usize) -> usize {
     text[..offset.min(text.len())].bytes().filter(|&b| b == b'\n').count() + 1
 }
 
+/// The field whose value a parse error points at: the key on the line at `offset`, under the
+/// table it sits in (`host.vm_virtio_ring`, `vm[1].qos`); empty when that line holds no key.
+fn field_at(text: &str, offset: usize) -> String {
+    let start = text[..offset.min(text.len())].rfind('\n').map_or(0, |i| i + 1);
+    let line = text[start..].lines().next().unwrap_or("");
+    let key = line.split_once('=').map_or("", |(k, _)| k.trim());
+    if key.is_empty() || !key.chars().all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c)) {
+        return String::new();
+    }
+    let mut table = String::new();
+    let mut arrays: Vec<(String, usize)> = Vec::new();
+    for l in text[..start].lines().map(|l| l.split('#').next().unwrap_or("").trim()) {
+        let name = |open: &str, close: &str| {
+            l.strip_prefix(open)
+                .and_then(|r| r.strip_suffix(close))
+                .map(str::trim)
+                .filter(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c)))
+        };
+        if let Some(n) = name("[[", "]]") {
+            let i = match arrays.iter_mut().find(|(a, _)| a == n) {
+                Some(entry) => {
+                    entry.1 += 1;
+                    entry.1
+                }
+                None => {
+                    arrays.push((n.to_string(), 0));
+                    0
+                }
+            };
+            table = format!("{n}[{i}]");
+        } else if let Some(n) = name("[", "]") {
+            table = n.to_string();
+        }
+    }
+    if table.is_empty() {
+        key.to_string()
+    } else {
+        format!("{table}.{key}")
+    }
+}
+
 /// The line of the value at `path` (or of its closest present parent).
 fn locate(text: &str, path: &[Seg]) -> Option<usize> {
     let doc: toml_edit::ImDocument<String> = text.to_string().parse().ok()?;
@@ -783,7 +824,7 @@ pub fn parse(file: &str, text: &str) -> Result<Scenario, ScenarioError> {
     let mut s: Scenario = toml::from_str(text).map_err(|e| ScenarioError {
         file: file.to_string(),
         line: e.span().map(|r| line_of(text, r.start)),
-        field: String::new(),
+        field: e.span().map_or(String::new(), |r| field_at(text, r.start)),
         message: e.message().trim().to_string(),
     })?;
     if s.name.is_empty() {

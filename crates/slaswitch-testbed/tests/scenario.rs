@@ -262,4 +262,7 @@ fn the_emulated_vms_ring_layout_is_a_host_setting() {
     assert_eq!(field, "host.vm_virtio_ring");
     assert_eq!(line, Some(line_of(&bad, "vm_virtio_ring")));
     assert!(message.contains("`ring`") && message.contains("`packed`"), "{message}");
+    // A value of the wrong type in the second [[vm]] is named by its index.
+    let (_, field, _) = error(&GOOD.replace("count = 3", "count = \"three\""));
+    assert_eq!(field, "vm[1].count");
 }
