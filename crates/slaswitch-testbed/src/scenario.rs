@@ -743,45 +743,50 @@ fn line_of(text: &str, offset: usize) -> usize {
     text[..offset.min(text.len())].bytes().filter(|&b| b == b'\n').count() + 1
 }
 
-/// The field whose value a parse error points at: the key on the line at `offset`, under the
-/// table it sits in (`host.vm_virtio_ring`, `vm[1].qos`); empty when that line holds no key.
+/// The field whose value a parse error points at (`host.vm_virtio_ring`, `vm[1].count`): the
+/// innermost key whose value holds `offset`, found in the same document `locate` reads;
+/// empty when the text does not parse as TOML (a syntax error names its line only).
 fn field_at(text: &str, offset: usize) -> String {
-    let start = text[..offset.min(text.len())].rfind('\n').map_or(0, |i| i + 1);
-    let line = text[start..].lines().next().unwrap_or("");
-    let key = line.split_once('=').map_or("", |(k, _)| k.trim());
-    if key.is_empty() || !key.chars().all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c)) {
-        return String::new();
-    }
-    let mut table = String::new();
-    let mut arrays: Vec<(String, usize)> = Vec::new();
-    for l in text[..start].lines().map(|l| l.split('#').next().unwrap_or("").trim()) {
-        let name = |open: &str, close: &str| {
-            l.strip_prefix(open)
-                .and_then(|r| r.strip_suffix(close))
-                .map(str::trim)
-                .filter(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c)))
-        };
-        if let Some(n) = name("[[", "]]") {
-            let i = match arrays.iter_mut().find(|(a, _)| a == n) {
-                Some(entry) => {
-                    entry.1 += 1;
-                    entry.1
-                }
-                None => {
-                    arrays.push((n.to_string(), 0));
-                    0
-                }
-            };
-            table = format!("{n}[{i}]");
-        } else if let Some(n) = name("[", "]") {
-            table = n.to_string();
+    let Ok(doc) = text.to_string().parse::<toml_edit::ImDocument<String>>() else { return String::new() };
+    let mut path = String::new();
+    find_field(doc.as_table(), offset, &mut path);
+    path
+}
+
+/// Appends to `path` the key of `table` whose value holds `offset`, and so on inward.
+fn find_field(table: &dyn toml_edit::TableLike, offset: usize, path: &mut String) -> bool {
+    let holds = |span: Option<std::ops::Range<usize>>| span.is_some_and(|r| r.contains(&offset));
+    for (key, item) in table.iter() {
+        let mark = path.len();
+        if !path.is_empty() {
+            path.push('.');
         }
+        path.push_str(key);
+        let found = match item {
+            toml_edit::Item::Value(v) if holds(v.span()) => {
+                if let Some(inline) = v.as_inline_table() {
+                    // A key inside it names the field better; the table's own key stands if none does.
+                    find_field(inline, offset, path);
+                }
+                true
+            }
+            toml_edit::Item::Value(_) | toml_edit::Item::None => false,
+            toml_edit::Item::Table(t) => find_field(t, offset, path),
+            toml_edit::Item::ArrayOfTables(tables) => tables.iter().enumerate().any(|(i, t)| {
+                let inner = path.len();
+                path.push_str(&format!("[{i}]"));
+                find_field(t, offset, path) || {
+                    path.truncate(inner);
+                    false
+                }
+            }),
+        };
+        if found {
+            return true;
+        }
+        path.truncate(mark);
     }
-    if table.is_empty() {
-        key.to_string()
-    } else {
-        format!("{table}.{key}")
-    }
+    false
 }
 
 /// The line of the value at `path` (or of its closest present parent).

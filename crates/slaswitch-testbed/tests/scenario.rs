@@ -265,4 +265,7 @@ fn the_emulated_vms_ring_layout_is_a_host_setting() {
     // A value of the wrong type in the second [[vm]] is named by its index.
     let (_, field, _) = error(&GOOD.replace("count = 3", "count = \"three\""));
     assert_eq!(field, "vm[1].count");
+    // Inside an inline table, the key within it.
+    let (_, field, _) = error(&GOOD.replace("priority = 2", "priority = \"high\""));
+    assert_eq!(field, "vm[0].qos.priority");
 }

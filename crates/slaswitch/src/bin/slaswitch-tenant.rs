@@ -10,8 +10,8 @@
 //! to match), --duration S, --interval S (default 1), --out FILE, --format json|csv,
 //! --file-prefix NAME, --link-timeout S, --virtio-ring split|packed. gen --keep-refused: at
 //! full speed a VM keeps the frames its ring refused and offers them again before building new
-//! ones. Append ",server" to a
-//! socket when the switch port is a vhost-user-client (the VM side then listens). A socket
+//! ones. Append ",server" to a socket when the switch port is a vhost-user-client (the VM side
+//! then listens). A socket
 //! written `af_packet:IFACE` attaches the VM to a kernel interface instead (a veth or tap in a
 //! Linux bridge or VDE2 switch).
 
