@@ -70,6 +70,9 @@ pub struct DatapathSettings {
     /// A port without C2QoS settings that received nothing for a while is polled once every
     /// this many microseconds instead of every pass (`crate::idle_polling`); 0: every pass.
     pub idle_poll_us: u64,
+    /// After a pass in which no queue was filling, a PMD sleeps, longer each such pass up to
+    /// this many microseconds (`crate::pmd_sleep`); 0: it never sleeps.
+    pub max_sleep_us: u64,
     /// Measure C2QoS's own work on every PMD, and optionally compare it live with round robin
     /// ([`crate::probe`]); `None`, the default, runs the PMDs without a probe.
     pub probe: Option<ProbeSettings>,
@@ -457,6 +460,7 @@ impl Datapath {
             c2tb_bucket_us: self.settings.c2tb_bucket_us,
             lower_class_burst: self.settings.lower_class_burst,
             idle_poll_us: self.settings.idle_poll_us,
+            max_sleep_us: self.settings.max_sleep_us,
             tsc_hz: self.eal.tsc_hz(),
             paced,
             fallback: self.fallback.clone(),

@@ -13,6 +13,7 @@ pub mod idle_polling;
 pub mod paced_tx;
 pub mod pmd;
 pub mod pmd_config;
+pub mod pmd_sleep;
 mod poll_order;
 pub mod probe;
 mod residence;

@@ -18,6 +18,7 @@ use crate::counters::{PmdCounters, PmdTotals};
 use crate::drift::{Drift, DriftInputs};
 use crate::idle_polling::IdlePolling;
 use crate::pmd_config::{PmdConfig, PmdMessage};
+use crate::pmd_sleep::{tighten_timer_slack, PmdSleep};
 use crate::poll_order::{Pick, PollOrder};
 use crate::probe::{NoProbe, OverheadProbe, Probe, ProbeCounters, ProbeSettings};
 use crate::residence::Residence;
@@ -60,10 +61,13 @@ pub fn run(
 /// counters published and the control channel checked.
 fn run_with<P: Probe>(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counters: Arc<PmdCounters>, mut probe: P) {
     let mut pmd = Pmd::new(cfg, counters, probe.clock(rdtsc()));
+    if pmd.sleep.enabled() {
+        tighten_timer_slack();
+    }
     let mut batch = MbufBatch::new();
     let mut t = rdtsc();
     for pass in 1u64.. {
-        let mut had_packets = false;
+        let (mut had_packets, mut filling) = (false, false);
         pmd.order.start_pass(probe.bypass());
         loop {
             let now = probe.clock(t);
@@ -91,6 +95,7 @@ fn run_with<P: Probe>(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counte
                 pmd.idle.polled(idx, served.received, served.end_tsc);
             }
             had_packets |= served.received > 0;
+            filling |= PmdSleep::filling(served.received, burst);
             t = served.end_tsc;
         }
         pmd.stages.drain_links(pass.is_multiple_of(CHECK_CONTROL_EVERY_PASSES));
@@ -105,6 +110,9 @@ fn run_with<P: Probe>(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counte
         if !had_packets || pass.is_multiple_of(CHECK_CONTROL_EVERY_PASSES) {
             let Some(waited) = pmd.check_control(&control, &mut probe) else { break };
             t = pmd.idle(t, !waited);
+        }
+        if pmd.sleep.enabled() {
+            t = pmd.rest(t, filling);
         }
     }
     pmd.order.fold_waits(&mut pmd.totals);
@@ -139,6 +147,8 @@ struct Pmd {
     residence: Vec<Residence>,
     /// When the idle ports outside C2QoS are next polled.
     idle: IdlePolling,
+    /// Sleeping between light passes.
+    sleep: PmdSleep,
 }
 
 impl Pmd {
@@ -148,6 +158,7 @@ impl Pmd {
             drift: Drift::new(now, &cfg),
             residence: residence_of(&cfg),
             idle: idle_polling_of(&cfg, rdtsc()),
+            sleep: PmdSleep::new(cfg.max_sleep_us),
             stall_cycles: stall_cycles(cfg.tsc_hz),
             stages: Stages::new(cfg),
             totals: PmdTotals::default(),
@@ -248,6 +259,18 @@ impl Pmd {
         self.totals.stalled_cycles += cycles - self.stall_cycles;
         self.pending_stall_cycles += cycles - self.stall_cycles;
         self.stall_cycles
+    }
+
+    /// Sleeps after a pass that found no queue filling (`crate::pmd_sleep`); the time asleep
+    /// is the PMD's idle time, not a stall. Returns now.
+    fn rest(&mut self, t: u64, filling: bool) -> u64 {
+        let pause = self.sleep.after_pass(filling, self.stages.links_queued());
+        if pause.is_zero() {
+            return t;
+        }
+        let t = self.idle(t, true);
+        std::thread::sleep(pause);
+        self.idle(t, false)
     }
 
     /// Hands the stalls seen since the last call to the cycle buckets.

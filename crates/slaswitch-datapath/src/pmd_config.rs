@@ -106,6 +106,8 @@ pub struct PmdConfig {
     pub lower_class_burst: u32,
     /// `DatapathSettings::idle_poll_us`.
     pub idle_poll_us: u64,
+    /// `DatapathSettings::max_sleep_us`.
+    pub max_sleep_us: u64,
     /// The TSC's frequency.
     pub tsc_hz: u64,
     /// Numbers of the paced ports (every PMD drains them).

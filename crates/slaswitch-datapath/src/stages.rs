@@ -237,6 +237,13 @@ impl Stages {
     /// Lets every paced port send what its link has had time for. `force` also runs it when
     /// nothing waits, so the uplink's fallback detector sees idle windows too.
     #[inline]
+    /// Whether a paced link holds frames waiting for their time.
+    pub(crate) fn links_queued(&self) -> bool {
+        self.cfg.paced.iter().any(|&number| {
+            self.cfg.tx_ports[number as usize].as_ref().and_then(|tx| tx.paced.as_ref()).is_some_and(|l| l.queued() > 0)
+        })
+    }
+
     pub(crate) fn drain_links(&mut self, force: bool) {
         if self.cfg.paced.is_empty() {
             return;

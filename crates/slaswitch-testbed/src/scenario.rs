@@ -190,6 +190,9 @@ fn default_switches() -> Vec<SwitchKind> {
     vec![SwitchKind::Slaswitch]
 }
 
+/// The longest PMD sleep both switches take (slaswitchd's and OVS-DPDK's limit).
+const MAX_PMD_SLEEP_US: u64 = 10_000;
+
 /// Cores and rings of the run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -217,6 +220,11 @@ pub struct Host {
     /// `pmd-rxq-assign=cycles` and its shortest interval, a minute (off when absent).
     #[serde(default)]
     pub pmd_rebalance: Option<bool>,
+    /// Microseconds a PMD may sleep after a pass that found no queue filling, 0 to 10000:
+    /// slaswitch's `--pmd-max-sleep-us`, OVS-DPDK's `pmd-maxsleep` (both: never, when absent).
+    /// A PMD sharing its core with the VMs then leaves it to them while it has little to do.
+    #[serde(default)]
+    pub pmd_max_sleep_us: Option<u64>,
     /// The virtio ring layout of the emulated VMs (`slaswitch-tenant --virtio-ring`): `split`
     /// (QEMU's default), or `packed`, which one VM core sends fast enough to saturate a PMD.
     #[serde(default)]
@@ -263,6 +271,7 @@ impl Default for Host {
             c2tb_bucket_us: None,
             guest_tso: None,
             pmd_rebalance: None,
+            pmd_max_sleep_us: None,
             vm_virtio_ring: VirtioRing::Split,
         }
     }
@@ -908,6 +917,12 @@ fn validate_host(s: &Scenario, c: &Checker) -> Result<(), ScenarioError> {
         }
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if let Some(us) = s.host.pmd_max_sleep_us.filter(|&us| us > MAX_PMD_SLEEP_US) {
+        return Err(c.err(
+            &[Key("host"), Key("pmd_max_sleep_us")],
+            format!("{us} is too long: from 0 to {MAX_PMD_SLEEP_US} microseconds"),
+        ));
+    }
     if s.host.pmd_cores.is_empty() {
         return Err(c.err(&[Key("host"), Key("pmd_cores")], "name at least one PMD core"));
     }

@@ -188,6 +188,8 @@ pub struct Ovs {
     pub userspace_tso: bool,
     /// `pmd-auto-lb` (with `pmd-rxq-assign=cycles`).
     pub auto_lb: bool,
+    /// `pmd-maxsleep`, microseconds.
+    pub max_sleep_us: u64,
     started: bool,
 }
 
@@ -203,6 +205,7 @@ impl Ovs {
             null_uplink: scenario.uplink.kind == UplinkKind::Null,
             userspace_tso: scenario.host.guest_tso.unwrap_or(false),
             auto_lb: scenario.host.pmd_rebalance.unwrap_or(false),
+            max_sleep_us: scenario.host.pmd_max_sleep_us.unwrap_or(0),
             started: false,
         }
     }
@@ -383,6 +386,7 @@ impl Driver for Ovs {
             // intervals, at most once per `pmd-auto-lb-rebal-interval` (a minute by default),
             // with cycles-based assignment (the default, set here to be sure).
             format!("other_config:pmd-auto-lb={}", self.auto_lb),
+            format!("other_config:pmd-maxsleep={}", self.max_sleep_us),
             format!(
                 "other_config:dpdk-extra=--no-pci --file-prefix {} --single-file-segments{}",
                 self.file_prefix,

@@ -223,6 +223,8 @@ pub struct Slaswitch {
     pub c2tb_bucket_us: Option<u64>,
     /// `slaswitchd --pmd-rebalance`.
     pub pmd_rebalance: bool,
+    /// `slaswitchd --pmd-max-sleep-us`.
+    pub pmd_max_sleep_us: u64,
     /// The tenant the master sells to, with `[cluster]`.
     cluster_tenant: Option<String>,
     /// etcd and the master, once started.
@@ -243,6 +245,7 @@ impl Slaswitch {
             file_prefix: file_prefix.to_string(),
             c2tb_bucket_us: scenario.host.c2tb_bucket_us,
             pmd_rebalance: scenario.host.pmd_rebalance.unwrap_or(true),
+            pmd_max_sleep_us: scenario.host.pmd_max_sleep_us.unwrap_or(0),
             cluster_tenant: scenario.cluster.as_ref().map(|c| c.tenant.clone()),
             fleet: None,
             slo: scenario.vms.iter().any(|v| v.qos.latency_p99_us.is_some()),
@@ -303,6 +306,7 @@ impl Driver for Slaswitch {
             .arg(self.dir.join("conf.json"))
             .args(["--file-prefix", &self.file_prefix, "--no-metrics"])
             .args(["--pmd-rebalance", if self.pmd_rebalance { "on" } else { "off" }])
+            .args(["--pmd-max-sleep-us", &self.pmd_max_sleep_us.to_string()])
             .args(self.c2tb_bucket_us.iter().flat_map(|us| ["--c2tb-bucket-us".to_string(), us.to_string()]))
             .args(member)
             .stdin(Stdio::null())

@@ -269,3 +269,16 @@ fn the_emulated_vms_ring_layout_is_a_host_setting() {
     let (_, field, _) = error(&GOOD.replace("priority = 2", "priority = \"high\""));
     assert_eq!(field, "vm[0].qos.priority");
 }
+
+#[test]
+fn a_pmd_sleeps_only_as_long_as_both_switches_allow() {
+    let s = parse("ok.toml", GOOD).expect("parses");
+    assert_eq!(s.host.pmd_max_sleep_us, None, "never sleeps unless asked");
+    let sleeping = GOOD.replace("[uplink]", "[host]\npmd_max_sleep_us = 50\n\n[uplink]");
+    assert_eq!(parse("ok.toml", &sleeping).expect("parses").host.pmd_max_sleep_us, Some(50));
+    let bad = sleeping.replace("= 50", "= 20000");
+    let (line, field, message) = error(&bad);
+    assert_eq!(field, "host.pmd_max_sleep_us");
+    assert_eq!(line, Some(line_of(&bad, "pmd_max_sleep_us")));
+    assert!(message.contains("20000") && message.contains("10000"), "{message}");
+}

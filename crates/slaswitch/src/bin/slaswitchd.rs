@@ -78,6 +78,13 @@ struct Cli {
     #[arg(long = "idle-poll-us", default_value_t = DEFAULT_IDLE_POLL_US,
           value_parser = clap::value_parser!(u64).range(0..=1000))]
     idle_poll_us: u64,
+    /// A PMD sleeps after a pass in which no queue was filling (no poll returned half a
+    /// batch), twice as long each such pass from 1 us up to this many microseconds, 0 to 10000
+    /// (0: never; OVS-DPDK's `pmd-maxsleep`). It leaves a core it shares with VMs to them while
+    /// it has little to do; a frame waits in its ring at most this much longer.
+    #[arg(long = "pmd-max-sleep-us", default_value_t = 0,
+          value_parser = clap::value_parser!(u64).range(0..=slaswitch_datapath::pmd_sleep::MAX_SLEEP_US))]
+    pmd_max_sleep_us: u64,
     /// Measure C2QoS's own work on every PMD (pmd-stats `probe`, metrics `slaswitch_pmd_qos_*`).
     #[arg(long)]
     probe: bool,
@@ -157,6 +164,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         c2tb_bucket_us: cli.c2tb_bucket_us,
         lower_class_burst: cli.lower_class_burst,
         idle_poll_us: cli.idle_poll_us,
+        max_sleep_us: cli.pmd_max_sleep_us,
         probe,
     };
     let socket_gid =
