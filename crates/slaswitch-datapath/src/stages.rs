@@ -234,9 +234,6 @@ impl Stages {
         paced
     }
 
-    /// Lets every paced port send what its link has had time for. `force` also runs it when
-    /// nothing waits, so the uplink's fallback detector sees idle windows too.
-    #[inline]
     /// Whether a paced link holds frames waiting for their time.
     pub(crate) fn links_queued(&self) -> bool {
         self.cfg.paced.iter().any(|&number| {
@@ -244,6 +241,9 @@ impl Stages {
         })
     }
 
+    /// Lets every paced port send what its link has had time for. `force` also runs it when
+    /// nothing waits, so the uplink's fallback detector sees idle windows too.
+    #[inline]
     pub(crate) fn drain_links(&mut self, force: bool) {
         if self.cfg.paced.is_empty() {
             return;
