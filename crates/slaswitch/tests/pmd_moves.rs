@@ -57,17 +57,7 @@ fn a_port_moved_between_pmds_under_traffic_loses_and_reorders_no_frame() {
     sw.ok(&["add-port", "sink", "vhost-user", "pmd=0"]);
     sw.ok(&["add-port", "vm1", "vhost-user", "pmd=0"]);
     sw.ok(&["add-flow", "in_port=vm1,actions=output:sink"]);
-    let sink =
-        Tenant::start(&sw.dir, "sink", &[("sink", &sw.port_sock("sink"))], 4096, 9.0, &["sink", "--source", "vm1"]);
-    std::thread::sleep(Duration::from_secs(1));
-    let gen = Tenant::start(
-        &sw.dir,
-        "gen",
-        &[("vm1", &sw.port_sock("vm1"))],
-        4096,
-        5.0,
-        &["gen", "--phase", "rate=20kpps,size=128,flows=64,vm=vm1"],
-    );
+    let (sink, gen) = Tenant::sink_and_senders(&sw, &["vm1"], 9.0, 5.0);
     std::thread::sleep(Duration::from_millis(800));
     // Back and forth while it sends: each move is two steps (release, then pick-up).
     let (mut moves, t0, mut took_ms) = (0, Instant::now(), Vec::new());
@@ -203,23 +193,7 @@ fn a_swap_under_traffic_loses_and_reorders_no_frame_of_either_port() {
     assert_eq!(["x", "y", "z"].map(|p| core_of(&sw, p)), [1, 0, 0]);
     sw.ok(&["add-flow", "in_port=x,actions=output:sink"]);
     sw.ok(&["add-flow", "in_port=y,actions=output:sink"]);
-    let sink = Tenant::start(
-        &sw.dir,
-        "sink",
-        &[("sink", &sw.port_sock("sink"))],
-        4096,
-        9.0,
-        &["sink", "--source", "x", "--source", "y"],
-    );
-    std::thread::sleep(Duration::from_secs(1));
-    let gen = Tenant::start(
-        &sw.dir,
-        "gen",
-        &[("x", &sw.port_sock("x")), ("y", &sw.port_sock("y"))],
-        4096,
-        6.0,
-        &["gen", "--phase", "rate=20kpps,size=128,flows=64,vm=x", "--phase", "rate=20kpps,size=128,flows=64,vm=y"],
-    );
+    let (sink, gen) = Tenant::sink_and_senders(&sw, &["x", "y"], 9.0, 6.0);
     std::thread::sleep(Duration::from_secs(1));
     let hog = Hog::on_core_1();
     let moves = wait_until_on(&sw, "x", 0);

@@ -23,17 +23,7 @@ fn a_light_pmd_sleeps_and_still_forwards_every_frame_in_order() {
     sw.ok(&["add-port", "sink", "vhost-user"]);
     sw.ok(&["add-port", "vm1", "vhost-user"]);
     sw.ok(&["add-flow", "in_port=vm1,actions=output:sink"]);
-    let sink =
-        Tenant::start(&sw.dir, "sink", &[("sink", &sw.port_sock("sink"))], 4096, 7.0, &["sink", "--source", "vm1"]);
-    std::thread::sleep(Duration::from_secs(1));
-    let gen = Tenant::start(
-        &sw.dir,
-        "gen",
-        &[("vm1", &sw.port_sock("vm1"))],
-        4096,
-        4.0,
-        &["gen", "--phase", "rate=20kpps,size=128,flows=64,vm=vm1"],
-    );
+    let (sink, gen) = Tenant::sink_and_senders(&sw, &["vm1"], 7.0, 4.0);
     std::thread::sleep(Duration::from_secs(1));
     let (run0, t0) = (pmd_run_ns(&sw), Instant::now());
     std::thread::sleep(Duration::from_secs(2));

@@ -247,6 +247,22 @@ impl Tenant {
         serde_json::from_str(&std::fs::read_to_string(&self.out).expect("tenant output")).expect("tenant JSON")
     }
 
+    /// A sink VM on the switch's port `sink` counting what `senders` send, for `sink_secs`;
+    /// a second later one VM process sending 20 kpps of 128-byte frames over 64 flows from each
+    /// of the ports `senders`, for `gen_secs`. Returns (sink, generator).
+    pub fn sink_and_senders(sw: &Switch, senders: &[&str], sink_secs: f64, gen_secs: f64) -> (Tenant, Tenant) {
+        let mut sink_args = vec!["sink"];
+        senders.iter().for_each(|s| sink_args.extend(["--source", s]));
+        let sink = Tenant::start(&sw.dir, "sink", &[("sink", &sw.port_sock("sink"))], 4096, sink_secs, &sink_args);
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        let socks: Vec<String> = senders.iter().map(|s| sw.port_sock(s)).collect();
+        let vms: Vec<(&str, &str)> = senders.iter().zip(&socks).map(|(s, sock)| (*s, sock.as_str())).collect();
+        let phases: Vec<String> = senders.iter().map(|s| format!("rate=20kpps,size=128,flows=64,vm={s}")).collect();
+        let mut gen_args = vec!["gen"];
+        phases.iter().for_each(|p| gen_args.extend(["--phase", p.as_str()]));
+        (sink, Tenant::start(&sw.dir, "gen", &vms, 4096, gen_secs, &gen_args))
+    }
+
     pub fn kill(mut self) {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
