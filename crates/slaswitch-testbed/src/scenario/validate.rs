@@ -3,11 +3,9 @@
 
 use super::error_location::{Checker, ScenarioError, Seg};
 use super::{parse_rate_bps, Headline, HeadlineType, PortType, Qos, Scenario, SwitchKind, UplinkKind, VmKind};
+use slaswitch_datapath::pmd_sleep::MAX_SLEEP_US as MAX_PMD_SLEEP_US;
 use slaswitch_qos::cpu::C2tbConfig;
 use slaswitch_traffic::phase::Phase;
-
-/// The longest PMD sleep both switches take (slaswitchd's and OVS-DPDK's limit).
-const MAX_PMD_SLEEP_US: u64 = 10_000;
 
 fn valid_vm_name(name: &str) -> bool {
     !name.is_empty() && name.len() <= 12 && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
