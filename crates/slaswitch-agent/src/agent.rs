@@ -117,6 +117,22 @@ pub struct Agent<S: LocalSwitch> {
     link_overcommit: Option<f64>,
     /// A connection shared with other agents, instead of one of its own.
     shared: Option<Client>,
+    /// When the current session's lease and watch were set up.
+    connected_since: Option<Instant>,
+}
+
+/// The wait before reconnecting after a first failure; it doubles with each failure after.
+const FIRST_BACKOFF: Duration = Duration::from_millis(200);
+/// The longest wait before reconnecting.
+const MAX_BACKOFF: Duration = Duration::from_secs(3);
+
+/// The wait before reconnecting, from the wait before the last reconnection: the first, or
+/// the first after a healthy session, is the shortest; each failure after that doubles it.
+fn reconnect_wait(previous: Option<Duration>, healthy: bool) -> Duration {
+    match previous {
+        Some(wait) if !healthy => (wait * 2).min(MAX_BACKOFF),
+        _ => FIRST_BACKOFF,
+    }
 }
 
 /// A number in [0, 1) that differs between hosts and between calls.
@@ -155,6 +171,7 @@ impl<S: LocalSwitch> Agent<S> {
             dropped_reports: 0,
             link_overcommit: None,
             shared: None,
+            connected_since: None,
         }
     }
 
@@ -168,7 +185,7 @@ impl<S: LocalSwitch> Agent<S> {
     /// Runs until `stop`; then reports the last partial cycle and gives its lease back, so the
     /// master sees the host leave at once.
     pub async fn run(mut self, stop: Arc<AtomicBool>) {
-        let mut backoff = Duration::from_millis(200);
+        let mut backoff = None;
         while !stop.load(Ordering::SeqCst) {
             match self.session(&stop).await {
                 Ok(()) => return,
@@ -178,14 +195,19 @@ impl<S: LocalSwitch> Agent<S> {
                     self.pending.len()
                 ),
             }
+            // A session that held its lease a whole lease life was healthy: this failure is a
+            // new one and waits the shortest time, not the longest an old outage reached.
+            let lease_life = Duration::from_secs(self.settings.lease_ttl_secs.max(1) as u64);
+            let healthy = self.connected_since.take().is_some_and(|since| since.elapsed() >= lease_life);
+            let wait = reconnect_wait(backoff, healthy);
+            backoff = Some(wait);
             // Hosts that lost etcd together must not come back together: half to one and a
             // half times the backoff, drawn from the host's name and the clock.
-            let until = Instant::now() + backoff.mul_f64(0.5 + jitter(&self.settings.host));
+            let until = Instant::now() + wait.mul_f64(0.5 + jitter(&self.settings.host));
             while Instant::now() < until && !stop.load(Ordering::SeqCst) {
                 self.step();
                 tokio::time::sleep(self.until_next_step()).await;
             }
-            backoff = (backoff * 2).min(Duration::from_secs(3));
         }
     }
 
@@ -217,6 +239,7 @@ impl<S: LocalSwitch> Agent<S> {
         let opts = WatchOptions::new().with_prefix().with_start_revision(revision + 1);
         let mut watch = client.watch(prefix.as_str(), Some(opts)).await.map_err(e)?;
         tracing::info!("agent {}: connected to etcd, lease {lease:x}", self.settings.host);
+        self.connected_since = Some(Instant::now());
         let renew_every = Duration::from_millis((self.settings.lease_ttl_secs as u64 * 1000 / 3).max(100));
         let lease_life = Duration::from_secs(self.settings.lease_ttl_secs as u64);
         let (mut renewed, mut last_alive) = (Instant::now(), Instant::now());
@@ -441,4 +464,21 @@ mod writes;
 
 fn json(v: &impl serde::Serialize) -> String {
     serde_json::to_string(v).expect("cluster values serialise")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reconnect_waits_double_to_the_cap_and_start_over_after_a_healthy_session() {
+        let mut wait = None;
+        let mut waits = Vec::new();
+        for _ in 0..6 {
+            wait = Some(reconnect_wait(wait, false));
+            waits.push(wait.unwrap().as_millis());
+        }
+        assert_eq!(waits, [200, 400, 800, 1600, 3000, 3000]);
+        assert_eq!(reconnect_wait(wait, true), FIRST_BACKOFF);
+    }
 }

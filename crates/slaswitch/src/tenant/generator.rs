@@ -7,7 +7,7 @@ use serde::Serialize;
 use slaswitch_dpdk::{rdtsc, EthPort, MbufBatch, Mempool, MAX_BURST};
 
 use super::sink::{Sink, SinkRecord};
-use slaswitch_traffic::frames::{ip_for, mac_for, restamp_tsc, sender_id, stamp, write_frame};
+use slaswitch_traffic::frames::{ip_for, mac_for, restamp_tsc, sender_id, stamp, write_frame, PAYLOAD, STAMP_LEN};
 use slaswitch_traffic::phase::{Phase, Size, IMIX_PATTERN};
 
 /// One emulated VM that sends.
@@ -205,7 +205,13 @@ impl GenVm {
             let template_len = template.len();
             m.set_len_within(template_len as u16, 2048);
             let buf = m.data_mut();
-            buf.copy_from_slice(template);
+            // Only the headers and the stamp's place are written: the payload after them is
+            // whatever the buffer held, as a VM's application data is nothing to its switch,
+            // which copies every byte of it all the same. Writing it too made a large frame
+            // cost the VMs' core about what it costs the PMD, so one core of VMs could not
+            // overload a PMD with large frames.
+            let written = template_len.min(HEADERS_AND_STAMP_BYTES);
+            buf[..written].copy_from_slice(&template[..written]);
             if malformed.is_some() {
                 // One flow: a malformed frame has no ports to vary.
             } else if flow >= 60000 {
@@ -371,3 +377,6 @@ const LINGER_SECS: f64 = 0.5;
 /// costs the VM's core little (the emulated VMs share one core; frames built and freed
 /// unsent were time the other VMs did not get).
 const BUILD_AHEAD_OF_ROOM: usize = 8;
+
+/// The bytes of a frame the generator writes: Ethernet, IPv4 and UDP headers, and the stamp.
+const HEADERS_AND_STAMP_BYTES: usize = PAYLOAD + STAMP_LEN;
