@@ -8,6 +8,8 @@ use std::path::Path;
 
 use serde_json::Value;
 
+mod recovery;
+
 use crate::samples::{self, mean_in, series, Sample};
 use crate::scenario::{Headline, HeadlineType, Scenario, Step};
 use slaswitch_plot::{self as plot, Panel, Series};
@@ -320,6 +322,7 @@ pub fn headline_values(s: &Scenario, samples: &[Sample], switches: &[String]) ->
                     }
                     HeadlineType::Deviation => deviation_value(s, samples, sw, h, &steps),
                     HeadlineType::Target => target_value(s, samples, sw, h, &steps),
+                    HeadlineType::Recovery => recovery::recovery_value(s, samples, sw, &steps[0].label, h),
                     HeadlineType::Latency | HeadlineType::Residence => {
                         let percentile = h.percentile.as_deref().unwrap_or("p50");
                         let (source, metric, what) = if h.kind == HeadlineType::Latency {

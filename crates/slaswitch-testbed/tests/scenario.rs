@@ -234,6 +234,13 @@ fn changes_and_targets_are_checked() {
     assert!(parse("t.toml", &target).unwrap_err().message.contains("expected_mbps"));
     let ok = format!("{target}expected_mbps = 100\n");
     parse("t.toml", &ok).expect("a target for all VMs");
+    let recovery = format!("{base}[[headline]]\nlabel = \"x\"\nkind = \"recovery\"\nvm = \"vm1\"\nwindow = [5, 20]\n");
+    let e = parse("t.toml", &recovery).unwrap_err();
+    assert_eq!(e.field, "headline[0].expected_mbps", "{e}");
+    let late = format!(
+        "{base}[[headline]]\nlabel = \"x\"\nkind = \"recovery\"\nvm = \"vm1\"\nexpected_mbps = 1\nwindow = [5, 30]\n"
+    );
+    assert_eq!(parse("t.toml", &late).unwrap_err().field, "headline[0].window");
 }
 
 #[test]

@@ -616,7 +616,8 @@ pub struct Headline {
     /// (the switch's `stalled_pct` is 0: no stage of the loop took over 100 us).
     #[serde(default)]
     pub stall_free: bool,
-    /// target: the rate the VM (or `all` VMs together) should get over `window`, Mbit/s.
+    /// target: the rate the VM (or `all` VMs together) should get over `window`, Mbit/s;
+    /// recovery: the rate at which the VM is whole.
     pub expected_mbps: Option<f64>,
 }
 
@@ -640,6 +641,10 @@ pub enum HeadlineType {
     /// minimum or maximum a link scheduler should give); `vm` may also be a group, `all`, or
     /// `tenant:NAME` (that tenant's VMs together). With a sweep, the step farthest off.
     Target,
+    /// Seconds from the start of `window` until `vm` is whole again: the first of five seconds
+    /// in a row in which it got at least 95% of `expected_mbps` (how long a victim stays short
+    /// after its PMD's load rose).
+    Recovery,
     /// A figure a namespace VM's program reported (`metric`, e.g. `fct_8KB_10ms_p50_us` or
     /// `ping_rtt_avg_us`; see the parsers in `namespaces`) for `vm`; with a sweep, the largest
     /// over the steps, each step's value in the explanation.

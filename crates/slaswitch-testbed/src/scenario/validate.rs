@@ -295,9 +295,14 @@ fn validate_headline(s: &Scenario, c: &Checker, i: usize, h: &Headline) -> Resul
                 }
             }
         }
-        HeadlineType::Deviation | HeadlineType::Latency | HeadlineType::Residence | HeadlineType::Target => {
-            if h.kind == HeadlineType::Target && !h.expected_mbps.is_some_and(|e| e > 0.0 && e.is_finite()) {
-                return Err(c.err(&at("expected_mbps"), "a target headline needs expected_mbps > 0"));
+        HeadlineType::Deviation
+        | HeadlineType::Latency
+        | HeadlineType::Residence
+        | HeadlineType::Target
+        | HeadlineType::Recovery => {
+            let needs_rate = matches!(h.kind, HeadlineType::Target | HeadlineType::Recovery);
+            if needs_rate && !h.expected_mbps.is_some_and(|e| e > 0.0 && e.is_finite()) {
+                return Err(c.err(&at("expected_mbps"), "a target or recovery headline needs expected_mbps > 0"));
             }
             let Some(w) = h.window else {
                 return Err(c.err(&at("window"), "this headline needs the window [from, to] in seconds"));
