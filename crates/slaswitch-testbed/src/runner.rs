@@ -545,10 +545,11 @@ fn measure_capacity(
     Ok(out)
 }
 
-/// Keeps the logs of a run that failed in `out_dir/failed-logs` (each step's folder under
-/// `base` as a prefix), and returns that folder.
-fn keep_failed_logs(base: &Path, out_dir: &Path) -> PathBuf {
-    let kept = out_dir.join("failed-logs");
+/// Keeps the logs of a run in `out_dir/folder` (each step's folder under `base` as a prefix),
+/// and returns that folder: a result, or a failure, is then read in the switches' own words
+/// (OVS-DPDK's log says why `pmd-auto-lb` did or did not reassign).
+fn keep_logs(base: &Path, out_dir: &Path, folder: &str) -> PathBuf {
+    let kept = out_dir.join(folder);
     let _ = std::fs::create_dir_all(&kept);
     for entry in std::fs::read_dir(base).into_iter().flatten().flatten() {
         for file in std::fs::read_dir(entry.path()).into_iter().flatten().flatten() {
@@ -654,11 +655,12 @@ pub fn run(opts: &RunOptions) -> anyhow::Result<PathBuf> {
     let (all, metas, labels) = match ran {
         Ok(ran) => ran,
         Err(e) => {
-            let kept = keep_failed_logs(&base, &out_dir);
+            let kept = keep_logs(&base, &out_dir, "failed-logs");
             let _ = std::fs::remove_dir_all(&base);
             return Err(anyhow!("{e}\n(logs in {})", kept.display()));
         }
     };
+    keep_logs(&base, &out_dir, "logs");
     let _ = std::fs::remove_dir_all(&base);
     std::fs::write(out_dir.join("samples.csv"), samples::to_csv(&all))?;
     let run = json!({
