@@ -545,22 +545,29 @@ fn measure_capacity(
     Ok(out)
 }
 
-/// Keeps the logs of a run in `out_dir/folder` (each step's folder under `base` as a prefix),
-/// and returns that folder: a result, or a failure, is then read in the switches' own words
-/// (OVS-DPDK's log says why `pmd-auto-lb` did or did not reassign).
-fn keep_logs(base: &Path, out_dir: &Path, folder: &str) -> PathBuf {
-    let kept = out_dir.join(folder);
+/// Keeps the logs of a run that failed in `out_dir/failed-logs` (each step's folder under
+/// `base` as a prefix), and returns that folder.
+fn keep_failed_logs(base: &Path, out_dir: &Path) -> PathBuf {
+    let kept = out_dir.join("failed-logs");
     let _ = std::fs::create_dir_all(&kept);
     for entry in std::fs::read_dir(base).into_iter().flatten().flatten() {
-        for file in std::fs::read_dir(entry.path()).into_iter().flatten().flatten() {
-            let name = file.file_name().to_string_lossy().into_owned();
-            if name.ends_with(".log") || name.ends_with(".stdout") {
-                let _ =
-                    std::fs::copy(file.path(), kept.join(format!("{}-{name}", entry.file_name().to_string_lossy())));
-            }
-        }
+        keep_step_logs(&entry.path(), &kept);
     }
     kept
+}
+
+/// Copies the logs of one step's folder into `kept`, its name as a prefix: a result, or a
+/// failure, is then read in the switches' own words (OVS-DPDK's log says why `pmd-auto-lb`
+/// did or did not reassign).
+fn keep_step_logs(step_dir: &Path, kept: &Path) {
+    let _ = std::fs::create_dir_all(kept);
+    let step = step_dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    for file in std::fs::read_dir(step_dir).into_iter().flatten().flatten() {
+        let name = file.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".log") || name.ends_with(".stdout") {
+            let _ = std::fs::copy(file.path(), kept.join(format!("{step}-{name}")));
+        }
+    }
 }
 
 /// What a run's rounds measured: the samples, each step's record, and the runs' labels.
@@ -574,6 +581,7 @@ fn run_rounds(
     step_count: usize,
     rounds: usize,
     base: &Path,
+    logs: &Path,
     opts: &RunOptions,
 ) -> anyhow::Result<Rounds> {
     let (mut all, mut metas, mut labels) = (Vec::new(), Vec::new(), Vec::new());
@@ -591,6 +599,7 @@ fn run_rounds(
                 .map_err(|e| anyhow!("{}, {}: {e}", cfg.label, step.label))?;
             all.extend(r.samples);
             metas.push(r.meta);
+            keep_step_logs(&work, logs);
             let _ = std::fs::remove_dir_all(&work);
         }
     }
@@ -650,17 +659,16 @@ pub fn run(opts: &RunOptions) -> anyhow::Result<PathBuf> {
     // The tree as the run starts: the binaries were built from it, whatever is edited meanwhile.
     let commit = crate::provenance::commit();
     let rounds = opts.rounds.max(1);
-    let ran = run_rounds(&configs, steps.len(), rounds, &base, opts);
+    let ran = run_rounds(&configs, steps.len(), rounds, &base, &out_dir.join("logs"), opts);
     cleanup::undo_all();
     let (all, metas, labels) = match ran {
         Ok(ran) => ran,
         Err(e) => {
-            let kept = keep_logs(&base, &out_dir, "failed-logs");
+            let kept = keep_failed_logs(&base, &out_dir);
             let _ = std::fs::remove_dir_all(&base);
             return Err(anyhow!("{e}\n(logs in {})", kept.display()));
         }
     };
-    keep_logs(&base, &out_dir, "logs");
     let _ = std::fs::remove_dir_all(&base);
     std::fs::write(out_dir.join("samples.csv"), samples::to_csv(&all))?;
     let run = json!({

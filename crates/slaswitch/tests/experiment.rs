@@ -76,6 +76,11 @@ fn a_short_run_reports_what_the_sink_counted() {
     let shown = if mean >= 100.0 { format!("{mean:.0}") } else { format!("{mean:.1}") };
     assert!(report.contains(&format!("| slaswitch | vm1 | {shown} |")), "report lacks vm1's mean {shown}:\n{report}");
     assert!(out.join("bandwidth.png").exists());
+    // The switch's own log stays beside the report.
+    let logs: Vec<String> = std::fs::read_dir(out.join("logs"))
+        .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    assert!(logs.iter().any(|n| n.ends_with("slaswitchd.log")), "no slaswitchd log kept in logs/: {logs:?}");
     // Nothing is left behind: no daemon, no run folder.
     let leftovers = Command::new("pgrep").args(["-f", "slaswitch-exp-"]).output().unwrap();
     assert!(leftovers.stdout.is_empty(), "processes left: {}", String::from_utf8_lossy(&leftovers.stdout));
