@@ -1,5 +1,5 @@
-//! The `recovery` headline: how long a VM stays short after something changed on its PMD, as
-//! issue-style experiments on rebalancing ask ("time until its victims are whole again").
+//! The `recovery` headline: how long a VM stays short after something changed on its PMD (a
+//! neighbour's cost rose), until a move between PMDs or its scheduler makes it whole again.
 
 use super::{fmt, received};
 use crate::samples::Sample;

@@ -207,8 +207,8 @@ impl GenVm {
             let buf = m.data_mut();
             // Only the headers and the stamp's place are written: the payload after them is
             // whatever the buffer held, as a VM's application data is nothing to its switch,
-            // which copies every byte of it all the same. Writing it too made a large frame
-            // cost the VMs' core about what it costs the PMD, so one core of VMs could not
+            // which copies every byte of it all the same. Writing it would cost the VMs' core
+            // about what a large frame costs the PMD, and one core of VMs could then not
             // overload a PMD with large frames.
             let written = template_len.min(HEADERS_AND_STAMP_BYTES);
             buf[..written].copy_from_slice(&template[..written]);
