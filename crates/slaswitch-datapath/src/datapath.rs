@@ -326,6 +326,9 @@ impl Datapath {
         }
         std::fs::create_dir_all(&settings.run_dir)
             .map_err(|cause| DatapathError::RunDir { path: settings.run_dir.display().to_string(), cause })?;
+        // EAL places its control threads (vhost-user's socket events, telemetry, interrupts) on
+        // the cores the calling thread may use minus the lcores: left unpinned, on the PMD cores.
+        pmd::pin_to_core(settings.main_core)?;
         let eal = Eal::init(&settings.eal_args())?;
         let pool =
             Arc::new(Mempool::new(&eal, &format!("{}_mbufs", settings.file_prefix), settings.mbufs, 256, 2048 + 128)?);

@@ -41,7 +41,10 @@ pub fn ip_of(scenario: &Scenario, step: &Step, name: &str) -> String {
 /// classification by source MAC works alike for both kinds.
 /// Checksum offload is turned off in the namespace: a frame read with af_packet carries a
 /// partial checksum the receiving kernel would drop.
-pub fn add_namespace(p: &mut SwitchPlan, name: &str, ip: &str) -> String {
+/// The namespace's kernel receives on `vm_core` (RPS): a frame the switch sends into a veth is
+/// otherwise taken through the namespace's whole stack (TCP, the reply it sends) inside the
+/// switch's send call, on the PMD's core, where a VM's kernel never runs.
+pub fn add_namespace(p: &mut SwitchPlan, name: &str, ip: &str, vm_core: usize) -> String {
     let ns = ns_name(name);
     let (b, v) = veth_names(name);
     p.undo_with(&["ip", "netns", "del", &ns]);
@@ -57,19 +60,31 @@ pub fn add_namespace(p: &mut SwitchPlan, name: &str, ip: &str) -> String {
         "ip", "netns", "exec", &ns, "ethtool", "-K", &v, "tx", "off", "rx", "off", "tso", "off", "gso", "off", "gro",
         "off",
     ]);
+    p.cmd(&["ip", "netns", "exec", &ns, "sh", "-c", &receive_on_core(&v, vm_core)]);
     p.cmd(&["ip", "link", "set", &b, "up"]);
     p.cmd(&["ethtool", "-K", &b, "tx", "off", "rx", "off", "tso", "off", "gso", "off", "gro", "off"]);
     b
 }
 
+/// The shell command that steers `iface`'s received frames to `core` (RPS, one receive queue;
+/// run where `/sys` is the interface's namespace's).
+fn receive_on_core(iface: &str, core: usize) -> String {
+    // rps_cpus is a bitmap in comma-separated 32-bit hex words, most significant first.
+    let words = core / 32 + 1;
+    let mask: Vec<String> =
+        (0..words).rev().map(|w| format!("{:08x}", if w == core / 32 { 1u32 << (core % 32) } else { 0 })).collect();
+    format!("echo {} > /sys/class/net/{iface}/queues/rx-0/rps_cpus", mask.join(","))
+}
+
 /// A namespace whose interface a daemon creates inside it (VDE2's tap plug, run in the
 /// namespace): the namespace now, the interface's address and offloads once it exists.
-pub fn add_namespace_for_daemon(p: &mut SwitchPlan, name: &str, ip: &str, iface: &str) {
+pub fn add_namespace_for_daemon(p: &mut SwitchPlan, name: &str, ip: &str, iface: &str, vm_core: usize) {
     let ns = ns_name(name);
     p.undo_with(&["ip", "netns", "del", &ns]);
     p.cmd(&["ip", "netns", "add", &ns]);
     p.cmd(&["ip", "-n", &ns, "link", "set", "lo", "up"]);
     let (mac, cidr) = (crate::plan::mac_of(name), format!("{ip}/24"));
+    let rps = receive_on_core(iface, vm_core);
     let after = [
         vec!["ip", "-n", &ns, "link", "set", iface, "address", &mac],
         vec!["ip", "-n", &ns, "addr", "add", &cidr, "dev", iface],
@@ -78,6 +93,7 @@ pub fn add_namespace_for_daemon(p: &mut SwitchPlan, name: &str, ip: &str, iface:
             "ip", "netns", "exec", &ns, "ethtool", "-K", iface, "tx", "off", "rx", "off", "tso", "off", "gso", "off",
             "gro", "off",
         ],
+        vec!["ip", "netns", "exec", &ns, "sh", "-c", &rps],
     ];
     for a in after {
         p.after_daemons.push(a.into_iter().map(str::to_string).collect());
@@ -370,5 +386,16 @@ pub fn parse_output(command: &str, text: &str, vm: &str, t_end: f64) -> Vec<Samp
         "qperf" => parse_qperf(text, vm, t_end),
         "sockperf" => parse_sockperf(text, vm, t_end),
         _ => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn receive_is_steered_to_the_vm_core_in_rps_words() {
+        assert_eq!(receive_on_core("sav", 1), "echo 00000002 > /sys/class/net/sav/queues/rx-0/rps_cpus");
+        assert_eq!(receive_on_core("sav", 33), "echo 00000002,00000000 > /sys/class/net/sav/queues/rx-0/rps_cpus");
     }
 }

@@ -622,6 +622,8 @@ pub fn run(opts: &RunOptions) -> anyhow::Result<PathBuf> {
     }
     preflight::check(&provisional, &probe_switches, &opts.tools)?;
     keep_off_pmd_cores(provisional.host.vm_core)?;
+    // Held to the end of the run, capacity probe included; dropped, it gives the cores back.
+    let shield = crate::core_shield::CoreShield::raise(&provisional.host.pmd_cores);
     cleanup::install_signal_handlers().map_err(|e| anyhow!("signal handlers: {e}"))?;
     let base = std::env::temp_dir().join(format!("slaswitch-exp-{}", std::process::id()));
     let capacity_pps = if kinds.is_empty() {
@@ -680,7 +682,12 @@ pub fn run(opts: &RunOptions) -> anyhow::Result<PathBuf> {
         "rounds": rounds,
         "machine": crate::provenance::machine(),
         "commit": commit,
-        "pinning": {"pmd_cores": scenario.host.pmd_cores, "vm_core": scenario.host.vm_core},
+        "pinning": {
+            "pmd_cores": scenario.host.pmd_cores,
+            "vm_core": scenario.host.vm_core,
+            "threads_moved_off_pmd_cores": shield.moved(),
+            "threads_left_on_pmd_cores": shield.refused,
+        },
         "runs": metas,
         "capacity": budgets,
         "command": format!("slaswitch experiment run {} --switch {} --rounds {rounds} --out {}", opts.scenario_path.display(), switches.iter().map(|s| s.name()).collect::<Vec<_>>().join(","), out_dir.display()),

@@ -31,7 +31,7 @@ pub fn plan(scenario: &Scenario, step: &Step, dir: &Path) -> SwitchPlan {
         if crate::namespaces::is_namespace(scenario, step, name) {
             // The plug runs inside the VM's namespace, so its tap is created there.
             let ip = crate::namespaces::ip_of(scenario, step, name);
-            crate::namespaces::add_namespace_for_daemon(&mut p, name, &ip, &tap);
+            crate::namespaces::add_namespace_for_daemon(&mut p, name, &ip, &tap, scenario.host.vm_core);
             let ns = crate::namespaces::ns_name(name);
             p.daemons.push(
                 ["ip", "netns", "exec", &ns, "vde_plug2tap", "--sock", &sock, &tap]

@@ -279,6 +279,9 @@ fn attach(c: &Common) -> anyhow::Result<(Eal, Mempool, Vec<Device>)> {
     .iter()
     .map(|s| s.to_string())
     .collect();
+    // EAL's control threads go where the calling thread may run, less the lcores: pinned first,
+    // they stay on the VMs' core and off the switch's PMD cores.
+    slaswitch_datapath::pmd::pin_to_core(c.core)?;
     let eal = Eal::init(&eal_args)?;
     let mbufs = (c.vms.len() as u32 * (2 * u32::from(ring) + 1024)).next_power_of_two() - 1;
     let pool = Mempool::new(&eal, "tenant_pool", mbufs, 256, 2048 + 128)

@@ -1,0 +1,153 @@
+//! Keeps the machine's other threads off the PMD cores while a run lasts, as a cpuset shield
+//! (`cset shield`) would without rebooting with `isolcpus`: a busy-polling PMD that loses its
+//! core to an unrelated thread for a millisecond stalls every port it serves, and the latency
+//! figures would put that down to the host. Every thread that may run on a PMD core and on some
+//! other core is confined to the others; when the shield is dropped each gets its own set back.
+//! Threads that may run only on PMD cores (the switches' PMDs, per-CPU kernel threads) stay.
+//! A test bed killed outright (a second Ctrl-C) leaves the moved threads on the other cores.
+
+use std::mem::{size_of, zeroed};
+
+/// The threads moved off the PMD cores.
+pub struct CoreShield {
+    moved: Vec<Moved>,
+    /// Threads the kernel refused to move (kernel threads bound to their cores).
+    pub refused: usize,
+}
+
+/// A thread confined: the cores it had and the cores it was given.
+struct Moved {
+    tid: libc::pid_t,
+    had: libc::cpu_set_t,
+    given: libc::cpu_set_t,
+}
+
+/// What confining one thread did.
+enum Confined {
+    Moved(Moved),
+    /// Not on a PMD core, or only on PMD cores, or gone.
+    Left,
+    Refused,
+}
+
+impl CoreShield {
+    /// Moves every thread of the machine that may also run elsewhere off `pmd_cores`.
+    pub fn raise(pmd_cores: &[usize]) -> CoreShield {
+        let mut shield = CoreShield { moved: Vec::new(), refused: 0 };
+        for tid in all_thread_ids() {
+            match confine(tid, pmd_cores) {
+                Confined::Moved(m) => shield.moved.push(m),
+                Confined::Left => {}
+                Confined::Refused => shield.refused += 1,
+            }
+        }
+        shield
+    }
+
+    /// How many threads it moved.
+    pub fn moved(&self) -> usize {
+        self.moved.len()
+    }
+}
+
+impl Drop for CoreShield {
+    fn drop(&mut self) {
+        self.moved.iter().for_each(release);
+    }
+}
+
+/// Takes `pmd_cores` out of thread `tid`'s cores, unless they are all it has.
+fn confine(tid: libc::pid_t, pmd_cores: &[usize]) -> Confined {
+    let Some(had) = affinity(tid) else { return Confined::Left };
+    let mut given = had;
+    let mut on_pmd = false;
+    for &c in pmd_cores.iter().filter(|&&c| c < libc::CPU_SETSIZE as usize) {
+        // SAFETY: the core is below CPU_SETSIZE, within the set.
+        unsafe {
+            on_pmd |= libc::CPU_ISSET(c, &had);
+            libc::CPU_CLR(c, &mut given);
+        }
+    }
+    // SAFETY: CPU_COUNT reads a valid set.
+    if !on_pmd || unsafe { libc::CPU_COUNT(&given) } == 0 {
+        return Confined::Left;
+    }
+    match set_affinity(tid, &given) {
+        true => Confined::Moved(Moved { tid, had, given }),
+        false => Confined::Refused,
+    }
+}
+
+/// Gives a confined thread its cores back, unless it chose others since (a thread that pinned
+/// itself keeps its choice). A thread gone is not found.
+fn release(m: &Moved) {
+    // SAFETY: CPU_EQUAL compares two valid sets.
+    if affinity(m.tid).is_some_and(|now| unsafe { libc::CPU_EQUAL(&now, &m.given) }) {
+        set_affinity(m.tid, &m.had);
+    }
+}
+
+/// Every thread id in `/proc`.
+fn all_thread_ids() -> Vec<libc::pid_t> {
+    let numbers = |dir: std::path::PathBuf| -> Vec<libc::pid_t> {
+        std::fs::read_dir(dir)
+            .map(|d| d.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect())
+            .unwrap_or_default()
+    };
+    numbers("/proc".into()).into_iter().flat_map(|pid| numbers(format!("/proc/{pid}/task").into())).collect()
+}
+
+fn affinity(tid: libc::pid_t) -> Option<libc::cpu_set_t> {
+    // SAFETY: a zeroed cpu_set_t is valid, and the kernel writes at most its size.
+    unsafe {
+        let mut set: libc::cpu_set_t = zeroed();
+        (libc::sched_getaffinity(tid, size_of::<libc::cpu_set_t>(), &mut set) == 0).then_some(set)
+    }
+}
+
+fn set_affinity(tid: libc::pid_t, set: &libc::cpu_set_t) -> bool {
+    // SAFETY: the kernel reads a valid set of the size given.
+    unsafe { libc::sched_setaffinity(tid, size_of::<libc::cpu_set_t>(), set) == 0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn is_set(tid: libc::pid_t, core: usize) -> bool {
+        // SAFETY: core 0 or 1, within the set.
+        unsafe { libc::CPU_ISSET(core, &affinity(tid).unwrap()) }
+    }
+
+    #[test]
+    fn a_thread_free_to_run_anywhere_leaves_the_shielded_core_and_comes_back() {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if cores < 2 {
+            return; // one core: nowhere to move a thread to.
+        }
+        let (tell, told) = std::sync::mpsc::channel();
+        let (done, finish) = std::sync::mpsc::channel::<()>();
+        let worker = std::thread::spawn(move || {
+            // SAFETY: gettid has no arguments and cannot fail.
+            tell.send(unsafe { libc::gettid() }).unwrap();
+            finish.recv().unwrap();
+        });
+        let tid = told.recv().unwrap();
+        // SAFETY: a zeroed set is valid; the cores are below CPU_SETSIZE.
+        let mut anywhere: libc::cpu_set_t = unsafe { zeroed() };
+        (0..cores.min(64)).for_each(|c| unsafe { libc::CPU_SET(c, &mut anywhere) });
+        assert!(set_affinity(tid, &anywhere));
+        let Confined::Moved(moved) = confine(tid, &[0]) else { panic!("not moved") };
+        assert!(!is_set(tid, 0) && is_set(tid, 1), "still allowed on the shielded core");
+        release(&moved);
+        assert!(is_set(tid, 0), "its core not given back");
+        // Pinned only to the shielded core (as a PMD is): left there.
+        let mut only_zero: libc::cpu_set_t = unsafe { zeroed() };
+        unsafe { libc::CPU_SET(0, &mut only_zero) };
+        assert!(set_affinity(tid, &only_zero));
+        assert!(matches!(confine(tid, &[0]), Confined::Left));
+        assert!(is_set(tid, 0));
+        done.send(()).unwrap();
+        worker.join().unwrap();
+    }
+}
