@@ -465,6 +465,7 @@ impl Datapath {
             idle_poll_us: self.settings.idle_poll_us,
             max_sleep_us: self.settings.max_sleep_us,
             tsc_hz: self.eal.tsc_hz(),
+            clock: crate::residence::TicksToNs::new(self.eal.tsc_hz()),
             paced,
             fallback: self.fallback.clone(),
             model: self.model.clone().map(Arc::new),

@@ -12,6 +12,7 @@ use slaswitch_qos::cpu::{BandwidthModel, C2tbConfig, TrafficProfile};
 
 use crate::counters::{PortCounters, RuleCounters};
 use crate::paced_tx::{Fallback, PacedLink};
+use crate::residence::TicksToNs;
 use slaswitch_config::cpu_qos::CpuQos;
 use slaswitch_config::policing::PolicingSpec;
 
@@ -110,6 +111,9 @@ pub struct PmdConfig {
     pub max_sleep_us: u64,
     /// The TSC's frequency.
     pub tsc_hz: u64,
+    /// TSC ticks to nanoseconds by a multiplier: the loop converts every pass (pacing,
+    /// policing), and a 128-bit division there is a library call.
+    pub(crate) clock: TicksToNs,
     /// Numbers of the paced ports (every PMD drains them).
     pub paced: Vec<u16>,
     /// The NIC-bottleneck fallback's shared state.
@@ -124,12 +128,6 @@ pub enum PmdMessage {
     Config(Arc<PmdConfig>, Sender<()>),
     /// Stop.
     Quit,
-}
-
-/// TSC ticks to nanoseconds at `tsc_hz`.
-#[inline]
-pub fn tsc_to_ns(tsc: u64, tsc_hz: u64) -> u64 {
-    (u128::from(tsc) * 1_000_000_000 / u128::from(tsc_hz.max(1))) as u64
 }
 
 impl PmdConfig {

@@ -21,7 +21,7 @@ use slaswitch_qos::meter::{Color, Srtcm, SrtcmParams};
 
 use crate::counters::RxTotals;
 use crate::flow_caches::FlowCaches;
-use crate::pmd_config::{tsc_to_ns, PmdConfig, RxPort, TxPort};
+use crate::pmd_config::{PmdConfig, RxPort, TxPort};
 use crate::spin::SpinGuard;
 use slaswitch_config::policing::Policer;
 use slaswitch_config::ranges::MAX_PORTS;
@@ -70,7 +70,7 @@ pub(crate) struct Stages {
 
 impl Stages {
     pub(crate) fn new(cfg: Arc<PmdConfig>) -> Stages {
-        let now_ns = tsc_to_ns(rdtsc(), cfg.tsc_hz);
+        let now_ns = cfg.clock.ns(rdtsc());
         Stages {
             macs: MacTable::new(8192, cfg.mac_max_age_tsc),
             totals: cfg.rx_ports.iter().map(|p| p.counters.rx()).collect(),
@@ -117,7 +117,7 @@ impl Stages {
         self.macs.set_max_age(cfg.mac_max_age_tsc);
         self.totals = cfg.rx_ports.iter().map(|p| p.counters.rx()).collect();
         self.next_queue = vec![0; cfg.rx_ports.len()];
-        let now_ns = tsc_to_ns(rdtsc(), cfg.tsc_hz);
+        let now_ns = cfg.clock.ns(rdtsc());
         self.policers = carry_over(&self.cfg, &cfg, &self.policers, |p| p.policing, |spec| spec.policer(now_ns));
         self.fallback_meters =
             carry_over(&self.cfg, &cfg, &self.fallback_meters, |p| p.purchase_bps, |bps| fallback_meter(bps, now_ns));
@@ -173,7 +173,7 @@ impl Stages {
         if policer.is_none() && fallback.is_none() {
             return n;
         }
-        let now_ns = tsc_to_ns(now_tsc, self.cfg.tsc_hz);
+        let now_ns = self.cfg.clock.ns(now_tsc);
         let (mut policed, mut limited) = (0u64, 0u64);
         let (mut policer, mut fallback) = (policer, fallback);
         batch.retain(|m| {
@@ -248,7 +248,7 @@ impl Stages {
         if self.cfg.paced.is_empty() {
             return;
         }
-        let now_ns = tsc_to_ns(rdtsc(), self.cfg.tsc_hz);
+        let now_ns = self.cfg.clock.ns(rdtsc());
         for &number in &self.cfg.paced {
             let Some(tx) = self.cfg.tx_ports[number as usize].as_ref() else { continue };
             let Some(link) = tx.paced.as_ref() else { continue };
@@ -267,7 +267,7 @@ impl Stages {
 fn send(cfg: &PmdConfig, tx: &TxPort, source: u16, since_tsc: u64, pending: &mut MbufBatch, bytes: u64) -> usize {
     match tx.paced.as_ref() {
         Some(link) => {
-            let now_ns = tsc_to_ns(rdtsc(), cfg.tsc_hz);
+            let now_ns = cfg.clock.ns(rdtsc());
             let frames = pending.len();
             link.send(pending, source, since_tsc, &tx.device(), now_ns, &cfg.fallback);
             frames

@@ -398,6 +398,11 @@ impl Driver for Ovs {
         }
         run(&cfg)?;
         self.start_vswitchd()?;
+        if self.auto_lb {
+            // Auto load balancing says why it did or did not reassign (its dry run's variance
+            // estimates) only at debug level; the run's logs keep it.
+            self.appctl(&["vlog/set", "dpif_netdev:file:dbg"])?;
+        }
         let mut br = vsctl(d);
         br.extend(
             ["add-br", "br0", "--", "set", "bridge", "br0", "datapath_type=netdev"].iter().map(|s| s.to_string()),

@@ -171,7 +171,7 @@ impl Datapath {
     /// Makes every paced port's link and scheduler match the ports' plans: a new link for a
     /// newly paced port, the same link reconfigured live (no frame lost) otherwise.
     pub(super) fn configure_links(&mut self) -> Result<(), DatapathError> {
-        let now_ns = crate::pmd_config::tsc_to_ns(slaswitch_dpdk::rdtsc(), self.eal.tsc_hz());
+        let now_ns = crate::residence::TicksToNs::new(self.eal.tsc_hz()).ns(slaswitch_dpdk::rdtsc());
         let plans: BTreeMap<String, PortPlan> = self.ports.iter().map(|(n, e)| (n.clone(), e.plan.clone())).collect();
         let numbers: BTreeMap<&str, u16> = self.ports.iter().map(|(n, e)| (n.as_str(), e.spec.number)).collect();
         let mut links = Vec::new();
