@@ -29,7 +29,12 @@ pub fn plan(scenario: &Scenario, step: &Step) -> SwitchPlan {
     names.extend(step.vms.iter().map(|v| v.name.clone()));
     for name in &names {
         if namespaces::is_namespace(scenario, step, name) {
-            let b = namespaces::add_namespace(&mut p, name, &namespaces::ip_of(scenario, step, name), scenario.host.vm_core);
+            let b = namespaces::add_namespace(
+                &mut p,
+                name,
+                &namespaces::ip_of(scenario, step, name),
+                scenario.host.vm_core,
+            );
             p.cmd(&["ip", "link", "set", &b, "master", BRIDGE, "up"]);
             p.namespaces.push((name.clone(), namespaces::ns_name(name)));
             continue;

@@ -61,8 +61,9 @@ pub fn plan(scenario: &Scenario, step: &Step, dir: &Path) -> SwitchPlan {
     for (name, number) in &numbers {
         let null_uplink = *name == scenario.uplink.name && scenario.uplink.kind == UplinkKind::Null;
         let namespace = namespaces::is_namespace(scenario, step, name);
-        let iface =
-            namespace.then(|| namespaces::add_namespace(&mut p, name, &namespaces::ip_of(scenario, step, name), scenario.host.vm_core));
+        let iface = namespace.then(|| {
+            namespaces::add_namespace(&mut p, name, &namespaces::ip_of(scenario, step, name), scenario.host.vm_core)
+        });
         let mut cmd = vsctl(dir);
         cmd.extend(["add-port", "br0", name, "--", "set", "Interface", name].iter().map(|s| s.to_string()));
         if null_uplink {

@@ -93,7 +93,12 @@ pub fn plan(scenario: &Scenario, step: &Step, dir: &Path, tools: &Path) -> Switc
             format!("ofport_request={number}"),
         ];
         if namespace {
-            let iface = namespaces::add_namespace(&mut p, &name, &namespaces::ip_of(scenario, step, &name), scenario.host.vm_core);
+            let iface = namespaces::add_namespace(
+                &mut p,
+                &name,
+                &namespaces::ip_of(scenario, step, &name),
+                scenario.host.vm_core,
+            );
             cmd.push(format!("iface={iface}"));
             p.namespaces.push((name.clone(), namespaces::ns_name(&name)));
         }
