@@ -24,7 +24,7 @@ struct Moved {
 
 /// What confining one thread did.
 enum Confined {
-    Moved(Moved),
+    Moved(Box<Moved>),
     /// Not on a PMD core, or only on PMD cores, or gone.
     Left,
     Refused,
@@ -36,7 +36,7 @@ impl CoreShield {
         let mut shield = CoreShield { moved: Vec::new(), refused: 0 };
         for tid in all_thread_ids() {
             match confine(tid, pmd_cores) {
-                Confined::Moved(m) => shield.moved.push(m),
+                Confined::Moved(m) => shield.moved.push(*m),
                 Confined::Left => {}
                 Confined::Refused => shield.refused += 1,
             }
@@ -73,7 +73,7 @@ fn confine(tid: libc::pid_t, pmd_cores: &[usize]) -> Confined {
         return Confined::Left;
     }
     match set_affinity(tid, &given) {
-        true => Confined::Moved(Moved { tid, had, given }),
+        true => Confined::Moved(Box::new(Moved { tid, had, given })),
         false => Confined::Refused,
     }
 }
