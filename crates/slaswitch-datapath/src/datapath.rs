@@ -314,7 +314,7 @@ impl Datapath {
         if settings.pmd_cores.is_empty() {
             return Err(DatapathError::NoPmdCore);
         }
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let cores = pmd::online_cores();
         if let Some(&bad) = settings.pmd_cores.iter().chain([&settings.main_core]).find(|&&c| c >= cores) {
             return Err(DatapathError::NoSuchCore { core: bad, last: cores - 1 });
         }

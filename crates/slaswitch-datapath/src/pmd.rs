@@ -376,6 +376,17 @@ fn stall_cycles(tsc_hz: u64) -> u64 {
     (u128::from(tsc_hz) * u128::from(STALL_NS) / 1_000_000_000) as u64
 }
 
+/// The cores this machine has online, whatever the calling thread may run on: a daemon started
+/// under a narrower affinity (`taskset`, the test bed's shield) still places its threads on any.
+pub fn online_cores() -> usize {
+    // SAFETY: sysconf takes no pointers.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    match n > 0 {
+        true => n as usize,
+        false => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    }
+}
+
 /// Pins the calling thread to `core` (the threads and processes it starts later inherit it).
 pub fn pin_to_core(core: usize) -> Result<(), crate::DatapathError> {
     // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes within it.
@@ -387,4 +398,22 @@ pub fn pin_to_core(core: usize) -> Result<(), crate::DatapathError> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_thread_pinned_to_one_core_still_counts_every_online_core() {
+        let processors =
+            std::fs::read_to_string("/proc/cpuinfo").unwrap().lines().filter(|l| l.starts_with("processor")).count();
+        let counted = std::thread::spawn(|| {
+            pin_to_core(0).unwrap();
+            (std::thread::available_parallelism().unwrap().get(), online_cores())
+        })
+        .join()
+        .unwrap();
+        assert_eq!(counted, (1, processors));
+    }
 }

@@ -147,7 +147,7 @@ fn main() {
 fn run(cli: Cli) -> anyhow::Result<()> {
     // Checked before anything starts.
     let tls = cli.etcd_tls.tls()?;
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cores = slaswitch_datapath::pmd::online_cores();
     let default_main = (0..cores).rev().find(|c| !cli.pmd_cores.contains(c)).unwrap_or(0);
     debug_assert!(cli.compare_slice_us.is_none_or(|us| COMPARE_SLICE_US.contains(&us)));
     let probe = (cli.probe || cli.compare_slice_us.is_some())

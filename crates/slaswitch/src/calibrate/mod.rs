@@ -294,7 +294,7 @@ fn machine_description(tsc_hz: u64) -> String {
         .find_map(|l| l.strip_prefix("model name"))
         .map(|l| l.trim_start_matches([' ', '\t', ':']).to_string())
         .unwrap_or_else(|| "unknown CPU".into());
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cores = slaswitch_datapath::pmd::online_cores();
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
     let dpdk = Command::new("pkg-config")
         .args(["--modversion", "libdpdk"])

@@ -26,7 +26,7 @@ pub(super) fn measure(
     first_step: usize,
     total_steps: usize,
 ) -> Result<(FactorTable, String), CalibrateError> {
-    let machine_cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let machine_cores = slaswitch_datapath::pmd::online_cores();
     let mut points = vec![(1, 1.0)];
     let mut ratios = Vec::new();
     let mut highest: f64 = 1.0;
