@@ -4,7 +4,8 @@
 //! figures would put that down to the host. Every thread that may run on a PMD core and on some
 //! other core is confined to the others; when the shield is dropped each gets its own set back.
 //! Threads that may run only on PMD cores (the switches' PMDs, per-CPU kernel threads) stay.
-//! A test bed killed outright (a second Ctrl-C) leaves the moved threads on the other cores.
+//! A test bed killed outright (a second Ctrl-C) leaves the moved threads on the other cores, and
+//! a thread a confined one starts during the run inherits its cores and keeps them.
 
 use std::mem::{size_of, zeroed};
 
