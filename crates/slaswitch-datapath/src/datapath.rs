@@ -83,8 +83,6 @@ impl DatapathSettings {
     pub fn eal_args(&self) -> Vec<String> {
         let mut args = vec![
             "slaswitchd".to_string(),
-            "-l".into(),
-            self.main_core.to_string(),
             "--file-prefix".into(),
             self.file_prefix.clone(),
             "--log-level".into(),
@@ -326,10 +324,7 @@ impl Datapath {
         }
         std::fs::create_dir_all(&settings.run_dir)
             .map_err(|cause| DatapathError::RunDir { path: settings.run_dir.display().to_string(), cause })?;
-        // EAL places its control threads (vhost-user's socket events, telemetry, interrupts) on
-        // the cores the calling thread may use minus the lcores: left unpinned, on the PMD cores.
-        pmd::pin_to_core(settings.main_core)?;
-        let eal = Eal::init(&settings.eal_args())?;
+        let eal = Eal::init(settings.main_core, &settings.eal_args())?;
         let pool =
             Arc::new(Mempool::new(&eal, &format!("{}_mbufs", settings.file_prefix), settings.mbufs, 256, 2048 + 128)?);
         let classifier = Arc::new(Classifier::new(Vec::new()));

@@ -389,15 +389,7 @@ pub fn online_cores() -> usize {
 
 /// Pins the calling thread to `core` (the threads and processes it starts later inherit it).
 pub fn pin_to_core(core: usize) -> Result<(), crate::DatapathError> {
-    // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes within it.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(core, &mut set);
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            return Err(crate::DatapathError::Pin { core, cause: std::io::Error::last_os_error() });
-        }
-    }
-    Ok(())
+    slaswitch_dpdk::pin_current_thread(core).map_err(|cause| crate::DatapathError::Pin { core, cause })
 }
 
 #[cfg(test)]

@@ -204,14 +204,39 @@ fn cstring(s: &str) -> CString {
     CString::new(s).expect("DPDK names and arguments contain no NUL byte")
 }
 
+/// Pins the calling thread to `core` (threads and processes it starts later inherit the set).
+pub fn pin_current_thread(core: usize) -> std::io::Result<()> {
+    if core >= libc::CPU_SETSIZE as usize {
+        return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes within it for core < CPU_SETSIZE.
+    let rc = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(core, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    match rc {
+        0 => Ok(()),
+        _ => Err(std::io::Error::last_os_error()),
+    }
+}
+
 /// The initialised Environment Abstraction Layer. DPDK allows one per process.
 pub struct Eal {
     tsc_hz: u64,
 }
 
 impl Eal {
-    /// Runs `rte_eal_init` with `args` (the program name first), then checks the mbuf layout.
-    pub fn init(args: &[String]) -> Result<Eal, DpdkError> {
+    /// Runs `rte_eal_init` with `main_core` as its one lcore (`-l`) and `args` (the program name
+    /// first, no `-l`), then checks the mbuf layout. The calling thread is pinned to `main_core`
+    /// first: EAL places its control threads (vhost-user's socket events, telemetry, interrupts)
+    /// on the caller's allowed cores less the lcores, which left unpinned are the PMD cores.
+    pub fn init(main_core: usize, args: &[String]) -> Result<Eal, DpdkError> {
+        pin_current_thread(main_core).map_err(|e| {
+            error(format!("sched_setaffinity(core {main_core})"), e.raw_os_error().unwrap_or(libc::EINVAL))
+        })?;
+        let mut args = args.to_vec();
+        args.splice(1.min(args.len())..1.min(args.len()), ["-l".to_string(), main_core.to_string()]);
         let cargs: Vec<CString> = args.iter().map(|a| cstring(a)).collect();
         let mut argv: Vec<*mut c_char> = cargs.iter().map(|a| a.as_ptr() as *mut c_char).collect();
         // SAFETY: argv points at NUL-terminated strings that outlive the call.

@@ -13,7 +13,7 @@ fn null_port_rx_tx_through_the_shim() {
             .iter()
             .map(|s| s.to_string())
             .collect();
-    let eal = Eal::init(&args).expect("EAL");
+    let eal = Eal::init(0, &args).expect("EAL");
     assert!(eal.tsc_hz() > 100_000_000);
     let pool = Mempool::new(&eal, "shim_test_pool", 4095, 256, 2048 + 128).expect("pool");
     let port = EthPort::create_vdev(&eal, "net_null_shimtest", "").expect("null vdev");

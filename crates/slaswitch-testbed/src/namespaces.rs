@@ -27,6 +27,12 @@ pub fn is_namespace(scenario: &Scenario, step: &Step, name: &str) -> bool {
     step.vms.iter().any(|v| v.name == name && v.kind == VmKind::Namespace)
 }
 
+/// Whether any step of `scenario` has a member in a namespace.
+pub fn any_in_scenario(scenario: &Scenario) -> bool {
+    scenario.uplink.kind == UplinkKind::Namespace
+        || scenario.steps().iter().any(|st| st.vms.iter().any(|v| v.kind == VmKind::Namespace))
+}
+
 /// The IPv4 address of namespace member `name` in `step`.
 pub fn ip_of(scenario: &Scenario, step: &Step, name: &str) -> String {
     if name == scenario.uplink.name {

@@ -651,9 +651,13 @@ pub fn generate(dir: &Path) -> anyhow::Result<()> {
         run["commit"].as_str().unwrap_or("unknown (run before reports named it)")
     );
     if let Some(moved) = pin["threads_moved_off_pmd_cores"].as_u64() {
+        let rps = match crate::namespaces::any_in_scenario(&s) {
+            true => " Namespace VMs' kernels receive on the VM core (RPS).",
+            false => "",
+        };
         let _ = writeln!(
             md,
-            "**The PMD cores shielded:** for the run, {moved} of the machine's other threads were confined to the other cores (given back after); {} kernel threads bound to a PMD core stayed. Namespace VMs' kernels receive on the VM core (RPS).\n",
+            "**The PMD cores shielded:** for the run, {moved} of the machine's other threads were confined to the other cores (given back after); {} kernel threads bound to a PMD core stayed.{rps}\n",
             pin["threads_left_on_pmd_cores"]
         );
     }

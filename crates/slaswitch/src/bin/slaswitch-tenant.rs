@@ -263,11 +263,8 @@ fn attach(c: &Common) -> anyhow::Result<(Eal, Mempool, Vec<Device>)> {
     let prefix = c.file_prefix.clone().unwrap_or_else(|| format!("tenant{}", std::process::id()));
     // --in-memory: hugepages backed by memfd, shared with the switch over vhost-user, and nothing
     // left in /dev/hugepages however the process ends.
-    let core = c.core.to_string();
     let eal_args: Vec<String> = [
         "slaswitch-tenant",
-        "-l",
-        &core,
         "--file-prefix",
         &prefix,
         "--no-pci",
@@ -279,10 +276,7 @@ fn attach(c: &Common) -> anyhow::Result<(Eal, Mempool, Vec<Device>)> {
     .iter()
     .map(|s| s.to_string())
     .collect();
-    // EAL's control threads go where the calling thread may run, less the lcores: pinned first,
-    // they stay on the VMs' core and off the switch's PMD cores.
-    slaswitch_datapath::pmd::pin_to_core(c.core)?;
-    let eal = Eal::init(&eal_args)?;
+    let eal = Eal::init(c.core, &eal_args)?;
     let mbufs = (c.vms.len() as u32 * (2 * u32::from(ring) + 1024)).next_power_of_two() - 1;
     let pool = Mempool::new(&eal, "tenant_pool", mbufs, 256, 2048 + 128)
         .with_context(|| format!("asked for {mbufs} mbufs for {} VMs with {ring}-descriptor rings", c.vms.len()))?;
