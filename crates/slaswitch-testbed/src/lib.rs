@@ -15,6 +15,7 @@ pub mod core_shield;
 pub mod driver;
 pub mod fleet;
 pub mod guest;
+pub mod host_noise;
 pub mod host_steal;
 pub mod namespaces;
 pub mod plan;

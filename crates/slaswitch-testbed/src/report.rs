@@ -661,6 +661,16 @@ pub fn generate(dir: &Path) -> anyhow::Result<()> {
             pin["threads_left_on_pmd_cores"]
         );
     }
+    let noise: Vec<crate::host_noise::HostNoise> =
+        serde_json::from_value(run["host_noise"].clone()).unwrap_or_default();
+    if !noise.is_empty() {
+        let _ = writeln!(
+            md,
+            "**The host's noise on the PMD cores** (before the run, a thread spinning on the TSC for {:.0} s on each with the shield up; a gap between two reads is time the core ran something else: the guest kernel's interrupts, or the hypervisor, which the guest counts nowhere): {}.\n",
+            noise[0].secs,
+            crate::host_noise::describe(&noise)
+        );
+    }
     if !s.scaling.is_empty() {
         let _ = writeln!(md, "**Scaling:** {}\n", s.scaling.trim());
     }

@@ -606,6 +606,9 @@ fn run_rounds(
     Ok((all, metas, labels))
 }
 
+/// How long the host's noise is measured on each PMD core before a run.
+const HOST_NOISE_SECS: f64 = 2.0;
+
 /// Runs the scenario; returns the folder with the samples and the report.
 pub fn run(opts: &RunOptions) -> anyhow::Result<PathBuf> {
     let source =
@@ -624,6 +627,12 @@ pub fn run(opts: &RunOptions) -> anyhow::Result<PathBuf> {
     keep_off_pmd_cores(provisional.host.vm_core)?;
     // Held to the end of the run, capacity probe included; dropped, it gives the cores back.
     let shield = crate::core_shield::CoreShield::raise(&provisional.host.pmd_cores);
+    let noise: Vec<crate::host_noise::HostNoise> = provisional
+        .host
+        .pmd_cores
+        .iter()
+        .map(|&core| crate::host_noise::measure(core, HOST_NOISE_SECS))
+        .collect::<anyhow::Result<_>>()?;
     cleanup::install_signal_handlers().map_err(|e| anyhow!("signal handlers: {e}"))?;
     let base = std::env::temp_dir().join(format!("slaswitch-exp-{}", std::process::id()));
     let capacity_pps = if kinds.is_empty() {
@@ -688,6 +697,7 @@ pub fn run(opts: &RunOptions) -> anyhow::Result<PathBuf> {
             "threads_moved_off_pmd_cores": shield.moved(),
             "threads_left_on_pmd_cores": shield.refused,
         },
+        "host_noise": noise,
         "runs": metas,
         "capacity": budgets,
         "command": format!("slaswitch experiment run {} --switch {} --rounds {rounds} --out {}", opts.scenario_path.display(), switches.iter().map(|s| s.name()).collect::<Vec<_>>().join(","), out_dir.display()),

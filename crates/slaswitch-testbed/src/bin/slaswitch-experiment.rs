@@ -37,6 +37,19 @@ enum Command {
     },
     /// Rebuild a run's report.md and plots from its samples.
     Report { dir: PathBuf },
+    /// Measure what the host takes from CORE in gaps the guest kernel does not count (a thread
+    /// spinning on the TSC there): how quiet a PMD core is, and the floor under a residence p99.
+    HostNoise {
+        /// The core to measure (0 up to the machine's last).
+        #[arg(long)]
+        core: usize,
+        /// How long to spin, 0.1 to 600.
+        #[arg(long, default_value_t = 5.0)]
+        secs: f64,
+        /// The figures as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn main() {
@@ -66,8 +79,29 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             slaswitch_testbed::report::generate(&dir).map_err(anyhow::Error::msg)?;
             dir
         }
+        Command::HostNoise { core, secs, json } => return host_noise(core, secs, json),
     };
     println!("{}", dir.join("report.md").display());
+    Ok(())
+}
+
+fn host_noise(core: usize, secs: f64, json: bool) -> anyhow::Result<()> {
+    if !(0.1..=600.0).contains(&secs) {
+        anyhow::bail!("--secs {secs}: allowed 0.1 to 600 seconds");
+    }
+    let online = slaswitch_datapath::pmd::online_cores();
+    if core >= online {
+        anyhow::bail!("--core {core}: this machine has cores 0 to {}", online - 1);
+    }
+    let noise = slaswitch_testbed::host_noise::measure(core, secs)?;
+    match json {
+        true => println!("{}", serde_json::to_string_pretty(&noise)?),
+        false => println!(
+            "{:.1} s spinning on {}.",
+            noise.secs,
+            slaswitch_testbed::host_noise::describe(std::slice::from_ref(&noise))
+        ),
+    }
     Ok(())
 }
 

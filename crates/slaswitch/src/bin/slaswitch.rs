@@ -91,7 +91,8 @@ enum Verb {
     /// Measure this host's bandwidth-CPU model (slaswitchd stopped).
     Calibrate(CalibrateArgs),
     /// Run a test-bed scenario on each switch (`experiment run SCENARIO [--switch S] [--rounds
-    /// N] [--out DIR]`), or rebuild a run's report (`experiment report DIR`): the test bed's
+    /// N] [--out DIR]`), rebuild a run's report (`experiment report DIR`), or measure what the
+    /// host takes from a core (`experiment host-noise --core N`): the test bed's
     /// `slaswitch-experiment`, built beside this program.
     #[command(disable_help_flag = true)]
     Experiment {
