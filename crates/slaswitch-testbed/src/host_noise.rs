@@ -67,7 +67,7 @@ fn spin_gaps(length: Duration) -> (Vec<f64>, f64) {
         }
         prev = now;
         reads = reads.wrapping_add(1);
-        if reads % 1024 == 0 && started.elapsed() >= length {
+        if reads.is_multiple_of(1024) && started.elapsed() >= length {
             break;
         }
     }
