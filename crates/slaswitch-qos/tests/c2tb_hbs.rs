@@ -803,3 +803,42 @@ fn setting_many_limits_at_once_is_setting_them_one_by_one() {
     }
     assert!(!at_once.contains(9));
 }
+
+/// Backlogged ports in classes 2 and 4 on a PMD that spends a third of its time on work no port
+/// is charged for (empty polls, decisions): C2TB hands out the whole core in tokens, so the
+/// ports together get less than their maxima. The class above borrows idle cycles only after
+/// the class below has had its allocation (`Bucket::beyond_allocation`); without the tiers it
+/// took its whole maximum first and left the class-4 port almost nothing.
+#[test]
+fn a_lower_class_keeps_its_allocation_beside_higher_classes_that_borrow() {
+    for refill in [RefillMode::Lazy, PERIODIC_50US] {
+        let high = CycleLimit::MinMax { cycles_per_sec: G / 5, weight: 1 };
+        let low = CycleLimit::MinMax { cycles_per_sec: 3 * G / 10, weight: 1 };
+        let mut s = sched_with(refill, HbsConfig::default(), &[(2, high), (2, high), (2, high), (4, low)]);
+        let (batch_cycles, uncharged_cycles) = (6_400, 3_200);
+        let duration = HZ / 2;
+        let mut got = [0u64; 4];
+        let mut now = 0;
+        while now < duration {
+            match s.next_port(now) {
+                None => now += 100,
+                Some(port) => {
+                    now += batch_cycles + uncharged_cycles;
+                    s.report_batch(port, batch_cycles, 32, now);
+                    got[port] += batch_cycles;
+                }
+            }
+        }
+        let secs = duration as f64 / HZ as f64;
+        let low_rate = got[3] as f64 / secs;
+        assert!(
+            low_rate >= 0.97 * (3 * G / 10) as f64,
+            "{refill:?}: class 4 got {low_rate} cycles/s of {}",
+            3 * G / 10
+        );
+        for (port, &cycles) in got.iter().enumerate().take(3) {
+            let rate = cycles as f64 / secs;
+            assert!(rate >= 0.97 * (G / 5) as f64, "{refill:?}: class-2 port {port} got {rate} cycles/s");
+        }
+    }
+}

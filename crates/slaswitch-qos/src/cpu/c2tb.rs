@@ -169,6 +169,17 @@ fn to_cycles(tokens: i64) -> f64 {
     tokens as f64 / f64::from(1u32 << TOKEN_FRACTION_BITS)
 }
 
+/// Tokens as whole cycles in 32 bits, saturated.
+fn to_whole_cycles(tokens: i64) -> i32 {
+    (tokens >> TOKEN_FRACTION_BITS).clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32
+}
+
+/// Tokens per tick, with `RATE_FRACTION_BITS` fraction bits, earned by one cycle per second on a
+/// TSC of `tsc_hz`.
+fn per_cycle_per_sec(tsc_hz: u64) -> u64 {
+    ((1u128 << (TOKEN_FRACTION_BITS + RATE_FRACTION_BITS)) / u128::from(tsc_hz.max(1))) as u64
+}
+
 /// `ticks * rate >> RATE_FRACTION_BITS`, in tokens, saturated to [`MAX_CYCLES`].
 #[inline]
 fn earned_tokens(ticks: u64, tokens_per_tick: u64) -> i64 {
@@ -195,10 +206,6 @@ pub struct Bucket {
     /// Its own depth in units of [`DEPTH_UNIT_CYCLES`], 0 for the pool's
     /// ([`CyclePool::set_depth`]). 16 bits keep the port's record within two cache lines.
     own_depth_units: u16,
-    /// TSC ticks in which the port earns an eighth of the bucket depth: for that long after a
-    /// refill, a batch or empty poll that leaves the bucket positive needs no refill
-    /// ([`CyclePool::refill_after_batch`]).
-    refill_skip_ticks: u32,
     /// Balance in 2^-16 cycles; may be negative (Sec. IV-A-2).
     tokens: i64,
     /// `C_alloc + C_idle,i` in tokens per TSC tick (`RATE_FRACTION_BITS` fraction bits), and
@@ -211,6 +218,11 @@ pub struct Bucket {
     /// Tokens the bucket may hold above its depth: what it earned while the host stalled the
     /// PMD ([`CyclePool::credit_stall`]), shrinking as the port spends it.
     stall_credit: i64,
+    /// MIN-MAX: the balance the bucket would have filling at `C_alloc` alone, charged the same
+    /// batches. Not positive: the port has spent its allocation and runs on idle cycles
+    /// ([`Bucket::beyond_allocation`]). Whole cycles in 32 bits, saturating: it only needs
+    /// its sign and the record has room for no more.
+    committed: i32,
 }
 
 impl Bucket {
@@ -219,13 +231,13 @@ impl Bucket {
         limit: CycleLimit::Unlimited,
         backlogged: false,
         own_depth_units: 0,
-        refill_skip_ticks: 0,
         tokens: 0,
         tokens_per_tick: 0,
         ticks_per_token: 0,
         last_refill_tsc: 0,
         overflow_seen_per_weight: 0,
         stall_credit: 0,
+        committed: 0,
     };
 
     /// The port's limit.
@@ -291,6 +303,14 @@ impl Bucket {
         forgiven
     }
 
+    /// A MIN-MAX port that has spent its allocation (`C_alloc`) and now runs on its share of
+    /// idle cycles and overflow. HBS serves such a port after every port still within its
+    /// allocation (`docs/deviations.md`, C2TB's tiers).
+    #[inline]
+    pub fn beyond_allocation(&self) -> bool {
+        matches!(self.limit, CycleLimit::MinMax { .. }) && self.committed <= 0
+    }
+
     /// Subtracts the cycles a batch really used (Sec. IV-A-2: tokens may go negative), and
     /// records whether the batch was full (the port is backlogged).
     #[inline]
@@ -299,6 +319,7 @@ impl Bucket {
             return;
         }
         self.tokens = self.tokens.saturating_sub(to_tokens(cycles)).max(-(MAX_CYCLES << TOKEN_FRACTION_BITS));
+        self.committed = self.committed.saturating_sub(cycles.min(i32::MAX as u64) as i32);
         self.backlogged = backlogged;
         if self.stall_credit > 0 {
             // Only what is still above the depth remains credit.
@@ -347,6 +368,9 @@ pub struct CyclePool {
     /// Periodic mode: tokens that overflowed in the last update (Algorithm 1 `sum_unused_cc`).
     pending_overflow: i64,
     last_update_tsc: u64,
+    /// Tokens per tick (`RATE_FRACTION_BITS` fraction bits) that one cycle per second earns: a
+    /// bucket's committed balance fills at `C_alloc` times this.
+    tokens_per_tick_per_cycle_per_sec: u64,
 }
 
 impl CyclePool {
@@ -363,6 +387,7 @@ impl CyclePool {
             idle_cycles_per_sec: config.capacity_cycles_per_sec as f64,
             pending_overflow: 0,
             last_update_tsc: now_tsc,
+            tokens_per_tick_per_cycle_per_sec: per_cycle_per_sec(config.tsc_hz),
         }
     }
 
@@ -426,6 +451,7 @@ impl CyclePool {
     fn replace_limit(&mut self, set: &mut impl BucketSet, port: PortIndex, limit: CycleLimit, now_tsc: u64) {
         let bucket = set.bucket_mut(port);
         let previous_tokens = bucket.is_limited().then_some(bucket.tokens);
+        let previous_committed = bucket.is_limited().then_some(bucket.committed);
         let own_depth_units = bucket.own_depth_units;
         *bucket = match limit {
             CycleLimit::Unlimited => Bucket::UNLIMITED,
@@ -433,6 +459,7 @@ impl CyclePool {
                 limit,
                 // A new port starts with one full bucket; a changed one keeps its balance.
                 tokens: previous_tokens.unwrap_or(self.depth_of_units(own_depth_units)),
+                committed: previous_committed.unwrap_or(to_whole_cycles(self.depth_of_units(own_depth_units))),
                 last_refill_tsc: now_tsc,
                 overflow_seen_per_weight: self.overflow_per_weight,
                 own_depth_units,
@@ -445,6 +472,7 @@ impl CyclePool {
     pub fn set_config(&mut self, set: &mut impl BucketSet, config: C2tbConfig, now_tsc: u64) {
         self.settle_all(set, now_tsc);
         self.config = config;
+        self.tokens_per_tick_per_cycle_per_sec = per_cycle_per_sec(config.tsc_hz);
         self.lazy = config.refill == RefillMode::Lazy;
         self.depth_tokens = to_tokens(config.bucket_depth_cycles);
         self.recompute_rates(set);
@@ -484,6 +512,7 @@ impl CyclePool {
         }
         let elapsed = now_tsc.saturating_sub(b.last_refill_tsc);
         b.last_refill_tsc = b.last_refill_tsc.max(now_tsc);
+        self.refill_committed(b, elapsed);
         let mut tokens = b.tokens.saturating_add(earned_tokens(elapsed, b.tokens_per_tick));
         let weight = b.weight();
         if weight != 0 {
@@ -506,6 +535,17 @@ impl CyclePool {
         b.stall_credit = (tokens - depth).max(0);
     }
 
+    /// Adds what `C_alloc` earned in `elapsed_ticks` to the committed balance, capped at the
+    /// bucket's depth (and stall credit), as the bucket itself is.
+    #[inline]
+    fn refill_committed(&self, b: &mut Bucket, elapsed_ticks: u64) {
+        let CycleLimit::MinMax { cycles_per_sec, .. } = b.limit else { return };
+        let per_tick = cycles_per_sec.saturating_mul(self.tokens_per_tick_per_cycle_per_sec);
+        let cap = to_whole_cycles(self.depth_of_units(b.own_depth_units) + b.stall_credit);
+        let earned = to_whole_cycles(earned_tokens(elapsed_ticks, per_tick));
+        b.committed = b.committed.saturating_add(earned).min(cap);
+    }
+
     /// Brings a bucket up to date after a batch (or an empty poll) was charged to it, as
     /// [`CyclePool::refill`], except right after a refill: within `refill_skip_ticks` (an
     /// eighth of the depth at the port's rate) of the last one, a bucket still positive
@@ -517,10 +557,23 @@ impl CyclePool {
     /// thread hands it out every 50 us. Most decisions of a busy PMD take this path.
     #[inline]
     pub fn refill_after_batch(&mut self, b: &mut Bucket, now_tsc: u64) {
-        if b.tokens > 0 && now_tsc.wrapping_sub(b.last_refill_tsc) < u64::from(b.refill_skip_ticks) {
+        if b.tokens > 0 && now_tsc.wrapping_sub(b.last_refill_tsc) < self.refill_skip_ticks(b) {
             return;
         }
         self.refill(b, now_tsc);
+    }
+
+    /// TSC ticks in which the port earns an eighth of its bucket's depth (0 in periodic mode,
+    /// where only the manager's updates add tokens). Worked out per batch, not stored: the
+    /// port's record has no room left (`hbs.rs`, its layout test).
+    #[inline]
+    fn refill_skip_ticks(&self, b: &Bucket) -> u64 {
+        if !self.lazy {
+            return 0;
+        }
+        let depth_eighth = (self.depth_of_units(b.own_depth_units) / 8) as u64;
+        ((u128::from(depth_eighth) * u128::from(b.ticks_per_token)) >> RATE_FRACTION_BITS).min(u128::from(u32::MAX))
+            as u64
     }
 
     /// Charges a batch's cycles (see [`Bucket::charge`]).
@@ -557,7 +610,9 @@ impl CyclePool {
         let unused_pool = u128::from(self.pending_overflow.max(0) as u64);
         let total_weight = u128::from(self.total_weight);
         let mut loop_unused: i64 = 0;
+        let pool = &*self;
         set.each_bucket(|b| {
+            pool.refill_committed(b, invl_ticks);
             let generated = earned_tokens(invl_ticks, b.tokens_per_tick);
             let unused = (unused_pool * u128::from(b.weight())).checked_div(total_weight).unwrap_or(0) as i64;
             b.tokens = b.tokens.saturating_add(generated).saturating_add(unused);
@@ -594,7 +649,6 @@ impl CyclePool {
         let idle = self.config.capacity_cycles_per_sec.saturating_sub(allocated);
         self.idle_cycles_per_sec = idle as f64;
         let tsc_hz = u128::from(self.config.tsc_hz);
-        let (pool_depth, lazy) = (self.depth_tokens, self.lazy);
         set.each_bucket(|b| {
             // C_alloc + C_idle * w / W as one fraction, so the idle share is not truncated.
             let denominator = u128::from(total_weight.max(1));
@@ -609,11 +663,6 @@ impl CyclePool {
             } else {
                 0
             };
-            // Periodic refill never skips (only the manager's updates add tokens there).
-            let depth = depth_tokens(b.own_depth_units, pool_depth);
-            let depth_eighth = (depth / 8) as u64;
-            let skip = (u128::from(depth_eighth) * u128::from(b.ticks_per_token)) >> RATE_FRACTION_BITS;
-            b.refill_skip_ticks = if lazy { skip.min(u128::from(u32::MAX)) as u32 } else { 0 };
         });
     }
 }

@@ -719,6 +719,7 @@ impl PortScheduler {
             && slot.place == PortPlace::InService
             && !probe_due
             && slot.bucket.covers(turn_cycles)
+            && !slot.bucket.beyond_allocation()
     }
 
     /// Reports the batch just run for `port`: charges its cycles to the bucket, updates the
@@ -759,7 +760,9 @@ impl PortScheduler {
             self.pool.refill_after_batch(&mut slot.bucket, now_tsc);
             if slot.bucket.wait_ticks() == 0 {
                 slot.place = PortPlace::Resting;
-                self.resting.ports.push((port, s.current_priority));
+                let class = s.current_priority;
+                let class = self.tier_class(port, class, now_tsc);
+                self.resting.ports.push((port, class));
             } else {
                 // It owes tokens (a probed port may run owing them): queued as after a batch.
                 // A bucket that is not positive was just refilled.
@@ -821,11 +824,13 @@ impl PortScheduler {
             self.latency.forgave(port, slot.bucket.forgive_debt());
             wait_ticks = 0;
         }
-        let class = s.current_priority;
+        let current_priority = s.current_priority;
         if wait_ticks > 0 {
             s.waits += 1;
             self.counts.owed += 1;
         }
+        let class = self.tier_class(port, current_priority, now_tsc);
+        let slot = &mut self.slots.0[port];
         let defer = wait_ticks > 0 && wait_ticks < u64::MAX / 2 && self.pool.is_lazy();
         if wait_ticks == 0 || defer {
             // A port owing tokens keeps its place in the queue, with its due time (module notes).
@@ -842,6 +847,29 @@ impl PortScheduler {
             self.counts.parked += 1;
             self.waiting.insert_unparked(&mut self.slots, now_tsc.saturating_add(wait_ticks), port);
         }
+    }
+
+    /// The class a port is queued in: its own while it spends within its allocation, the
+    /// lowest once a MIN-MAX port has spent it and runs on idle cycles (`Bucket::beyond_allocation`),
+    /// so that every port's allocation is served, class by class, before any port's share of
+    /// the idle cycles. Without the tier a class that borrows idle cycles keeps a lower class
+    /// below its own allocation whenever the core delivers less to its ports than C2TB hands
+    /// out (empty polls and decisions are not port work). A latency-class port within its
+    /// purchase in bytes keeps its class ([`LatencyClass`]).
+    #[inline]
+    fn tier_class(&mut self, port: PortIndex, current_priority: u8, now_tsc: u64) -> u8 {
+        let slot = &self.slots.0[port];
+        if !slot.bucket.beyond_allocation() {
+            return current_priority;
+        }
+        let configured = slot.state.as_ref().map_or(PRIORITY_CLASSES as u8, |s| s.configured_priority.get());
+        if configured <= LATENCY_CLASSES
+            && self.latency.has_purchase(port)
+            && self.latency.within_purchase(port, now_tsc)
+        {
+            return current_priority;
+        }
+        PRIORITY_CLASSES as u8
     }
 
     fn take_out_of_queues(&mut self, port: PortIndex) {
