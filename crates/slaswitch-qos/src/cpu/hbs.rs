@@ -849,7 +849,8 @@ impl PortScheduler {
         }
     }
 
-    /// The class a port is queued in: its own while it spends within its allocation, the
+    /// The class a port is queued in (seed 000 Sec. IV-B's ready queues, with C2TB's MIN-MAX
+    /// of Sec. IV-A and Fig. 7): its own while it spends within its allocation, the
     /// lowest once a MIN-MAX port has spent it and runs on idle cycles (`Bucket::beyond_allocation`),
     /// so that every port's allocation is served, class by class, before any port's share of
     /// the idle cycles. Without the tier a class that borrows idle cycles keeps a lower class
