@@ -111,13 +111,13 @@ pub(crate) struct Waiting {
 }
 
 /// One source VM's frames that left through the link: their residence in the switch (from the
-/// poll that found them to the link's transmit, the queue included) and their wait in the
-/// link's queue alone, nanoseconds.
+/// poll that found them to the link handing them to the port's driver, the queue included) and
+/// their wait in the link's queue alone, nanoseconds.
 #[derive(Clone, Debug, Default)]
 pub struct LinkResidence {
-    /// From the poll that found each frame to the link's transmit.
+    /// From the poll that found each frame to the link handing it to the driver.
     pub total: Histogram,
-    /// From joining the link's queue to its transmit.
+    /// From joining the link's queue to being handed to the driver.
     pub queue_wait: Histogram,
 }
 
@@ -290,7 +290,8 @@ impl PacedLink {
         vm.sched_cycles.fetch_add(rdtsc() - t0, Relaxed);
     }
 
-    /// Times frames that left at `left_tsc`: residence (those timed) and queue wait, per source.
+    /// Times frames handed to the port's driver at `left_tsc` (`crate::residence`: where a
+    /// frame leaves the switch): residence (those timed) and queue wait, per source.
     fn record_residence(&self, s: &mut LinkState, sources: &[u16], stamps: &[(u64, u64)], left_tsc: u64) {
         for (&src, &(since_tsc, queued_tsc)) in sources.iter().zip(stamps) {
             let i = usize::from(src);
@@ -337,11 +338,12 @@ impl PacedLink {
             if n == 0 {
                 break;
             }
-            let share = (rdtsc() - t0) / n as u64;
+            let handed_tsc = rdtsc();
+            let share = (handed_tsc - t0) / n as u64;
             let device = SpinGuard::lock(port.lock);
             let sent = burst.tx_burst_retrying(&port.eth, TX_TRIES);
             drop(device);
-            self.record_residence(s, &sources[..sent], &stamps[..sent], rdtsc());
+            self.record_residence(s, &sources[..sent], &stamps[..sent], handed_tsc);
             for (i, (&src, &len)) in sources[..n].iter().zip(&frame_lens[..n]).enumerate() {
                 let vm = &self.per_vm[usize::from(src)];
                 vm.sched_cycles.fetch_add(share, Relaxed);

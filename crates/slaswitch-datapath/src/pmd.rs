@@ -196,11 +196,13 @@ impl Pmd {
     ) -> Served {
         let bytes = if ingress.kept > 0 { self.stages.classify(batch, idx, t_rx) } else { 0 };
         let t_classified = rdtsc();
-        let paced = self.stages.egress(idx, self.residence[idx].since_tsc());
+        let egress = self.stages.egress(idx, self.residence[idx].since_tsc());
         let t_sent = rdtsc();
-        // Frames a paced link took are timed when the link sends them.
-        let left = ingress.kept.saturating_sub(paced);
-        self.residence[idx].poll(t_rx, t_sent, ingress.received, left, burst);
+        // Frames a paced link took are timed when the link sends them; the others left at the
+        // last tx burst's start (or, dropped, at the stage's end).
+        let left = ingress.kept.saturating_sub(egress.paced);
+        let left_tsc = if egress.handed_tsc != 0 { egress.handed_tsc } else { t_sent };
+        self.residence[idx].poll(t_rx, left_tsc, ingress.received, left, burst);
         self.charge_stages(idx, ingress, bytes, [t, t_rx, t_classified, t_sent], decision_cycles)
     }
 

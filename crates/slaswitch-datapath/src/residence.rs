@@ -4,12 +4,21 @@
 //! A vhost-user ring does not say when a frame was put in it, so the time is bounded from
 //! what the PMD does know: when a poll left the port's ring empty (it took less than a full
 //! batch), every frame of the next batch arrived after it. That batch's residence is from the
-//! emptying poll to the end of its egress stage, counted once per frame: the longest any of
-//! its frames can have waited in the ring and the switch, and exactly what one arriving just
-//! after that poll did. It covers the wait for the PMD (the scheduler's doing) and the three
-//! stages. A frame a paced link queues is timed by the link from the same poll to the moment
-//! the link sends it (`crate::paced_tx`), so its residence includes the link's queue (a frame
-//! the egress stage segments counts once per segment there). A batch behind a full one
+//! emptying poll to the moment its egress stage handed its last frame to an output port's
+//! driver (the start of the last tx burst; a batch whose frames were all dropped, to the
+//! stage's end), counted once per frame: the longest any of its frames can have waited in
+//! the ring and the switch, and exactly what one arriving just after that poll did. It covers
+//! the wait for the PMD (the scheduler's doing) and the three stages. A frame a paced link
+//! queues is timed by the link from the same poll to the moment the link hands it to the
+//! driver (`crate::paced_tx`), so its residence includes the link's queue (a frame the egress
+//! stage segments counts once per segment there).
+//!
+//! A frame leaves the switch when the driver takes it, as DPDK's own latency statistics count
+//! it (their callback runs before the driver's transmit): what the driver then does is the
+//! port's, not the switch's queueing. For a NIC or a vhost-user ring that is a descriptor or
+//! a copy; for a kernel port it is a system call that runs the receiving stack too, tens of
+//! microseconds on a paravirtualized host, which the egress stage's cycles still show (and
+//! every frame queued behind it still waits). A batch behind a full one
 //! is not timed: its frames may have been in the ring since before that poll, and nothing
 //! bounds their wait (a backlogged port's latency is its ring's length over its rate).
 

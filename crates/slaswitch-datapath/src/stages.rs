@@ -39,6 +39,15 @@ pub(crate) struct Ingress {
     pub(crate) kept: usize,
 }
 
+/// What the egress stage did with a batch: frames it handed to paced links (they are timed
+/// there), and the TSC at which it began its last tx burst (0: none), where the batch's last
+/// frame left the switch (`crate::residence`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Egress {
+    pub(crate) paced: usize,
+    pub(crate) handed_tsc: u64,
+}
+
 /// The packet path's state on one PMD thread.
 pub(crate) struct Stages {
     pub(crate) cfg: Arc<PmdConfig>,
@@ -207,9 +216,10 @@ impl Stages {
     /// just classified, polled from rx port `idx`. Frames that carry their sender's offloads are
     /// first made into what their port takes, and those over its MTU dropped (`offload`).
     #[inline]
-    pub(crate) fn egress(&mut self, idx: usize, since_tsc: u64) -> usize {
+    pub(crate) fn egress(&mut self, idx: usize, since_tsc: u64) -> Egress {
         let source = self.cfg.rx_ports[idx].number;
         let mut paced = 0;
+        let mut handed_tsc = 0;
         while let Some(port) = self.dirty.pop() {
             let p = port as usize;
             let pending = &mut self.out[p];
@@ -222,16 +232,16 @@ impl Stages {
                 let cfg = &self.cfg;
                 let mut send = |batch: &mut MbufBatch| {
                     let bytes = batch.as_slice().iter().map(|m| u64::from(m.pkt_len())).sum();
-                    paced += send(cfg, tx, source, since_tsc, batch, bytes);
+                    paced += send(cfg, tx, source, since_tsc, batch, bytes, &mut handed_tsc);
                 };
                 offload::send_prepared(cfg, tx, pending, &mut self.totals[idx].offload, &mut send);
             } else {
-                paced += send(&self.cfg, tx, source, since_tsc, pending, bytes);
+                paced += send(&self.cfg, tx, source, since_tsc, pending, bytes, &mut handed_tsc);
             }
             pending.clear();
         }
         self.care = offload::BatchCare::default();
-        paced
+        Egress { paced, handed_tsc }
     }
 
     /// Whether a paced link holds frames waiting for their time.
@@ -260,11 +270,20 @@ impl Stages {
     }
 }
 
-/// Sends `pending` (of `bytes`) from port `source` on `tx`: one tx burst, or into the source's
-/// queue on a paced port's link, which times their residence from `since_tsc`. What the device
-/// did not take stays in `pending`. Returns the frames handed to a paced link.
+/// Sends `pending` (of `bytes`) from port `source` on `tx`: one tx burst (its start in
+/// `handed_tsc`), or into the source's queue on a paced port's link, which times their
+/// residence from `since_tsc`. What the device did not take stays in `pending`. Returns the
+/// frames handed to a paced link.
 #[inline]
-fn send(cfg: &PmdConfig, tx: &TxPort, source: u16, since_tsc: u64, pending: &mut MbufBatch, bytes: u64) -> usize {
+fn send(
+    cfg: &PmdConfig,
+    tx: &TxPort,
+    source: u16,
+    since_tsc: u64,
+    pending: &mut MbufBatch,
+    bytes: u64,
+    handed_tsc: &mut u64,
+) -> usize {
     match tx.paced.as_ref() {
         Some(link) => {
             let now_ns = cfg.clock.ns(rdtsc());
@@ -273,6 +292,7 @@ fn send(cfg: &PmdConfig, tx: &TxPort, source: u16, since_tsc: u64, pending: &mut
             frames
         }
         None => {
+            *handed_tsc = rdtsc();
             let _guard = cfg.shared_tx.then(|| SpinGuard::lock(&tx.lock));
             let offered = pending.len();
             let sent = pending.tx_burst_retrying(&tx.eth, TX_TRIES);

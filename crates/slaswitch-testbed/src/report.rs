@@ -764,7 +764,7 @@ fn write_per_vm(md: &mut String, s: &Scenario, samples: &[Sample], switches: &[S
         }
         _ => "of what the uplink's sink VM received",
     };
-    let _ = writeln!(md, "## Per VM, per phase\n\nMean over each phase (its first second left out) {measured}; latency is the median of the per-second percentiles at the sink; the switch's p99 is slaswitch's own residence figure for the VM's frames (from the poll after which a frame arrived to the moment the switch sent it, a paced uplink's queue included; the median of its per-second p99); PMD busy is the switch's own figure.\n");
+    let _ = writeln!(md, "## Per VM, per phase\n\nMean over each phase (its first second left out) {measured}; latency is the median of the per-second percentiles at the sink; the switch's p99 is slaswitch's own residence figure for the VM's frames (from the poll after which a frame arrived to the moment the switch handed it to the output port's driver, a paced uplink's queue included; the median of its per-second p99); PMD busy is the switch's own figure.\n");
     let mut noisy: Vec<String> = Vec::new();
     for step in steps {
         let _ = writeln!(md, "### {}\n", if step.label == "run" { "Run".to_string() } else { step.label.clone() });

@@ -4,9 +4,9 @@
 //!
 //! One slaswitchd (PMD on core 0) with 28 vhost-user VM ports and a null uplink; one tenant
 //! process (core 1) runs the 28 emulated VMs, all sending as fast as they can. Every VM port has
-//! C2QoS settings: MIN-MAX buckets of 1/28 of the core each under HBS, so every batch is
-//! scheduled and charged but the allocations add up to the whole core and nothing is held
-//! back. All ports stay in one class: classes change which port goes first, and so batch
+//! C2QoS settings: MIN-MAX buckets of 1/28 of what admission lets the core promise its ports
+//! each, under HBS, so every batch is scheduled and charged, the allocations add up to all
+//! admission allows, and the idle share is lent, not held back. All ports stay in one class: classes change which port goes first, and so batch
 //! sizes, which is policy, not overhead.
 //!
 //! The daemon runs with `--compare-slice-us` ([`SLICE_US`]): its PMD alternates, live, between
@@ -34,7 +34,11 @@
 //! table).
 //!
 //!   cargo bench -p slaswitch --bench c2qos_overhead -- [cloud|cheap] [--runs N] [--rounds N]
-//!       [--slice-us US] [--option KEY=VALUE ...]                  (root, hugepages)
+//!       [--slice-us US] [--option KEY=VALUE ...] [--against OTHER/slaswitchd]
+//!                                                                  (root, hugepages)
+//!
+//! `--against` alternates runs between this build's daemon and another build's, for a
+//! before/after comparison in one sitting (the host drifts too much between sittings).
 //!
 //! `--option priority=4` (repeatable) gives the ports other settings instead of the MIN-MAX
 //! buckets (that one: HBS without cycle limits).
@@ -46,6 +50,7 @@ use std::time::{Duration, Instant};
 use slaswitch::protocol::stats::PmdStatsReply;
 use slaswitch::protocol::Response;
 use slaswitch::protocol::{Options, PortChange, Request};
+use slaswitch_config::allocation::deliverable_cycles_per_sec;
 use slaswitch_datapath::probe::compare::CompareSide;
 
 const PORTS: usize = 28;
@@ -67,6 +72,10 @@ struct BenchArgs {
     /// Each side's slice, microseconds.
     #[arg(long = "slice-us", default_value_t = SLICE_US, value_parser = clap::value_parser!(u64).range(1_000..=10_000_000))]
     slice_us: u64,
+    /// Another build's `slaswitchd` to compare with this one: runs alternate between the two,
+    /// and each build's runs are summarized apart (a before/after check in one sitting).
+    #[arg(long)]
+    against: Option<std::path::PathBuf>,
     /// A port option instead of the MIN-MAX buckets (repeatable), e.g. `priority=4`.
     #[arg(long = "option")]
     options: Vec<String>,
@@ -306,7 +315,7 @@ fn set_c2qos(socket: &Path, tsc_hz: u64) {
     let options: Options = match given.is_empty() {
         false => given,
         true => [
-            ("cycles_per_sec".to_string(), (tsc_hz / PORTS as u64).to_string()),
+            ("cycles_per_sec".to_string(), (deliverable_cycles_per_sec(tsc_hz) / PORTS as u64).to_string()),
             ("mode".to_string(), "min-max".to_string()),
         ]
         .into(),
@@ -342,6 +351,9 @@ struct RunResult {
     limited_rounds: usize,
     own_percent_all: f64,
     own_percent_limited: Option<f64>,
+    /// C2QoS's cycles per decision after a batch (its record evicted by the batch: the
+    /// data plane's case), the median over all rounds.
+    cycles_per_full_decision: f64,
 }
 
 fn pooled(rs: &[&Round]) -> (Side, Side) {
@@ -351,19 +363,34 @@ fn pooled(rs: &[&Round]) -> (Side, Side) {
 fn workload(name: &str, security_group_masks: usize, flows_per_vm: u32) {
     let runs = args().runs;
     println!("{name}: {PORTS} VM ports, 64-byte frames, {flows_per_vm} flow(s) per VM, {security_group_masks} security-group masks; {runs} runs, each a fresh switch and VMs; slices of {} ms, rounds of {ROUND_SECS} s", slice_us() as f64 / 1000.0);
-    let results: Vec<RunResult> = (1..=runs).map(|run| one_run(run, security_group_masks, flows_per_vm)).collect();
-    across_runs(name, &results);
+    let this_build = std::path::PathBuf::from(env!("CARGO_BIN_EXE_slaswitchd"));
+    let Some(other) = args().against.clone() else {
+        let results: Vec<RunResult> =
+            (1..=runs).map(|run| one_run(run, &this_build, security_group_masks, flows_per_vm)).collect();
+        across_runs(name, &results);
+        return;
+    };
+    // This build first, then the other, and so on: each pair sees nearly the same host phase.
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    for run in 1..=runs {
+        println!("  this build:");
+        ours.push(one_run(run, &this_build, security_group_masks, flows_per_vm));
+        println!("  {}:", other.display());
+        theirs.push(one_run(run, &other, security_group_masks, flows_per_vm));
+    }
+    across_runs(&format!("{name}, this build"), &ours);
+    across_runs(&format!("{name}, {}", other.display()), &theirs);
 }
 
 /// Starts a switch and the VMs, measures the rounds, and tears both down.
-fn one_run(run: usize, security_group_masks: usize, flows_per_vm: u32) -> RunResult {
+fn one_run(run: usize, daemon_bin: &Path, security_group_masks: usize, flows_per_vm: u32) -> RunResult {
     let dir = std::env::temp_dir().join(format!("slaswitch-bench-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let socket = dir.join("slaswitchd.ctl");
     let prefix = format!("ssbench{}", std::process::id());
     let daemon = Proc(
-        Command::new(env!("CARGO_BIN_EXE_slaswitchd"))
+        Command::new(daemon_bin)
             .args([
                 "--pmd-cores",
                 "0",
@@ -511,6 +538,13 @@ fn across_runs(name: &str, results: &[RunResult]) {
         limited.iter().filter_map(|r| r.own_percent_limited).collect(),
         "",
     );
+    let decisions: Vec<f64> = results.iter().map(|r| r.cycles_per_full_decision).collect();
+    let each: Vec<String> = decisions.iter().map(|c| format!("{c:.0}")).collect();
+    println!(
+        "    C2QoS's cycles per decision after a batch, all rounds: median {:.0} (runs: {})",
+        quartiles(decisions).1,
+        each.join(", ")
+    );
     println!();
 }
 
@@ -586,6 +620,7 @@ fn summarize(all: &[(bool, Round)], rounds: usize, tsc_hz: u64) -> RunResult {
         limited_rounds: limited.len(),
         own_percent_all: own(&every),
         own_percent_limited: (!limited.is_empty()).then(|| own(&limited)),
+        cycles_per_full_decision: quartiles(every.iter().map(|r| r.cycles_per_full_decision).collect()).1,
     }
 }
 

@@ -160,7 +160,7 @@ impl Collector for MetricsSnapshot {
 fn residence_family(e: &mut DescriptorEncoder, ports: &[PortStats]) -> std::fmt::Result {
     let mut family = e.encode_descriptor(
         "slaswitch_port_residence_seconds",
-        "Time the port's frames spent in the switch, from the poll after which they arrived to the moment the switch sent them (a paced link's queue included).",
+        "Time the port's frames spent in the switch, from the poll after which they arrived to the moment the switch handed them to the output port's driver (a paced link's queue included).",
         None,
         MetricType::Histogram,
     )?;
