@@ -249,13 +249,15 @@ impl PacedLink {
     ) {
         let mut s = self.state.lock();
         self.enqueue(&mut s, frames, source, since_tsc, now_ns, port.counters);
-        self.drain_locked(&mut s, port, now_ns, fallback);
+        // Inside the sending port's egress stage: that port is charged whatever is sent now.
+        self.drain_locked(&mut s, port, now_ns, fallback, None);
     }
 
-    /// Sends what the scheduler releases and the link has had time for by `now_ns`; runs the
-    /// fallback detector when this is the uplink.
-    pub fn drain(&self, port: &TxDevice, now_ns: u64, fallback: &Fallback) {
-        self.drain_locked(&mut self.state.lock(), port, now_ns, fallback);
+    /// Sends what the scheduler releases and the link has had time for by `now_ns`, and adds
+    /// to `charges` what sending each source VM's frames took; runs the fallback detector when
+    /// this is the uplink.
+    pub(crate) fn drain(&self, port: &TxDevice, now_ns: u64, fallback: &Fallback, charges: &mut SendCharges) {
+        self.drain_locked(&mut self.state.lock(), port, now_ns, fallback, Some(charges));
     }
 
     fn enqueue(
@@ -306,7 +308,14 @@ impl PacedLink {
         }
     }
 
-    fn drain_locked(&self, s: &mut LinkState, port: &TxDevice, now_ns: u64, fallback: &Fallback) {
+    fn drain_locked(
+        &self,
+        s: &mut LinkState,
+        port: &TxDevice,
+        now_ns: u64,
+        fallback: &Fallback,
+        mut charges: Option<&mut SendCharges>,
+    ) {
         let counters = port.counters;
         if s.held {
             s.pacer.bound_lateness(now_ns, MAX_LATENESS_NS);
@@ -344,6 +353,10 @@ impl PacedLink {
             let sent = burst.tx_burst_retrying(&port.eth, TX_TRIES);
             drop(device);
             self.record_residence(s, &sources[..sent], &stamps[..sent], handed_tsc);
+            if let Some(c) = charges.as_deref_mut() {
+                let each = (rdtsc() - t0) / n as u64;
+                sources[..n].iter().for_each(|&src| c.add(src, each));
+            }
             for (i, (&src, &len)) in sources[..n].iter().zip(&frame_lens[..n]).enumerate() {
                 let vm = &self.per_vm[usize::from(src)];
                 vm.sched_cycles.fetch_add(share, Relaxed);
@@ -372,6 +385,35 @@ impl PacedLink {
     }
 }
 
+/// What a paced link's drains spent sending each source VM's frames (its share of the
+/// scheduler's dequeues and of the driver's tx bursts), for the PMD to charge the VMs
+/// (`crate::pmd`). By source port number.
+pub(crate) struct SendCharges {
+    cycles: Box<[u64]>,
+    /// The numbers with cycles, each once.
+    dirty: Vec<u16>,
+}
+
+impl SendCharges {
+    pub(crate) fn new() -> SendCharges {
+        SendCharges { cycles: vec![0; MAX_PORTS].into_boxed_slice(), dirty: Vec::with_capacity(MAX_PORTS) }
+    }
+
+    fn add(&mut self, source: u16, cycles: u64) {
+        let Some(c) = self.cycles.get_mut(usize::from(source)) else { return };
+        if *c == 0 && cycles > 0 {
+            self.dirty.push(source);
+        }
+        *c += cycles;
+    }
+
+    /// Each source with its cycles, once, leaving none.
+    pub(crate) fn take(&mut self) -> impl Iterator<Item = (u16, u64)> + '_ {
+        let cycles = &mut self.cycles;
+        self.dirty.drain(..).map(move |s| (s, std::mem::take(&mut cycles[usize::from(s)])))
+    }
+}
+
 /// Tx bursts tried per batch when a device's ring is momentarily full (OVS:
 /// vhost-tx-retries), by the paced links' drains and by unpaced sends alike.
 pub(crate) const TX_TRIES: usize = 4;
@@ -384,4 +426,25 @@ pub struct TxDevice<'a> {
     pub lock: &'a AtomicBool,
     /// The port's counters.
     pub counters: &'a PortCounters,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn send_charges_give_each_source_its_sum_once_and_forget_it() {
+        let mut c = SendCharges::new();
+        c.add(3, 100);
+        c.add(7, 50);
+        c.add(3, 20);
+        c.add(9, 0);
+        c.add(u16::MAX, 10);
+        let mut got: Vec<(u16, u64)> = c.take().collect();
+        got.sort_unstable();
+        assert_eq!(got, vec![(3, 120), (7, 50)]);
+        assert_eq!(c.take().count(), 0);
+        c.add(7, 5);
+        assert_eq!(c.take().collect::<Vec<_>>(), vec![(7, 5)]);
+    }
 }

@@ -17,6 +17,7 @@ use slaswitch_dpdk::{rdtsc, MbufBatch};
 use crate::counters::{PmdCounters, PmdTotals};
 use crate::drift::{Drift, DriftInputs};
 use crate::idle_polling::IdlePolling;
+use crate::paced_tx::SendCharges;
 use crate::pmd_config::{PmdConfig, PmdMessage};
 use crate::pmd_sleep::{tighten_timer_slack, PmdSleep};
 use crate::poll_order::{Pick, PollOrder};
@@ -98,7 +99,8 @@ fn run_with<P: Probe>(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counte
             filling |= PmdSleep::filling(served.received, burst);
             t = served.end_tsc;
         }
-        pmd.stages.drain_links(pass.is_multiple_of(CHECK_CONTROL_EVERY_PASSES));
+        // The sends are charged to their VMs, not timed into the next port's batch.
+        t += pmd.drain_links(pass.is_multiple_of(CHECK_CONTROL_EVERY_PASSES));
         pmd.totals.passes += 1;
         probe.end_pass(t, pmd.order.scheduler().is_some(), &pmd.totals, &pmd.stages.totals);
         if pass.is_multiple_of(PUBLISH_EVERY_PASSES) {
@@ -149,6 +151,10 @@ struct Pmd {
     idle: IdlePolling,
     /// Sleeping between light passes.
     sleep: PmdSleep,
+    /// What the paced links' drains spent on each VM's frames, until charged.
+    send_charges: SendCharges,
+    /// Port number -> index in `cfg.rx_ports` (`u16::MAX`: not polled here).
+    rx_of_number: Vec<u16>,
 }
 
 impl Pmd {
@@ -157,6 +163,8 @@ impl Pmd {
             order: PollOrder::new(&cfg, now),
             drift: Drift::new(now, &cfg),
             residence: residence_of(&cfg),
+            rx_of_number: cfg.rx_index_by_number(),
+            send_charges: SendCharges::new(),
             idle: idle_polling_of(&cfg, rdtsc()),
             sleep: PmdSleep::new(cfg.max_sleep_us),
             stall_cycles: stall_cycles(cfg.tsc_hz),
@@ -275,6 +283,32 @@ impl Pmd {
         self.idle(t, false)
     }
 
+    /// Lets the paced links send what they have had time for, and charges each VM what sending
+    /// its frames took (seed 000 Sec. IV-A charges a stage to the port whose packets it
+    /// handled): to its egress stage, which drift compensation reads, and under C2QoS to its
+    /// cycle bucket. A VM this PMD does not poll is not charged here, nor anyone for a drain
+    /// the host stalled. Returns the drain's ticks, so that the next port's batch is not timed
+    /// with them.
+    fn drain_links(&mut self, force: bool) -> u64 {
+        if self.stages.cfg.paced.is_empty() {
+            return 0;
+        }
+        let start = rdtsc();
+        self.stages.drain_links(force, &mut self.send_charges);
+        let ticks = rdtsc() - start;
+        let spent = self.unstalled(ticks);
+        self.totals.busy_cycles += spent;
+        for (source, cycles) in self.send_charges.take() {
+            let idx = self.rx_of_number.get(usize::from(source)).copied().unwrap_or(u16::MAX);
+            if spent < ticks || idx == u16::MAX {
+                continue;
+            }
+            self.stages.totals[usize::from(idx)].egress_cycles += cycles;
+            self.order.charge_outside_batch(usize::from(source), cycles);
+        }
+        ticks
+    }
+
     /// Hands the stalls seen since the last call to the cycle buckets.
     #[inline]
     fn credit_stalls(&mut self) {
@@ -317,6 +351,7 @@ impl Pmd {
         self.publish_totals();
         self.stages.reconfigure(cfg);
         self.residence = residence_of(&self.stages.cfg);
+        self.rx_of_number = self.stages.cfg.rx_index_by_number();
         self.idle = idle_polling_of(&self.stages.cfg, rdtsc());
         let now = probe.clock(rdtsc());
         self.order.reconfigure(&self.stages.cfg, now, &mut self.totals);

@@ -153,6 +153,18 @@ impl PollOrder {
         }
     }
 
+    /// Charges scheduled port `number` cycles it caused outside its batches (a paced link's
+    /// sends of its frames, `PortScheduler::charge_outside_batch`); not while the scheduler is
+    /// bypassed.
+    #[inline]
+    pub(crate) fn charge_outside_batch(&mut self, number: usize, cycles: u64) {
+        if let PollOrder::C2qos(o) = self {
+            if !o.bypass {
+                o.sched.charge_outside_batch(number, cycles);
+            }
+        }
+    }
+
     /// Hands cycles the host stalled the PMD for to the cycle buckets (seed 000 Sec. IV-A
     /// charges a port what its batch took, and a stall is nobody's batch).
     #[inline]

@@ -26,7 +26,7 @@ use crate::spin::SpinGuard;
 use slaswitch_config::policing::Policer;
 use slaswitch_config::ranges::MAX_PORTS;
 
-use crate::paced_tx::TX_TRIES;
+use crate::paced_tx::{SendCharges, TX_TRIES};
 
 mod classify;
 mod offload;
@@ -251,10 +251,11 @@ impl Stages {
         })
     }
 
-    /// Lets every paced port send what its link has had time for. `force` also runs it when
-    /// nothing waits, so the uplink's fallback detector sees idle windows too.
+    /// Lets every paced port send what its link has had time for, adding to `charges` what
+    /// each source VM's frames took. `force` also runs it when nothing waits, so the uplink's
+    /// fallback detector sees idle windows too.
     #[inline]
-    pub(crate) fn drain_links(&mut self, force: bool) {
+    pub(crate) fn drain_links(&mut self, force: bool, charges: &mut SendCharges) {
         if self.cfg.paced.is_empty() {
             return;
         }
@@ -265,7 +266,7 @@ impl Stages {
             if link.queued() == 0 && !force {
                 continue;
             }
-            link.drain(&tx.device(), now_ns, &self.cfg.fallback);
+            link.drain(&tx.device(), now_ns, &self.cfg.fallback, charges);
         }
     }
 }

@@ -842,3 +842,37 @@ fn a_lower_class_keeps_its_allocation_beside_higher_classes_that_borrow() {
         }
     }
 }
+
+/// A paced link sends a strict port's frames after the batches that queued them, and the PMD
+/// charges the port those sends (`PortScheduler::charge_outside_batch`): its batches and its
+/// sends together stay within its allocation, so it gets that much less core for batches. A
+/// port the scheduler does not have is charged nothing (and nothing breaks).
+#[test]
+fn cycles_charged_outside_batches_come_out_of_the_ports_allocation() {
+    let strict = CycleLimit::Strict { cycles_per_sec: G / 5 };
+    let (batch_cycles, send_cycles) = (6_400, 1_600);
+    let duration = HZ / 2;
+    let secs = duration as f64 / HZ as f64;
+    for charged in [false, true] {
+        let mut s = sched_with(RefillMode::Lazy, HbsConfig::default(), &[(4, strict)]);
+        let (mut batches, mut sent) = (0u64, 0u64);
+        let mut now = 0;
+        while now < duration {
+            match s.next_port(now) {
+                None => now += 100,
+                Some(port) => {
+                    now += batch_cycles;
+                    s.report_batch(port, batch_cycles, 32, now);
+                    batches += batch_cycles;
+                    if charged {
+                        s.charge_outside_batch(port, send_cycles);
+                        sent += send_cycles;
+                    }
+                    s.charge_outside_batch(7, send_cycles);
+                }
+            }
+        }
+        let rate = (batches + sent) as f64 / secs;
+        assert_within(rate, (G / 5) as f64, 0.03, &format!("charged outside batches: {charged}"));
+    }
+}

@@ -582,6 +582,13 @@ impl CyclePool {
         b.charge(cycles, backlogged, self.depth_of_units(b.own_depth_units));
     }
 
+    /// Charges cycles the port caused outside its own batches, as [`Self::charge`] does a
+    /// batch's; whether it is backlogged stays what its last batch said.
+    pub fn charge_outside_batch(&self, b: &mut Bucket, cycles: u64) {
+        let backlogged = b.backlogged;
+        self.charge(b, cycles, backlogged);
+    }
+
     /// The host stalled the PMD for `stall_ticks` (its vCPU preempted mid-batch): no port
     /// could be served, yet the buckets kept filling. Each bucket may hold what it earned in
     /// that time above its depth, so a backlogged port catches up afterwards instead of

@@ -675,6 +675,18 @@ impl PortScheduler {
         self.pool.credit_stall(&mut self.slots, stall_ticks);
     }
 
+    /// Charges `port` cycles it caused outside its own batches: a paced link sending its
+    /// frames after the batch that queued them (seed 000 Sec. IV-A charges every stage to the
+    /// port whose packets it handled). Its bucket pays them as it pays a batch; where the port
+    /// is queued stays as it is, so the balance counts from the port's next report on, as a
+    /// batch that overran its tokens does (Sec. IV-A-2).
+    pub fn charge_outside_batch(&mut self, port: PortIndex, cycles: u64) {
+        let Some(slot) = self.slots.0.get_mut(port) else { return };
+        if slot.state.is_some() {
+            self.pool.charge_outside_batch(&mut slot.bucket, cycles);
+        }
+    }
+
     /// Ends a batch of the port in service: either the port keeps the core for another batch
     /// of the same turn (true: serve it again without [`PortScheduler::next_port`]), or its
     /// turn ends and the whole turn is reported ([`PortScheduler::report_batch`]). A turn goes
