@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use slaswitch_qos::cpu::drift::port_config;
 use slaswitch_qos::cpu::latency_class::LATENCY_CLASSES;
-use slaswitch_qos::cpu::water_fill::{factor_caps, raise_grants, CompensatedPort, DELIVERABLE_CORE_SHARE};
+use slaswitch_qos::cpu::water_fill::{fit_allocations, CompensatedPort, FittedPort, DELIVERABLE_CORE_SHARE};
 use slaswitch_qos::cpu::{
     BandwidthModel, CycleLimit, DriftCompensator, DriftConfig, LedgerWindow, PortScheduler, PortWindow, PromiseConfig,
     PurchaseLedger,
@@ -69,7 +69,7 @@ struct PortDrift {
 impl PortDrift {
     fn new(p: &RxPort, m: &ModelCycles) -> PortDrift {
         PortDrift {
-            compensator: DriftCompensator::new(port_config(m.calibrated_kind)),
+            compensator: DriftCompensator::new(port_config(m.calibrated_kind, m.profile.batch_packets)),
             applied: 1.0,
             beyond_profile: false,
             ledger: new_ledger(p, m),
@@ -279,28 +279,26 @@ impl Drift {
         }
     }
 
-    /// Each model-derived port's drift factor, capped when the compensated allocations and
-    /// the fixed ones would add up to more than the core can give them ([`factor_caps`]), and
-    /// its ledger's raise, granted from what those leave ([`raise_grants`]); and the cycles
-    /// per second left after all of them, which no port was promised. A latency-class port
-    /// keeps its whole compensation, before the others are capped: HBS serves it first
-    /// anyway, its purchase bounds it in bytes, and capped it would wait for cycles
-    /// (`slaswitch_qos::cpu::latency_class`).
+    /// Each model-derived port's drift factor and its ledger's raise, fitted into what the
+    /// core can give beside the fixed allocations ([`fit_allocations`]), and the cycles per
+    /// second left after all of them, which no port was promised.
     fn scaled_factors(&self, cfg: &PmdConfig) -> (BTreeMap<u16, Scaled>, f64) {
-        let ports: Vec<(u16, CompensatedPort, f64, bool)> = cfg
+        let (numbers, ports): (Vec<u16>, Vec<FittedPort>) = cfg
             .rx_ports
             .iter()
             .filter_map(|p| {
                 let m = p.model_cycles?;
-                let base = m.cycles_per_sec as f64;
                 let own = self.ports.get(&p.number);
-                let beyond_profile = own.is_some_and(|d| d.beyond_profile);
+                let port = CompensatedPort {
+                    base: m.cycles_per_sec as f64,
+                    factor: self.factor_of(p.number, &m),
+                    beyond_profile: own.is_some_and(|d| d.beyond_profile),
+                };
                 let raise = own.map_or(1.0, |d| d.ledger.raise());
-                let latency = p.cpu_qos.priority <= LATENCY_CLASSES && p.purchase_bps.is_some();
-                let port = CompensatedPort { base, factor: self.factor_of(p.number, &m), beyond_profile };
-                Some((p.number, port, raise, latency))
+                let latency_class = p.cpu_qos.priority <= LATENCY_CLASSES && p.purchase_bps.is_some();
+                Some((p.number, FittedPort { port, raise, latency_class }))
             })
-            .collect();
+            .unzip();
         let fixed: f64 = cfg
             .rx_ports
             .iter()
@@ -308,33 +306,10 @@ impl Drift {
             .map(|p| p.cpu_qos.limit.alloc_cycles_per_sec() as f64)
             .sum();
         let room = (cfg.tsc_hz as f64 * (DELIVERABLE_CORE_SHARE - self.stall_share) - fixed).max(0.0);
-        let latency_need: f64 = ports.iter().filter(|p| p.3).map(|(_, c, _, _)| c.base * c.factor).sum();
-        let others: Vec<CompensatedPort> = ports.iter().filter(|p| !p.3).map(|p| p.1).collect();
-        let mut other_caps = factor_caps(&others, (room - latency_need).max(0.0)).into_iter();
-        let drift: Vec<f64> = ports
-            .iter()
-            .map(
-                |(_, c, _, latency)| {
-                    if *latency {
-                        c.factor
-                    } else {
-                        c.factor.min(other_caps.next().expect("one cap each"))
-                    }
-                },
-            )
-            .collect();
-        let allocs: Vec<(f64, f64)> =
-            ports.iter().zip(&drift).map(|((_, c, raise, _), f)| (c.base * f, *raise)).collect();
-        let left = room - allocs.iter().map(|&(a, _)| a).sum::<f64>();
-        let raises = raise_grants(&allocs, left);
-        let granted: f64 = allocs.iter().zip(&raises).map(|(&(a, _), r)| a * r).sum();
-        let factors = ports
-            .iter()
-            .zip(drift)
-            .zip(raises)
-            .map(|(((n, _, _, _), drift), raise)| (*n, Scaled { drift, raise }))
-            .collect();
-        (factors, (room - granted).max(0.0))
+        let fitted = fit_allocations(&ports, room);
+        let factors =
+            numbers.into_iter().zip(fitted.factors).map(|(n, (drift, raise))| (n, Scaled { drift, raise })).collect();
+        (factors, fitted.spare_cycles_per_sec)
     }
 
     /// After a reconfiguration: ports start from their totals; allocations from the model take
@@ -443,7 +418,7 @@ mod tests {
             miss_share: 0.0,
             token_limited: true,
         };
-        let mut compensator = DriftCompensator::new(port_config(true));
+        let mut compensator = DriftCompensator::new(port_config(true, 32));
         for _ in 0..20 {
             compensator.observe(&[window], |bytes, miss| predicted_port_cost(&model, &m, bytes, miss));
         }

@@ -36,10 +36,15 @@ pub const UNCALIBRATED_KIND_MAX_FACTOR: f64 = 12.0;
 
 /// The settings for a port's own compensator: a light port (a web server's 50 Mbit/s is
 /// about 1700 frames per window) counts too. `calibrated_kind`: the model's rows were measured
-/// on ports of this port's kind.
-pub fn port_config(calibrated_kind: bool) -> DriftConfig {
+/// on ports of this port's kind. `profile_batch_packets`: the batch size its purchase was
+/// priced at; the prediction pays that batch's fixed work, so batches that full are measured
+/// in every window, not only when the port waited for tokens (a latency-class VM that bought
+/// one-frame batches would otherwise drift back to its price between waits, and wait again).
+pub fn port_config(calibrated_kind: bool, profile_batch_packets: u32) -> DriftConfig {
     let max_factor = if calibrated_kind { PORT_MAX_FACTOR } else { UNCALIBRATED_KIND_MAX_FACTOR };
-    DriftConfig { max_factor, min_packets: 200, ..DriftConfig::default() }
+    let defaults = DriftConfig::default();
+    let min_mean_batch = defaults.min_mean_batch.min(f64::from(profile_batch_packets.max(1)));
+    DriftConfig { max_factor, min_packets: 200, min_mean_batch, ..defaults }
 }
 
 /// One port's traffic over a window.
@@ -193,7 +198,7 @@ mod tests {
     fn a_new_port_is_compensated_from_its_first_window() {
         // A port whose traffic costs 1.8x the model: its first measured window sets the factor,
         // so the purchase is not left short while a smoothed factor climbs.
-        let mut d = DriftCompensator::new(port_config(true));
+        let mut d = DriftCompensator::new(port_config(true, 32));
         d.observe(&[full(100_000, 1800.0)], |_, _| Some(1000.0));
         assert!((d.factor() - 1.8).abs() < 1e-9, "{}", d.factor());
         // Later windows are smoothed: one window at 1.2x moves it by the running mean only.
@@ -223,7 +228,7 @@ mod tests {
     fn a_light_port_held_by_its_tokens_is_measured() {
         // One-packet batches at twice the row's cost: ignored while the port gets all it
         // sends, measured once it waits for tokens.
-        let mut d = DriftCompensator::new(port_config(true));
+        let mut d = DriftCompensator::new(port_config(true, 32));
         let light = |token_limited| PortWindow {
             packets: 1_700,
             bytes: 1_700 * 358,
@@ -240,6 +245,33 @@ mod tests {
             d.observe(&[light(true)], |_, _| Some(1000.0));
         }
         assert!((d.factor() - 2.0).abs() < 0.01, "{}", d.factor());
+    }
+
+    #[test]
+    fn a_port_priced_for_one_frame_batches_is_measured_whether_or_not_it_waited() {
+        // It bought one-frame batches and sends them at 1.7x their price: every window counts,
+        // so the factor stays at 1.7 between waits instead of relaxing back to its price.
+        let mut d = DriftCompensator::new(port_config(true, 1));
+        let light = |token_limited| PortWindow {
+            packets: 500,
+            bytes: 500 * 64,
+            batches: 500,
+            cycles: 500 * 1_700,
+            miss_share: 0.0,
+            token_limited,
+        };
+        d.observe(&[light(true)], |_, _| Some(1000.0));
+        for _ in 0..40 {
+            d.observe(&[light(false)], |_, _| Some(1000.0));
+        }
+        assert!((d.factor() - 1.7).abs() < 1e-9, "{}", d.factor());
+        // Priced for full batches, the same port relaxes between waits.
+        let mut full_priced = DriftCompensator::new(port_config(true, 32));
+        full_priced.observe(&[light(true)], |_, _| Some(1000.0));
+        for _ in 0..40 {
+            full_priced.observe(&[light(false)], |_, _| Some(1000.0));
+        }
+        assert!(full_priced.factor() < 1.1, "{}", full_priced.factor());
     }
 
     #[test]

@@ -17,9 +17,10 @@
 //!
 //! What is forgiven comes out of the cycles no port was promised: drift compensation hands
 //! each latency-class port a share of what the compensated allocations leave of the core
-//! ([`LatencyClass::set_cycle_budget`]), and a debt beyond it is not forgiven: a latency-class
-//! VM priced below its real cost would otherwise take the difference from the lowest
-//! classes' purchases, which HBS serves last.
+//! ([`LatencyClass::set_cycle_budget`]), keeping at least [`FORGIVENESS_RESERVE_SHARE`] of the
+//! latency-class allocations out of the others' reach, and a debt beyond it is not forgiven:
+//! a latency-class VM priced below its real cost would otherwise take the difference from the
+//! lowest classes' purchases, which HBS serves last.
 
 use crate::meter::TokenBucket;
 use crate::NS_PER_SEC;
@@ -30,6 +31,13 @@ pub const LATENCY_CLASSES: u8 = 2;
 pub const BURST_NS: u64 = 2_000_000;
 /// A latency-class port's cycle budget holds this long of its share.
 pub const BUDGET_NS: u64 = 10_000_000;
+/// Share of the latency-class ports' compensated allocations that drift compensation keeps
+/// unpromised to the other ports, so there is always something to forgive: the allocation
+/// follows a light port's mean cost, and its one-frame batches cost more than that mean for
+/// seconds at a time, while floods whose cost exceeds their price would otherwise be given
+/// every cycle of the core. Ports that may borrow idle cycles still use it when the
+/// latency-class ports do not.
+pub const FORGIVENESS_RESERVE_SHARE: f64 = 0.5;
 /// The budget holds at least one batch of the largest frames.
 const MIN_BURST_BYTES: u64 = 32 * 1518;
 

@@ -4,6 +4,8 @@
 //! functions decide how much of that each port may have when the core cannot give everyone all
 //! of it.
 
+use super::latency_class::FORGIVENESS_RESERVE_SHARE;
+
 /// The share of a PMD's core its ports can be given: admission admits allocations up to it,
 /// and drift-compensated allocations are fitted below it less the share the host stalls the
 /// PMD. The rest is the PMD's own work: empty polls, publishing, draining paced ports.
@@ -68,6 +70,55 @@ pub fn raise_grants(ports: &[(f64, f64)], left: f64) -> Vec<f64> {
     ports.iter().map(|&(_, raise)| if raise > 1.0 { 1.0 + (raise - 1.0) * share } else { raise }).collect()
 }
 
+/// A model-derived port as [`fit_allocations`] sees it.
+#[derive(Clone, Copy, Debug)]
+pub struct FittedPort {
+    /// Its allocation and drift factor.
+    pub port: CompensatedPort,
+    /// The raise its purchase ledger asks for ([`super::promise`]).
+    pub raise: f64,
+    /// A latency-class port with a purchase ([`super::latency_class`]).
+    pub latency_class: bool,
+}
+
+/// What [`fit_allocations`] grants: per port its drift factor and raise, and the cycles per
+/// second no port was promised.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Fitted {
+    /// Per port, in order: (drift factor, raise).
+    pub factors: Vec<(f64, f64)>,
+    /// Cycles per second left after every grant: what latency-class ports may be forgiven.
+    pub spare_cycles_per_sec: f64,
+}
+
+/// Fits the compensated allocations into `room` cycles/s. A latency-class port keeps its whole
+/// compensation and [`FORGIVENESS_RESERVE_SHARE`] of it is kept out of the others' reach: HBS
+/// serves it first anyway, its purchase bounds it in bytes, and capped it would wait for
+/// cycles. The others' factors are capped by [`factor_caps`] into what is left, then every
+/// raise is granted from what the allocations leave ([`raise_grants`]).
+pub fn fit_allocations(ports: &[FittedPort], room: f64) -> Fitted {
+    let latency_need: f64 = ports.iter().filter(|p| p.latency_class).map(|p| p.port.base * p.port.factor).sum();
+    let reserve = (latency_need * FORGIVENESS_RESERVE_SHARE).min((room - latency_need).max(0.0));
+    let others: Vec<CompensatedPort> = ports.iter().filter(|p| !p.latency_class).map(|p| p.port).collect();
+    let mut other_caps = factor_caps(&others, (room - latency_need - reserve).max(0.0)).into_iter();
+    let drift: Vec<f64> =
+        ports
+            .iter()
+            .map(|p| {
+                if p.latency_class {
+                    p.port.factor
+                } else {
+                    p.port.factor.min(other_caps.next().expect("one cap each"))
+                }
+            })
+            .collect();
+    let allocs: Vec<(f64, f64)> = ports.iter().zip(&drift).map(|(p, f)| (p.port.base * f, p.raise)).collect();
+    let left = room - reserve - allocs.iter().map(|&(a, _)| a).sum::<f64>();
+    let raises = raise_grants(&allocs, left);
+    let granted: f64 = allocs.iter().zip(&raises).map(|(&(a, _), r)| a * r).sum();
+    Fitted { factors: drift.into_iter().zip(raises).collect(), spare_cycles_per_sec: (room - granted).max(0.0) }
+}
+
 /// The highest factor level `L` such that `sum(base * min(factor, L))` fits in `room`
 /// (`f64::INFINITY` when everything fits). When even a level of 1 does not fit, the level is
 /// the common share below 1 that does.
@@ -98,7 +149,7 @@ pub fn water_level(ports: &[(f64, f64)], room: f64) -> f64 {
 
 #[cfg(test)]
 mod tests {
-    use super::{factor_caps, water_level, CompensatedPort};
+    use super::{factor_caps, fit_allocations, water_level, CompensatedPort, FittedPort};
 
     #[test]
     fn ports_beyond_their_profile_give_up_compensation_before_the_others() {
@@ -138,6 +189,30 @@ mod tests {
         // Not even the lowest factor fits: everyone at the same share.
         let level = water_level(&ports, 1000.0);
         assert!((level - 1000.0 / 2082.0).abs() < 1e-9, "{level}");
+    }
+
+    #[test]
+    fn a_latency_class_port_keeps_its_compensation_and_a_reserve_beside_floods() {
+        // Floods whose cost is twice their price would take the whole core; the latency-class
+        // port keeps its 1.7x and half of it stays unpromised, to be forgiven from.
+        let flood = |raise| FittedPort {
+            port: CompensatedPort { base: 600.0, factor: 2.0, beyond_profile: false },
+            raise,
+            latency_class: false,
+        };
+        let probe = FittedPort {
+            port: CompensatedPort { base: 10.0, factor: 1.7, beyond_profile: false },
+            raise: 1.0,
+            latency_class: true,
+        };
+        let fitted = fit_allocations(&[flood(1.5), probe, flood(1.0)], 1000.0);
+        assert_eq!(fitted.factors[1], (1.7, 1.0));
+        assert!((fitted.spare_cycles_per_sec - 8.5).abs() < 1e-6, "{fitted:?}");
+        let floods: f64 = [0, 2].iter().map(|&i| 600.0 * fitted.factors[i].0 * fitted.factors[i].1).sum();
+        assert!((floods - (1000.0 - 17.0 - 8.5)).abs() < 1e-6, "{fitted:?}");
+        // Without a latency-class port nothing is kept back.
+        let fitted = fit_allocations(&[flood(1.0), flood(1.0)], 1000.0);
+        assert!(fitted.spare_cycles_per_sec < 1e-6, "{fitted:?}");
     }
 
     #[test]
