@@ -114,6 +114,8 @@ pub struct PortCounters {
     owed_raise_bits: AtomicU64,
     /// Its frames' residence times, a histogram's bucket counts (`crate::residence`).
     residence: ResidenceCounts,
+    /// The same for its frames no measured stall touched.
+    residence_unstalled: ResidenceCounts,
 }
 
 /// The bucket counts of a residence histogram and its sum, one writer (the port's PMD).
@@ -129,6 +131,23 @@ impl Default for ResidenceCounts {
             buckets: (0..crate::histogram::BUCKETS).map(|_| AtomicU64::new(0)).collect(),
             sum_ns: AtomicU64::new(0),
         }
+    }
+}
+
+impl ResidenceCounts {
+    /// Stores `h`'s buckets up to the highest one counted.
+    fn publish(&self, h: &Histogram) {
+        let counts = h.counts();
+        let top = counts.iter().rposition(|&c| c > 0).map_or(0, |b| b + 1);
+        for (slot, &c) in self.buckets.iter().zip(&counts[..top]) {
+            slot.store(c, Relaxed);
+        }
+        self.sum_ns.store(h.sum_ns(), Relaxed);
+    }
+
+    fn read(&self) -> Histogram {
+        let counts: Vec<u64> = self.buckets.iter().map(|a| a.load(Relaxed)).collect();
+        Histogram::from_counts(&counts, self.sum_ns.load(Relaxed))
     }
 }
 
@@ -253,21 +272,21 @@ impl PortCounters {
         self.cpu_forgiven_cycles.store(state.forgiven_cycles, Relaxed);
     }
 
-    /// Publishes the residence histogram of the port's frames (its buckets up to the highest
-    /// one counted).
-    pub fn publish_residence(&self, frames: &Histogram) {
-        let counts = frames.counts();
-        let top = counts.iter().rposition(|&c| c > 0).map_or(0, |b| b + 1);
-        for (slot, &c) in self.residence.buckets.iter().zip(&counts[..top]) {
-            slot.store(c, Relaxed);
-        }
-        self.residence.sum_ns.store(frames.sum_ns(), Relaxed);
+    /// Publishes the residence histograms of the port's frames, all of them and those no
+    /// measured stall touched.
+    pub fn publish_residence(&self, frames: &Histogram, unstalled: &Histogram) {
+        self.residence.publish(frames);
+        self.residence_unstalled.publish(unstalled);
     }
 
     /// The residence histogram as last published.
     pub fn residence(&self) -> Histogram {
-        let counts: Vec<u64> = self.residence.buckets.iter().map(|a| a.load(Relaxed)).collect();
-        Histogram::from_counts(&counts, self.residence.sum_ns.load(Relaxed))
+        self.residence.read()
+    }
+
+    /// The residence histogram of the frames no measured stall touched, as last published.
+    pub fn residence_unstalled(&self) -> Histogram {
+        self.residence_unstalled.read()
     }
 
     /// Where the port stood at the last publication.

@@ -212,6 +212,10 @@ pub struct PortStats {
     /// The part of it its frames waited in paced links' queues, nanoseconds.
     #[serde(skip)]
     pub link_wait: crate::histogram::Histogram,
+    /// `residence` of the frames no stall of the PMD measured touched, nanoseconds
+    /// (`crate::residence`).
+    #[serde(skip)]
+    pub residence_unstalled: crate::histogram::Histogram,
 }
 
 /// How a port's cycles are limited (seed 000 Sec. IV-A): C2TB strict, MIN-MAX, or not at all.
@@ -989,6 +993,11 @@ impl Datapath {
                     residence: {
                         let mut r = p.counters.residence();
                         r.merge(&through_links.total);
+                        r
+                    },
+                    residence_unstalled: {
+                        let mut r = p.counters.residence_unstalled();
+                        r.merge(&through_links.unstalled);
                         r
                     },
                     link_wait: through_links.queue_wait,

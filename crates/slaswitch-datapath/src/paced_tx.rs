@@ -23,7 +23,7 @@ use slaswitch_qos::link::{LinkPacer, WIRE_OVERHEAD_BYTES};
 
 use crate::counters::PortCounters;
 use crate::histogram::Histogram;
-use crate::residence::TicksToNs;
+use crate::residence::{stall_touched, ResidenceStart, TicksToNs};
 use crate::spin::{SpinGuard, SpinLock};
 use slaswitch_config::ranges::MAX_PORTS;
 
@@ -119,6 +119,8 @@ pub struct LinkResidence {
     pub total: Histogram,
     /// From joining the link's queue to being handed to the driver.
     pub queue_wait: Histogram,
+    /// `total` of the frames no stall of the sending PMD touched (`crate::residence`).
+    pub unstalled: Histogram,
 }
 
 struct LinkState {
@@ -235,29 +237,36 @@ impl PacedLink {
         (s.sched.plan().clone(), views)
     }
 
-    /// Queues `frames` from source port `source`, whose residence began at `since_tsc` (0: not
-    /// timed; what its queue cannot take is freed and counted as dropped, for the port and for
-    /// the VM), then sends what the link has had time for, as [`Self::drain`] does.
-    pub fn send(
+    /// Queues `frames` from source port `source`, whose residence began at `start.since_tsc`
+    /// (0: not timed; what its queue cannot take is freed and counted as dropped, for the port
+    /// and for the VM), then sends what the link has had time for, as [`Self::drain`] does.
+    pub(crate) fn send(
         &self,
         frames: &mut MbufBatch,
         source: u16,
-        since_tsc: u64,
+        start: ResidenceStart,
         port: &TxDevice,
         now_ns: u64,
         fallback: &Fallback,
     ) {
         let mut s = self.state.lock();
-        self.enqueue(&mut s, frames, source, since_tsc, now_ns, port.counters);
+        self.enqueue(&mut s, frames, source, start.since_tsc, now_ns, port.counters);
         // Inside the sending port's egress stage: that port is charged whatever is sent now.
-        self.drain_locked(&mut s, port, now_ns, fallback, None);
+        self.drain_locked(&mut s, port, (now_ns, start.stall_end_tsc), fallback, None);
     }
 
     /// Sends what the scheduler releases and the link has had time for by `now_ns`, and adds
     /// to `charges` what sending each source VM's frames took; runs the fallback detector when
-    /// this is the uplink.
-    pub(crate) fn drain(&self, port: &TxDevice, now_ns: u64, fallback: &Fallback, charges: &mut SendCharges) {
-        self.drain_locked(&mut self.state.lock(), port, now_ns, fallback, Some(charges));
+    /// this is the uplink. The sending PMD's last measured stall ended at `stall_end_tsc`.
+    pub(crate) fn drain(
+        &self,
+        port: &TxDevice,
+        now_ns: u64,
+        stall_end_tsc: u64,
+        fallback: &Fallback,
+        charges: &mut SendCharges,
+    ) {
+        self.drain_locked(&mut self.state.lock(), port, (now_ns, stall_end_tsc), fallback, Some(charges));
     }
 
     fn enqueue(
@@ -293,8 +302,10 @@ impl PacedLink {
     }
 
     /// Times frames handed to the port's driver at `left_tsc` (`crate::residence`: where a
-    /// frame leaves the switch): residence (those timed) and queue wait, per source.
-    fn record_residence(&self, s: &mut LinkState, sources: &[u16], stamps: &[(u64, u64)], left_tsc: u64) {
+    /// frame leaves the switch): residence (those timed, and apart those no stall that ended
+    /// by `stall_end_tsc` touched) and queue wait, per source.
+    fn record_residence(&self, s: &mut LinkState, sources: &[u16], stamps: &[(u64, u64)], tsc: (u64, u64)) {
+        let (left_tsc, stall_end_tsc) = tsc;
         for (&src, &(since_tsc, queued_tsc)) in sources.iter().zip(stamps) {
             let i = usize::from(src);
             if s.residence.len() <= i {
@@ -303,19 +314,26 @@ impl PacedLink {
             let r = s.residence[i].get_or_insert_with(Box::default);
             r.queue_wait.record(self.clock.ns(left_tsc.saturating_sub(queued_tsc)));
             if since_tsc != 0 {
-                r.total.record(self.clock.ns(left_tsc.saturating_sub(since_tsc)));
+                let ns = self.clock.ns(left_tsc.saturating_sub(since_tsc));
+                r.total.record(ns);
+                if !stall_touched(since_tsc, stall_end_tsc) {
+                    r.unstalled.record(ns);
+                }
             }
         }
     }
 
+    /// `now`: the time in nanoseconds, and the TSC at which the sending PMD's last measured
+    /// stall ended.
     fn drain_locked(
         &self,
         s: &mut LinkState,
         port: &TxDevice,
-        now_ns: u64,
+        now: (u64, u64),
         fallback: &Fallback,
         mut charges: Option<&mut SendCharges>,
     ) {
+        let (now_ns, stall_end_tsc) = now;
         let counters = port.counters;
         if s.held {
             s.pacer.bound_lateness(now_ns, MAX_LATENESS_NS);
@@ -352,7 +370,7 @@ impl PacedLink {
             let device = SpinGuard::lock(port.lock);
             let sent = burst.tx_burst_retrying(&port.eth, TX_TRIES);
             drop(device);
-            self.record_residence(s, &sources[..sent], &stamps[..sent], handed_tsc);
+            self.record_residence(s, &sources[..sent], &stamps[..sent], (handed_tsc, stall_end_tsc));
             if let Some(c) = charges.as_deref_mut() {
                 let each = (rdtsc() - t0) / n as u64;
                 sources[..n].iter().for_each(|&src| c.add(src, each));

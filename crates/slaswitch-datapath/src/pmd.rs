@@ -22,7 +22,7 @@ use crate::pmd_config::{PmdConfig, PmdMessage};
 use crate::pmd_sleep::{tighten_timer_slack, PmdSleep};
 use crate::poll_order::{Pick, PollOrder};
 use crate::probe::{NoProbe, OverheadProbe, Probe, ProbeCounters, ProbeSettings};
-use crate::residence::Residence;
+use crate::residence::{PollTimes, Residence, ResidenceStart};
 use crate::stages::{Ingress, Stages};
 
 /// Passes between two publications of the counters.
@@ -145,6 +145,9 @@ struct Pmd {
     stall_cycles: u64,
     /// Stalled cycles not yet credited to the cycle buckets.
     pending_stall_cycles: u64,
+    /// The TSC at which the last stall measured ended (0: none yet): frames whose residence
+    /// began before it are left out of the unstalled residence (`crate::residence`).
+    stall_end_tsc: u64,
     /// Per rx port (same order as `cfg.rx_ports`): its frames' residence times.
     residence: Vec<Residence>,
     /// When the idle ports outside C2QoS are next polled.
@@ -172,6 +175,7 @@ impl Pmd {
             totals: PmdTotals::default(),
             counters,
             pending_stall_cycles: 0,
+            stall_end_tsc: 0,
         }
     }
 
@@ -204,22 +208,27 @@ impl Pmd {
     ) -> Served {
         let bytes = if ingress.kept > 0 { self.stages.classify(batch, idx, t_rx) } else { 0 };
         let t_classified = rdtsc();
-        let egress = self.stages.egress(idx, self.residence[idx].since_tsc());
+        let start = ResidenceStart { since_tsc: self.residence[idx].since_tsc(), stall_end_tsc: self.stall_end_tsc };
+        let egress = self.stages.egress(idx, start);
         let t_sent = rdtsc();
+        // Charged first: a stall in this batch's stages touches its own frames.
+        let served = self.charge_stages(idx, ingress, bytes, [t, t_rx, t_classified, t_sent], decision_cycles);
         // Frames a paced link took are timed when the link sends them; the others left at the
         // last tx burst's start (or, dropped, at the stage's end).
         let left = ingress.kept.saturating_sub(egress.paced);
-        let left_tsc = if egress.handed_tsc != 0 { egress.handed_tsc } else { t_sent };
-        self.residence[idx].poll(t_rx, left_tsc, ingress.received, left, burst);
-        self.charge_stages(idx, ingress, bytes, [t, t_rx, t_classified, t_sent], decision_cycles)
+        let sent_tsc = if egress.handed_tsc != 0 { egress.handed_tsc } else { t_sent };
+        let at = PollTimes { rx_tsc: t_rx, sent_tsc, stall_end_tsc: self.stall_end_tsc };
+        self.residence[idx].poll(at, ingress.received, left, burst);
+        served
     }
 
     /// An empty poll is the PMD's idle time; the port is charged it (a port C2QoS picks pays
     /// for looking, seed 000 Sec. IV-A).
     #[inline]
     fn empty_poll(&mut self, idx: usize, t: u64, t_rx: u64, burst: usize) -> Served {
-        let idle = self.unstalled(t_rx - t);
-        self.residence[idx].poll(t_rx, t_rx, 0, 0, burst);
+        let idle = self.unstalled(t_rx - t, t_rx);
+        let at = PollTimes { rx_tsc: t_rx, sent_tsc: t_rx, stall_end_tsc: self.stall_end_tsc };
+        self.residence[idx].poll(at, 0, 0, burst);
         let st = &mut self.stages.totals[idx];
         st.empty_polls += 1;
         st.idle_cycles += idle;
@@ -233,9 +242,9 @@ impl Pmd {
         let (mut ingress_cycles, mut classify, mut egress) = (t[1] - t[0], t[2] - t[1], t[3] - t[2]);
         if t[3] - t[0] > self.stall_cycles {
             // Rare: only a batch longer than a stall can hold one; one compare otherwise.
-            ingress_cycles = self.unstalled(ingress_cycles);
-            classify = self.unstalled(classify);
-            egress = self.unstalled(egress);
+            ingress_cycles = self.unstalled(ingress_cycles, t[1]);
+            classify = self.unstalled(classify, t[2]);
+            egress = self.unstalled(egress, t[3]);
         }
         let decision = decision_cycles.min(ingress_cycles);
         ingress_cycles -= decision;
@@ -254,18 +263,20 @@ impl Pmd {
     /// Counts the time from `t` to now as idle (less any stall, when `may_stall`); returns now.
     fn idle(&mut self, t: u64, may_stall: bool) -> u64 {
         let now = rdtsc();
-        self.totals.idle_cycles += if may_stall { self.unstalled(now - t) } else { now - t };
+        self.totals.idle_cycles += if may_stall { self.unstalled(now - t, now) } else { now - t };
         self.credit_stalls();
         now
     }
 
-    /// A stage that took longer than [`STALL_NS`] was interrupted: the time beyond that is the
-    /// host's, not the port's. Returns what the port is charged and counts the rest as stalled.
+    /// A stage that took longer than [`STALL_NS`] (and ended at `end_tsc`) was interrupted: the
+    /// time beyond that is the host's, not the port's. Returns what the port is charged and
+    /// counts the rest as stalled.
     #[inline]
-    fn unstalled(&mut self, cycles: u64) -> u64 {
+    fn unstalled(&mut self, cycles: u64, end_tsc: u64) -> u64 {
         if cycles <= self.stall_cycles {
             return cycles;
         }
+        self.stall_end_tsc = self.stall_end_tsc.max(end_tsc);
         self.totals.stalled_cycles += cycles - self.stall_cycles;
         self.pending_stall_cycles += cycles - self.stall_cycles;
         self.stall_cycles
@@ -294,9 +305,9 @@ impl Pmd {
             return 0;
         }
         let start = rdtsc();
-        self.stages.drain_links(force, &mut self.send_charges);
+        self.stages.drain_links(force, self.stall_end_tsc, &mut self.send_charges);
         let ticks = rdtsc() - start;
-        let spent = self.unstalled(ticks);
+        let spent = self.unstalled(ticks, start + ticks);
         self.totals.busy_cycles += spent;
         for (source, cycles) in self.send_charges.take() {
             let idx = self.rx_of_number.get(usize::from(source)).copied().unwrap_or(u16::MAX);
@@ -392,7 +403,7 @@ impl Pmd {
     fn publish_totals(&mut self) {
         self.stages.publish();
         for (p, r) in self.stages.cfg.rx_ports.iter().zip(&self.residence) {
-            p.counters.publish_residence(&r.frames);
+            p.counters.publish_residence(&r.frames, &r.unstalled);
         }
         self.counters.publish(&self.totals);
     }
@@ -400,7 +411,10 @@ impl Pmd {
 
 /// Each rx port's residence times, going on from what its counters last published.
 fn residence_of(cfg: &PmdConfig) -> Vec<Residence> {
-    cfg.rx_ports.iter().map(|p| Residence::new(cfg.tsc_hz, p.counters.residence())).collect()
+    cfg.rx_ports
+        .iter()
+        .map(|p| Residence::new(cfg.tsc_hz, p.counters.residence(), p.counters.residence_unstalled()))
+        .collect()
 }
 
 /// Every rx port polled every pass until it has been quiet for a while.

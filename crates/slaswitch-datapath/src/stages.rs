@@ -22,6 +22,7 @@ use slaswitch_qos::meter::{Color, Srtcm, SrtcmParams};
 use crate::counters::RxTotals;
 use crate::flow_caches::FlowCaches;
 use crate::pmd_config::{PmdConfig, RxPort, TxPort};
+use crate::residence::ResidenceStart;
 use crate::spin::SpinGuard;
 use slaswitch_config::policing::Policer;
 use slaswitch_config::ranges::MAX_PORTS;
@@ -216,7 +217,7 @@ impl Stages {
     /// just classified, polled from rx port `idx`. Frames that carry their sender's offloads are
     /// first made into what their port takes, and those over its MTU dropped (`offload`).
     #[inline]
-    pub(crate) fn egress(&mut self, idx: usize, since_tsc: u64) -> Egress {
+    pub(crate) fn egress(&mut self, idx: usize, start: ResidenceStart) -> Egress {
         let source = self.cfg.rx_ports[idx].number;
         let mut paced = 0;
         let mut handed_tsc = 0;
@@ -232,11 +233,11 @@ impl Stages {
                 let cfg = &self.cfg;
                 let mut send = |batch: &mut MbufBatch| {
                     let bytes = batch.as_slice().iter().map(|m| u64::from(m.pkt_len())).sum();
-                    paced += send(cfg, tx, source, since_tsc, batch, bytes, &mut handed_tsc);
+                    paced += send(cfg, tx, source, start, batch, bytes, &mut handed_tsc);
                 };
                 offload::send_prepared(cfg, tx, pending, &mut self.totals[idx].offload, &mut send);
             } else {
-                paced += send(&self.cfg, tx, source, since_tsc, pending, bytes, &mut handed_tsc);
+                paced += send(&self.cfg, tx, source, start, pending, bytes, &mut handed_tsc);
             }
             pending.clear();
         }
@@ -253,9 +254,10 @@ impl Stages {
 
     /// Lets every paced port send what its link has had time for, adding to `charges` what
     /// each source VM's frames took. `force` also runs it when nothing waits, so the uplink's
-    /// fallback detector sees idle windows too.
+    /// fallback detector sees idle windows too. The PMD's last measured stall ended at
+    /// `stall_end_tsc`.
     #[inline]
-    pub(crate) fn drain_links(&mut self, force: bool, charges: &mut SendCharges) {
+    pub(crate) fn drain_links(&mut self, force: bool, stall_end_tsc: u64, charges: &mut SendCharges) {
         if self.cfg.paced.is_empty() {
             return;
         }
@@ -266,21 +268,21 @@ impl Stages {
             if link.queued() == 0 && !force {
                 continue;
             }
-            link.drain(&tx.device(), now_ns, &self.cfg.fallback, charges);
+            link.drain(&tx.device(), now_ns, stall_end_tsc, &self.cfg.fallback, charges);
         }
     }
 }
 
 /// Sends `pending` (of `bytes`) from port `source` on `tx`: one tx burst (its start in
 /// `handed_tsc`), or into the source's queue on a paced port's link, which times their
-/// residence from `since_tsc`. What the device did not take stays in `pending`. Returns the
+/// residence from `start`. What the device did not take stays in `pending`. Returns the
 /// frames handed to a paced link.
 #[inline]
 fn send(
     cfg: &PmdConfig,
     tx: &TxPort,
     source: u16,
-    since_tsc: u64,
+    start: ResidenceStart,
     pending: &mut MbufBatch,
     bytes: u64,
     handed_tsc: &mut u64,
@@ -289,7 +291,7 @@ fn send(
         Some(link) => {
             let now_ns = cfg.clock.ns(rdtsc());
             let frames = pending.len();
-            link.send(pending, source, since_tsc, &tx.device(), now_ns, &cfg.fallback);
+            link.send(pending, source, start, &tx.device(), now_ns, &cfg.fallback);
             frames
         }
         None => {

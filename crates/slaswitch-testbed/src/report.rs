@@ -327,6 +327,12 @@ pub fn headline_values(s: &Scenario, samples: &[Sample], switches: &[String]) ->
                         let percentile = h.percentile.as_deref().unwrap_or("p50");
                         let (source, metric, what) = if h.kind == HeadlineType::Latency {
                             ("sink", format!("lat_{percentile}_us"), format!("{} {percentile} us", h.vm))
+                        } else if h.unstalled_frames {
+                            (
+                                "switch",
+                                format!("residence_unstalled_{percentile}_us"),
+                                format!("{} {percentile} us in the switch, frames no PMD stall touched", h.vm),
+                            )
                         } else {
                             (
                                 "switch",

@@ -373,10 +373,15 @@ impl Driver for Slaswitch {
                     .map(|k| p[*k].as_f64().unwrap_or(0.0))
                     .sum();
                 out.push(Reading::counter(name, "busy_cycles", busy));
-                // The switch's residence percentiles over its last one-second interval.
-                for q in ["p50", "p90", "p99", "p999"] {
-                    if let Some(us) = p["interval"]["residence_us"][q].as_f64() {
-                        out.push(Reading::gauge(name, &format!("residence_{q}_us"), us));
+                // The switch's residence percentiles over its last one-second interval, of all
+                // frames and of those no PMD stall touched.
+                for (field, metric) in
+                    [("residence_us", "residence"), ("residence_unstalled_us", "residence_unstalled")]
+                {
+                    for q in ["p50", "p90", "p99", "p999"] {
+                        if let Some(us) = p["interval"][field][q].as_f64() {
+                            out.push(Reading::gauge(name, &format!("{metric}_{q}_us"), us));
+                        }
                     }
                 }
             }

@@ -206,6 +206,7 @@ impl Datapath {
         for r in self.ports.values().filter_map(|p| p.paced.as_ref()?.residence(number)) {
             all.total.merge(&r.total);
             all.queue_wait.merge(&r.queue_wait);
+            all.unstalled.merge(&r.unstalled);
         }
         all
     }

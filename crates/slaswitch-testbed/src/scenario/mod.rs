@@ -616,6 +616,11 @@ pub struct Headline {
     /// (the switch's `stalled_pct` is 0: no stage of the loop took over 100 us).
     #[serde(default)]
     pub stall_free: bool,
+    /// residence: the switch's figure over the frames no stall of the PMD touched (no stage of
+    /// its loop took over 100 us while they were in the switch), in every second: where the
+    /// host takes the PMD's core in every second, `stall_free` keeps none.
+    #[serde(default)]
+    pub unstalled_frames: bool,
     /// target: the rate the VM (or `all` VMs together) should get over `window`, Mbit/s;
     /// recovery: the rate at which the VM is whole.
     pub expected_mbps: Option<f64>,

@@ -320,6 +320,9 @@ fn validate_headline(s: &Scenario, c: &Checker, i: usize, h: &Headline) -> Resul
             {
                 return Err(c.err(&at("percentile"), "a residence headline needs percentile = p50, p90, p99 or p999"));
             }
+            if h.unstalled_frames && h.kind != HeadlineType::Residence {
+                return Err(c.err(&at("unstalled_frames"), "only a residence headline is the switch's split by stall"));
+            }
         }
         HeadlineType::LatencyGrowth => {
             let p = h.percentile.as_deref().unwrap_or("");

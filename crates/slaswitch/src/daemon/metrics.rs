@@ -15,6 +15,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 use slaswitch_classifier::parse::ParseError;
 use slaswitch_datapath::datapath::{LinkStats, LinkVmStats};
+use slaswitch_datapath::histogram::Histogram;
 use slaswitch_datapath::probe::compare::CompareSide;
 use slaswitch_datapath::probe::ProbeTotals;
 use slaswitch_datapath::{FlowStats, PmdStats, PortStats};
@@ -151,32 +152,47 @@ impl Collector for MetricsSnapshot {
             self.flows.iter().map(|f| (flow(f), f.bytes)).collect(),
         );
         result?;
-        residence_family(&mut e, &self.ports)
+        residence_family(
+            &mut e,
+            &self.ports,
+            "slaswitch_port_residence_seconds",
+            "Time the port's frames spent in the switch, from the poll after which they arrived to the moment the switch handed them to the output port's driver (a paced link's queue included).",
+            |p| &p.residence,
+        )?;
+        residence_family(
+            &mut e,
+            &self.ports,
+            "slaswitch_port_residence_unstalled_seconds",
+            "slaswitch_port_residence_seconds of the frames no stall of the PMD touched (no stage of its loop took over 100 us while they were in the switch).",
+            |p| &p.residence_unstalled,
+        )
     }
 }
 
-/// Each port's residence times (`slaswitch_datapath` residence) as a Prometheus histogram with
-/// a bucket per power of two of nanoseconds.
-fn residence_family(e: &mut DescriptorEncoder, ports: &[PortStats]) -> std::fmt::Result {
-    let mut family = e.encode_descriptor(
-        "slaswitch_port_residence_seconds",
-        "Time the port's frames spent in the switch, from the poll after which they arrived to the moment the switch handed them to the output port's driver (a paced link's queue included).",
-        None,
-        MetricType::Histogram,
-    )?;
+/// Each port's `histogram` of residence times (`slaswitch_datapath` residence) as a Prometheus
+/// histogram with a bucket per power of two of nanoseconds.
+fn residence_family(
+    e: &mut DescriptorEncoder,
+    ports: &[PortStats],
+    name: &str,
+    help: &str,
+    histogram: fn(&PortStats) -> &Histogram,
+) -> std::fmt::Result {
+    let mut family = e.encode_descriptor(name, help, None, MetricType::Histogram)?;
     for p in ports {
+        let h = histogram(p);
         // The encoder takes each bucket's own count and sums them itself.
         let mut buckets = Vec::new();
         let mut below = 0;
-        for (le_ns, cumulative) in p.residence.cumulative_by_power_of_two() {
+        for (le_ns, cumulative) in h.cumulative_by_power_of_two() {
             buckets.push((le_ns as f64 / 1e9, cumulative - below));
             below = cumulative;
         }
-        let total = p.residence.count();
+        let total = h.count();
         buckets.push((f64::INFINITY, total - below));
         let labels = vec![("port", p.name.clone())];
         family.encode_family(&labels)?.encode_histogram::<NoLabelSet>(
-            p.residence.sum_ns() as f64 / 1e9,
+            h.sum_ns() as f64 / 1e9,
             total,
             &buckets,
             None,

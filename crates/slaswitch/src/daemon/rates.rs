@@ -96,6 +96,9 @@ pub fn rates(old: &Snapshot, new: &Snapshot) -> Vec<PmdRates> {
                         residence_us: ResidenceUs::of(
                             &o.map_or(p.residence.clone(), |o| p.residence.since(&o.residence)),
                         ),
+                        residence_unstalled_us: ResidenceUs::of(&o.map_or(p.residence_unstalled.clone(), |o| {
+                            p.residence_unstalled.since(&o.residence_unstalled)
+                        })),
                     }
                 })
                 .collect();

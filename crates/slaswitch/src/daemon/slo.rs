@@ -3,10 +3,10 @@
 //! for each second it did not, why.
 //!
 //! The cause is read from what the switch measured in that second, in this order:
-//! * `pmd_stall`: the host took at least the SLO's time from the port's PMD (the PMD's stall
-//!   counter, capped by the time its thread did not run:
-//!   `crate::daemon::rates::host_took_cycles`); no scheduler in the switch can keep a promise
-//!   through that, and `docs/operations.md` says how to keep the core quiet;
+//! * `pmd_stall`: the frames no stall of the PMD touched kept the SLO, and some were touched
+//!   (a stage of the loop took over 100 us while they were in the switch:
+//!   `slaswitch_datapath` residence): the host took the PMD's core; no scheduler in the switch
+//!   can keep a promise through that, and `docs/operations.md` says how to keep the core quiet;
 //! * `link_queue`: most of the p99 was the paced links' queues (the port's link wait p99 is at
 //!   least half of it): the link's scheduler, its latency class off, or the link over-sold;
 //! * `switch`: the rest: waiting for the PMD and its stages (the PMD's scheduler, a neighbour's
@@ -48,8 +48,12 @@ impl SloLedger {
             let Some(o) = old.ports.iter().find(|o| o.name == p.name && o.number == p.number) else { continue };
             let stalled_us = host_took_cycles(old, new, p.pmd_core, tsc_hz) as f64 * 1e6 / tsc_hz.max(1) as f64;
             let at_secs = new.at.duration_since(started).as_secs_f64();
-            let second = (p.residence.since(&o.residence), p.link_wait.since(&o.link_wait));
-            if let Some(miss) = judge(&second.0, &second.1, slo_us, stalled_us, at_secs) {
+            let second = Second {
+                residence: p.residence.since(&o.residence),
+                unstalled: p.residence_unstalled.since(&o.residence_unstalled),
+                link_wait: p.link_wait.since(&o.link_wait),
+            };
+            if let Some(miss) = judge(&second, slo_us, stalled_us, at_secs) {
                 status.missed_seconds += 1;
                 status.missed_by_cause[miss.cause as usize] += 1;
                 status.last_miss = Some(miss);
@@ -71,21 +75,33 @@ impl SloLedger {
     }
 }
 
-/// The miss, if a second of `residence` (of which `link_wait` in paced queues) missed `slo_us`.
-fn judge(residence: &Histogram, link_wait: &Histogram, slo_us: u32, stalled_us: f64, at_secs: f64) -> Option<SloMiss> {
-    let p99_us = residence.quantile_ns(0.99)? as f64 / 1e3;
-    if p99_us <= f64::from(slo_us) {
+/// A port's frames over one second: their residence, the part of it no stall of the PMD
+/// touched, and their wait in paced queues.
+struct Second {
+    residence: Histogram,
+    unstalled: Histogram,
+    link_wait: Histogram,
+}
+
+/// The miss, if `second` missed `slo_us`.
+fn judge(second: &Second, slo_us: u32, stalled_us: f64, at_secs: f64) -> Option<SloMiss> {
+    let us = |h: &Histogram| h.quantile_ns(0.99).map(|ns| ns as f64 / 1e3);
+    let p99_us = us(&second.residence)?;
+    let slo = f64::from(slo_us);
+    if p99_us <= slo {
         return None;
     }
-    let link_wait_p99_us = link_wait.quantile_ns(0.99).map_or(0.0, |ns| ns as f64 / 1e3);
-    let cause = if stalled_us >= f64::from(slo_us) {
+    let link_wait_p99_us = us(&second.link_wait).unwrap_or(0.0);
+    let unstalled_p99_us = us(&second.unstalled);
+    let touched = second.residence.count() > second.unstalled.count();
+    let cause = if touched && unstalled_p99_us.is_none_or(|p99| p99 <= slo) {
         MissCause::PmdStall
     } else if link_wait_p99_us >= p99_us / 2.0 {
         MissCause::LinkQueue
     } else {
         MissCause::Switch
     };
-    Some(SloMiss { at_secs, p99_us, link_wait_p99_us, stalled_us, cause })
+    Some(SloMiss { at_secs, p99_us, link_wait_p99_us, stalled_us, unstalled_p99_us, cause })
 }
 
 #[cfg(test)]
@@ -100,17 +116,31 @@ mod tests {
         h
     }
 
+    fn second(residence: &Histogram, unstalled: &Histogram, link_wait: &Histogram) -> Second {
+        Second { residence: residence.clone(), unstalled: unstalled.clone(), link_wait: link_wait.clone() }
+    }
+
     #[test]
     fn a_missed_second_is_put_down_to_what_the_switch_measured() {
         let fast = of(&[10; 100]);
         let none = Histogram::default();
-        assert_eq!(judge(&fast, &none, 50, 0.0, 1.0), None, "kept");
-        assert_eq!(judge(&none, &none, 50, 0.0, 1.0), None, "no frame, no second");
+        assert_eq!(judge(&second(&fast, &fast, &none), 50, 0.0, 1.0), None, "kept");
+        assert_eq!(judge(&second(&none, &none, &none), 50, 0.0, 1.0), None, "no frame, no second");
+        // 90 frames at 10 us, 10 at 400 us: no stall touched any of them.
         let slow = of(&[[10; 90].as_slice(), &[400; 10]].concat());
-        let miss = |link_wait: &Histogram, stalled_us| judge(&slow, link_wait, 50, stalled_us, 1.0).unwrap().cause;
-        assert_eq!(miss(&none, 0.0), MissCause::Switch);
-        assert_eq!(miss(&of(&[[1; 90].as_slice(), &[300; 10]].concat()), 0.0), MissCause::LinkQueue);
-        assert_eq!(miss(&of(&[[1; 90].as_slice(), &[300; 10]].concat()), 60.0), MissCause::PmdStall);
-        assert_eq!(miss(&of(&[[1; 90].as_slice(), &[100; 10]].concat()), 10.0), MissCause::Switch);
+        let cause = |s: Second| judge(&s, 50, 0.0, 1.0).unwrap().cause;
+        assert_eq!(cause(second(&slow, &slow, &none)), MissCause::Switch);
+        let queued = of(&[[1; 90].as_slice(), &[300; 10]].concat());
+        assert_eq!(cause(second(&slow, &slow, &queued)), MissCause::LinkQueue);
+        let short_queue = of(&[[1; 90].as_slice(), &[100; 10]].concat());
+        assert_eq!(cause(second(&slow, &slow, &short_queue)), MissCause::Switch);
+        // A stall touched the ten slow frames: the others kept the SLO.
+        assert_eq!(cause(second(&slow, &of(&[10; 90]), &queued)), MissCause::PmdStall);
+        // It touched only two of them: the eight left still miss, the link's queue had them.
+        let untouched = of(&[[10; 90].as_slice(), &[400; 8]].concat());
+        assert_eq!(cause(second(&slow, &untouched, &queued)), MissCause::LinkQueue);
+        // Every frame touched.
+        let miss = judge(&second(&slow, &none, &none), 50, 500.0, 1.0).unwrap();
+        assert_eq!((miss.cause, miss.unstalled_p99_us), (MissCause::PmdStall, None));
     }
 }

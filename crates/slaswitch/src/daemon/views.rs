@@ -65,6 +65,7 @@ fn pmd_port(p: &PortStats, rate: Option<&PmdRates>) -> PmdPortView {
         megaflow_misses: p.rx.megaflow_misses,
         megaflows: p.rx.megaflows,
         residence_us: ResidenceUs::of(&p.residence),
+        residence_unstalled_us: ResidenceUs::of(&p.residence_unstalled),
         link_out: p.link_out,
         interval: rate.and_then(|r| r.ports.iter().find(|x| x.name == p.name)).cloned(),
     }

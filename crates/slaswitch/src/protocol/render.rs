@@ -199,6 +199,7 @@ fn pmd_port_table(pmd: &PmdView) -> String {
         "mega%",
         "res.p50us",
         "res.p99us",
+        "no-stall.p99us",
     ]);
     for p in &pmd.ports {
         let i = p.interval.as_ref();
@@ -206,6 +207,8 @@ fn pmd_port_table(pmd: &PmdView) -> String {
         let res = |q: fn(&ResidenceUs) -> f64| {
             i.and_then(|i| i.residence_us.as_ref()).map_or("-".into(), |r| format!("{:.1}", q(r)))
         };
+        let unstalled_p99 =
+            i.and_then(|i| i.residence_unstalled_us.as_ref()).map_or("-".into(), |r| format!("{:.1}", r.p99));
         out += &port_table_row(&[
             p.name.clone(),
             opt(i.map(|i| i.rx_kpps)),
@@ -219,6 +222,7 @@ fn pmd_port_table(pmd: &PmdView) -> String {
             opt(i.map(|i| i.megaflow_hit_pct)),
             res(|r| r.p50),
             res(|r| r.p99),
+            unstalled_p99,
         ]);
     }
     out

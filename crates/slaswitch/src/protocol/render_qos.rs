@@ -183,8 +183,9 @@ fn slo_line(name: &str, s: &super::slo::SloStatus) -> String {
         causes.join(", ")
     );
     if let Some(m) = s.last_miss {
+        let unstalled = m.unstalled_p99_us.map_or("-".into(), |us| format!("{us:.1}"));
         line += &format!(
-            "; last at {:.0} s: p99 {:.1} us, link queue p99 {:.1} us, PMD stalled {:.0} us ({})",
+            "; last at {:.0} s: p99 {:.1} us ({unstalled} us of frames no stall touched), link queue p99 {:.1} us, PMD stalled {:.0} us ({})",
             m.at_secs,
             m.p99_us,
             m.link_wait_p99_us,

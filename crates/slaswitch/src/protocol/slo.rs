@@ -40,6 +40,10 @@ pub struct SloMiss {
     pub link_wait_p99_us: f64,
     /// Microseconds the host took from the port's PMD in that second.
     pub stalled_us: f64,
+    /// The residence p99 of that second's frames no stall of the PMD touched, microseconds
+    /// (`None`: every frame was touched).
+    #[serde(default)]
+    pub unstalled_p99_us: Option<f64>,
     /// Why.
     pub cause: MissCause,
 }

@@ -79,6 +79,10 @@ pub struct PortRates {
     pub megaflow_hit_pct: f64,
     /// Its frames' residence in the switch over the interval.
     pub residence_us: Option<ResidenceUs>,
+    /// The same for its frames no stall of the PMD touched (the host did not take the PMD's
+    /// core while they were in the switch).
+    #[serde(default)]
+    pub residence_unstalled_us: Option<ResidenceUs>,
 }
 
 /// One PMD over the last interval.
@@ -182,6 +186,9 @@ pub struct PmdPortView {
     pub megaflows: u64,
     /// Its frames' residence in the switch since the port was added.
     pub residence_us: Option<ResidenceUs>,
+    /// The same for its frames no stall of the PMD touched.
+    #[serde(default)]
+    pub residence_unstalled_us: Option<ResidenceUs>,
     /// Its frames through paced ports' link schedulers: sent, dropped at its queue, and the
     /// schedulers' cycles spent on them (queueing in its egress stage, and a share of the
     /// dequeues that released them).
