@@ -166,6 +166,9 @@ fn a_port_without_settings_keeps_its_polls_beside_min_max_ports() {
     let (p50, p99) = (residence["p50"].as_f64().unwrap(), residence["p99"].as_f64().unwrap());
     assert!(p50 > 0.0 && p50 <= p99 && p50 < 1000.0, "vm2's residence p50 {p50} us, p99 {p99} us");
     assert!(vm2["residence_us"]["frames"].as_f64().unwrap() >= timed, "{vm2}");
+    // Frames no PMD stall touched are timed apart too: most of them, never more than all.
+    let unstalled = vm2["interval"]["residence_unstalled_us"]["frames"].as_f64().unwrap_or(0.0);
+    assert!(unstalled <= timed && unstalled > 0.5 * timed, "{unstalled} of {timed} frames untouched by a stall: {vm2}");
     // The PMD measures what C2QoS's own code costs it: some, and far less than the batches.
     let pmd = &b["pmds"][0];
     let (decisions, qos, busy) = (
