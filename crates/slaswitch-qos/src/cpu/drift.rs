@@ -168,6 +168,18 @@ mod tests {
         }
     }
 
+    /// A window of `packets` one-frame batches of `frame_bytes`, each costing `cycles_per_packet`.
+    fn one_frame_batches(packets: u64, frame_bytes: u64, cycles_per_packet: u64, token_limited: bool) -> PortWindow {
+        PortWindow {
+            packets,
+            bytes: packets * frame_bytes,
+            batches: packets,
+            cycles: packets * cycles_per_packet,
+            miss_share: 0.0,
+            token_limited,
+        }
+    }
+
     #[test]
     fn follows_a_host_that_slows_down_and_ignores_light_ports() {
         let mut d = DriftCompensator::new(DriftConfig::default());
@@ -229,14 +241,7 @@ mod tests {
         // One-packet batches at twice the row's cost: ignored while the port gets all it
         // sends, measured once it waits for tokens.
         let mut d = DriftCompensator::new(port_config(true, 32));
-        let light = |token_limited| PortWindow {
-            packets: 1_700,
-            bytes: 1_700 * 358,
-            batches: 1_700,
-            cycles: 1_700 * 2_000,
-            miss_share: 0.0,
-            token_limited,
-        };
+        let light = |token_limited| one_frame_batches(1_700, 358, 2_000, token_limited);
         for _ in 0..10 {
             d.observe(&[light(false)], |_, _| Some(1000.0));
         }
@@ -252,14 +257,7 @@ mod tests {
         // It bought one-frame batches and sends them at 1.7x their price: every window counts,
         // so the factor stays at 1.7 between waits instead of relaxing back to its price.
         let mut d = DriftCompensator::new(port_config(true, 1));
-        let light = |token_limited| PortWindow {
-            packets: 500,
-            bytes: 500 * 64,
-            batches: 500,
-            cycles: 500 * 1_700,
-            miss_share: 0.0,
-            token_limited,
-        };
+        let light = |token_limited| one_frame_batches(500, 64, 1_700, token_limited);
         d.observe(&[light(true)], |_, _| Some(1000.0));
         for _ in 0..40 {
             d.observe(&[light(false)], |_, _| Some(1000.0));
