@@ -344,7 +344,7 @@ fn run_gen(
         .filter(|(vm, _)| !is_sink(&vm.name))
         .map(|(vm, (_, port))| {
             let phases = gen.phases.iter().filter(|p| p.vm.as_deref().is_none_or(|n| n == vm.name)).cloned().collect();
-            let mut g = GenVm::new(&vm.name, *port, phases).with_queues(c.queues);
+            let mut g = GenVm::new(&vm.name, *port, phases).with_queues(c.queues).with_ring(c.ring_descriptors);
             g.keep_refused = gen.keep_refused;
             g
         })

@@ -20,6 +20,8 @@ pub struct GenVm {
     pub phases: Vec<Phase>,
     /// Its device's tx queues: bursts go to each in turn, as a guest's vCPUs spread its flows.
     queues: u16,
+    /// Descriptors per ring: a visit of [`run`]'s loop offers at most this many frames a queue.
+    ring_descriptors: u16,
     next_queue: u16,
     mac: [u8; 6],
     ip: [u8; 4],
@@ -78,6 +80,21 @@ impl GenVm {
         self
     }
 
+    /// Its rings hold `descriptors` each (what one visit of [`run`]'s loop may offer a queue).
+    pub fn with_ring(mut self, descriptors: u16) -> GenVm {
+        self.ring_descriptors = descriptors.max(MAX_BURST as u16);
+        self
+    }
+
+    /// The most frames one visit of [`run`]'s loop offers: its rings' worth. A VM catching up
+    /// still fills an undrained ring in one visit; one whose ring the switch drains about as
+    /// fast as it is filled would otherwise stay for as long as that lasts while the other VMs
+    /// of the core wait, as no hypervisor lets a vCPU do, and a flood would starve its
+    /// neighbours on the VM core, where the switch's QoS cannot reach.
+    fn visit_frames(&self) -> u64 {
+        u64::from(self.ring_descriptors) * u64::from(self.queues)
+    }
+
     /// The tx queue of the next burst.
     fn take_queue(&mut self) -> u16 {
         let q = self.next_queue;
@@ -92,6 +109,7 @@ impl GenVm {
             port,
             phases,
             queues: 1,
+            ring_descriptors: 1024,
             next_queue: 0,
             mac: mac_for(name),
             ip: ip_for(name),
@@ -154,8 +172,10 @@ impl GenVm {
         let phase = &self.phases[idx];
         let due = phase.due_packets(t_secs - phase.start_secs);
         // A paced VM the shared core kept waiting catches up now, burst after burst, as an
-        // application does once its vCPU runs again; a full ring ends the catching up.
+        // application does once its vCPU runs again; a full ring, or a ring's worth offered
+        // in this visit (`visit_frames`), ends the catching up.
         let mut sent = 0;
+        let mut offered = 0u64;
         loop {
             let sent_in_phase = self.current.expect("set").1;
             let want = match due {
@@ -167,7 +187,8 @@ impl GenVm {
             }
             let (n, full) = self.burst(pool, idx, want, due.is_none(), tsc);
             sent += n;
-            if full || due.is_none() {
+            offered += want as u64;
+            if full || due.is_none() || offered >= self.visit_frames() {
                 return sent;
             }
         }
