@@ -2,7 +2,8 @@
 //! budgets; anywhere in the file `{NAME.UNIT}` or `{NAME.UNIT*FACTOR}` stands for the budget's
 //! rate in that unit, so one file saturates (or leaves idle) the PMD on a fast host and a slow
 //! one alike. The runner measures the core's capacity for each budget's frames just before the
-//! run (every traffic kind alone at full speed on slaswitch's PMD) and writes the resolved file
+//! run (every traffic kind alone at full speed on slaswitch's PMD), takes the switch's model's
+//! figure where that is less ([`smaller_of_probe_and_model`]) and writes the resolved file
 //! into the run folder; the report states the figures.
 //!
 //! ```toml
@@ -20,6 +21,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use slaswitch_qos::cpu::{BandwidthModel, FlowCount, TrafficProfile};
 
 /// The bytes of an Ethernet header, which byte policers do not count (OVS's
 /// `ingress_policing_rate` is in bits of frames less it).
@@ -62,8 +64,16 @@ pub struct Resolved {
     pub name: String,
     /// What it was given as.
     pub budget: Budget,
-    /// The core's capacity for its frames, packets per second (budgets of a core share).
+    /// The core's capacity for its frames, packets per second (budgets of a core share): the
+    /// smaller of the probe's and the model's ([`smaller_of_probe_and_model`]).
     pub capacity_pps: Option<f64>,
+    /// What the capacity probe measured for its frames, packets per second.
+    #[serde(default)]
+    pub probe_capacity_pps: Option<f64>,
+    /// What slaswitch's bandwidth-CPU model prices its frames at, packets per second of the
+    /// core (none: no model).
+    #[serde(default)]
+    pub model_capacity_pps: Option<f64>,
     /// Its rate, packets per second of `budget.size`-byte frames.
     pub pps: f64,
 }
@@ -236,9 +246,51 @@ pub fn resolve(
                     (None, policed_bytes_per_sec / (f64::from(b.size) - ETHERNET_HEADER_BYTES))
                 }
             };
-            Ok(Resolved { name: name.clone(), budget: b.clone(), capacity_pps, pps })
+            Ok(Resolved {
+                name: name.clone(),
+                budget: b.clone(),
+                capacity_pps,
+                probe_capacity_pps: None,
+                model_capacity_pps: None,
+                pps,
+            })
         })
         .collect()
+}
+
+/// What slaswitch's bandwidth-CPU model says one VM's frames of `kind` cost the core, as packets
+/// per second of the whole core (`None`: the model has no row for them).
+pub fn model_capacity_pps(model: &BandwidthModel, kind: Kind) -> Option<f64> {
+    let flows = if kind.flows <= 1 { FlowCount::Single } else { FlowCount::Many };
+    let (cycles, _) = model.cycles_per_packet(&TrafficProfile::new(u32::from(kind.size), flows)).ok()?;
+    (cycles.total() > 0.0).then(|| model.tsc_hz as f64 / cycles.total())
+}
+
+/// The capacity each kind's budgets are shares of: the smaller of what the probe just measured
+/// and what the switch's model prices the frames at. A frame's cost on a shared host moves
+/// between levels about 2x apart within minutes (docs/results/c2qos-experiments.md, Fig. 10's
+/// refusals), and admission prices purchases with the model: shares of a probe that caught
+/// the fast level did not fit the core by a model calibrated at the slow one, and were refused.
+pub fn smaller_of_probe_and_model(
+    probe_pps: &BTreeMap<Kind, f64>,
+    model: Option<&BandwidthModel>,
+) -> BTreeMap<Kind, f64> {
+    probe_pps
+        .iter()
+        .map(|(&kind, &probe)| {
+            let model = model.and_then(|m| model_capacity_pps(m, kind));
+            (kind, model.map_or(probe, |m| m.min(probe)))
+        })
+        .collect()
+}
+
+/// Notes on each share budget what the probe measured and what the model says (`describe`).
+pub fn note_sources(resolved: &mut [Resolved], probe_pps: &BTreeMap<Kind, f64>, model: Option<&BandwidthModel>) {
+    for r in resolved.iter_mut().filter(|r| r.capacity_pps.is_some()) {
+        let kind = Kind { size: r.budget.size, flows: r.budget.flows };
+        r.probe_capacity_pps = probe_pps.get(&kind).copied();
+        r.model_capacity_pps = model.and_then(|m| model_capacity_pps(m, kind));
+    }
 }
 
 /// `text` with every `{NAME.UNIT}` / `{NAME.UNIT*FACTOR}` replaced by the number; a placeholder
@@ -304,12 +356,13 @@ pub fn describe(resolved: &[Resolved]) -> Vec<String> {
             let what = match (&b.same_policed_rate_as, r.capacity_pps) {
                 (Some(o), _) => format!("{o}'s policed byte rate in {}-byte frames", b.size),
                 (None, Some(cap)) => format!(
-                    "{:.0}% of the core's {:.0} kpps of {}-byte frames over {} flow{}",
+                    "{:.0}% of the core's {:.0} kpps of {}-byte frames over {} flow{}{}",
                     b.core_share.unwrap_or(0.0) * 100.0,
                     cap / 1e3,
                     b.size,
                     b.flows,
-                    if b.flows == 1 { "" } else { "s" }
+                    if b.flows == 1 { "" } else { "s" },
+                    sources(r)
                 ),
                 (None, None) => String::new(),
             };
@@ -322,6 +375,17 @@ pub fn describe(resolved: &[Resolved]) -> Vec<String> {
             )
         })
         .collect()
+}
+
+/// Where a share budget's capacity came from, when the probe and the model were both read.
+fn sources(r: &Resolved) -> String {
+    match (r.probe_capacity_pps, r.model_capacity_pps) {
+        (Some(probe), Some(model)) => {
+            format!(" (the smaller of the probe's {:.0} and the model's {:.0} kpps)", probe / 1e3, model / 1e3)
+        }
+        (Some(probe), None) => format!(" (the probe's; no model row for them, {:.0} kpps)", probe / 1e3),
+        _ => String::new(),
+    }
 }
 
 #[cfg(test)]
@@ -357,6 +421,26 @@ qos = { bandwidth_bps = "{a.bps}", ingress_policing_rate_kbps = "{a.policer_kbps
         assert!(out.contains("ingress_policing_rate_kbps = 8080000 }"), "{out}");
         // The inline table's braces are left alone.
         assert!(out.contains("qos = { bandwidth_bps"), "{out}");
+    }
+
+    #[test]
+    fn a_budget_is_a_share_of_the_smaller_of_the_probe_and_the_model() {
+        // Every row of the example model is 200 cycles at 1 GHz: 5 Mpps of any size it covers.
+        let model = slaswitch_config::allocation::example_model();
+        let (big, small, short) =
+            (Kind { size: 1024, flows: 100 }, Kind { size: 64, flows: 1 }, Kind { size: 60, flows: 1 });
+        let probe = BTreeMap::from([(big, 8_000_000.0), (small, 2_000_000.0), (short, 9_000_000.0)]);
+        let used = smaller_of_probe_and_model(&probe, Some(&model));
+        assert_eq!(used[&big], 5_000_000.0, "the probe caught a faster host than the model was priced at");
+        assert_eq!(used[&small], 2_000_000.0, "the probe measured less than the model");
+        assert_eq!(used[&short], 9_000_000.0, "no row covers 60-byte frames: the probe's");
+        assert_eq!(smaller_of_probe_and_model(&probe, None), probe);
+        let mut r = resolve(&budgets(TEXT).unwrap(), &used).unwrap();
+        note_sources(&mut r, &probe, Some(&model));
+        let a = r.iter().find(|r| r.name == "a").unwrap();
+        assert_eq!((a.pps, a.probe_capacity_pps, a.model_capacity_pps), (2_500_000.0, Some(8e6), Some(5e6)));
+        let line = &describe(&r)[0];
+        assert!(line.contains("5000 kpps") && line.contains("the probe's 8000 and the model's 5000 kpps"), "{line}");
     }
 
     #[test]

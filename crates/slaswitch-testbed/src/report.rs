@@ -684,7 +684,7 @@ pub fn generate(dir: &Path) -> anyhow::Result<()> {
     if !budgets.is_empty() {
         let _ = writeln!(
             md,
-            "**Rates from this host's capacity** (`[capacity]`; measured just before the run on slaswitch's PMD core, each kind alone at full speed through the same rules; `scenario.toml` here has them filled in, `scenario-source.toml` is the file as written):\n"
+            "**Rates from this host's capacity** (`[capacity]`; measured just before the run on slaswitch's PMD core, each kind alone at full speed through the same rules, or what slaswitch's bandwidth-CPU model prices the frames at where that is less, so that purchases sized from it fit the core by the model admission uses; `scenario.toml` here has them filled in, `scenario-source.toml` is the file as written):\n"
         );
         for line in crate::capacity::describe(&budgets) {
             let _ = writeln!(md, "- {line}");

@@ -545,6 +545,14 @@ fn measure_capacity(
     Ok(out)
 }
 
+/// The bandwidth-CPU model slaswitchd prices purchases with (its default path, as the test bed
+/// starts it), if there is a readable one.
+fn switch_model() -> Option<slaswitch_qos::cpu::BandwidthModel> {
+    let path = slaswitch_config::allocation::DEFAULT_MODEL_PATH;
+    let text = std::fs::read_to_string(path).ok()?;
+    serde_json::from_str(&text).map_err(|e| eprintln!("slaswitch experiment: {path}: not a model ({e})")).ok()
+}
+
 /// Keeps the logs of a run that failed in `out_dir/failed-logs` (each step's folder under
 /// `base` as a prefix), and returns that folder.
 fn keep_failed_logs(base: &Path, out_dir: &Path) -> PathBuf {
@@ -642,7 +650,10 @@ pub fn run(opts: &RunOptions) -> anyhow::Result<PathBuf> {
         cleanup::undo_all();
         measured?
     };
-    let (scenario, text, budgets) = crate::scenario::parse_with_capacity(&file, &source, &capacity_pps)?;
+    let model = switch_model();
+    let used_pps = capacity::smaller_of_probe_and_model(&capacity_pps, model.as_ref());
+    let (scenario, text, mut budgets) = crate::scenario::parse_with_capacity(&file, &source, &used_pps)?;
+    capacity::note_sources(&mut budgets, &capacity_pps, model.as_ref());
     let out_dir = opts.out_dir.clone().unwrap_or_else(|| {
         let stamp = crate::provenance::command_output("date", &["+%Y%m%d-%H%M%S"]);
         PathBuf::from("results").join(format!("{}-{stamp}", scenario.name))

@@ -13,8 +13,7 @@ use crate::protocol::{Reply, Request, Response};
 pub const DEFAULT_RUN_DIR: &str = "/var/run/slaswitch";
 /// The control socket's file name.
 pub const SOCKET_NAME: &str = "slaswitchd.ctl";
-/// Where slaswitchd reads the bandwidth-CPU model and `slaswitch calibrate` writes it.
-pub const DEFAULT_MODEL_PATH: &str = "/var/lib/slaswitch/bandwidth-model.json";
+pub use slaswitch_config::allocation::DEFAULT_MODEL_PATH;
 
 /// The control socket: `$SLASWITCH_SOCKET`, or the default.
 pub fn default_socket() -> String {

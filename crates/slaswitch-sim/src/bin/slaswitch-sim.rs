@@ -114,7 +114,7 @@ enum Command {
         #[arg(long, value_delimiter = ',', default_value = "64,1500")]
         frame_bytes: Vec<u32>,
         /// With --cpu: the bandwidth-CPU model that prices the frames (`slaswitch calibrate`)
-        #[arg(long, default_value = "/var/lib/slaswitch/bandwidth-model.json")]
+        #[arg(long, default_value = slaswitch_config::allocation::DEFAULT_MODEL_PATH)]
         model: PathBuf,
         /// With --cpu: the core's cycles per second (default: the model's TSC rate); the VMs get
         /// the share a PMD gives its ports
