@@ -17,7 +17,6 @@ fn pkg_config(args: &[&str]) -> String {
 
 fn main() {
     println!("cargo:rerun-if-changed=csrc/shim.c");
-    println!("cargo:rerun-if-changed=csrc/shim.h");
     let version = pkg_config(&["--modversion"]);
     if !version.trim().starts_with("22.11") {
         println!("cargo:warning=built against DPDK {} (slaswitch targets 22.11)", version.trim());
