@@ -383,7 +383,7 @@ fn sources(r: &Resolved) -> String {
         (Some(probe), Some(model)) => {
             format!(" (the smaller of the probe's {:.0} and the model's {:.0} kpps)", probe / 1e3, model / 1e3)
         }
-        (Some(probe), None) => format!(" (the probe's; no model row for them, {:.0} kpps)", probe / 1e3),
+        (Some(probe), None) => format!(" (the probe's {:.0} kpps; no model figure for them)", probe / 1e3),
         _ => String::new(),
     }
 }
