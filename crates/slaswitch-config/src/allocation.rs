@@ -15,9 +15,6 @@ use slaswitch_qos::cpu::model::{FactorTable, ModelEntry, StageCycles};
 use slaswitch_qos::cpu::water_fill::DELIVERABLE_CORE_SHARE;
 use slaswitch_qos::cpu::{Allocation, BandwidthModel, CycleLimit, Deployment, FlowCount};
 
-/// Where slaswitchd reads the bandwidth-CPU model and `slaswitch calibrate` writes it.
-pub const DEFAULT_MODEL_PATH: &str = "/var/lib/slaswitch/bandwidth-model.json";
-
 /// The cycles a PMD's core can give its ports: [`DELIVERABLE_CORE_SHARE`] of `capacity`.
 pub fn deliverable_cycles_per_sec(capacity: u64) -> u64 {
     (capacity as f64 * DELIVERABLE_CORE_SHARE) as u64

@@ -1,7 +1,7 @@
 #![warn(missing_docs)]
 //! The configuration vocabulary of slaswitch: what a port, a purchase and a link policy are,
 //! parsed and validated once into typed settings, and the allocation and admission maths on
-//! them. No DPDK and no I/O, so the daemon, the data plane, the fleet master and the simulator
+//! them. No DPDK, and no I/O but reading the model file (`model_file`), so the daemon, the data plane, the fleet master and the simulator
 //! share it, and the last two build without DPDK.
 
 pub mod allocation;
@@ -11,6 +11,7 @@ pub mod cpu_qos;
 pub mod error;
 pub mod latency_slo;
 pub mod link_policy;
+pub mod model_file;
 pub mod names;
 pub mod pmd_placement;
 pub mod policing;

@@ -41,8 +41,8 @@ pub(crate) struct Ingress {
 }
 
 /// What the egress stage did with a batch: frames it handed to paced links (they are timed
-/// there), and the TSC at which it began its last tx burst (0: none), where the batch's last
-/// frame left the switch (`crate::residence`).
+/// there), and the TSC at which it began its last tx burst (0: none, or the batch's residence
+/// is not timed), where the batch's last frame left the switch (`crate::residence`).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Egress {
     pub(crate) paced: usize,
@@ -274,7 +274,7 @@ impl Stages {
 }
 
 /// Sends `pending` (of `bytes`) from port `source` on `tx`: one tx burst (its start in
-/// `handed_tsc`), or into the source's queue on a paced port's link, which times their
+/// `handed_tsc` when the batch's residence is timed), or into the source's queue on a paced port's link, which times their
 /// residence from `start`. What the device did not take stays in `pending`. Returns the
 /// frames handed to a paced link.
 #[inline]
@@ -295,7 +295,10 @@ fn send(
             frames
         }
         None => {
-            *handed_tsc = rdtsc();
+            // Only a timed batch needs the time (`crate::residence`): no clock read otherwise.
+            if start.since_tsc != 0 {
+                *handed_tsc = rdtsc();
+            }
             let _guard = cfg.shared_tx.then(|| SpinGuard::lock(&tx.lock));
             let offered = pending.len();
             let sent = pending.tx_burst_retrying(&tx.eth, TX_TRIES);

@@ -548,9 +548,11 @@ fn measure_capacity(
 /// The bandwidth-CPU model slaswitchd prices purchases with (its default path, as the test bed
 /// starts it), if there is a readable one.
 fn switch_model() -> Option<slaswitch_qos::cpu::BandwidthModel> {
-    let path = slaswitch_config::allocation::DEFAULT_MODEL_PATH;
-    let text = std::fs::read_to_string(path).ok()?;
-    serde_json::from_str(&text).map_err(|e| eprintln!("slaswitch experiment: {path}: not a model ({e})")).ok()
+    let path = std::path::Path::new(slaswitch_config::model_file::DEFAULT_MODEL_PATH);
+    slaswitch_config::model_file::read_model(path).unwrap_or_else(|e| {
+        eprintln!("slaswitch experiment: {e}");
+        None
+    })
 }
 
 /// Keeps the logs of a run that failed in `out_dir/failed-logs` (each step's folder under

@@ -13,7 +13,7 @@ use crate::protocol::{Reply, Request, Response};
 pub const DEFAULT_RUN_DIR: &str = "/var/run/slaswitch";
 /// The control socket's file name.
 pub const SOCKET_NAME: &str = "slaswitchd.ctl";
-pub use slaswitch_config::allocation::DEFAULT_MODEL_PATH;
+pub use slaswitch_config::model_file::DEFAULT_MODEL_PATH;
 
 /// The control socket: `$SLASWITCH_SOCKET`, or the default.
 pub fn default_socket() -> String {

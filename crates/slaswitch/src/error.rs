@@ -93,14 +93,9 @@ pub enum DaemonError {
         /// Where its copy went, or why there is none.
         kept: String,
     },
-    /// A model file that is not a bandwidth-CPU model.
-    #[error("{} is not a bandwidth-CPU model: {cause}", .path.display())]
-    NotModel {
-        /// The file.
-        path: PathBuf,
-        /// Why it does not parse.
-        cause: serde_json::Error,
-    },
+    /// A model file that cannot be read or is not a bandwidth-CPU model.
+    #[error(transparent)]
+    Model(#[from] slaswitch_config::model_file::ModelFileError),
     /// `load-model` of a file that is not there.
     #[error("{}: no such file (run slaswitch calibrate)", .0.display())]
     NoModelFile(PathBuf),

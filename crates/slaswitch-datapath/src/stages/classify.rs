@@ -66,21 +66,15 @@ impl Stages {
     /// One decision, `rule` (or no rule: drop), for the whole batch.
     #[inline]
     fn classify_by_port(&mut self, batch: &mut MbufBatch, port_idx: usize, in_port: u16, rule: Option<u32>) -> u64 {
-        let mut bytes = 0u64;
-        let mut malformed = false;
+        // Locals, not fields: a store to `self` per frame would keep them in memory.
+        let (mut bytes, mut care, mut malformed) = (0u64, self.care, false);
         for m in batch.as_slice() {
             bytes += u64::from(m.pkt_len());
-            self.care.note(m);
-            if let Err(e) = check_head(m.data(), m.pkt_len() as usize) {
-                self.totals[port_idx].parse_errors[e as usize] += 1;
-                malformed = true;
-            }
+            care.note(m);
+            malformed |= check_head(m.data(), m.pkt_len() as usize).is_err();
         }
-        let mut kept_bytes = bytes;
-        if malformed {
-            batch.retain(|m| check_head(m.data(), m.pkt_len() as usize).is_ok());
-            kept_bytes = batch.as_slice().iter().map(|m| u64::from(m.pkt_len())).sum();
-        }
+        self.care = care;
+        let kept_bytes = if malformed { self.drop_malformed(batch, port_idx) } else { bytes };
         if let Some(r) = rule {
             self.count_rule_packets(r, batch.len() as u64, kept_bytes);
         }
@@ -106,6 +100,22 @@ impl Stages {
         }
         self.targets = targets;
         bytes
+    }
+
+    /// Counts and frees the frames of `batch` that are not well formed; returns the bytes of
+    /// the rest.
+    #[cold]
+    #[inline(never)]
+    fn drop_malformed(&mut self, batch: &mut MbufBatch, port_idx: usize) -> u64 {
+        let errors = &mut self.totals[port_idx].parse_errors;
+        batch.retain(|m| match check_head(m.data(), m.pkt_len() as usize) {
+            Ok(()) => true,
+            Err(e) => {
+                errors[e as usize] += 1;
+                false
+            }
+        });
+        batch.as_slice().iter().map(|m| u64::from(m.pkt_len())).sum()
     }
 
     /// A key, a lookup and actions for each packet. `simple`: the rules decide by the input

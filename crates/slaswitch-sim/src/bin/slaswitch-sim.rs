@@ -114,7 +114,7 @@ enum Command {
         #[arg(long, value_delimiter = ',', default_value = "64,1500")]
         frame_bytes: Vec<u32>,
         /// With --cpu: the bandwidth-CPU model that prices the frames (`slaswitch calibrate`)
-        #[arg(long, default_value = slaswitch_config::allocation::DEFAULT_MODEL_PATH)]
+        #[arg(long, default_value = slaswitch_config::model_file::DEFAULT_MODEL_PATH)]
         model: PathBuf,
         /// With --cpu: the core's cycles per second (default: the model's TSC rate); the VMs get
         /// the share a PMD gives its ports
@@ -331,10 +331,9 @@ fn cpu_hosts(
     if sharings.is_empty() {
         return Ok(vec![None]);
     }
-    let text = std::fs::read_to_string(model_path)
-        .with_context(|| format!("model: {} (run slaswitch calibrate, or give --model)", model_path.display()))?;
-    let model: slaswitch_qos::cpu::BandwidthModel = serde_json::from_str(&text)
-        .with_context(|| format!("model: {} is not a bandwidth-CPU model", model_path.display()))?;
+    let model = slaswitch_config::model_file::read_model(model_path)?.with_context(|| {
+        format!("model: {}: no such file (run slaswitch calibrate, or give --model)", model_path.display())
+    })?;
     let hz = core_hz.unwrap_or(model.tsc_hz as f64);
     let core = hz * slaswitch_qos::cpu::water_fill::DELIVERABLE_CORE_SHARE;
     sharings

@@ -16,6 +16,7 @@ mod views;
 use std::path::PathBuf;
 use std::time::Instant;
 
+use slaswitch_config::model_file::read_model;
 use slaswitch_config::{PortSpec, PortType};
 use slaswitch_datapath::Datapath;
 
@@ -42,22 +43,11 @@ pub struct Daemon {
     rebalancer: pmd_rebalance::Rebalancer,
 }
 
-/// Reads a bandwidth-CPU model file; `None` when there is none.
-pub fn load_model(path: &std::path::Path) -> Result<Option<slaswitch_qos::cpu::BandwidthModel>, DaemonError> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => serde_json::from_str(&text)
-            .map(Some)
-            .map_err(|cause| DaemonError::NotModel { path: path.to_path_buf(), cause }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(cause) => Err(DaemonError::File { action: "read", path: path.to_path_buf(), cause }),
-    }
-}
-
 impl Daemon {
     /// Starts the data plane and replays the saved configuration.
     pub fn start(mut dp: Datapath, store: ConfigStore, model_path: PathBuf) -> Result<Daemon, DaemonError> {
         let saved = store.load()?;
-        match load_model(&model_path) {
+        match read_model(&model_path) {
             Ok(Some(model)) => dp.set_model(Some(model))?,
             Ok(None) => {}
             // A broken model must not keep the switch down: ports with purchases say why.
@@ -256,7 +246,7 @@ impl Daemon {
     /// daemon's model file, so a restart keeps it.
     fn load_model(&mut self, path: Option<PathBuf>) -> Result<ModelLoaded, DaemonError> {
         let path = path.unwrap_or_else(|| self.model_path.clone());
-        let model = load_model(&path)?.ok_or_else(|| DaemonError::NoModelFile(path.clone()))?;
+        let model = read_model(&path)?.ok_or_else(|| DaemonError::NoModelFile(path.clone()))?;
         let text = serde_json::to_string_pretty(&model).expect("model serialises");
         self.dp.set_model(Some(model))?;
         if path != self.model_path {
