@@ -51,6 +51,9 @@ pub enum ClusterError {
     /// The private etcd did not start.
     #[error("etcd did not come up: {0}")]
     EtcdDown(String),
+    /// The private etcd exited while starting (its status and log).
+    #[error("etcd exited while starting: {0}")]
+    EtcdExited(String),
     /// Simulated agents that did not come up.
     #[error("only {up} of {agents} agents came up in 120 s")]
     AgentsDown {

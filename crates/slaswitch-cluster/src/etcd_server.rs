@@ -21,6 +21,9 @@ pub struct EtcdServer {
     pub tls: Option<EtcdTls>,
 }
 
+/// How many times a start is tried again on fresh ports after etcd exited at once.
+const PORT_TRIES: usize = 3;
+
 /// A loopback port nobody listens on now.
 fn free_port() -> Result<u16, ClusterError> {
     let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(ClusterError::io("no free port"))?;
@@ -39,19 +42,21 @@ impl EtcdServer {
     }
 
     fn start_with(dir: &Path, tls: bool) -> Result<EtcdServer, ClusterError> {
-        let mut s = EtcdServer {
-            child: None,
-            dir: dir.to_path_buf(),
-            client_port: free_port()?,
-            peer_port: free_port()?,
-            tls: None,
-        };
+        let mut s = EtcdServer { child: None, dir: dir.to_path_buf(), client_port: 0, peer_port: 0, tls: None };
         std::fs::create_dir_all(dir).map_err(ClusterError::io(format!("cannot create {}", dir.display())))?;
         if tls {
             s.tls = Some(make_certificates(dir)?);
         }
-        s.spawn()?;
-        Ok(s)
+        // A port found free may be taken by another process (a test beside this one) before
+        // etcd binds it; etcd then exits, and fresh ports are tried.
+        let mut tries = 0;
+        loop {
+            (s.client_port, s.peer_port) = (free_port()?, free_port()?);
+            match s.spawn() {
+                Err(ClusterError::EtcdExited(_)) if tries < PORT_TRIES => tries += 1,
+                result => return result.map(|()| s),
+            }
+        }
     }
 
     /// The client URL.
@@ -63,6 +68,7 @@ impl EtcdServer {
     fn spawn(&mut self) -> Result<(), ClusterError> {
         let client = self.url();
         let peer = format!("http://127.0.0.1:{}", self.peer_port);
+        let log_from = std::fs::metadata(self.dir.join("etcd.log")).map_or(0, |m| m.len() as usize);
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -84,13 +90,25 @@ impl EtcdServer {
             .map_err(ClusterError::io("cannot start etcd (apt-get install etcd-server)"))?;
         self.child = Some(child);
         let t = Instant::now();
-        while TcpStream::connect(("127.0.0.1", self.client_port)).is_err() {
+        // Up when this etcd says it serves on its port (a listener there may be another
+        // process's) and the port takes a connection.
+        let serving = format!("client requests on 127.0.0.1:{}", self.client_port);
+        loop {
+            if let Some(Ok(Some(status))) = self.child.as_mut().map(|c| c.try_wait()) {
+                self.child = None;
+                return Err(ClusterError::EtcdExited(format!("{status}: {}", self.log())));
+            }
+            let said = std::fs::read(self.dir.join("etcd.log")).is_ok_and(|log| {
+                log.get(log_from..).is_some_and(|new| String::from_utf8_lossy(new).contains(&serving))
+            });
+            if said && TcpStream::connect(("127.0.0.1", self.client_port)).is_ok() {
+                return Ok(());
+            }
             if t.elapsed() > Duration::from_secs(20) {
                 return Err(ClusterError::EtcdDown(self.log()));
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        Ok(())
     }
 
     fn tls_args(&self) -> Vec<String> {
@@ -175,4 +193,28 @@ fn make_certificates(dir: &Path) -> Result<EtcdTls, ClusterError> {
         ca: write(CA_CERT, ca_cert.pem())?,
         identity: Some((write(CLIENT_CERT, client_cert)?, write(CLIENT_KEY, client_key)?)),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A second etcd told to serve on a port the first one holds exits, and is not taken for
+    /// up because that port answers.
+    #[test]
+    fn an_etcd_whose_port_is_taken_is_not_mistaken_for_up() {
+        if !slaswitch_testkit::require(&[slaswitch_testkit::Component::Etcd]) {
+            return;
+        }
+        let base = std::env::temp_dir().join(format!("slaswitch-etcd-ports-{}", std::process::id()));
+        let first = EtcdServer::start(&base.join("first")).expect("etcd");
+        let dir = base.join("second");
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut second =
+            EtcdServer { child: None, dir, client_port: first.client_port, peer_port: free_port().unwrap(), tls: None };
+        let result = second.spawn();
+        assert!(matches!(result, Err(ClusterError::EtcdExited(_))), "{:?}", result.err());
+        drop(first);
+        let _ = std::fs::remove_dir_all(&base);
+    }
 }
