@@ -274,9 +274,9 @@ impl Stages {
 }
 
 /// Sends `pending` (of `bytes`) from port `source` on `tx`: one tx burst (its start in
-/// `handed_tsc` when the batch's residence is timed), or into the source's queue on a paced port's link, which times their
-/// residence from `start`. What the device did not take stays in `pending`. Returns the
-/// frames handed to a paced link.
+/// `handed_tsc` when the batch's residence is timed), or into the source's queue on a paced
+/// port's link, which times their residence from `start`. What the device did not take stays
+/// in `pending`. Returns the frames handed to a paced link.
 #[inline]
 fn send(
     cfg: &PmdConfig,
