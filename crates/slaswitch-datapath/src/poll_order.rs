@@ -76,6 +76,8 @@ pub(crate) struct C2qosOrder {
     decisions_per_pass: usize,
     /// The port continuing its turn (`PortScheduler::end_batch`).
     turn: Option<usize>,
+    /// The last scheduled pick, which a turn going on repeats without looking the port up.
+    last_pick: Pick,
     /// The ports outside HBS.
     others: Cursor,
     /// Every rx port, for a pass that bypasses the scheduler: plain round robin (the overhead
@@ -90,6 +92,9 @@ pub(crate) struct C2qosOrder {
     /// Eight times the moving average of a decision's cycles (charging the batch before and
     /// picking the next port).
     decision_cycles_x8: u64,
+    /// The same for the decisions that picked a port anew (not a turn going on): what sets
+    /// the length of a turn (`PortScheduler::set_decision_cycles`).
+    pick_cycles_x8: u64,
     /// The scheduler's wait counts already added to the PMD's totals.
     folded: WaitCounts,
 }
@@ -235,6 +240,7 @@ impl C2qosOrder {
             decisions_left: 0,
             decisions_per_pass: 0,
             turn: None,
+            last_pick: Pick::Idle,
             others: Cursor::default(),
             all: Cursor::default(),
             bypass: false,
@@ -242,6 +248,7 @@ impl C2qosOrder {
             decisions: 0,
             sample_from_tsc: 0,
             decision_cycles_x8: 0,
+            pick_cycles_x8: 0,
             folded: WaitCounts::default(),
         };
         order.reconfigure(cfg, now);
@@ -294,15 +301,21 @@ impl C2qosOrder {
         }
         if self.decisions_left > 0 {
             self.decisions_left -= 1;
-            let picked = self.turn.take().or_else(|| self.sched.next_port(now));
-            self.end_timed_decision();
+            if let Some(number) = self.turn.take() {
+                self.end_timed_decision(false);
+                self.in_service = Some(number);
+                return self.last_pick;
+            }
+            let picked = self.sched.next_port(now);
+            self.end_timed_decision(true);
             let Some(number) = picked else {
                 self.decisions_left = 0;
                 return Pick::Idle;
             };
             self.in_service = Some(number);
             let burst = (self.sched.burst_packets(number) as usize).clamp(1, MAX_BURST);
-            return Pick::Port { idx: usize::from(self.rx_index[number]), scheduled: true, burst };
+            self.last_pick = Pick::Port { idx: usize::from(self.rx_index[number]), scheduled: true, burst };
+            return self.last_pick;
         }
         self.others.next().map_or(Pick::PassEnd, unscheduled)
     }
@@ -324,14 +337,19 @@ impl C2qosOrder {
 
     /// Closes a timed decision: from the end of the batch before to the pick. Only decisions
     /// after a batch with packets are timed: they are the ones kept out of a port's charge.
+    /// `picked`: the scheduler picked a port (no turn went on); those set a turn's length.
     #[inline]
-    fn end_timed_decision(&mut self) {
+    fn end_timed_decision(&mut self, picked: bool) {
         if self.sample_from_tsc == 0 {
             return;
         }
         let cycles = rdtsc().saturating_sub(std::mem::take(&mut self.sample_from_tsc));
         if cycles < DECISION_SAMPLE_MAX_CYCLES {
             self.decision_cycles_x8 = self.decision_cycles_x8 - self.decision_cycles_x8 / 8 + cycles;
+            if picked {
+                self.pick_cycles_x8 = self.pick_cycles_x8 - self.pick_cycles_x8 / 8 + cycles;
+                self.sched.set_decision_cycles(self.pick_cycles_x8 / 8);
+            }
         }
     }
 }

@@ -30,7 +30,9 @@
 //! * [`DemotedProbe`]: a demoted port is polled at least every `demoted_probe_us` whatever is
 //!   ready above it, so its next packet is seen within that time.
 //! * [`Turns`]: a backlogged port of the top configured class may run further full batches, up
-//!   to [`HbsConfig::turn_ns`], on tokens it already holds, charged once for the turn.
+//!   to [`HbsConfig::turn_ns`] or a hundred times what a decision costs on this host (at most
+//!   [`HbsConfig::turn_max_ns`]), on tokens it already holds, charged once for the turn; a
+//!   port beyond its allocation only while no port within it can be waiting.
 //! * [`LatencyClass`]: a port of class 1 or 2 within its purchase (in bytes) is never parked
 //!   for lack of cycle tokens: its debt is forgiven instead. Nor is a port of those classes
 //!   that bought bandwidth demoted by
@@ -53,6 +55,10 @@ pub use super::ready::PRIORITY_CLASSES;
 use super::PortIndex;
 use crate::timer_wheel::{IntrusiveWheel, Link, WheelLinks};
 use crate::QosError;
+
+mod turns;
+use turns::Turns;
+pub use turns::{DEFAULT_TURN_MAX_NS, DEFAULT_TURN_NS, TURN_CYCLES_PER_DECISION_CYCLE};
 
 /// Waiting-queue wheel: 8192-tick slots, 128 of them: about 420 us at 2.5 GHz before the far
 /// list, which is re-filed once per turn. A port sharing the core with 27 others waits about
@@ -78,6 +84,9 @@ pub struct HbsConfig {
     /// until its turn has taken this long, if it holds the tokens and is in the top configured
     /// class; 0 makes every turn one batch.
     pub turn_ns: u32,
+    /// The longest a turn may grow to when decisions are dear
+    /// ([`PortScheduler::set_decision_cycles`]); at most `turn_ns` keeps turns at `turn_ns`.
+    pub turn_max_ns: u32,
     /// While a latency-class port with a purchase is on the PMD, the ports of lower classes
     /// beyond their purchase are polled for at most this many packets at a time
     /// ([`PortScheduler::burst_packets`]); 0 or `full_batch_packets` keeps full batches.
@@ -91,16 +100,11 @@ impl Default for HbsConfig {
             full_batch_packets: 32,
             demoted_probe_us: 100,
             turn_ns: DEFAULT_TURN_NS,
+            turn_max_ns: DEFAULT_TURN_MAX_NS,
             lower_class_burst: DEFAULT_LOWER_CLASS_BURST,
         }
     }
 }
-
-/// About one batch of cloud-like packets (64-byte frames through a security-group table cost
-/// 200-300 cycles each, 32 of them 2.5-3.7 us at 2.6 GHz): such batches keep one decision
-/// each, and cheap ones (one flow, 100 cycles a packet) share a decision by three
-/// (`docs/deviations.md`, turns).
-pub const DEFAULT_TURN_NS: u32 = 3_000;
 
 /// Half a full batch: a lower class's batch in service is what a latency-class frame waits
 /// for at worst (seed 000 Sec. IV-B-2), and shorter ones make every lower-class frame pay
@@ -224,20 +228,6 @@ struct DemotedProbe {
     demoted_ports: usize,
 }
 
-/// Ours, beyond seed 000's one decision per batch (`docs/deviations.md`, turns): a backlogged
-/// port of the top configured class runs further full batches of one turn on tokens it holds,
-/// and is charged once when the turn ends.
-#[derive(Clone, Debug)]
-struct Turns {
-    /// [`HbsConfig::turn_ns`] in TSC ticks.
-    ticks: u64,
-    /// The cycles of the turn under way (its batches before the last one).
-    cycles: u64,
-    /// The highest configured class of the scheduled ports (smallest number): only its ports
-    /// take turns.
-    top_class: u8,
-}
-
 /// Ours, beyond seed 000's ready queues (`docs/deviations.md`, resting): a port whose poll was
 /// empty waits for another port's batch with packets before it is ready again.
 #[derive(Clone, Debug, Default)]
@@ -250,43 +240,48 @@ struct Resting {
 /// Ours, instead of seed 000's parking at once (`docs/deviations.md`, deferred parking): a port
 /// that owes tokens goes to the back of its ready queue with the TSC it is due at, and is
 /// parked only if it reaches the head before then.
+///
+/// The due time lives only in the port's ready-queue entry: a decision reads and writes that
+/// line and no other, and the rare lookups by port (views, the probe's scan, a change of
+/// C2TB's settings) walk the rings.
 #[derive(Clone, Debug, Default)]
 struct DeferredParking {
-    /// Per port: 0, or the TSC at which a port that sits in a ready queue owing tokens has paid
-    /// its debt. The decision reads the copy in the port's ready-queue entry and only stores
-    /// here; this copy serves lookups by port.
-    due_tsc: Vec<u64>,
     /// Ports in a ready queue with a due time (counted as waiting).
     count: usize,
 }
 
 /// C2TB + HBS for the ports of one PMD thread. Not shared between threads: each PMD owns one.
+///
+/// Laid out by hand, what every decision reads first: each batch evicts the scheduler from the
+/// core's caches (module notes), so the fields a decision touches share as few lines as they
+/// can; those only configuration, views and the latency classes use come last.
 #[derive(Clone, Debug)]
+#[repr(C, align(64))]
 pub struct PortScheduler {
-    pool: CyclePool,
-    config: HbsConfig,
-    slots: Slots,
     ready: ReadyQueues,
-    waiting: IntrusiveWheel,
-    /// Ours: a demoted port is still probed ([`DemotedProbe`]).
-    demoted_probe: DemotedProbe,
+    slots: Slots,
     /// Ours: a backlogged top-class port runs several batches on one decision ([`Turns`]).
     turns: Turns,
-    /// Ours: a port whose poll was empty rests ([`Resting`]).
-    resting: Resting,
-    /// Scratch for ports the wheel hands back.
-    expired: Vec<PortIndex>,
     /// Ours: a port that owes tokens goes round its ready queue once more ([`DeferredParking`]).
     deferred_parking: DeferredParking,
-    /// Ours: a latency-class port within its purchase is never parked ([`LatencyClass`]).
-    latency: LatencyClass,
+    /// Ours: a demoted port is still probed ([`DemotedProbe`]).
+    demoted_probe: DemotedProbe,
+    /// Ours: a port whose poll was empty rests ([`Resting`]).
+    resting: Resting,
+    config: HbsConfig,
     /// A port of a latency class with a purchase is scheduled here: its batches' bytes are
     /// counted, and lower classes are polled with [`HbsConfig::lower_class_burst`].
     latency_ports_present: bool,
+    counts: WaitCounts,
+    pool: CyclePool,
+    waiting: IntrusiveWheel,
+    /// Scratch for ports the wheel hands back.
+    expired: Vec<PortIndex>,
+    /// Ours: a latency-class port within its purchase is never parked ([`LatencyClass`]).
+    latency: LatencyClass,
     /// Per port: it forwards more than its purchase, or bought none, so its batches may be
     /// short ([`PortScheduler::set_beyond_purchase`]).
     beyond_purchase: Vec<bool>,
-    counts: WaitCounts,
 }
 
 fn check_priority(priority: u8) -> Result<(), QosError> {
@@ -318,11 +313,7 @@ impl PortScheduler {
                 due_tsc: now_tsc,
                 demoted_ports: 0,
             },
-            turns: Turns {
-                ticks: u64::from(hbs.turn_ns) * c2tb.tsc_hz / 1_000_000_000,
-                cycles: 0,
-                top_class: DEFAULT_PRIORITY,
-            },
+            turns: Turns::new(hbs.turn_ns, hbs.turn_max_ns, c2tb.tsc_hz, DEFAULT_PRIORITY),
         }
     }
 
@@ -345,19 +336,24 @@ impl PortScheduler {
     pub fn set_hbs_config(&mut self, config: HbsConfig) {
         self.config = config;
         self.demoted_probe.ticks = u64::from(config.demoted_probe_us) * self.pool.config().tsc_hz / 1_000_000;
-        self.turns.ticks = u64::from(config.turn_ns) * self.pool.config().tsc_hz / 1_000_000_000;
+        let tsc_hz = self.pool.config().tsc_hz;
+        self.turns.set_bounds(config.turn_ns, config.turn_max_ns, tsc_hz);
     }
 
     /// Changes C2TB's settings; due times are worked out again.
     pub fn set_c2tb_config(&mut self, config: C2tbConfig, now_tsc: u64) {
         self.pool.set_config(&mut self.slots, config, now_tsc);
+        self.turns.budget_cycles = 0;
         // Due times were worked out at the old rates (and periodic refill has none): every
         // queued port that owes tokens is placed again.
-        for port in 0..self.deferred_parking.due_tsc.len() {
-            if self.deferred_parking.due_tsc[port] != 0 {
-                self.take_out_of_queues(port);
-                self.requeue(port, now_tsc);
-            }
+        let owing: Vec<PortIndex> = (0..PRIORITY_CLASSES)
+            .flat_map(|class| self.ready.entries(class))
+            .filter(|e| e.due_tsc != 0)
+            .map(|e| PortIndex::from(e.port))
+            .collect();
+        for port in owing {
+            self.take_out_of_queues(port);
+            self.requeue(port, now_tsc);
         }
     }
 
@@ -381,9 +377,6 @@ impl PortScheduler {
             return Err(QosError::PortIndex { port, max: ReadyQueues::MAX_PORT });
         }
         self.ready.reserve(port + 1);
-        if self.deferred_parking.due_tsc.len() <= port {
-            self.deferred_parking.due_tsc.resize(port + 1, 0);
-        }
         self.pool.set_limit(&mut self.slots, port, limit, now_tsc);
         let slot = &mut self.slots.0[port];
         slot.state = Some(PortState {
@@ -416,6 +409,8 @@ impl PortScheduler {
     /// or its class set (report_batch keeps the count between those); and the highest
     /// configured class.
     fn recount_demoted(&mut self) {
+        // The classes may have changed: a turn under way ends at its next batch.
+        self.turns.budget_cycles = 0;
         self.demoted_probe.demoted_ports =
             self.states().filter(|s| s.current_priority > s.configured_priority.get()).count();
         self.turns.top_class = self.states().map(|s| s.configured_priority.get()).min().unwrap_or(DEFAULT_PRIORITY);
@@ -484,6 +479,7 @@ impl PortScheduler {
     /// or positive becomes ready).
     pub fn set_limit(&mut self, port: PortIndex, limit: CycleLimit, now_tsc: u64) -> Result<(), QosError> {
         self.state_mut(port)?;
+        self.turns.budget_cycles = 0;
         let place = self.slots.0[port].place;
         self.pool.set_limit(&mut self.slots, port, limit, now_tsc);
         if place != PortPlace::InService {
@@ -500,6 +496,7 @@ impl PortScheduler {
         let known: Vec<(PortIndex, CycleLimit, Option<u64>)> =
             changes.iter().copied().filter(|&(port, _, _)| self.contains(port)).collect();
         self.pool.set_limits(&mut self.slots, &known, now_tsc);
+        self.turns.budget_cycles = 0;
         for &(port, _, _) in &known {
             if self.slots.0[port].place != PortPlace::InService {
                 self.take_out_of_queues(port);
@@ -512,6 +509,7 @@ impl PortScheduler {
     /// [`CyclePool::set_depth`]. Set it after the port's limit.
     pub fn set_bucket_depth(&mut self, port: PortIndex, depth_cycles: Option<u64>, now_tsc: u64) {
         if self.contains(port) {
+            self.turns.budget_cycles = 0;
             self.pool.set_depth(&mut self.slots, port, depth_cycles, now_tsc);
         }
     }
@@ -553,7 +551,10 @@ impl PortScheduler {
     pub fn view(&self, port: PortIndex) -> Option<PortView> {
         let slot = self.slots.0.get(port)?;
         let s = slot.state.as_ref()?;
-        let deferred = self.deferred_parking.due_tsc.get(port).is_some_and(|&due| due != 0);
+        let deferred = match slot.place {
+            PortPlace::Ready { class } => self.ready.find(usize::from(class - 1), port).is_some_and(|e| e.due_tsc != 0),
+            _ => false,
+        };
         Some(PortView {
             configured_priority: s.configured_priority.get(),
             current_priority: s.current_priority,
@@ -609,6 +610,8 @@ impl PortScheduler {
                 break port;
             }
         };
+        // A new pick starts a turn of its own (one left open by a reconfiguration is dropped).
+        self.turns.cycles = 0;
         let slot = &mut self.slots.0[port];
         slot.place = PortPlace::InService;
         slot.last_served_tsc = now_tsc;
@@ -622,7 +625,6 @@ impl PortScheduler {
         if due == 0 {
             return true;
         }
-        self.deferred_parking.due_tsc[port] = 0;
         self.deferred_parking.count -= 1;
         if due <= now_tsc {
             return true;
@@ -638,13 +640,16 @@ impl PortScheduler {
     /// the ports at most every quarter probe interval while none is due.
     #[inline]
     fn stale_demoted_port(&mut self, now_tsc: u64) -> Option<PortIndex> {
-        if self.demoted_probe.demoted_ports == 0
-            || self.demoted_probe.ticks == 0
-            || now_tsc < self.demoted_probe.due_tsc
-        {
+        if !self.demoted_probe_due(now_tsc) {
             return None;
         }
         self.find_stale_demoted_port(now_tsc)
+    }
+
+    /// Some demoted port may be due for its probe: a look is due.
+    #[inline]
+    fn demoted_probe_due(&self, now_tsc: u64) -> bool {
+        self.demoted_probe.demoted_ports > 0 && self.demoted_probe.ticks > 0 && now_tsc >= self.demoted_probe.due_tsc
     }
 
     /// The scan behind [`Self::stale_demoted_port`], out of the decision's line.
@@ -652,12 +657,12 @@ impl PortScheduler {
     #[inline(never)]
     fn find_stale_demoted_port(&mut self, now_tsc: u64) -> Option<PortIndex> {
         let mut stalest: Option<(u64, PortIndex)> = None;
-        for (port, slot) in self.slots.0.iter().enumerate() {
+        let ready_now =
+            (0..PRIORITY_CLASSES).flat_map(|class| self.ready.entries(class)).filter(|e| e.due_tsc <= now_tsc);
+        for port in ready_now.map(|e| PortIndex::from(e.port)) {
+            let slot = &self.slots.0[port];
             let Some(s) = &slot.state else { continue };
             let PortPlace::Ready { class } = slot.place else { continue };
-            if self.deferred_parking.due_tsc[port] > now_tsc {
-                continue;
-            }
             let due = class > s.configured_priority.get()
                 && now_tsc.saturating_sub(slot.last_served_tsc) >= self.demoted_probe.ticks;
             if due && stalest.is_none_or(|(t, _)| slot.last_served_tsc < t) {
@@ -684,54 +689,10 @@ impl PortScheduler {
         let Some(slot) = self.slots.0.get_mut(port) else { return };
         if slot.state.is_some() {
             self.pool.charge_outside_batch(&mut slot.bucket, cycles);
+            if slot.place == PortPlace::InService {
+                self.turns.budget_cycles = self.turns.budget_cycles.saturating_sub(cycles);
+            }
         }
-    }
-
-    /// Ends a batch of the port in service: either the port keeps the core for another batch
-    /// of the same turn (true: serve it again without [`PortScheduler::next_port`]), or its
-    /// turn ends and the whole turn is reported ([`PortScheduler::report_batch`]). A turn goes
-    /// on while the batches are full (the port is backlogged), the turn so far is shorter than
-    /// [`HbsConfig::turn_ns`], the port's tokens (as of its last refill) cover it, no
-    /// demoted port is due for its probe, and the port is in the top configured class and
-    /// not demoted, so no port can be ready or resting above it: the ports of the top class
-    /// share the core in turns, the classes below keep a decision per batch, so a latency-sensitive class above them finds the core exactly
-    /// as before (Fig. 11c and 12: its ports rest or sink through the classes between
-    /// packets). `may_continue` false ends a turn regardless (the PMD ends every turn with
-    /// its pass). A higher class waits at most one batch, as with a decision per batch, and
-    /// C2TB's bound holds (a turn runs only on tokens the port has, and
-    /// may leave it owing one batch, as one batch may). Seed 000 Sec. IV-B decides once per
-    /// batch; sharing the decision among the few cheap batches of one turn takes its cost
-    /// off the cheapest packets, where it weighs most (the overhead benchmark, docs/results/c2qos-overhead.md).
-    #[inline]
-    pub fn end_batch(&mut self, port: PortIndex, cycles: u64, packets: u32, now_tsc: u64, may_continue: bool) -> bool {
-        let turn_cycles = self.turns.cycles + cycles;
-        if may_continue
-            && packets >= self.burst_packets(port)
-            && turn_cycles < self.turns.ticks
-            && self.turn_may_go_on(port, turn_cycles, now_tsc)
-        {
-            self.turns.cycles = turn_cycles;
-            return true;
-        }
-        self.turns.cycles = 0;
-        self.report_batch(port, turn_cycles, packets, now_tsc);
-        false
-    }
-
-    /// A port in the top configured class, not demoted, is in the highest class any port can
-    /// be in: no port ready or resting can be above it.
-    #[inline]
-    fn turn_may_go_on(&self, port: PortIndex, turn_cycles: u64, now_tsc: u64) -> bool {
-        let Some(slot) = self.slots.0.get(port) else { return false };
-        let Some(s) = slot.state.as_ref() else { return false };
-        let probe_due = self.demoted_probe.demoted_ports > 0
-            && self.demoted_probe.ticks > 0
-            && now_tsc >= self.demoted_probe.due_tsc;
-        s.current_priority == self.turns.top_class
-            && slot.place == PortPlace::InService
-            && !probe_due
-            && slot.bucket.covers(turn_cycles)
-            && !slot.bucket.beyond_allocation()
     }
 
     /// Reports the batch just run for `port`: charges its cycles to the bucket, updates the
@@ -850,8 +811,6 @@ impl PortScheduler {
             let due = if defer { now_tsc.saturating_add(wait_ticks) } else { 0 };
             self.ready.push_back(usize::from(class - 1), port, due);
             if defer {
-                // Also kept by port, for the paths that look a port up (views, the probe).
-                self.deferred_parking.due_tsc[port] = due;
                 self.deferred_parking.count += 1;
             }
         } else {
@@ -889,8 +848,7 @@ impl PortScheduler {
         let place = self.slots.0[port].place;
         match place {
             PortPlace::Ready { class } => {
-                self.ready.remove(usize::from(class - 1), port);
-                if std::mem::take(&mut self.deferred_parking.due_tsc[port]) != 0 {
+                if self.ready.remove(usize::from(class - 1), port).is_some_and(|e| e.due_tsc != 0) {
                     self.deferred_parking.count -= 1;
                 }
             }

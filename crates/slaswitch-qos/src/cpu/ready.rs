@@ -114,10 +114,11 @@ impl ReadyQueues {
     }
 
     /// Takes a port out of the middle of its queue, keeping the others' order (configuration
-    /// changes and the demoted-port probe only).
-    pub(crate) fn remove(&mut self, class: usize, port: PortIndex) {
+    /// changes and the demoted-port probe only); returns its entry.
+    pub(crate) fn remove(&mut self, class: usize, port: PortIndex) -> Option<Entry> {
         let len = usize::from(self.len[class]);
-        let Some(pos) = (0..len).find(|&i| PortIndex::from(self.ring[self.at(class, i)].port) == port) else { return };
+        let pos = (0..len).find(|&i| PortIndex::from(self.ring[self.at(class, i)].port) == port)?;
+        let entry = self.ring[self.at(class, pos)];
         for i in pos..len - 1 {
             let (to, from) = (self.at(class, i), self.at(class, i + 1));
             self.ring[to] = self.ring[from];
@@ -126,6 +127,17 @@ impl ReadyQueues {
         if self.len[class] == 0 {
             self.mask &= !(1 << class);
         }
+        Some(entry)
+    }
+
+    /// The entry of a port in a class's queue (views and the probe's scan: a walk of the ring).
+    pub(crate) fn find(&self, class: usize, port: PortIndex) -> Option<Entry> {
+        self.entries(class).find(|e| PortIndex::from(e.port) == port)
+    }
+
+    /// A class's queue, head first.
+    pub(crate) fn entries(&self, class: usize) -> impl Iterator<Item = Entry> + '_ {
+        (0..usize::from(self.len[class])).map(move |i| self.ring[self.at(class, i)])
     }
 }
 
@@ -155,8 +167,10 @@ mod tests {
                     free.push(PortIndex::from(head.port));
                 }
                 4 if !model[class].is_empty() => {
-                    let (port, _) = model[class][step % model[class].len()];
-                    q.remove(class, port);
+                    let (port, due) = model[class][step % model[class].len()];
+                    assert_eq!(q.find(class, port).map(|e| e.due_tsc), Some(due));
+                    assert_eq!(q.remove(class, port).map(|e| e.due_tsc), Some(due));
+                    assert_eq!(q.find(class, port), None);
                     model[class].retain(|&(p, _)| p != port);
                     free.push(port);
                 }
