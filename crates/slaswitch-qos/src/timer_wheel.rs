@@ -50,10 +50,7 @@ impl WheelLinks for Vec<Link> {
 
 /// The wheel without its links: every call is handed the links' owner.
 #[derive(Clone, Debug)]
-#[repr(C)]
 pub struct IntrusiveWheel {
-    /// First: a decision reads it to learn whether anything waits at all.
-    len: usize,
     slot_shift: u32,
     /// log2 of the slot count (a power of two, so turns are shifts, not divisions).
     turn_shift: u32,
@@ -63,6 +60,7 @@ pub struct IntrusiveWheel {
     far_head: u32,
     /// Absolute index of the next slot to expire.
     cursor: u64,
+    len: usize,
 }
 
 impl IntrusiveWheel {

@@ -362,12 +362,10 @@ impl BucketSet for Vec<Bucket> {
 
 /// What the buckets of one PMD share: its cycles (capacity, the idle part `C_idle`) and the
 /// overflow being redistributed (Algorithm 1).
-///
-/// The fields a refill and a charge read come first, in one line (see `PortScheduler`'s
-/// layout).
 #[derive(Clone, Debug)]
-#[repr(C)]
 pub struct CyclePool {
+    /// Refill is lazy (copied from `config` so the hot path tests a flag, not an enum).
+    lazy: bool,
     /// `config.bucket_depth_cycles` in tokens.
     depth_tokens: i64,
     /// Sum of the MIN-MAX weights.
@@ -375,17 +373,15 @@ pub struct CyclePool {
     /// Lazy mode: overflowed tokens handed out so far, per unit of MIN-MAX weight (wrapping:
     /// only differences are used).
     overflow_per_weight: u64,
-    /// Tokens per tick (`RATE_FRACTION_BITS` fraction bits) that one cycle per second earns: a
-    /// bucket's committed balance fills at `C_alloc` times this.
-    tokens_per_tick_per_cycle_per_sec: u64,
-    /// Refill is lazy (copied from `config` so the hot path tests a flag, not an enum).
-    lazy: bool,
     config: C2tbConfig,
     allocated_cycles_per_sec: u64,
     idle_cycles_per_sec: f64,
     /// Periodic mode: tokens that overflowed in the last update (Algorithm 1 `sum_unused_cc`).
     pending_overflow: i64,
     last_update_tsc: u64,
+    /// Tokens per tick (`RATE_FRACTION_BITS` fraction bits) that one cycle per second earns: a
+    /// bucket's committed balance fills at `C_alloc` times this.
+    tokens_per_tick_per_cycle_per_sec: u64,
 }
 
 impl CyclePool {

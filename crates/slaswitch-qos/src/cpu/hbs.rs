@@ -251,37 +251,32 @@ struct DeferredParking {
 }
 
 /// C2TB + HBS for the ports of one PMD thread. Not shared between threads: each PMD owns one.
-///
-/// Laid out by hand, what every decision reads first: each batch evicts the scheduler from the
-/// core's caches (module notes), so the fields a decision touches share as few lines as they
-/// can; those only configuration, views and the latency classes use come last.
 #[derive(Clone, Debug)]
-#[repr(C, align(64))]
 pub struct PortScheduler {
-    ready: ReadyQueues,
+    pool: CyclePool,
+    config: HbsConfig,
     slots: Slots,
-    /// Ours: a backlogged top-class port runs several batches on one decision ([`Turns`]).
-    turns: Turns,
-    /// Ours: a port that owes tokens goes round its ready queue once more ([`DeferredParking`]).
-    deferred_parking: DeferredParking,
+    ready: ReadyQueues,
+    waiting: IntrusiveWheel,
     /// Ours: a demoted port is still probed ([`DemotedProbe`]).
     demoted_probe: DemotedProbe,
+    /// Ours: a backlogged top-class port runs several batches on one decision ([`Turns`]).
+    turns: Turns,
     /// Ours: a port whose poll was empty rests ([`Resting`]).
     resting: Resting,
-    config: HbsConfig,
+    /// Scratch for ports the wheel hands back.
+    expired: Vec<PortIndex>,
+    /// Ours: a port that owes tokens goes round its ready queue once more ([`DeferredParking`]).
+    deferred_parking: DeferredParking,
+    /// Ours: a latency-class port within its purchase is never parked ([`LatencyClass`]).
+    latency: LatencyClass,
     /// A port of a latency class with a purchase is scheduled here: its batches' bytes are
     /// counted, and lower classes are polled with [`HbsConfig::lower_class_burst`].
     latency_ports_present: bool,
-    counts: WaitCounts,
-    pool: CyclePool,
-    waiting: IntrusiveWheel,
-    /// Scratch for ports the wheel hands back.
-    expired: Vec<PortIndex>,
-    /// Ours: a latency-class port within its purchase is never parked ([`LatencyClass`]).
-    latency: LatencyClass,
     /// Per port: it forwards more than its purchase, or bought none, so its batches may be
     /// short ([`PortScheduler::set_beyond_purchase`]).
     beyond_purchase: Vec<bool>,
+    counts: WaitCounts,
 }
 
 fn check_priority(priority: u8) -> Result<(), QosError> {
