@@ -278,14 +278,8 @@ impl Bucket {
         }
     }
 
-    /// The bucket holds more than `cycles` (as of its last refill); always for an unlimited one.
-    #[inline]
-    pub fn covers(&self, cycles: u64) -> bool {
-        !self.is_limited() || self.tokens > to_tokens(cycles)
-    }
-
-    /// The bound below which [`Bucket::covers`] holds: `covers(c)` for every `c` under it
-    /// (`u64::MAX` for an unlimited bucket, 0 for one that holds nothing).
+    /// The cycles the bucket covers (as of its last refill): it holds more than any `c` below
+    /// this (`u64::MAX` for an unlimited bucket, 0 for one that holds nothing).
     #[inline]
     pub fn covered_cycles(&self) -> u64 {
         if !self.is_limited() {

@@ -338,7 +338,7 @@ impl PortScheduler {
     /// Changes C2TB's settings; due times are worked out again.
     pub fn set_c2tb_config(&mut self, config: C2tbConfig, now_tsc: u64) {
         self.pool.set_config(&mut self.slots, config, now_tsc);
-        self.turns.budget_cycles = 0;
+        self.turns.settings_changed();
         // Due times were worked out at the old rates (and periodic refill has none): every
         // queued port that owes tokens is placed again.
         let owing: Vec<PortIndex> = (0..PRIORITY_CLASSES)
@@ -404,8 +404,7 @@ impl PortScheduler {
     /// or its class set (report_batch keeps the count between those); and the highest
     /// configured class.
     fn recount_demoted(&mut self) {
-        // The classes may have changed: a turn under way ends at its next batch.
-        self.turns.budget_cycles = 0;
+        self.turns.settings_changed();
         self.demoted_probe.demoted_ports =
             self.states().filter(|s| s.current_priority > s.configured_priority.get()).count();
         self.turns.top_class = self.states().map(|s| s.configured_priority.get()).min().unwrap_or(DEFAULT_PRIORITY);
@@ -474,7 +473,7 @@ impl PortScheduler {
     /// or positive becomes ready).
     pub fn set_limit(&mut self, port: PortIndex, limit: CycleLimit, now_tsc: u64) -> Result<(), QosError> {
         self.state_mut(port)?;
-        self.turns.budget_cycles = 0;
+        self.turns.settings_changed();
         let place = self.slots.0[port].place;
         self.pool.set_limit(&mut self.slots, port, limit, now_tsc);
         if place != PortPlace::InService {
@@ -491,7 +490,7 @@ impl PortScheduler {
         let known: Vec<(PortIndex, CycleLimit, Option<u64>)> =
             changes.iter().copied().filter(|&(port, _, _)| self.contains(port)).collect();
         self.pool.set_limits(&mut self.slots, &known, now_tsc);
-        self.turns.budget_cycles = 0;
+        self.turns.settings_changed();
         for &(port, _, _) in &known {
             if self.slots.0[port].place != PortPlace::InService {
                 self.take_out_of_queues(port);
@@ -504,7 +503,7 @@ impl PortScheduler {
     /// [`CyclePool::set_depth`]. Set it after the port's limit.
     pub fn set_bucket_depth(&mut self, port: PortIndex, depth_cycles: Option<u64>, now_tsc: u64) {
         if self.contains(port) {
-            self.turns.budget_cycles = 0;
+            self.turns.settings_changed();
             self.pool.set_depth(&mut self.slots, port, depth_cycles, now_tsc);
         }
     }

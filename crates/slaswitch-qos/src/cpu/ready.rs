@@ -117,7 +117,7 @@ impl ReadyQueues {
     /// changes and the demoted-port probe only); returns its entry.
     pub(crate) fn remove(&mut self, class: usize, port: PortIndex) -> Option<Entry> {
         let len = usize::from(self.len[class]);
-        let pos = (0..len).find(|&i| PortIndex::from(self.ring[self.at(class, i)].port) == port)?;
+        let pos = self.entries(class).position(|e| PortIndex::from(e.port) == port)?;
         let entry = self.ring[self.at(class, pos)];
         for i in pos..len - 1 {
             let (to, from) = (self.at(class, i), self.at(class, i + 1));

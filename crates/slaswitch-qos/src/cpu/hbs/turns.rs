@@ -49,6 +49,12 @@ impl Turns {
         turns
     }
 
+    /// Classes, limits, depths or C2TB's settings changed: the budget of a turn under way was
+    /// worked out from the old ones, so the turn ends at its next batch.
+    pub(super) fn settings_changed(&mut self) {
+        self.budget_cycles = 0;
+    }
+
     /// New floor and ceiling; the length goes back to the floor until the next measurement.
     pub(super) fn set_bounds(&mut self, turn_ns: u32, turn_max_ns: u32, tsc_hz: u64) {
         self.min_ticks = ns_to_ticks(turn_ns, tsc_hz);
