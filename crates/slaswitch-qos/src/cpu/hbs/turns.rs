@@ -3,10 +3,9 @@
 
 use super::{PortIndex, PortPlace, PortScheduler, PRIORITY_CLASSES};
 
-/// About one batch of cloud-like packets (64-byte frames through a security-group table cost
-/// 200-300 cycles each, 32 of them 2.5-3.7 us at 2.6 GHz): such batches keep one decision
-/// each, and cheap ones (one flow, 100 cycles a packet) share a decision by three
-/// (`docs/deviations.md`, turns).
+/// About one full batch of cloud-like packets (small frames through a security-group table):
+/// such batches keep one decision each, and cheap ones share a decision among a few
+/// (`docs/deviations.md` row 5; the figures in `docs/results/c2qos-overhead.md`).
 pub const DEFAULT_TURN_NS: u32 = 3_000;
 
 /// A turn's ceiling however dear a decision is: with 28 ports of the top class, a port's turn
@@ -15,7 +14,7 @@ pub const DEFAULT_TURN_MAX_NS: u32 = 20_000;
 
 /// A turn takes at least this many times the measured cost of the decision that starts it, so
 /// that decisions take at most 1% of a backlogged PMD's cycles (the overhead goal) on a host
-/// where a batch evicts the scheduler's lines and a decision costs hundreds of cycles.
+/// where a batch evicts the scheduler's lines and a decision is dear.
 pub const TURN_CYCLES_PER_DECISION_CYCLE: u64 = 100;
 
 /// Ours, beyond seed 000's one decision per batch (`docs/deviations.md`, turns): a backlogged
