@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 use serde::{Deserialize, Serialize};
 use slaswitch_classifier::parse::PARSE_ERROR_KINDS;
 
-use crate::histogram::Histogram;
+use crate::histogram::{Histogram, SharedHistogram};
 
 /// Rx-side figures of one port, as the owning PMD accumulates them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -113,42 +113,9 @@ pub struct PortCounters {
     owed_bytes_bits: AtomicU64,
     owed_raise_bits: AtomicU64,
     /// Its frames' residence times, a histogram's bucket counts (`crate::residence`).
-    residence: ResidenceCounts,
+    residence: SharedHistogram,
     /// The same for its frames no measured stall touched.
-    residence_unstalled: ResidenceCounts,
-}
-
-/// The bucket counts of a residence histogram and its sum, one writer (the port's PMD).
-#[derive(Debug)]
-struct ResidenceCounts {
-    buckets: Box<[AtomicU64]>,
-    sum_ns: AtomicU64,
-}
-
-impl Default for ResidenceCounts {
-    fn default() -> Self {
-        ResidenceCounts {
-            buckets: (0..crate::histogram::BUCKETS).map(|_| AtomicU64::new(0)).collect(),
-            sum_ns: AtomicU64::new(0),
-        }
-    }
-}
-
-impl ResidenceCounts {
-    /// Stores `h`'s buckets up to the highest one counted.
-    fn publish(&self, h: &Histogram) {
-        let counts = h.counts();
-        let top = counts.iter().rposition(|&c| c > 0).map_or(0, |b| b + 1);
-        for (slot, &c) in self.buckets.iter().zip(&counts[..top]) {
-            slot.store(c, Relaxed);
-        }
-        self.sum_ns.store(h.sum_ns(), Relaxed);
-    }
-
-    fn read(&self) -> Histogram {
-        let counts: Vec<u64> = self.buckets.iter().map(|a| a.load(Relaxed)).collect();
-        Histogram::from_counts(&counts, self.sum_ns.load(Relaxed))
-    }
+    residence_unstalled: SharedHistogram,
 }
 
 /// Where a port stands in its PMD's C2QoS scheduler, as last published.

@@ -3,6 +3,8 @@
 //! The emulated sink VM measures one-way latency with it, the PMD its ports' residence time
 //! (`crate::residence`).
 
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
 /// A log-linear latency histogram in nanoseconds.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Histogram {
@@ -146,6 +148,57 @@ impl Histogram {
     }
 }
 
+/// A [`Histogram`]'s bucket counts and sum in atomics, so that the control plane reads them
+/// without a lock a PMD needs: a reader holding the PMD's lock on a core shared with VMs can
+/// lose that core mid-read and hold the PMD up for a scheduler slice. One writer at a time
+/// (the port's PMD, or whichever PMD holds a paced link's lock); readers may see a sample's
+/// bucket before its sum.
+#[derive(Debug)]
+pub struct SharedHistogram {
+    buckets: Box<[AtomicU64]>,
+    sum_ns: AtomicU64,
+}
+
+impl Default for SharedHistogram {
+    fn default() -> Self {
+        SharedHistogram { buckets: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(), sum_ns: AtomicU64::new(0) }
+    }
+}
+
+impl SharedHistogram {
+    /// Counts one latency. The caller is the only writer for the call's length.
+    #[inline]
+    pub fn record(&self, ns: u64) {
+        let slot = &self.buckets[bucket(ns).min(BUCKETS - 1)];
+        slot.store(slot.load(Relaxed) + 1, Relaxed);
+        self.sum_ns.store(self.sum_ns.load(Relaxed).wrapping_add(ns), Relaxed);
+    }
+
+    /// Stores `h`'s buckets up to the highest one counted (`h` holds everything counted so
+    /// far: counts only grow).
+    pub fn publish(&self, h: &Histogram) {
+        let top = h.counts.iter().rposition(|&c| c > 0).map_or(0, |b| b + 1);
+        for (slot, &c) in self.buckets.iter().zip(&h.counts[..top]) {
+            slot.store(c, Relaxed);
+        }
+        self.sum_ns.store(h.sum_ns, Relaxed);
+    }
+
+    /// Forgets every sample.
+    pub fn clear(&self) {
+        for slot in self.buckets.iter() {
+            slot.store(0, Relaxed);
+        }
+        self.sum_ns.store(0, Relaxed);
+    }
+
+    /// A copy of what has been counted.
+    pub fn read(&self) -> Histogram {
+        let counts: Vec<u64> = self.buckets.iter().map(|a| a.load(Relaxed)).collect();
+        Histogram::from_counts(&counts, self.sum_ns.load(Relaxed))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -181,5 +234,21 @@ mod tests {
         let cum = h.cumulative_by_power_of_two();
         assert_eq!(cum.iter().find(|(le, _)| *le == 1024).map(|c| c.1), Some(10));
         assert_eq!(cum.last().map(|c| c.1), Some(13));
+    }
+
+    #[test]
+    fn a_shared_histogram_reads_what_was_recorded_and_published() {
+        let shared = SharedHistogram::default();
+        shared.record(1_000);
+        shared.record(50_000);
+        let h = shared.read();
+        assert_eq!((h.count(), h.sum_ns()), (2, 51_000));
+        let mut more = h.clone();
+        more.record_n(7_000, 5);
+        shared.publish(&more);
+        let read = shared.read();
+        assert_eq!((read.counts(), read.sum_ns()), (more.counts(), more.sum_ns()));
+        shared.clear();
+        assert_eq!(shared.read().count(), 0);
     }
 }

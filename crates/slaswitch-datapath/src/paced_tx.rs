@@ -15,6 +15,7 @@
 //! or starts being paced is never transmitted on by two PMDs at once.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::OnceLock;
 
 use slaswitch_dpdk::{rdtsc, EthPort, Mbuf, MbufBatch, MAX_BURST};
 use slaswitch_qos::cpu::{FallbackConfig, FallbackDetector};
@@ -22,7 +23,7 @@ use slaswitch_qos::egress::link_scheduler::{LinkPlan, LinkScheduler, QueueView, 
 use slaswitch_qos::link::{LinkPacer, WIRE_OVERHEAD_BYTES};
 
 use crate::counters::PortCounters;
-use crate::histogram::Histogram;
+use crate::histogram::{Histogram, SharedHistogram};
 use crate::residence::{stall_touched, ResidenceStart, TicksToNs};
 use crate::spin::{SpinGuard, SpinLock};
 use slaswitch_config::ranges::MAX_PORTS;
@@ -123,14 +124,32 @@ pub struct LinkResidence {
     pub unstalled: Histogram,
 }
 
+/// [`LinkResidence`] as the link counts it, read without the link's lock.
+#[derive(Debug, Default)]
+struct LinkResidenceCounts {
+    total: SharedHistogram,
+    queue_wait: SharedHistogram,
+    unstalled: SharedHistogram,
+}
+
+impl LinkResidenceCounts {
+    fn read(&self) -> LinkResidence {
+        LinkResidence { total: self.total.read(), queue_wait: self.queue_wait.read(), unstalled: self.unstalled.read() }
+    }
+
+    fn clear(&self) {
+        self.total.clear();
+        self.queue_wait.clear();
+        self.unstalled.clear();
+    }
+}
+
 struct LinkState {
     pacer: LinkPacer,
     sched: LinkScheduler<Waiting>,
     detector: Option<FallbackDetector>,
     /// The last drain ended with the wire free and frames waiting that the scheduler held.
     held: bool,
-    /// By source port number, made on its first frame.
-    residence: Vec<Option<Box<LinkResidence>>>,
 }
 
 /// One paced port's link, scheduler and queues.
@@ -141,6 +160,9 @@ pub struct PacedLink {
     rate_bps: AtomicU64,
     /// By source port number.
     per_vm: Box<[VmLinkCounters]>,
+    /// By source port number, made on its first frame; written under the lock by the PMD
+    /// sending, read without it (`SharedHistogram` says why).
+    residence: Box<[OnceLock<Box<LinkResidenceCounts>>]>,
     /// Times its frames' residence.
     clock: TicksToNs,
 }
@@ -161,11 +183,11 @@ impl PacedLink {
                 sched: LinkScheduler::new(plan, now_ns)?,
                 detector: watch_for_fallback.then(|| FallbackDetector::new(FallbackConfig::default(), now_ns)),
                 held: false,
-                residence: Vec::new(),
             }),
             queued: AtomicUsize::new(0),
             rate_bps: AtomicU64::new(rate_bps),
             per_vm: (0..MAX_PORTS).map(|_| VmLinkCounters::default()).collect(),
+            residence: (0..MAX_PORTS).map(|_| OnceLock::new()).collect(),
             clock: TicksToNs::new(tsc_hz),
         })
     }
@@ -201,8 +223,8 @@ impl PacedLink {
         let rate_bps = plan.settings.link_rate_bps;
         let freed = s.sched.reconfigure(plan, now_ns)?;
         for (q, lost) in gone {
-            if let Some(r) = s.residence.get_mut(q) {
-                *r = None;
+            if let Some(r) = self.residence.get(q).and_then(OnceLock::get) {
+                r.clear();
             }
             self.per_vm[q].dropped.fetch_add(lost as u64, Relaxed);
         }
@@ -222,7 +244,7 @@ impl PacedLink {
 
     /// Source port `number`'s frames that left through this link: residence and queue wait.
     pub fn residence(&self, number: u16) -> Option<LinkResidence> {
-        self.state.lock().residence.get(usize::from(number))?.as_deref().cloned()
+        Some(self.residence.get(usize::from(number))?.get()?.read())
     }
 
     /// Frames the latency class sent ahead of the scheduler's choice.
@@ -304,14 +326,12 @@ impl PacedLink {
     /// Times frames handed to the port's driver at `left_tsc` (`crate::residence`: where a
     /// frame leaves the switch): residence (those timed, and apart those no stall that ended
     /// by `stall_end_tsc` touched) and queue wait, per source.
-    fn record_residence(&self, s: &mut LinkState, sources: &[u16], stamps: &[(u64, u64)], tsc: (u64, u64)) {
+    fn record_residence(&self, _held: &mut LinkState, sources: &[u16], stamps: &[(u64, u64)], tsc: (u64, u64)) {
         let (left_tsc, stall_end_tsc) = tsc;
         for (&src, &(since_tsc, queued_tsc)) in sources.iter().zip(stamps) {
-            let i = usize::from(src);
-            if s.residence.len() <= i {
-                s.residence.resize_with(i + 1, || None);
-            }
-            let r = s.residence[i].get_or_insert_with(Box::default);
+            let Some(slot) = self.residence.get(usize::from(src)) else { continue };
+            // `_held`, the link's state, proves this PMD is the one writer now.
+            let r = slot.get_or_init(Box::default);
             r.queue_wait.record(self.clock.ns(left_tsc.saturating_sub(queued_tsc)));
             if since_tsc != 0 {
                 let ns = self.clock.ns(left_tsc.saturating_sub(since_tsc));
