@@ -107,6 +107,7 @@ pub struct PortCounters {
     cpu_tokens_bits: AtomicU64,
     cpu_class_place: AtomicU64,
     cpu_forgiven_cycles: AtomicU64,
+    cpu_token_waits: AtomicU64,
     /// The drift factor the port's model allocation follows (f64 bits; 0: none yet).
     drift_factor_bits: AtomicU64,
     /// What its purchase ledger says it is owed (bytes), and the raise paying it (f64 bits).
@@ -129,6 +130,9 @@ pub struct CpuQosState {
     pub place: Place,
     /// Cycles of debt forgiven it as a latency-class port within its purchase.
     pub forgiven_cycles: u64,
+    /// Times it had to wait for cycle tokens (held to its allocation, its debt not forgiven).
+    #[serde(default)]
+    pub token_waits: u64,
 }
 
 /// Where a port is in HBS (seed 000 Sec. IV-B): its lists, or outside HBS (round robin, or not
@@ -237,6 +241,7 @@ impl PortCounters {
         let place = Place::ALL.iter().position(|p| *p == state.place).unwrap_or(0) as u64;
         self.cpu_class_place.store(u64::from(state.class) << 8 | place, Relaxed);
         self.cpu_forgiven_cycles.store(state.forgiven_cycles, Relaxed);
+        self.cpu_token_waits.store(state.token_waits, Relaxed);
     }
 
     /// Publishes the residence histograms of the port's frames, all of them and those no
@@ -265,6 +270,7 @@ impl PortCounters {
             class: (cp >> 8) as u8,
             place: Place::ALL[(cp & 0xff) as usize % Place::ALL.len()],
             forgiven_cycles: self.cpu_forgiven_cycles.load(Relaxed),
+            token_waits: self.cpu_token_waits.load(Relaxed),
         }
     }
 

@@ -219,6 +219,7 @@ impl PollOrder {
                         PortPlace::InService => Place::InService,
                     },
                     forgiven_cycles: v.forgiven_cycles,
+                    token_waits: v.waits,
                 },
                 None => CpuQosState::default(),
             };

@@ -287,7 +287,7 @@ impl Slaswitch {
             }
             out.push(Reading::counter(name, "slo_seconds", slo["seconds"].as_f64().unwrap_or(0.0)));
             out.push(Reading::counter(name, "slo_missed_seconds", slo["missed_seconds"].as_f64().unwrap_or(0.0)));
-            for (i, cause) in ["switch", "link_queue", "pmd_stall"].iter().enumerate() {
+            for (i, cause) in ["switch", "link_queue", "pmd_stall", "cycle_tokens"].iter().enumerate() {
                 let n = slo["missed_by_cause"][i].as_f64().unwrap_or(0.0);
                 out.push(Reading::counter(name, &format!("slo_missed_{cause}"), n));
             }

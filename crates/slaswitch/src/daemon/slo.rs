@@ -9,8 +9,11 @@
 //!   can keep a promise through that, and `docs/operations.md` says how to keep the core quiet;
 //! * `link_queue`: most of the p99 was the paced links' queues (the port's link wait p99 is at
 //!   least half of it): the link's scheduler, its latency class off, or the link over-sold;
+//! * `cycle_tokens`: the port waited for its own cycle tokens in that second (C2TB held it to
+//!   its allocation and its latency class did not forgive the debt): its frames cost the PMD
+//!   more than its purchase pays for, so the purchase, not the switch, is what to change;
 //! * `switch`: the rest: waiting for the PMD and its stages (the PMD's scheduler, a neighbour's
-//!   batches, or the port sending beyond its purchase).
+//!   batches).
 
 use std::collections::BTreeMap;
 
@@ -41,7 +44,7 @@ impl SloLedger {
                 latency_p99_us: slo_us,
                 seconds: 0,
                 missed_seconds: 0,
-                missed_by_cause: [0; 3],
+                missed_by_cause: [0; 4],
                 last_miss: None,
             });
             status.latency_p99_us = slo_us;
@@ -52,6 +55,7 @@ impl SloLedger {
                 residence: p.residence.since(&o.residence),
                 unstalled: p.residence_unstalled.since(&o.residence_unstalled),
                 link_wait: p.link_wait.since(&o.link_wait),
+                token_waits: p.cpu_qos.token_waits.saturating_sub(o.cpu_qos.token_waits),
             };
             if let Some(miss) = judge(&second, slo_us, stalled_us, at_secs) {
                 status.missed_seconds += 1;
@@ -76,11 +80,12 @@ impl SloLedger {
 }
 
 /// A port's frames over one second: their residence, the part of it no stall of the PMD
-/// touched, and their wait in paced queues.
+/// touched, and their wait in paced queues; and the times the port waited for cycle tokens.
 struct Second {
     residence: Histogram,
     unstalled: Histogram,
     link_wait: Histogram,
+    token_waits: u64,
 }
 
 /// The miss, if `second` missed `slo_us`.
@@ -98,6 +103,8 @@ fn judge(second: &Second, slo_us: u32, stalled_us: f64, at_secs: f64) -> Option<
         MissCause::PmdStall
     } else if link_wait_p99_us >= p99_us / 2.0 {
         MissCause::LinkQueue
+    } else if second.token_waits > 0 {
+        MissCause::CycleTokens
     } else {
         MissCause::Switch
     };
@@ -117,7 +124,12 @@ mod tests {
     }
 
     fn second(residence: &Histogram, unstalled: &Histogram, link_wait: &Histogram) -> Second {
-        Second { residence: residence.clone(), unstalled: unstalled.clone(), link_wait: link_wait.clone() }
+        Second {
+            residence: residence.clone(),
+            unstalled: unstalled.clone(),
+            link_wait: link_wait.clone(),
+            token_waits: 0,
+        }
     }
 
     #[test]
@@ -142,5 +154,11 @@ mod tests {
         // Every frame touched.
         let miss = judge(&second(&slow, &none, &none), 50, 500.0, 1.0).unwrap();
         assert_eq!((miss.cause, miss.unstalled_p99_us), (MissCause::PmdStall, None));
+        // The port waited for its own cycle tokens: its purchase, unless a stall or the link's
+        // queue explains the second first.
+        let waited = |s: Second| Second { token_waits: 2, ..s };
+        assert_eq!(cause(waited(second(&slow, &slow, &none))), MissCause::CycleTokens);
+        assert_eq!(cause(waited(second(&slow, &slow, &queued))), MissCause::LinkQueue);
+        assert_eq!(cause(waited(second(&slow, &of(&[10; 90]), &none))), MissCause::PmdStall);
     }
 }

@@ -129,7 +129,7 @@ fn qos_port(
         drift_of(o).map_or(o.cycles_per_sec, |f| (o.cycles_per_sec as f64 * f * raise_of(o)).round() as u64)
     };
     let drift = drift_of(p);
-    let CpuQosState { tokens_cycles, class, place, forgiven_cycles } = p.cpu_qos;
+    let CpuQosState { tokens_cycles, class, place, forgiven_cycles, .. } = p.cpu_qos;
     QosPortView {
         name: p.name.clone(),
         latency_slo: None,

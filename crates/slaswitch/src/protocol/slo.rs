@@ -13,11 +13,15 @@ pub enum MissCause {
     LinkQueue,
     /// The host took the PMD's core.
     PmdStall,
+    /// The port waited for its own cycle tokens: its frames cost more cycles than its
+    /// purchase pays for, beyond what its latency class forgives.
+    CycleTokens,
 }
 
 impl MissCause {
     /// Every cause, in the order reports list them.
-    pub const ALL: [MissCause; 3] = [MissCause::Switch, MissCause::LinkQueue, MissCause::PmdStall];
+    pub const ALL: [MissCause; 4] =
+        [MissCause::Switch, MissCause::LinkQueue, MissCause::PmdStall, MissCause::CycleTokens];
 
     /// Its name in reports and metrics.
     pub fn name(self) -> &'static str {
@@ -25,6 +29,7 @@ impl MissCause {
             MissCause::Switch => "switch",
             MissCause::LinkQueue => "link_queue",
             MissCause::PmdStall => "pmd_stall",
+            MissCause::CycleTokens => "cycle_tokens",
         }
     }
 }
@@ -58,7 +63,7 @@ pub struct SloStatus {
     /// Of those, seconds whose p99 was above the SLO.
     pub missed_seconds: u64,
     /// Missed seconds by cause, in [`MissCause::ALL`]'s order.
-    pub missed_by_cause: [u64; 3],
+    pub missed_by_cause: [u64; 4],
     /// The last second that missed.
     pub last_miss: Option<SloMiss>,
 }
