@@ -287,9 +287,8 @@ impl Slaswitch {
             }
             out.push(Reading::counter(name, "slo_seconds", slo["seconds"].as_f64().unwrap_or(0.0)));
             out.push(Reading::counter(name, "slo_missed_seconds", slo["missed_seconds"].as_f64().unwrap_or(0.0)));
-            for (i, cause) in ["switch", "link_queue", "pmd_stall", "cycle_tokens"].iter().enumerate() {
-                let n = slo["missed_by_cause"][i].as_f64().unwrap_or(0.0);
-                out.push(Reading::counter(name, &format!("slo_missed_{cause}"), n));
+            for (cause, n) in slo["missed_by_cause"].as_object().into_iter().flatten() {
+                out.push(Reading::counter(name, &format!("slo_missed_{cause}"), n.as_f64().unwrap_or(0.0)));
             }
         }
         out

@@ -44,7 +44,7 @@ impl SloLedger {
                 latency_p99_us: slo_us,
                 seconds: 0,
                 missed_seconds: 0,
-                missed_by_cause: [0; 4],
+                missed_by_cause: MissCause::ALL.iter().map(|&c| (c, 0)).collect(),
                 last_miss: None,
             });
             status.latency_p99_us = slo_us;
@@ -59,7 +59,7 @@ impl SloLedger {
             };
             if let Some(miss) = judge(&second, slo_us, stalled_us, at_secs) {
                 status.missed_seconds += 1;
-                status.missed_by_cause[miss.cause as usize] += 1;
+                *status.missed_by_cause.entry(miss.cause).or_default() += 1;
                 status.last_miss = Some(miss);
             }
             if p.residence.count() > o.residence.count() {

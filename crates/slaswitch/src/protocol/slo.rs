@@ -1,10 +1,12 @@
 //! What `qos-show` and the metrics say of a port's latency SLO (`latency_p99_us`): seconds
 //! kept and missed, and why each missed (`crate::daemon` keeps the count).
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 /// Why a second missed its SLO.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MissCause {
     /// Waiting for the PMD and its stages.
@@ -62,8 +64,9 @@ pub struct SloStatus {
     pub seconds: u64,
     /// Of those, seconds whose p99 was above the SLO.
     pub missed_seconds: u64,
-    /// Missed seconds by cause, in [`MissCause::ALL`]'s order.
-    pub missed_by_cause: [u64; 4],
+    /// Missed seconds by cause, every cause present (by name in JSON, so a reader needs no
+    /// list of its own).
+    pub missed_by_cause: BTreeMap<MissCause, u64>,
     /// The last second that missed.
     pub last_miss: Option<SloMiss>,
 }
@@ -71,6 +74,28 @@ pub struct SloStatus {
 impl SloStatus {
     /// Missed seconds of one cause.
     pub fn missed(&self, cause: MissCause) -> u64 {
-        self.missed_by_cause[cause as usize]
+        self.missed_by_cause.get(&cause).copied().unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missed_seconds_are_keyed_by_cause_name_in_json() {
+        let mut status = SloStatus {
+            latency_p99_us: 500,
+            seconds: 10,
+            missed_seconds: 2,
+            missed_by_cause: MissCause::ALL.iter().map(|&c| (c, 0)).collect(),
+            last_miss: None,
+        };
+        *status.missed_by_cause.get_mut(&MissCause::CycleTokens).expect("every cause") += 2;
+        let json = serde_json::to_value(&status).expect("serializes");
+        assert_eq!(json["missed_by_cause"]["cycle_tokens"], 2);
+        assert_eq!(json["missed_by_cause"]["pmd_stall"], 0);
+        let back: SloStatus = serde_json::from_value(json).expect("reads back");
+        assert_eq!((back.missed(MissCause::CycleTokens), back.missed(MissCause::Switch)), (2, 0));
     }
 }
