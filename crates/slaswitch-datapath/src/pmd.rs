@@ -208,6 +208,7 @@ impl Pmd {
     ) -> Served {
         let bytes = if ingress.kept > 0 { self.stages.classify(batch, idx, t_rx) } else { 0 };
         let t_classified = rdtsc();
+        self.order.prefetch_decision();
         let start = ResidenceStart { since_tsc: self.residence[idx].since_tsc(), stall_end_tsc: self.stall_end_tsc };
         let egress = self.stages.egress(idx, start);
         let t_sent = rdtsc();

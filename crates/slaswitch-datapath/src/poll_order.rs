@@ -12,7 +12,7 @@
 //! traffic (responses, TCP ACKs), and in the lowest class it starved behind MIN-MAX ports that
 //! always hold tokens (`docs/deviations.md`).
 
-use slaswitch_dpdk::{rdtsc, MAX_BURST};
+use slaswitch_dpdk::{prefetch, rdtsc, MAX_BURST};
 use slaswitch_qos::cpu::{C2tbConfig, HbsConfig, PortPlace, PortScheduler, WaitCounts};
 
 use crate::counters::{CpuQosState, Place, PmdTotals};
@@ -146,6 +146,20 @@ impl PollOrder {
         match (self, pick) {
             (PollOrder::C2qos(o), Pick::Port { scheduled: true, .. }) => o.decision_cycles_x8 / 8,
             _ => 0,
+        }
+    }
+
+    /// Asks the core to fetch the lines the decision after the batch in service will read,
+    /// while the batch finishes (`PortScheduler::decision_lines`); nothing for a port C2QoS
+    /// did not pick.
+    #[inline]
+    pub(crate) fn prefetch_decision(&self) {
+        if let PollOrder::C2qos(o) = self {
+            if let Some(port) = o.in_service {
+                let order = (&**o as *const C2qosOrder).cast::<u8>();
+                (0..size_of::<C2qosOrder>()).step_by(64).for_each(|offset| prefetch(order.wrapping_add(offset)));
+                o.sched.decision_lines(port, prefetch);
+            }
         }
     }
 

@@ -541,6 +541,28 @@ impl PortScheduler {
         }
     }
 
+    /// Calls `line` with the address of each cache line the decision after a batch of `port`
+    /// (in service) reads: the scheduler's own fields, the port's record, the ready queues'
+    /// heads and tails and the record of the port at the head. A data plane may ask the core
+    /// to fetch them while the batch is still under way: a batch of many flows evicts them,
+    /// and a decision that then reads each in turn costs several times one that finds them
+    /// in the first-level cache (the overhead goal, seed 000 Sec. VI-F). Addresses only; a
+    /// line may be named twice.
+    #[inline]
+    pub fn decision_lines(&self, port: PortIndex, mut line: impl FnMut(*const u8)) {
+        let fields = (self as *const Self).cast::<u8>();
+        for offset in (0..size_of::<Self>()).step_by(64).chain([size_of::<Self>() - 1]) {
+            line(fields.wrapping_add(offset));
+        }
+        let slots = self.slots.0.as_ptr();
+        for slot in [Some(port), self.ready.first()].into_iter().flatten() {
+            let record = slots.wrapping_add(slot).cast::<u8>();
+            line(record);
+            line(record.wrapping_add(64));
+        }
+        self.ready.decision_lines(&mut line);
+    }
+
     /// A port's scheduling state (`None`: not scheduled here).
     pub fn view(&self, port: PortIndex) -> Option<PortView> {
         let slot = self.slots.0.get(port)?;
@@ -908,5 +930,27 @@ mod layout_tests {
     fn a_ports_record_fits_the_two_lines_one_miss_brings_in() {
         assert_eq!(std::mem::size_of::<PortSlot>(), 128);
         assert_eq!(std::mem::align_of::<PortSlot>(), 128);
+    }
+
+    #[test]
+    fn the_lines_a_decision_reads_are_named_for_prefetching() {
+        let c2tb = C2tbConfig::one_core_with_depth_us(2_000_000_000, 100);
+        let mut s = PortScheduler::new(c2tb, HbsConfig::default(), 0);
+        for port in 0..3 {
+            s.add_port(port, 2, CycleLimit::Unlimited, 0).unwrap();
+        }
+        let in_service = s.next_port(10).unwrap();
+        let head = s.ready.first().unwrap();
+        assert_ne!(in_service, head);
+        let mut lines = Vec::new();
+        s.decision_lines(in_service, |line| lines.push(line as usize));
+        let record = |port: PortIndex| &s.slots.0[port] as *const PortSlot as usize;
+        for port in [in_service, head] {
+            assert!(lines.contains(&record(port)) && lines.contains(&(record(port) + 64)), "record of port {port}");
+        }
+        let fields = &s as *const PortScheduler as usize;
+        for byte in (fields..fields + size_of::<PortScheduler>()).step_by(64) {
+            assert!(lines.iter().any(|&line| line / 64 == byte / 64), "the scheduler's line at {byte:#x}");
+        }
     }
 }

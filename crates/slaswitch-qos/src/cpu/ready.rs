@@ -113,6 +113,25 @@ impl ReadyQueues {
         entry
     }
 
+    /// Calls `line` with the addresses a decision reads in these queues: the head of each
+    /// non-empty class (the pick) and the slot of each class's tail (a port put back).
+    #[inline]
+    pub(crate) fn decision_lines(&self, line: &mut impl FnMut(*const u8)) {
+        let mut mask = self.mask | 1 << (PRIORITY_CLASSES - 1);
+        while mask != 0 {
+            let class = mask.trailing_zeros() as usize;
+            mask &= mask - 1;
+            line(self.ring.as_ptr().wrapping_add(self.at(class, 0)).cast());
+            line(self.ring.as_ptr().wrapping_add(self.at(class, usize::from(self.len[class]))).cast());
+        }
+    }
+
+    /// The port at the head of the highest non-empty class, which the next pick looks at first.
+    #[inline]
+    pub(crate) fn first(&self) -> Option<PortIndex> {
+        self.highest().map(|class| PortIndex::from(self.ring[self.at(class, 0)].port))
+    }
+
     /// Takes a port out of the middle of its queue, keeping the others' order (configuration
     /// changes and the demoted-port probe only); returns its entry.
     pub(crate) fn remove(&mut self, class: usize, port: PortIndex) -> Option<Entry> {
@@ -144,6 +163,23 @@ impl ReadyQueues {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_decisions_lines_are_each_queues_head_and_tail_slot() {
+        let mut q = ReadyQueues::default();
+        q.reserve(16);
+        for port in 0..5 {
+            q.push_back(2, port, 0);
+        }
+        q.pop_front(2);
+        let mut lines = Vec::new();
+        q.decision_lines(&mut |line| lines.push(line as usize));
+        let slot = |class: usize, i: usize| q.ring.as_ptr() as usize + q.at(class, i) * size_of::<Entry>();
+        for (class, i) in [(2, 0), (2, 4), (PRIORITY_CLASSES - 1, 0)] {
+            assert!(lines.contains(&slot(class, i)), "class {class}, position {i}");
+        }
+        assert_eq!(q.first(), Some(1));
+    }
 
     #[test]
     fn each_class_is_first_in_first_out_across_wraps_growth_and_removal() {
