@@ -114,7 +114,8 @@ impl ReadyQueues {
     }
 
     /// Calls `line` with the addresses a decision reads in these queues: the head of each
-    /// non-empty class (the pick) and the slot of each class's tail (a port put back).
+    /// non-empty class (the pick) and the slot of each class's tail (a port put back), the
+    /// lowest class's always (where a port beyond its allocation goes back).
     #[inline]
     pub(crate) fn decision_lines(&self, line: &mut impl FnMut(*const u8)) {
         let mut mask = self.mask | 1 << (PRIORITY_CLASSES - 1);
