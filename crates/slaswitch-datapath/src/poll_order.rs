@@ -156,8 +156,7 @@ impl PollOrder {
     pub(crate) fn prefetch_decision(&self) {
         if let PollOrder::C2qos(o) = self {
             if let Some(port) = o.in_service {
-                let order = (&**o as *const C2qosOrder).cast::<u8>();
-                (0..size_of::<C2qosOrder>()).step_by(64).for_each(|offset| prefetch(order.wrapping_add(offset)));
+                prefetch((&**o as *const C2qosOrder).cast(), size_of::<C2qosOrder>());
                 o.sched.decision_lines(port, prefetch);
             }
         }

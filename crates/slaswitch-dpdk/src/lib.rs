@@ -336,12 +336,15 @@ pub fn rdtsc_after_loads() -> u64 {
     }
 }
 
-/// Asks the core to bring the cache line at `line` into its first-level cache (`prefetcht0`),
-/// without waiting for it: a hint, so any address will do.
+/// Asks the core to bring every cache line of the `len` bytes at `start` into its first-level
+/// cache (`prefetcht0`), without waiting for them: a hint, so any address will do.
 #[inline(always)]
-pub fn prefetch(line: *const u8) {
-    // SAFETY: a prefetch never faults and reads nothing the program sees, whatever the address.
-    unsafe { core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(line.cast()) }
+pub fn prefetch(start: *const u8, len: usize) {
+    let first = start as usize & !63;
+    for line in (first..start as usize + len.max(1)).step_by(64) {
+        // SAFETY: a prefetch never faults and reads nothing the program sees, whatever the address.
+        unsafe { core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(line as *const i8) }
+    }
 }
 
 /// A packet mbuf pool.

@@ -113,17 +113,18 @@ impl ReadyQueues {
         entry
     }
 
-    /// Calls `line` with the addresses a decision reads in these queues: the head of each
+    /// Calls `memory` with each slot a decision reads in these queues: the head of each
     /// non-empty class (the pick) and the slot of each class's tail (a port put back), the
     /// lowest class's always (where a port beyond its allocation goes back).
     #[inline]
-    pub(crate) fn decision_lines(&self, line: &mut impl FnMut(*const u8)) {
+    pub(crate) fn decision_lines(&self, memory: &mut impl FnMut(*const u8, usize)) {
         let mut mask = self.mask | 1 << (PRIORITY_CLASSES - 1);
         while mask != 0 {
             let class = mask.trailing_zeros() as usize;
             mask &= mask - 1;
-            line(self.ring.as_ptr().wrapping_add(self.at(class, 0)).cast());
-            line(self.ring.as_ptr().wrapping_add(self.at(class, usize::from(self.len[class]))).cast());
+            for i in [0, usize::from(self.len[class])] {
+                memory(self.ring.as_ptr().wrapping_add(self.at(class, i)).cast(), size_of::<Entry>());
+            }
         }
     }
 
@@ -173,11 +174,11 @@ mod tests {
             q.push_back(2, port, 0);
         }
         q.pop_front(2);
-        let mut lines = Vec::new();
-        q.decision_lines(&mut |line| lines.push(line as usize));
+        let mut pieces = Vec::new();
+        q.decision_lines(&mut |start, len| pieces.push((start as usize, len)));
         let slot = |class: usize, i: usize| q.ring.as_ptr() as usize + q.at(class, i) * size_of::<Entry>();
         for (class, i) in [(2, 0), (2, 4), (PRIORITY_CLASSES - 1, 0)] {
-            assert!(lines.contains(&slot(class, i)), "class {class}, position {i}");
+            assert!(pieces.contains(&(slot(class, i), size_of::<Entry>())), "class {class}, position {i}");
         }
         assert_eq!(q.first(), Some(1));
     }
