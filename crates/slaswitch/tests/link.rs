@@ -232,9 +232,12 @@ qos.probe = { priority = 1, bandwidth_bps = 2000000, cycles_per_sec = 20000000 }
 /// The probe pings through a FIFO uplink that two bulk VMs keep full. With the link's latency
 /// class its frames go ahead of the bulk (within its purchase): its residence in the switch,
 /// the link's queue included, stays far below what it is without, where it waits behind the
-/// bulk's queue; and the switch judges its SLO every second.
+/// bulk's queue; and the switch judges its SLO every second. Compared on frames no PMD stall
+/// touched, as the SLO's goal is: one stall of the host's in a second of 100 pings is that
+/// second's p99, whatever the link did.
 #[test]
 fn the_links_latency_class_sends_a_light_vm_ahead_of_bulk_tcp() {
+    const UNSTALLED_P99: &str = "residence_unstalled_p99_us";
     let _g = serial();
     if !can_run_with(&[Component::Iperf3, Component::Namespaces]) {
         return;
@@ -246,9 +249,11 @@ fn the_links_latency_class_sends_a_light_vm_ahead_of_bulk_tcp() {
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
     };
-    let lane = median(series(&samples, "slaswitch/lane", "switch", "probe", "residence_p99_us", [3.0, 8.5]));
-    let queued = median(series(&samples, "slaswitch/no-lane", "switch", "probe", "residence_p99_us", [3.0, 8.5]));
-    eprintln!("probe residence p99: {lane:.0} us with the link's latency class, {queued:.0} us without");
+    let lane = median(series(&samples, "slaswitch/lane", "switch", "probe", UNSTALLED_P99, [3.0, 8.5]));
+    let queued = median(series(&samples, "slaswitch/no-lane", "switch", "probe", UNSTALLED_P99, [3.0, 8.5]));
+    eprintln!(
+        "probe residence p99 (unstalled frames): {lane:.0} us with the link's latency class, {queued:.0} us without"
+    );
     assert!(lane * 5.0 < queued, "with the latency class {lane:.0} us, without {queued:.0} us");
     let judged: f64 = series(&samples, "slaswitch/lane", "switch", "probe", "slo_seconds", [3.0, 8.5]).iter().sum();
     assert!(judged >= 3.0, "the switch judged {judged} seconds of the probe's SLO");
