@@ -91,7 +91,8 @@ pub fn rerun_command(command: &str) -> String {
 }
 
 fn portable_word(word: &str) -> String {
-    if word.starts_with('/') && (word.contains("/target/release/") || word.contains("/target/debug/")) {
+    let in_target = ["/target/release/", "/target/debug/", "/target/ci/"].iter().any(|t| word.contains(t));
+    if word.starts_with('/') && in_target {
         return word.rsplit('/').next().unwrap_or(word).to_string();
     }
     let marker = "/slaswitch-exp-";
