@@ -91,7 +91,9 @@ pub fn rerun_command(command: &str) -> String {
 }
 
 fn portable_word(word: &str) -> String {
-    let in_target = ["/target/release/", "/target/debug/", "/target/ci/"].iter().any(|t| word.contains(t));
+    // A program of the build: `<anything>/target/<profile>/<program>`, whatever the profile.
+    let path = std::path::Path::new(word);
+    let in_target = path.parent().and_then(|profile| profile.parent()).is_some_and(|t| t.ends_with("target"));
     if word.starts_with('/') && in_target {
         return word.rsplit('/').next().unwrap_or(word).to_string();
     }
@@ -126,6 +128,7 @@ mod tests {
             ),
             "slaswitch --socket $RUN/s-1/slaswitchd.ctl add-port vm1"
         );
+        assert_eq!(portable("/w/target/ci/slaswitch-tenant idle"), "slaswitch-tenant idle");
         assert_eq!(portable("--out=/tmp/slaswitch-exp-7/t.json x"), "--out=$RUN/t.json x");
         assert_eq!(portable("ovs-vsctl add-br br0"), "ovs-vsctl add-br br0");
         assert_eq!(
