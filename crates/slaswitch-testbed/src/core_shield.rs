@@ -1,11 +1,14 @@
 //! Keeps the machine's other threads off the PMD cores while a run lasts, as a cpuset shield
 //! (`cset shield`) would without rebooting with `isolcpus`: a busy-polling PMD that loses its
 //! core to an unrelated thread for a millisecond stalls every port it serves, and the latency
-//! figures would put that down to the host. Every thread that may run on a PMD core and on some
-//! other core is confined to the others; when the shield is dropped each gets its own set back.
-//! Threads that may run only on PMD cores (the switches' PMDs, per-CPU kernel threads) stay.
-//! A test bed killed outright (a second Ctrl-C) leaves the moved threads on the other cores, and
-//! a thread a confined one starts during the run inherits its cores and keeps them.
+//! figures would put that down to the host. Every thread that may run on a PMD core is confined
+//! to the other cores; when the shield is dropped each gets its own set back. That includes a
+//! thread allowed only on PMD cores: the shield goes up before the run's switches start, so such
+//! a thread is not one of their PMDs but one that inherited a narrow set (a sandbox whose init
+//! was placed on one core hands that core to every process it starts). Per-CPU kernel threads
+//! refuse to move and stay. A test bed killed outright (a second Ctrl-C) leaves the moved
+//! threads on the other cores, and a thread a confined one starts during the run inherits its
+//! cores and keeps them.
 
 use std::mem::{size_of, zeroed};
 
@@ -32,11 +35,13 @@ enum Confined {
 }
 
 impl CoreShield {
-    /// Moves every thread of the machine that may also run elsewhere off `pmd_cores`.
+    /// Moves every thread of the machine that the kernel lets move off `pmd_cores`, to the
+    /// other online cores. Raised before the run's switches start (their PMDs would be moved).
     pub fn raise(pmd_cores: &[usize]) -> CoreShield {
         let mut shield = CoreShield { moved: Vec::new(), refused: 0 };
+        let others = cores_other_than(pmd_cores, slaswitch_datapath::pmd::online_cores());
         for tid in all_thread_ids() {
-            match confine(tid, pmd_cores) {
+            match confine(tid, pmd_cores, &others) {
                 Confined::Moved(m) => shield.moved.push(*m),
                 Confined::Left => {}
                 Confined::Refused => shield.refused += 1,
@@ -57,8 +62,19 @@ impl Drop for CoreShield {
     }
 }
 
-/// Takes `pmd_cores` out of thread `tid`'s cores, unless they are all it has.
-fn confine(tid: libc::pid_t, pmd_cores: &[usize]) -> Confined {
+/// The online cores (`0..online`) that are not PMD cores.
+fn cores_other_than(pmd_cores: &[usize], online: usize) -> libc::cpu_set_t {
+    // SAFETY: a zeroed cpu_set_t is valid; every core set is below CPU_SETSIZE.
+    let mut others: libc::cpu_set_t = unsafe { zeroed() };
+    for c in (0..online.min(libc::CPU_SETSIZE as usize)).filter(|c| !pmd_cores.contains(c)) {
+        unsafe { libc::CPU_SET(c, &mut others) };
+    }
+    others
+}
+
+/// Takes `pmd_cores` out of thread `tid`'s cores; a thread that may run only on PMD cores is
+/// given `others`, the other online cores.
+fn confine(tid: libc::pid_t, pmd_cores: &[usize], others: &libc::cpu_set_t) -> Confined {
     let Some(had) = affinity(tid) else { return Confined::Left };
     let mut given = had;
     let mut on_pmd = false;
@@ -69,9 +85,15 @@ fn confine(tid: libc::pid_t, pmd_cores: &[usize]) -> Confined {
             libc::CPU_CLR(c, &mut given);
         }
     }
-    // SAFETY: CPU_COUNT reads a valid set.
-    if !on_pmd || unsafe { libc::CPU_COUNT(&given) } == 0 {
+    if !on_pmd {
         return Confined::Left;
+    }
+    // SAFETY: CPU_COUNT reads valid sets.
+    if unsafe { libc::CPU_COUNT(&given) } == 0 {
+        if unsafe { libc::CPU_COUNT(others) } == 0 {
+            return Confined::Left;
+        }
+        given = *others;
     }
     match set_affinity(tid, &given) {
         true => Confined::Moved(Box::new(Moved { tid, had, given })),
@@ -121,8 +143,8 @@ mod tests {
     }
 
     #[test]
-    fn a_thread_free_to_run_anywhere_leaves_the_shielded_core_and_comes_back() {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    fn a_thread_leaves_the_shielded_core_and_gets_its_cores_back() {
+        let cores = slaswitch_datapath::pmd::online_cores();
         if cores < 2 {
             return; // one core: nowhere to move a thread to.
         }
@@ -138,16 +160,22 @@ mod tests {
         let mut anywhere: libc::cpu_set_t = unsafe { zeroed() };
         (0..cores.min(64)).for_each(|c| unsafe { libc::CPU_SET(c, &mut anywhere) });
         assert!(set_affinity(tid, &anywhere));
-        let Confined::Moved(moved) = confine(tid, &[0]) else { panic!("not moved") };
+        let others = cores_other_than(&[0], cores);
+        let Confined::Moved(moved) = confine(tid, &[0], &others) else { panic!("not moved") };
         assert!(!is_set(tid, 0) && is_set(tid, 1), "still allowed on the shielded core");
         release(&moved);
         assert!(is_set(tid, 0), "its core not given back");
-        // Pinned only to the shielded core (as a PMD is): left there.
+        // Allowed only on the shielded core (a set inherited from a sandbox's init): moved to
+        // the others all the same, and given back.
         let mut only_zero: libc::cpu_set_t = unsafe { zeroed() };
         unsafe { libc::CPU_SET(0, &mut only_zero) };
         assert!(set_affinity(tid, &only_zero));
-        assert!(matches!(confine(tid, &[0]), Confined::Left));
-        assert!(is_set(tid, 0));
+        let Confined::Moved(moved) = confine(tid, &[0], &others) else { panic!("not moved") };
+        assert!(!is_set(tid, 0) && is_set(tid, 1), "still on the shielded core alone");
+        release(&moved);
+        assert!(is_set(tid, 0) && !is_set(tid, 1), "its one core not given back");
+        // Nowhere else to go (every core a PMD core): left.
+        assert!(matches!(confine(tid, &[0], &cores_other_than(&[0, 1], 2)), Confined::Left));
         done.send(()).unwrap();
         worker.join().unwrap();
     }
