@@ -2,7 +2,8 @@
 //! (goal: at most 1% of the forwarding rate with 28 ports; seed 000 Sec. VI-F reports 0.018%
 //! on the PMD plus about 2% for a manager thread, which slaswitch's lazy refill does not need).
 //!
-//! One slaswitchd (PMD on core 0) with 28 vhost-user VM ports and a null uplink; one tenant
+//! One slaswitchd (PMD on core 0, shielded: the bench moves every other thread that may move to
+//! core 1 while it runs) with 28 vhost-user VM ports and a null uplink; one tenant
 //! process (core 1) runs the 28 emulated VMs, all sending as fast as they can. Every VM port has
 //! C2QoS settings: MIN-MAX buckets of 1/28 of what admission lets the core promise its ports
 //! each, under HBS, so every batch is scheduled and charged, the allocations add up to all
@@ -34,7 +35,7 @@
 //! table).
 //!
 //!   cargo bench -p slaswitch --bench c2qos_overhead -- [cloud|cheap] [--runs N] [--rounds N]
-//!       [--slice-us US] [--option KEY=VALUE ...] [--against OTHER/slaswitchd]
+//!       [--slice-us US] [--option KEY=VALUE ...] [--against OTHER/slaswitchd] [--no-shield]
 //!                                                                  (root, hugepages)
 //!
 //! `--against` alternates runs between this build's daemon and another build's, for a
@@ -79,6 +80,9 @@ struct BenchArgs {
     /// A port option instead of the MIN-MAX buckets (repeatable), e.g. `priority=4`.
     #[arg(long = "option")]
     options: Vec<String>,
+    /// Leave the other threads of the machine where they are (the PMD's core not shielded).
+    #[arg(long = "no-shield")]
+    no_shield: bool,
     /// Given by `cargo bench`.
     #[arg(long, hide = true)]
     bench: bool,
@@ -633,8 +637,17 @@ fn main() {
         eprintln!("c2qos_overhead: needs root and hugepages (scripts/test sets them up); skipped");
         return;
     }
-    println!("C2QoS overhead (data plane on this machine; PMD on core 0, emulated VMs on core 1)\n");
+    // The PMD's core kept for it, as an operator keeps it (`docs/operations.md`): this process
+    // (and so the daemons and VMs it starts) on core 1, every other thread of the machine that
+    // may move confined there too, until the bench ends.
     let args = ARGS.get_or_init(<BenchArgs as clap::Parser>::parse);
+    slaswitch_datapath::pmd::pin_to_core(1).expect("pin the bench to core 1");
+    let shield = (!args.no_shield).then(|| slaswitch_testbed::core_shield::CoreShield::raise(&[0]));
+    let shielded = match &shield {
+        Some(s) => format!("shielded: {} other threads moved off it", s.moved()),
+        None => "not shielded".to_string(),
+    };
+    println!("C2QoS overhead (data plane on this machine; PMD on core 0, {shielded}; emulated VMs on core 1)\n");
     let filter = args.filter.clone().unwrap_or_default();
     for (name, masks, flows) in [("cheap packets", 0, 1), ("cloud-like packets", 99, 2000)] {
         if name.contains(filter.as_str()) {
