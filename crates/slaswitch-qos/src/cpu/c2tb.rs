@@ -295,7 +295,9 @@ impl Bucket {
         if !self.is_limited() || self.tokens > 0 {
             return 0;
         }
-        to_cycles(self.tokens).abs().ceil() as u64 + 1
+        // Whole cycles, rounded up, in integers: a float ceil is a libm call on baseline x86-64.
+        let whole = (1u64 << TOKEN_FRACTION_BITS) - 1;
+        ((self.tokens.unsigned_abs() + whole) >> TOKEN_FRACTION_BITS) + 1
     }
 
     /// Clears a debt: the bucket holds one cycle, so the port may run. Returns the cycles
@@ -740,5 +742,24 @@ impl CycleBuckets {
     /// Runs Algorithm 1 if a periodic update is due; true when it ran.
     pub fn update(&mut self, now_tsc: u64) -> bool {
         self.pool.update(&mut self.buckets, now_tsc)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_debt_counts_whole_cycles_rounded_up_plus_the_one_forgiveness_leaves() {
+        let owing =
+            |tokens: i64| Bucket { limit: CycleLimit::Strict { cycles_per_sec: 1 }, tokens, ..Bucket::UNLIMITED };
+        assert_eq!(owing(0).debt_cycles(), 1);
+        assert_eq!(owing(-to_tokens(5)).debt_cycles(), 6);
+        assert_eq!(owing(-to_tokens(5) - 1).debt_cycles(), 7);
+        assert_eq!(owing(-(MAX_CYCLES << TOKEN_FRACTION_BITS)).debt_cycles(), MAX_CYCLES as u64 + 1);
+        assert_eq!(owing(1).debt_cycles(), 0);
+        let mut b = owing(-to_tokens(5) - 1);
+        assert_eq!(b.forgive_debt(), 7);
+        assert_eq!(b.debt_cycles(), 0);
     }
 }
