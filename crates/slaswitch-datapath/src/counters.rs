@@ -328,6 +328,9 @@ pub struct PmdTotals {
     pub qos_owed: u64,
     /// Times a port was parked in the waiting queue for tokens.
     pub qos_parked: u64,
+    /// Batches a C2QoS port ran on a decision already made: the further batches of HBS's
+    /// turns (`docs/deviations.md`, turns), which no decision precedes.
+    pub qos_turn_batches: u64,
 }
 
 /// A PMD's totals as published, for the control plane.
@@ -339,6 +342,7 @@ pub struct PmdCounters {
     stalled: AtomicU64,
     qos_owed: AtomicU64,
     qos_parked: AtomicU64,
+    qos_turn_batches: AtomicU64,
     /// The drift-compensation factor (f64 bits; 0 before the first window).
     drift_factor_bits: AtomicU64,
     /// The PMD thread's id (0 before it started).
@@ -354,6 +358,7 @@ impl PmdCounters {
         self.stalled.store(t.stalled_cycles, Relaxed);
         self.qos_owed.store(t.qos_owed, Relaxed);
         self.qos_parked.store(t.qos_parked, Relaxed);
+        self.qos_turn_batches.store(t.qos_turn_batches, Relaxed);
     }
 
     /// Records the PMD thread's id, from the thread.
@@ -388,6 +393,7 @@ impl PmdCounters {
             stalled_cycles: self.stalled.load(Relaxed),
             qos_owed: self.qos_owed.load(Relaxed),
             qos_parked: self.qos_parked.load(Relaxed),
+            qos_turn_batches: self.qos_turn_batches.load(Relaxed),
         }
     }
 }

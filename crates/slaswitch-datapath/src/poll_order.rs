@@ -97,6 +97,9 @@ pub(crate) struct C2qosOrder {
     pick_cycles_x8: u64,
     /// The scheduler's wait counts already added to the PMD's totals.
     folded: WaitCounts,
+    /// Batches served as a turn going on, and how many of them the PMD's totals hold.
+    turn_batches: u64,
+    folded_turn_batches: u64,
 }
 
 impl PollOrder {
@@ -215,6 +218,8 @@ impl PollOrder {
             totals.qos_owed += now.owed - o.folded.owed;
             totals.qos_parked += now.parked - o.folded.parked;
             o.folded = now;
+            totals.qos_turn_batches += o.turn_batches - o.folded_turn_batches;
+            o.folded_turn_batches = o.turn_batches;
         }
     }
 
@@ -264,6 +269,8 @@ impl C2qosOrder {
             decision_cycles_x8: 0,
             pick_cycles_x8: 0,
             folded: WaitCounts::default(),
+            turn_batches: 0,
+            folded_turn_batches: 0,
         };
         order.reconfigure(cfg, now);
         order
@@ -316,6 +323,7 @@ impl C2qosOrder {
         if self.decisions_left > 0 {
             self.decisions_left -= 1;
             if let Some(number) = self.turn.take() {
+                self.turn_batches += 1;
                 self.end_timed_decision(false);
                 self.in_service = Some(number);
                 return self.last_pick;

@@ -216,6 +216,9 @@ struct Counters {
     /// Batches that left a port owing tokens; ports parked for tokens.
     owed: f64,
     parked: f64,
+    /// Batches run as a turn going on (counted among the probe's decisions, with no scheduler
+    /// call behind them).
+    turns: f64,
     /// Cycles the sampled decisions' fences waited for the batch's stores (not in `qos`).
     sampling: f64,
 }
@@ -237,6 +240,7 @@ fn counters(socket: &Path) -> Counters {
         empty_cycles: t.qos_empty_cycles as f64,
         owed: pmd.qos_owed as f64,
         parked: pmd.qos_parked as f64,
+        turns: pmd.qos_turn_batches as f64,
         sampling: t.qos_sampling_cycles as f64,
     }
 }
@@ -258,6 +262,8 @@ struct Round {
     /// Shares of decisions after which the port owed tokens, and that parked a port.
     owed_per_decision: f64,
     parked_per_decision: f64,
+    /// Share of the decisions that were a turn going on (the scheduler not called).
+    turns_per_decision: f64,
     /// What timing the sampled decisions cost beyond C2QoS's own code, % of busy cycles.
     sampling_percent_of_busy: f64,
 }
@@ -283,6 +289,7 @@ fn measure(socket: &Path) -> Round {
             / (decisions - (b.empty_decisions - a.empty_decisions)).max(1.0),
         owed_per_decision: (b.owed - a.owed) / decisions,
         parked_per_decision: (b.parked - a.parked) / decisions,
+        turns_per_decision: (b.turns - a.turns) / decisions,
         // The decisions' counters run through the uncounted quarters too: their ratio to
         // `qos_cycles` carries over.
         sampling_percent_of_busy: 100.0 * c2.qos / busy * (b.sampling - a.sampling) / (b.qos - a.qos).max(1.0),
@@ -461,7 +468,7 @@ fn one_run(run: usize, daemon_bin: &Path, security_group_masks: usize, flows_per
     tenant.args(["gen", "--keep-refused", "--phase", &format!("size=64,rate=max,flows={flows_per_vm}")]);
     let tenant = Proc(tenant.stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("start slaswitch-tenant"));
     std::thread::sleep(Duration::from_secs(4));
-    println!("  run {run}\n  round (* PMD-limited)   RR Mpps  C2QoS Mpps  ratio   RR cyc/pkt  C2QoS cyc/pkt  ratio   busy% RR/C2QoS  C2QoS code: % of busy (+ sampling's fences %), cyc/decision (picking, charging; after an empty poll / a batch), owed/decision, parked/decision; RR/C2QoS: pkts/batch, empty polls/batch");
+    println!("  run {run}\n  round (* PMD-limited)   RR Mpps  C2QoS Mpps  ratio   RR cyc/pkt  C2QoS cyc/pkt  ratio   busy% RR/C2QoS  C2QoS code: % of busy (+ sampling's fences %), cyc/decision (picking, charging; after an empty poll / a batch), owed/decision, parked/decision, turn batches/decision; RR/C2QoS: pkts/batch, empty polls/batch");
     let mut all: Vec<(bool, Round)> = Vec::new();
     let rounds = args().rounds;
     for round in 0..rounds {
@@ -470,7 +477,7 @@ fn one_run(run: usize, daemon_bin: &Path, security_group_masks: usize, flows_per
         all.push((limited, r));
         let (rr, c2) = (r.rr, r.c2);
         println!(
-            "  {round:>4}{} {:>8.3}  {:>10.3}  {:>5.3}  {:>11.0}  {:>13.0}  {:>5.3}   {:>3.0}/{:<3.0}       {:>6.3} (+{:.3})  {:>5.0} ({:>3.0}, {:>3.0}; {:>3.0} / {:>3.0})  {:>5.3}  {:>5.3};  {:.1}/{:.1}  {:.2}/{:.2}",
+            "  {round:>4}{} {:>8.3}  {:>10.3}  {:>5.3}  {:>11.0}  {:>13.0}  {:>5.3}   {:>3.0}/{:<3.0}       {:>6.3} (+{:.3})  {:>5.0} ({:>3.0}, {:>3.0}; {:>3.0} / {:>3.0})  {:>5.3}  {:>5.3}  {:>5.3};  {:.1}/{:.1}  {:.2}/{:.2}",
             if limited { "*" } else { " " },
             rr.packets_per_sec(tsc_hz) / 1e6,
             c2.packets_per_sec(tsc_hz) / 1e6,
@@ -489,6 +496,7 @@ fn one_run(run: usize, daemon_bin: &Path, security_group_masks: usize, flows_per
             r.cycles_per_full_decision,
             r.owed_per_decision,
             r.parked_per_decision,
+            r.turns_per_decision,
             rr.packets_per_batch(),
             c2.packets_per_batch(),
             rr.empty_polls_per_batch(),
@@ -593,7 +601,7 @@ fn summarize(all: &[(bool, Round)], rounds: usize, tsc_hz: u64) -> RunResult {
         let (least, most) =
             (shares.iter().copied().fold(f64::INFINITY, f64::min), shares.iter().copied().fold(0.0, f64::max));
         println!(
-            "      C2QoS's own code, measured on the PMD: {:.3}% of its busy cycles (median; from {least:.3}% to {most:.3}%; pooled {:.3}%), {:.0} cycles per decision ({:.0} picking, {:.0} charging; {:.0} after an empty poll, {:.0} after a batch), {:.3} owed and {:.3} parked per decision; empty polls per batch {:.2} round robin, {:.2} C2QoS (medians)",
+            "      C2QoS's own code, measured on the PMD: {:.3}% of its busy cycles (median; from {least:.3}% to {most:.3}%; pooled {:.3}%), {:.0} cycles per decision ({:.0} picking, {:.0} charging; {:.0} after an empty poll, {:.0} after a batch), {:.3} owed and {:.3} parked per decision, {:.3} of the decisions a turn going on; empty polls per batch {:.2} round robin, {:.2} C2QoS (medians)",
             median(|r| r.own_percent_of_busy),
             100.0 * c2.qos / c2.busy.max(1.0),
             median(|r| r.own_cycles_per_decision),
@@ -603,6 +611,7 @@ fn summarize(all: &[(bool, Round)], rounds: usize, tsc_hz: u64) -> RunResult {
             median(|r| r.cycles_per_full_decision),
             median(|r| r.owed_per_decision),
             median(|r| r.parked_per_decision),
+            median(|r| r.turns_per_decision),
             median(|r| r.rr.empty_polls_per_batch()),
             median(|r| r.c2.empty_polls_per_batch()),
         );

@@ -545,6 +545,12 @@ fn pmd_families(family: &mut Family<'_>, pmds: &[PmdStats]) {
         "Times a C2QoS port was parked in the waiting queue for cycle tokens, on each PMD thread.",
         pmds.iter().map(|p| (vec![("core", p.core.to_string())], p.totals.qos_parked)).collect(),
     );
+    family(
+        "slaswitch_pmd_qos_turn_batches_total",
+        "counter",
+        "Batches a C2QoS port ran as its turn going on, with no scheduler decision before them, on each PMD thread.",
+        pmds.iter().map(|p| (vec![("core", p.core.to_string())], p.totals.qos_turn_batches)).collect(),
+    );
     // The comparison of C2QoS with round robin (slaswitchd --compare-slice-us), when on.
     let compare_family = |name: &str, help: &str, field: fn(&CompareSide) -> u64| {
         let mut samples = Vec::new();

@@ -36,6 +36,7 @@ pub fn pmd_stats(
                 run_ns: pmd.run_ns,
                 qos_owed: pmd.totals.qos_owed,
                 qos_parked: pmd.totals.qos_parked,
+                qos_turn_batches: pmd.totals.qos_turn_batches,
                 busy_pct_interval: rate.map(|r| r.busy_pct),
                 drift_factor: pmd.drift_factor,
                 probe: pmd.probe,

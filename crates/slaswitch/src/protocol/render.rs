@@ -144,11 +144,11 @@ impl Display for PmdStatsReply {
                     t.qos_cycles as f64 / t.qos_decisions as f64
                 )?;
             }
-            if pmd.qos_owed + pmd.qos_parked > 0 {
+            if pmd.qos_owed + pmd.qos_parked + pmd.qos_turn_batches > 0 {
                 writeln!(
                     f,
-                    "  C2QoS: {} batches left a port owing tokens, {} parked it",
-                    pmd.qos_owed, pmd.qos_parked
+                    "  C2QoS: {} batches left a port owing tokens, {} parked it; {} batches ran as a turn going on",
+                    pmd.qos_owed, pmd.qos_parked, pmd.qos_turn_batches
                 )?;
             }
             if let Some(c) = probe.compare {

@@ -139,6 +139,9 @@ pub struct PmdView {
     pub qos_owed: u64,
     /// Batches that parked a port.
     pub qos_parked: u64,
+    /// Batches a port ran as a turn going on, on a decision already made.
+    #[serde(default)]
+    pub qos_turn_batches: u64,
     /// Busy share over the last interval, percent.
     pub busy_pct_interval: Option<f64>,
     /// The host-speed factor the model's allocations follow (drift compensation).
