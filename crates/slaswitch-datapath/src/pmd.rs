@@ -89,7 +89,7 @@ fn run_with<P: Probe>(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counte
             if scheduled {
                 let now = probe.clock(served.end_tsc);
                 let order = &mut pmd.order;
-                probe.charge(served.received, || {
+                probe.charge(served.received, order.serving_a_turn(), || {
                     order.charge(served.charged_cycles, served.received, served.bytes, served.end_tsc, now)
                 });
             } else {

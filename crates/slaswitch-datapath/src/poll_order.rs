@@ -86,6 +86,8 @@ pub(crate) struct C2qosOrder {
     bypass: bool,
     /// The port number of the last scheduled pick, until it is charged.
     in_service: Option<usize>,
+    /// That pick was the port's turn going on, not a decision of the scheduler.
+    serving_turn: bool,
     decisions: u64,
     /// TSC at which a timed decision began (the batch before it ended), 0 when none is timed.
     sample_from_tsc: u64,
@@ -163,6 +165,12 @@ impl PollOrder {
                 o.sched.decision_lines(port, prefetch);
             }
         }
+    }
+
+    /// Whether the port in service was picked as its turn going on (no scheduler decision).
+    #[inline]
+    pub(crate) fn serving_a_turn(&self) -> bool {
+        matches!(self, PollOrder::C2qos(o) if o.serving_turn)
     }
 
     /// Charges a scheduled port its batch: `cycles` (its three stages), `received` packets of
@@ -264,6 +272,7 @@ impl C2qosOrder {
             all: Cursor::default(),
             bypass: false,
             in_service: None,
+            serving_turn: false,
             decisions: 0,
             sample_from_tsc: 0,
             decision_cycles_x8: 0,
@@ -326,6 +335,7 @@ impl C2qosOrder {
                 self.turn_batches += 1;
                 self.end_timed_decision(false);
                 self.in_service = Some(number);
+                self.serving_turn = true;
                 return self.last_pick;
             }
             let picked = self.sched.next_port(now);
@@ -335,6 +345,7 @@ impl C2qosOrder {
                 return Pick::Idle;
             };
             self.in_service = Some(number);
+            self.serving_turn = false;
             let burst = (self.sched.burst_packets(number) as usize).clamp(1, MAX_BURST);
             self.last_pick = Pick::Port { idx: usize::from(self.rx_index[number]), scheduled: true, burst };
             return self.last_pick;

@@ -43,9 +43,10 @@ pub(crate) trait Probe {
         pick()
     }
 
-    /// Runs the charging of a port C2QoS picked, whose poll brought `received` packets.
+    /// Runs the charging of a port C2QoS picked, whose poll brought `received` packets;
+    /// `turn`: the pick was the port's turn going on, not a decision of the scheduler.
     #[inline(always)]
-    fn charge(&mut self, _received: usize, charge: impl FnOnce()) {
+    fn charge(&mut self, _received: usize, _turn: bool, charge: impl FnOnce()) {
         charge()
     }
 
@@ -92,6 +93,13 @@ pub struct ProbeTotals {
     /// Cycles the timed decisions' fences waited for earlier stores to drain, which no timed
     /// interval holds: the cost of the timing itself.
     pub qos_sampling_cycles: u64,
+    /// Timed decisions that were a port's turn going on (no scheduler call), and their picking
+    /// and charging cycles, not scaled: what a batch of a turn costs C2QoS's code.
+    #[serde(default)]
+    pub qos_timed_turns: u64,
+    /// See `qos_timed_turns`.
+    #[serde(default)]
+    pub qos_timed_turn_cycles: u64,
 }
 
 /// The probe's report, as the control plane reads it.
@@ -191,7 +199,7 @@ impl Probe for OverheadProbe {
         picked
     }
 
-    fn charge(&mut self, received: usize, charge: impl FnOnce()) {
+    fn charge(&mut self, received: usize, turn: bool, charge: impl FnOnce()) {
         self.totals.qos_empty_decisions += u64::from(received == 0);
         if !self.sampled {
             charge();
@@ -207,6 +215,10 @@ impl Probe for OverheadProbe {
         t.qos_cycles += decision;
         t.qos_pick_cycles += self.pick_cycles << SAMPLE_SHIFT;
         t.qos_charge_cycles += charge_cycles << SAMPLE_SHIFT;
+        if turn {
+            t.qos_timed_turns += 1;
+            t.qos_timed_turn_cycles += self.pick_cycles + charge_cycles;
+        }
         if received == 0 {
             t.qos_empty_cycles += decision;
         }

@@ -219,6 +219,9 @@ struct Counters {
     /// Batches run as a turn going on (counted among the probe's decisions, with no scheduler
     /// call behind them).
     turns: f64,
+    /// Timed decisions that were a turn going on, and their cycles (not scaled).
+    timed_turns: f64,
+    timed_turn_cycles: f64,
     /// Cycles the sampled decisions' fences waited for the batch's stores (not in `qos`).
     sampling: f64,
 }
@@ -241,6 +244,8 @@ fn counters(socket: &Path) -> Counters {
         owed: pmd.qos_owed as f64,
         parked: pmd.qos_parked as f64,
         turns: pmd.qos_turn_batches as f64,
+        timed_turns: t.qos_timed_turns as f64,
+        timed_turn_cycles: t.qos_timed_turn_cycles as f64,
         sampling: t.qos_sampling_cycles as f64,
     }
 }
@@ -264,6 +269,9 @@ struct Round {
     parked_per_decision: f64,
     /// Share of the decisions that were a turn going on (the scheduler not called).
     turns_per_decision: f64,
+    /// What C2QoS's code took on a batch of a turn going on (picking and charging; timed
+    /// samples).
+    cycles_per_turn_batch: f64,
     /// What timing the sampled decisions cost beyond C2QoS's own code, % of busy cycles.
     sampling_percent_of_busy: f64,
 }
@@ -290,6 +298,7 @@ fn measure(socket: &Path) -> Round {
         owed_per_decision: (b.owed - a.owed) / decisions,
         parked_per_decision: (b.parked - a.parked) / decisions,
         turns_per_decision: (b.turns - a.turns) / decisions,
+        cycles_per_turn_batch: (b.timed_turn_cycles - a.timed_turn_cycles) / (b.timed_turns - a.timed_turns).max(1.0),
         // The decisions' counters run through the uncounted quarters too: their ratio to
         // `qos_cycles` carries over.
         sampling_percent_of_busy: 100.0 * c2.qos / busy * (b.sampling - a.sampling) / (b.qos - a.qos).max(1.0),
@@ -468,7 +477,7 @@ fn one_run(run: usize, daemon_bin: &Path, security_group_masks: usize, flows_per
     tenant.args(["gen", "--keep-refused", "--phase", &format!("size=64,rate=max,flows={flows_per_vm}")]);
     let tenant = Proc(tenant.stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("start slaswitch-tenant"));
     std::thread::sleep(Duration::from_secs(4));
-    println!("  run {run}\n  round (* PMD-limited)   RR Mpps  C2QoS Mpps  ratio   RR cyc/pkt  C2QoS cyc/pkt  ratio   busy% RR/C2QoS  C2QoS code: % of busy (+ sampling's fences %), cyc/decision (picking, charging; after an empty poll / a batch), owed/decision, parked/decision, turn batches/decision; RR/C2QoS: pkts/batch, empty polls/batch");
+    println!("  run {run}\n  round (* PMD-limited)   RR Mpps  C2QoS Mpps  ratio   RR cyc/pkt  C2QoS cyc/pkt  ratio   busy% RR/C2QoS  C2QoS code: % of busy (+ sampling's fences %), cyc/decision (picking, charging; after an empty poll / a batch), owed/decision, parked/decision, turn batches/decision (their cycles); RR/C2QoS: pkts/batch, empty polls/batch");
     let mut all: Vec<(bool, Round)> = Vec::new();
     let rounds = args().rounds;
     for round in 0..rounds {
@@ -477,7 +486,7 @@ fn one_run(run: usize, daemon_bin: &Path, security_group_masks: usize, flows_per
         all.push((limited, r));
         let (rr, c2) = (r.rr, r.c2);
         println!(
-            "  {round:>4}{} {:>8.3}  {:>10.3}  {:>5.3}  {:>11.0}  {:>13.0}  {:>5.3}   {:>3.0}/{:<3.0}       {:>6.3} (+{:.3})  {:>5.0} ({:>3.0}, {:>3.0}; {:>3.0} / {:>3.0})  {:>5.3}  {:>5.3}  {:>5.3};  {:.1}/{:.1}  {:.2}/{:.2}",
+            "  {round:>4}{} {:>8.3}  {:>10.3}  {:>5.3}  {:>11.0}  {:>13.0}  {:>5.3}   {:>3.0}/{:<3.0}       {:>6.3} (+{:.3})  {:>5.0} ({:>3.0}, {:>3.0}; {:>3.0} / {:>3.0})  {:>5.3}  {:>5.3}  {:>5.3} ({:>3.0});  {:.1}/{:.1}  {:.2}/{:.2}",
             if limited { "*" } else { " " },
             rr.packets_per_sec(tsc_hz) / 1e6,
             c2.packets_per_sec(tsc_hz) / 1e6,
@@ -497,6 +506,7 @@ fn one_run(run: usize, daemon_bin: &Path, security_group_masks: usize, flows_per
             r.owed_per_decision,
             r.parked_per_decision,
             r.turns_per_decision,
+            r.cycles_per_turn_batch,
             rr.packets_per_batch(),
             c2.packets_per_batch(),
             rr.empty_polls_per_batch(),
@@ -601,7 +611,7 @@ fn summarize(all: &[(bool, Round)], rounds: usize, tsc_hz: u64) -> RunResult {
         let (least, most) =
             (shares.iter().copied().fold(f64::INFINITY, f64::min), shares.iter().copied().fold(0.0, f64::max));
         println!(
-            "      C2QoS's own code, measured on the PMD: {:.3}% of its busy cycles (median; from {least:.3}% to {most:.3}%; pooled {:.3}%), {:.0} cycles per decision ({:.0} picking, {:.0} charging; {:.0} after an empty poll, {:.0} after a batch), {:.3} owed and {:.3} parked per decision, {:.3} of the decisions a turn going on; empty polls per batch {:.2} round robin, {:.2} C2QoS (medians)",
+            "      C2QoS's own code, measured on the PMD: {:.3}% of its busy cycles (median; from {least:.3}% to {most:.3}%; pooled {:.3}%), {:.0} cycles per decision ({:.0} picking, {:.0} charging; {:.0} after an empty poll, {:.0} after a batch), {:.3} owed and {:.3} parked per decision, {:.3} of the decisions a turn going on ({:.0} cycles each); empty polls per batch {:.2} round robin, {:.2} C2QoS (medians)",
             median(|r| r.own_percent_of_busy),
             100.0 * c2.qos / c2.busy.max(1.0),
             median(|r| r.own_cycles_per_decision),
@@ -612,6 +622,7 @@ fn summarize(all: &[(bool, Round)], rounds: usize, tsc_hz: u64) -> RunResult {
             median(|r| r.owed_per_decision),
             median(|r| r.parked_per_decision),
             median(|r| r.turns_per_decision),
+            median(|r| r.cycles_per_turn_batch),
             median(|r| r.rr.empty_polls_per_batch()),
             median(|r| r.c2.empty_polls_per_batch()),
         );
