@@ -70,9 +70,14 @@ fn run_with<P: Probe>(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counte
     for pass in 1u64.. {
         let (mut had_packets, mut filling) = (false, false);
         pmd.order.start_pass(probe.bypass());
+        // The pick of a port whose turn goes on: served again without asking the order.
+        let mut turn: Option<Pick> = None;
         loop {
             let now = probe.clock(t);
-            let pick = probe.pick(|| pmd.order.next(now));
+            let pick = match turn.take() {
+                Some(pick) => probe.turn_goes_on(pick),
+                None => probe.pick(|| pmd.order.next(now)),
+            };
             let (idx, scheduled, burst) = match pick {
                 Pick::Port { idx, scheduled, burst } => (idx, scheduled, burst),
                 Pick::Idle => {
@@ -89,9 +94,10 @@ fn run_with<P: Probe>(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counte
             if scheduled {
                 let now = probe.clock(served.end_tsc);
                 let order = &mut pmd.order;
-                probe.charge(served.received, order.serving_a_turn(), || {
+                let goes_on = probe.charge(served.received, order.serving_a_turn(), || {
                     order.charge(served.charged_cycles, served.received, served.bytes, served.end_tsc, now)
                 });
+                turn = goes_on.then_some(pick);
             } else {
                 pmd.idle.polled(idx, served.received, served.end_tsc);
             }

@@ -74,10 +74,6 @@ pub(crate) struct C2qosOrder {
     /// Decisions left in this pass.
     decisions_left: usize,
     decisions_per_pass: usize,
-    /// The port continuing its turn (`PortScheduler::end_batch`).
-    turn: Option<usize>,
-    /// The last scheduled pick, which a turn going on repeats without looking the port up.
-    last_pick: Pick,
     /// The ports outside HBS.
     others: Cursor,
     /// Every rx port, for a pass that bypasses the scheduler: plain round robin (the overhead
@@ -86,7 +82,8 @@ pub(crate) struct C2qosOrder {
     bypass: bool,
     /// The port number of the last scheduled pick, until it is charged.
     in_service: Option<usize>,
-    /// That pick was the port's turn going on, not a decision of the scheduler.
+    /// The port in service is running its turn's further batches (`PortScheduler::end_batch`),
+    /// not a decision of the scheduler.
     serving_turn: bool,
     decisions: u64,
     /// TSC at which a timed decision began (the batch before it ended), 0 when none is timed.
@@ -174,11 +171,14 @@ impl PollOrder {
     }
 
     /// Charges a scheduled port its batch: `cycles` (its three stages), `received` packets of
-    /// `bytes`, ended at TSC `end_tsc`, `now` on the scheduler's clock.
+    /// `bytes`, ended at TSC `end_tsc`, `now` on the scheduler's clock. True: the port's turn
+    /// goes on, and the PMD serves it again as it was picked, without asking [`Self::next`]
+    /// (most batches of a backlogged PMD: their C2QoS work is then this call alone).
     #[inline]
-    pub(crate) fn charge(&mut self, cycles: u64, received: usize, bytes: u64, end_tsc: u64, now: u64) {
-        if let PollOrder::C2qos(o) = self {
-            o.charge(cycles, received, bytes, end_tsc, now);
+    pub(crate) fn charge(&mut self, cycles: u64, received: usize, bytes: u64, end_tsc: u64, now: u64) -> bool {
+        match self {
+            PollOrder::C2qos(o) => o.charge(cycles, received, bytes, end_tsc, now),
+            PollOrder::RoundRobin(_) => false,
         }
     }
 
@@ -266,8 +266,6 @@ impl C2qosOrder {
             rx_index: Vec::new(),
             decisions_left: 0,
             decisions_per_pass: 0,
-            turn: None,
-            last_pick: Pick::Idle,
             others: Cursor::default(),
             all: Cursor::default(),
             bypass: false,
@@ -310,7 +308,6 @@ impl C2qosOrder {
         self.decisions_per_pass = cfg.rx_ports.iter().filter(|p| p.cpu_qos.is_set()).count();
         self.others = Cursor::over((0..cfg.rx_ports.len()).filter(|&i| !cfg.rx_ports[i].cpu_qos.is_set()).collect());
         self.all = Cursor::over((0..cfg.rx_ports.len()).collect());
-        self.turn = None;
         self.in_service = None;
         self.sample_from_tsc = 0;
     }
@@ -319,7 +316,6 @@ impl C2qosOrder {
     fn start_pass(&mut self, bypass: bool) {
         self.decisions_left = self.decisions_per_pass;
         self.others.next = 0;
-        self.turn = None;
         self.all.next = 0;
         self.bypass = bypass;
     }
@@ -331,13 +327,6 @@ impl C2qosOrder {
         }
         if self.decisions_left > 0 {
             self.decisions_left -= 1;
-            if let Some(number) = self.turn.take() {
-                self.turn_batches += 1;
-                self.end_timed_decision(false);
-                self.in_service = Some(number);
-                self.serving_turn = true;
-                return self.last_pick;
-            }
             let picked = self.sched.next_port(now);
             self.end_timed_decision(true);
             let Some(number) = picked else {
@@ -347,25 +336,32 @@ impl C2qosOrder {
             self.in_service = Some(number);
             self.serving_turn = false;
             let burst = (self.sched.burst_packets(number) as usize).clamp(1, MAX_BURST);
-            self.last_pick = Pick::Port { idx: usize::from(self.rx_index[number]), scheduled: true, burst };
-            return self.last_pick;
+            return Pick::Port { idx: usize::from(self.rx_index[number]), scheduled: true, burst };
         }
         self.others.next().map_or(Pick::PassEnd, unscheduled)
     }
 
+    /// A turn going on takes one of the pass's decisions, as a pick would.
     #[inline]
-    fn charge(&mut self, cycles: u64, received: usize, bytes: u64, end_tsc: u64, now: u64) {
-        let Some(number) = self.in_service.take() else { return };
+    fn charge(&mut self, cycles: u64, received: usize, bytes: u64, end_tsc: u64, now: u64) -> bool {
+        let Some(number) = self.in_service else { return false };
         self.sched.spend_bytes(number, bytes, now);
-        if self.sched.end_batch(number, cycles, received as u32, now, self.decisions_left > 0) {
-            self.turn = Some(number);
-        }
         self.decisions += 1;
         // Half a period off the overhead probe's own sampling (`crate::probe`), so the probe
         // never times this timing.
         if received > 0 && self.decisions % DECISION_SAMPLE_PERIOD == DECISION_SAMPLE_PERIOD / 2 {
             self.sample_from_tsc = end_tsc;
         }
+        let goes_on = self.sched.end_batch(number, cycles, received as u32, now, self.decisions_left > 0);
+        self.serving_turn = goes_on;
+        if !goes_on {
+            self.in_service = None;
+            return false;
+        }
+        self.decisions_left -= 1;
+        self.turn_batches += 1;
+        self.end_timed_decision(false);
+        true
     }
 
     /// Closes a timed decision: from the end of the batch before to the pick. Only decisions

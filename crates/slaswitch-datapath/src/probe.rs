@@ -43,10 +43,16 @@ pub(crate) trait Probe {
         pick()
     }
 
-    /// Runs the charging of a port C2QoS picked, whose poll brought `received` packets;
-    /// `turn`: the pick was the port's turn going on, not a decision of the scheduler.
+    /// The PMD serves `pick` again as its port's turn goes on, without a pick; returns it.
     #[inline(always)]
-    fn charge(&mut self, _received: usize, _turn: bool, charge: impl FnOnce()) {
+    fn turn_goes_on(&mut self, pick: Pick) -> Pick {
+        pick
+    }
+
+    /// Runs the charging of a port C2QoS picked, whose poll brought `received` packets, and
+    /// returns what it returns; `turn`: the batch was the port's turn going on, not picked.
+    #[inline(always)]
+    fn charge(&mut self, _received: usize, _turn: bool, charge: impl FnOnce() -> bool) -> bool {
         charge()
     }
 
@@ -93,8 +99,8 @@ pub struct ProbeTotals {
     /// Cycles the timed decisions' fences waited for earlier stores to drain, which no timed
     /// interval holds: the cost of the timing itself.
     pub qos_sampling_cycles: u64,
-    /// Timed decisions that were a port's turn going on (no scheduler call), and their picking
-    /// and charging cycles, not scaled: what a batch of a turn costs C2QoS's code.
+    /// Timed decisions that were a port's turn going on (no pick: the PMD serves the port
+    /// again), and their charging cycles, not scaled: what a batch of a turn costs C2QoS's code.
     #[serde(default)]
     pub qos_timed_turns: u64,
     /// See `qos_timed_turns`.
@@ -199,15 +205,22 @@ impl Probe for OverheadProbe {
         picked
     }
 
-    fn charge(&mut self, received: usize, turn: bool, charge: impl FnOnce()) {
+    /// A turn's batch counts as a decision, sampled as picks are, with no picking cycles.
+    fn turn_goes_on(&mut self, pick: Pick) -> Pick {
+        self.sampled = self.totals.qos_decisions.trailing_zeros() >= SAMPLE_SHIFT;
+        self.totals.qos_decisions += 1;
+        self.pick_cycles = 0;
+        pick
+    }
+
+    fn charge(&mut self, received: usize, turn: bool, charge: impl FnOnce() -> bool) -> bool {
         self.totals.qos_empty_decisions += u64::from(received == 0);
         if !self.sampled {
-            charge();
-            return;
+            return charge();
         }
         let t_drain = rdtsc();
         let t0 = rdtsc_after_all();
-        charge();
+        let goes_on = charge();
         let (charge_cycles, drain_cycles) = (self.own(t0, rdtsc_after_loads()), self.own(t_drain, t0));
         let decision = (self.pick_cycles + charge_cycles) << SAMPLE_SHIFT;
         let t = &mut self.totals;
@@ -222,6 +235,7 @@ impl Probe for OverheadProbe {
         if received == 0 {
             t.qos_empty_cycles += decision;
         }
+        goes_on
     }
 
     fn scheduler_work(&mut self, scheduled: bool, work: impl FnOnce()) {
