@@ -1,18 +1,12 @@
-# The PMD's core kept for it while a benchmark runs, as the test bed's shield does for a run
-# (`crates/slaswitch-testbed/src/core_shield.rs`): every thread of the machine that the kernel
-# lets move, but one named, is confined to core 1; each one's own set is kept in FILE and given
-# back by `unshield_core0`. (A set worked out from this shell's own would be the confined one.)
-shield_core0() { # FILE [THREAD_ID_LEFT_WHERE_IT_IS]
-  local file=$1 leave=${2:-} t had
-  for t in $(ps -eLo lwp=); do
-    [ "$t" = "$leave" ] && continue
-    had=$(taskset -p -c "$t" 2>/dev/null | sed 's/.*: //') || continue
-    if taskset -p -c 1 "$t" >/dev/null 2>&1; then echo "$t $had" >>"$file"; fi
-  done
-}
-unshield_core0() { # FILE
-  local t had
-  [ -f "$1" ] || return 0
-  while read -r t had; do taskset -p -c "$had" "$t" >/dev/null 2>&1 || true; done <"$1"
-  rm -f "$1"
+# The PMD's core kept for it while a benchmark runs: the calling script runs again under
+# `slaswitch experiment shield` (the test bed's shield, crates/slaswitch-testbed/src/core_shield.rs),
+# which moves every thread of the machine that may move, the script itself included, to the
+# other cores until the script ends and then gives each its own cores back. The programs the
+# script starts pin their forwarding threads to core 0 themselves. Call it from the
+# repository's root, after the build, with the script's arguments.
+rerun_shielded() { # SCRIPT_NAME ARGS...
+  [ -n "${SLASWITCH_SHIELDED_THREADS:-}" ] && return 0
+  local script=$1
+  shift
+  exec "$PWD/target/release/slaswitch" experiment shield --pmd-cores 0 -- "$PWD/scripts/$script" "$@"
 }

@@ -56,6 +56,32 @@ impl CoreShield {
     }
 }
 
+/// The command run under a shield (`slaswitch experiment shield`), to which the shield's own
+/// process passes a stop signal.
+static SHIELDED_CHILD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+extern "C" fn pass_on(signal: libc::c_int) {
+    let child = SHIELDED_CHILD.load(std::sync::atomic::Ordering::Relaxed);
+    if child > 0 {
+        // SAFETY: kill is async-signal-safe.
+        unsafe { libc::kill(child, signal) };
+    }
+}
+
+/// Keeps this process alive until `child` ends, so that a shield held here is dropped (each
+/// thread given its cores back): SIGTERM is passed on to the child; SIGINT and SIGHUP, which
+/// a terminal sends the child too, are ignored. Call after the child is started: an ignored
+/// signal would be ignored by the child as well.
+pub fn forward_stop_signals(child: u32) {
+    SHIELDED_CHILD.store(child as i32, std::sync::atomic::Ordering::Relaxed);
+    // SAFETY: the handler only loads an atomic and calls kill, both async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGTERM, pass_on as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGINT, libc::SIG_IGN);
+        libc::signal(libc::SIGHUP, libc::SIG_IGN);
+    }
+}
+
 impl Drop for CoreShield {
     fn drop(&mut self) {
         self.moved.iter().for_each(release);

@@ -86,3 +86,20 @@ fn a_short_run_reports_what_the_sink_counted() {
     assert!(leftovers.stdout.is_empty(), "processes left: {}", String::from_utf8_lossy(&leftovers.stdout));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `slaswitch experiment shield --pmd-cores 0 -- COMMAND`: the words after `--` are the
+/// command's (not a joined `slaswitch` command, as `--` is elsewhere), and its exit status is
+/// the CLI's.
+#[test]
+fn the_cli_hands_a_shielded_command_its_words() {
+    let _g = serial();
+    let out = Command::new(CLI)
+        .args(["experiment", "shield", "--pmd-cores", "0", "--", "sh", "-c", "exit 5"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    match slaswitch_datapath::pmd::online_cores() {
+        1 => assert!(stderr.contains("every core of this machine"), "{stderr}"),
+        _ => assert_eq!(out.status.code(), Some(5), "{stderr}"),
+    }
+}

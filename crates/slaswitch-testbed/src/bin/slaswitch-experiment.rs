@@ -50,6 +50,18 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run COMMAND with the PMD cores shielded, as a run of the test bed is: every other
+    /// thread of the machine that may move (COMMAND too, and what it starts) is kept off them
+    /// until COMMAND ends, then each gets its own cores back. COMMAND finds the number of
+    /// threads moved in SLASWITCH_SHIELDED_THREADS; the programs it starts pin their PMDs.
+    Shield {
+        /// The cores kept for PMDs (comma-separated); at least one other core must stay.
+        #[arg(long, value_delimiter = ',', num_args = 1, required = true)]
+        pmd_cores: Vec<usize>,
+        /// The program and its arguments.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+        command: Vec<String>,
+    },
 }
 
 fn main() {
@@ -80,6 +92,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             dir
         }
         Command::HostNoise { core, secs, json } => return host_noise(core, secs, json),
+        Command::Shield { pmd_cores, command } => std::process::exit(shield(&pmd_cores, &command)?),
     };
     println!("{}", dir.join("report.md").display());
     Ok(())
@@ -103,6 +116,33 @@ fn host_noise(core: usize, secs: f64, json: bool) -> anyhow::Result<()> {
         ),
     }
     Ok(())
+}
+
+fn shield(pmd_cores: &[usize], command: &[String]) -> anyhow::Result<i32> {
+    let online = slaswitch_datapath::pmd::online_cores();
+    if let Some(core) = pmd_cores.iter().find(|&&c| c >= online) {
+        anyhow::bail!("--pmd-cores {core}: this machine has cores 0 to {}", online - 1);
+    }
+    if (0..online).all(|c| pmd_cores.contains(&c)) {
+        anyhow::bail!("--pmd-cores {pmd_cores:?}: every core of this machine; at least one must stay for the rest");
+    }
+    let shield = slaswitch_testbed::core_shield::CoreShield::raise(pmd_cores);
+    eprintln!(
+        "slaswitch experiment shield: {} threads moved off cores {pmd_cores:?} ({} per-CPU kernel threads stay)",
+        shield.moved(),
+        shield.refused
+    );
+    let (program, args) = command.split_first().expect("clap requires a command");
+    let mut child = std::process::Command::new(program)
+        .args(args)
+        .env("SLASWITCH_SHIELDED_THREADS", shield.moved().to_string())
+        .spawn()
+        .with_context(|| format!("cannot start {program}"))?;
+    slaswitch_testbed::core_shield::forward_stop_signals(child.id());
+    let status = child.wait().with_context(|| format!("waiting for {program}"))?;
+    drop(shield);
+    // A command a signal ended exits as a shell reports it: 128 plus the signal.
+    Ok(status.code().unwrap_or_else(|| 128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0)))
 }
 
 /// This program's folder, where slaswitchd, slaswitch and slaswitch-tenant are built too.

@@ -166,9 +166,12 @@ fn main() {
 fn run() -> anyhow::Result<()> {
     let mut words: Vec<String> = std::env::args().collect();
     // `-- set-port ...` joins commands, as in ovs-vsctl: split them off before parsing the first.
-    let mut joined = match words.iter().position(|w| w == "--") {
-        Some(i) => words.split_off(i),
-        None => Vec::new(),
+    // Not after `experiment`, whose words are the test bed's (`experiment shield ... -- CMD`).
+    let dashes = words.iter().position(|w| w == "--");
+    let experiment_at = words.iter().position(|w| w == "experiment");
+    let mut joined = match dashes {
+        Some(i) if experiment_at.is_none_or(|e| i < e) => words.split_off(i),
+        _ => Vec::new(),
     };
     // A trailing --json belongs to the whole command.
     if joined.last().is_some_and(|w| w == "--json") {
