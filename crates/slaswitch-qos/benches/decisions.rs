@@ -49,9 +49,9 @@ fn c2tb_hbs(c: &mut Criterion) {
 /// pushed the scheduler out of the core's private caches. Between decisions a buffer larger
 /// than L2 is walked (the batch); only `report_batch` and the following `next_port` are timed,
 /// in the PMD's order. 28 MIN-MAX ports sharing the whole core, the overhead benchmark's worst
-/// case: every bucket hovers at zero. (A variant that prefetched the scheduler's lines during
-/// the batch's egress ran 27% faster here, but in the PMD it saved nothing on two hosts and
-/// cost 35-55 cycles per decision to plan and issue, so it was taken out: docs/results/c2qos-overhead.md.)
+/// case: every bucket hovers at zero. No prefetch here: the PMD asks for the decision's lines
+/// during egress (`PortScheduler::decision_lines`), which this walk would evict again, and what
+/// that buys in situ is in docs/results/c2qos-overhead.md.
 fn c2tb_hbs_cold(c: &mut Criterion) {
     const PORTS: usize = 28;
     const EVICT_BYTES: usize = 4 << 20;
