@@ -94,7 +94,7 @@ fn run_with<P: Probe>(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counte
             if scheduled {
                 let now = probe.clock(served.end_tsc);
                 let order = &mut pmd.order;
-                let goes_on = probe.charge(served.received, order.serving_a_turn(), || {
+                let goes_on = probe.charge(served.received, || {
                     order.charge(served.charged_cycles, served.received, served.bytes, served.end_tsc, now)
                 });
                 turn = goes_on.then_some(pick);

@@ -82,9 +82,6 @@ pub(crate) struct C2qosOrder {
     bypass: bool,
     /// The port number of the last scheduled pick, until it is charged.
     in_service: Option<usize>,
-    /// The port in service is running its turn's further batches (`PortScheduler::end_batch`),
-    /// not a decision of the scheduler.
-    serving_turn: bool,
     decisions: u64,
     /// TSC at which a timed decision began (the batch before it ended), 0 when none is timed.
     sample_from_tsc: u64,
@@ -162,12 +159,6 @@ impl PollOrder {
                 o.sched.decision_lines(port, prefetch);
             }
         }
-    }
-
-    /// Whether the port in service was picked as its turn going on (no scheduler decision).
-    #[inline]
-    pub(crate) fn serving_a_turn(&self) -> bool {
-        matches!(self, PollOrder::C2qos(o) if o.serving_turn)
     }
 
     /// Charges a scheduled port its batch: `cycles` (its three stages), `received` packets of
@@ -270,7 +261,6 @@ impl C2qosOrder {
             all: Cursor::default(),
             bypass: false,
             in_service: None,
-            serving_turn: false,
             decisions: 0,
             sample_from_tsc: 0,
             decision_cycles_x8: 0,
@@ -334,7 +324,6 @@ impl C2qosOrder {
                 return Pick::Idle;
             };
             self.in_service = Some(number);
-            self.serving_turn = false;
             let burst = (self.sched.burst_packets(number) as usize).clamp(1, MAX_BURST);
             return Pick::Port { idx: usize::from(self.rx_index[number]), scheduled: true, burst };
         }
@@ -352,9 +341,7 @@ impl C2qosOrder {
         if received > 0 && self.decisions % DECISION_SAMPLE_PERIOD == DECISION_SAMPLE_PERIOD / 2 {
             self.sample_from_tsc = end_tsc;
         }
-        let goes_on = self.sched.end_batch(number, cycles, received as u32, now, self.decisions_left > 0);
-        self.serving_turn = goes_on;
-        if !goes_on {
+        if !self.sched.end_batch(number, cycles, received as u32, now, self.decisions_left > 0) {
             self.in_service = None;
             return false;
         }

@@ -49,10 +49,10 @@ pub(crate) trait Probe {
         pick
     }
 
-    /// Runs the charging of a port C2QoS picked, whose poll brought `received` packets, and
-    /// returns what it returns; `turn`: the batch was the port's turn going on, not picked.
+    /// Runs the charging of a port C2QoS picked (or served again as its turn went on), whose
+    /// poll brought `received` packets, and returns what it returns.
     #[inline(always)]
-    fn charge(&mut self, _received: usize, _turn: bool, charge: impl FnOnce() -> bool) -> bool {
+    fn charge(&mut self, _received: usize, charge: impl FnOnce() -> bool) -> bool {
         charge()
     }
 
@@ -145,6 +145,8 @@ pub(crate) struct OverheadProbe {
     /// The decision under way is timed, and its pick's cycles.
     sampled: bool,
     pick_cycles: u64,
+    /// The batch under way is a port's turn going on (`turn_goes_on`), not picked.
+    turn: bool,
 }
 
 impl OverheadProbe {
@@ -159,6 +161,7 @@ impl OverheadProbe {
             stall_cycles,
             sampled: false,
             pick_cycles: 0,
+            turn: false,
         }
     }
 
@@ -178,6 +181,7 @@ impl Probe for OverheadProbe {
     }
 
     fn pick(&mut self, pick: impl FnOnce() -> Pick) -> Pick {
+        self.turn = false;
         self.sampled = self.totals.qos_decisions.trailing_zeros() >= SAMPLE_SHIFT;
         if !self.sampled {
             let picked = pick();
@@ -210,10 +214,11 @@ impl Probe for OverheadProbe {
         self.sampled = self.totals.qos_decisions.trailing_zeros() >= SAMPLE_SHIFT;
         self.totals.qos_decisions += 1;
         self.pick_cycles = 0;
+        self.turn = true;
         pick
     }
 
-    fn charge(&mut self, received: usize, turn: bool, charge: impl FnOnce() -> bool) -> bool {
+    fn charge(&mut self, received: usize, charge: impl FnOnce() -> bool) -> bool {
         self.totals.qos_empty_decisions += u64::from(received == 0);
         if !self.sampled {
             return charge();
@@ -228,9 +233,9 @@ impl Probe for OverheadProbe {
         t.qos_cycles += decision;
         t.qos_pick_cycles += self.pick_cycles << SAMPLE_SHIFT;
         t.qos_charge_cycles += charge_cycles << SAMPLE_SHIFT;
-        if turn {
+        if self.turn {
             t.qos_timed_turns += 1;
-            t.qos_timed_turn_cycles += self.pick_cycles + charge_cycles;
+            t.qos_timed_turn_cycles += charge_cycles;
         }
         if received == 0 {
             t.qos_empty_cycles += decision;

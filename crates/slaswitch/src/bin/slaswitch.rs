@@ -156,6 +156,21 @@ fn pmd_factor(kv: &str) -> Result<(u32, f64), String> {
     Ok((n, r.ok_or_else(|| format!("'{kv}': the factor must be a number >= 1"))?))
 }
 
+/// Where the verb is: the first word after the program's name that is not a global option
+/// (`--socket S`, `--socket=S`, `--json`).
+fn verb_at(words: &[String]) -> Option<usize> {
+    let mut i = 1;
+    while let Some(w) = words.get(i) {
+        match w.as_str() {
+            "--socket" => i += 2,
+            "--json" => i += 1,
+            w if w.starts_with("--socket=") => i += 1,
+            _ => return Some(i),
+        }
+    }
+    None
+}
+
 fn main() {
     if let Err(e) = run() {
         eprintln!("slaswitch: {e:#}");
@@ -166,11 +181,10 @@ fn main() {
 fn run() -> anyhow::Result<()> {
     let mut words: Vec<String> = std::env::args().collect();
     // `-- set-port ...` joins commands, as in ovs-vsctl: split them off before parsing the first.
-    // Not after `experiment`, whose words are the test bed's (`experiment shield ... -- CMD`).
-    let dashes = words.iter().position(|w| w == "--");
-    let experiment_at = words.iter().position(|w| w == "experiment");
-    let mut joined = match dashes {
-        Some(i) if experiment_at.is_none_or(|e| i < e) => words.split_off(i),
+    // Not for `experiment`, whose words are all the test bed's (`experiment shield ... -- CMD`).
+    let passes_through = verb_at(&words).is_some_and(|v| words[v] == "experiment");
+    let mut joined = match words.iter().position(|w| w == "--") {
+        Some(i) if !passes_through => words.split_off(i),
         _ => Vec::new(),
     };
     // A trailing --json belongs to the whole command.
@@ -296,4 +310,21 @@ fn calibrate(a: CalibrateArgs) -> anyhow::Result<()> {
     print!("{}", slaswitch::calibrate::render(&model));
     println!("written to {}", opts.out.display());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::verb_at;
+
+    fn words(line: &str) -> Vec<String> {
+        line.split(' ').map(String::from).collect()
+    }
+
+    #[test]
+    fn the_verb_is_the_first_word_past_the_global_options() {
+        assert_eq!(verb_at(&words("slaswitch experiment shield -- sh")), Some(1));
+        assert_eq!(verb_at(&words("slaswitch --socket /s --json experiment run x")), Some(4));
+        assert_eq!(verb_at(&words("slaswitch --socket=/s add-port experiment vhost-user -- set-port a")), Some(2));
+        assert_eq!(verb_at(&words("slaswitch --json")), None);
+    }
 }
