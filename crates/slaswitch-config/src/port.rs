@@ -68,6 +68,11 @@ impl PortType {
         }
     }
 
+    /// A port onto the host kernel's network stack (tap, af_packet): each send is a system call.
+    pub fn is_kernel(&self) -> bool {
+        matches!(self, PortType::Tap | PortType::AfPacket)
+    }
+
     /// A vhost-user port (server or client socket).
     pub fn is_vhost(&self) -> bool {
         matches!(self, PortType::VhostUser | PortType::VhostUserClient)

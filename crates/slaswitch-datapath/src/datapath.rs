@@ -22,6 +22,7 @@ use slaswitch_qos::cpu::BandwidthModel;
 
 use crate::counters::{PmdCounters, PortCounters, RuleCounters};
 use crate::error::DatapathError;
+use crate::kernel_tx::KernelSender;
 use crate::paced_tx::{Fallback, PacedLink};
 use crate::pmd;
 use crate::pmd_config::{ModelCycles, PmdConfig, PmdMessage, RxPort, TxPort};
@@ -75,6 +76,9 @@ pub struct DatapathSettings {
     /// After a pass in which no queue was filling, a PMD sleeps, longer each such pass up to
     /// this many microseconds (`crate::pmd_sleep`); 0: it never sleeps.
     pub max_sleep_us: u64,
+    /// Kernel ports (tap, af_packet) send from a thread of their own on the cores the PMDs
+    /// leave (`crate::kernel_tx`), not from the PMD; off: the PMD makes the system call.
+    pub kernel_tx_threads: bool,
     /// Measure C2QoS's own work on every PMD, and optionally compare it live with round robin
     /// ([`crate::probe`]); `None`, the default, runs the PMDs without a probe.
     pub probe: Option<ProbeSettings>,
@@ -116,6 +120,8 @@ struct PortEntry {
     plan: PortPlan,
     /// Its link and queue when it has a line rate.
     paced: Option<Arc<PacedLink>>,
+    /// A kernel port's sender thread (`crate::kernel_tx`).
+    kernel_tx: Option<KernelSender>,
 }
 
 struct PmdHandle {
@@ -237,6 +243,7 @@ impl Datapath {
         let mut flood = Vec::new();
         let mut rx_ports = Vec::new();
         let mut paced = Vec::new();
+        let mut kernel_senders = Vec::new();
         for p in self.ports.values() {
             tx_ports[p.spec.number as usize] = Some(TxPort {
                 number: p.spec.number,
@@ -244,12 +251,16 @@ impl Datapath {
                 counters: p.counters.clone(),
                 lock: p.tx_lock.clone(),
                 paced: p.paced.clone(),
+                kernel: p.kernel_tx.as_ref().map(|k| k.shared().clone()),
                 vhost_tso: p.spec.port_type.is_vhost().then(|| p.spec.tso().unwrap_or(true)),
                 max_frame_bytes: p.settings.max_frame_bytes(),
             });
             flood.push(p.spec.number);
             if p.paced.is_some() {
                 paced.push(p.spec.number);
+            }
+            if p.kernel_tx.is_some() {
+                kernel_senders.push(p.spec.number);
             }
             if p.pmd == pmd_index && !parked.contains(&p.spec.number) {
                 rx_ports.push(RxPort {
@@ -294,6 +305,7 @@ impl Datapath {
             tsc_hz: self.eal.tsc_hz(),
             clock: crate::residence::TicksToNs::new(self.eal.tsc_hz()),
             paced,
+            kernel_senders,
             fallback: self.fallback.clone(),
             model: self.model.clone().map(Arc::new),
         })
@@ -354,6 +366,7 @@ impl Datapath {
             }
         }
         for (_, entry) in std::mem::take(&mut self.ports) {
+            drop(entry.kernel_tx);
             Self::destroy_device(entry.eth, &entry.recipe);
             if entry.spec.port_type == PortType::VhostUser {
                 if let Some(path) = entry.spec.socket_path(&self.settings.run_dir) {

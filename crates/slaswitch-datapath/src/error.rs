@@ -58,6 +58,14 @@ pub enum DatapathError {
         /// Why.
         cause: std::io::Error,
     },
+    /// A kernel port's sender thread could not be started.
+    #[error("cannot start the sender thread of kernel port {port}: {cause}")]
+    SenderThread {
+        /// The port.
+        port: String,
+        /// Why.
+        cause: std::io::Error,
+    },
     /// A PMD thread has stopped.
     #[error("the PMD thread on core {0} has stopped")]
     PmdStopped(usize),

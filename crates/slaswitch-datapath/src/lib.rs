@@ -10,6 +10,7 @@ mod flow_caches;
 pub mod histogram;
 pub mod host_time;
 pub mod idle_polling;
+pub mod kernel_tx;
 pub mod paced_tx;
 pub mod pmd;
 pub mod pmd_config;

@@ -107,6 +107,9 @@ fn run_with<P: Probe>(cfg: Arc<PmdConfig>, control: Receiver<PmdMessage>, counte
         }
         // The sends are charged to their VMs, not timed into the next port's batch.
         t += pmd.drain_links(pass.is_multiple_of(CHECK_CONTROL_EVERY_PASSES));
+        if pass.is_multiple_of(CHECK_CONTROL_EVERY_PASSES) {
+            pmd.charge_kernel_sends();
+        }
         pmd.totals.passes += 1;
         probe.end_pass(t, pmd.order.scheduler().is_some(), &pmd.totals, &pmd.stages.totals);
         if pass.is_multiple_of(PUBLISH_EVERY_PASSES) {
@@ -220,9 +223,9 @@ impl Pmd {
         let t_sent = rdtsc();
         // Charged first: a stall in this batch's stages touches its own frames.
         let served = self.charge_stages(idx, ingress, bytes, [t, t_rx, t_classified, t_sent], decision_cycles);
-        // Frames a paced link took are timed when the link sends them; the others left at the
-        // last tx burst's start (or, dropped, at the stage's end).
-        let left = ingress.kept.saturating_sub(egress.paced);
+        // Frames a paced link or a kernel port's sender took are timed when they send them; the
+        // others left at the last tx burst's start (or, dropped, at the stage's end).
+        let left = ingress.kept.saturating_sub(egress.handed_on);
         let sent_tsc = if egress.handed_tsc != 0 { egress.handed_tsc } else { t_sent };
         let at = PollTimes { rx_tsc: t_rx, sent_tsc, stall_end_tsc: self.stall_end_tsc };
         self.residence[idx].poll(at, ingress.received, left, burst);
@@ -326,6 +329,24 @@ impl Pmd {
             self.order.charge_outside_batch(usize::from(source), cycles);
         }
         ticks
+    }
+
+    /// Charges each VM this PMD polls what the kernel ports' senders spent sending its frames
+    /// (`crate::kernel_tx`): to its egress stage and, under C2QoS, its cycle bucket, where the
+    /// send was when the PMD made it. The PMD itself was not busy for them.
+    fn charge_kernel_sends(&mut self) {
+        let cfg = self.stages.cfg.clone();
+        let (totals, order, rx_of) = (&mut self.stages.totals, &mut self.order, &self.rx_of_number);
+        let polled = |number: u16| rx_of.get(usize::from(number)).is_some_and(|&i| i != u16::MAX);
+        for &number in &cfg.kernel_senders {
+            let Some(sender) = cfg.tx_ports[usize::from(number)].as_ref().and_then(|t| t.kernel.as_ref()) else {
+                continue;
+            };
+            sender.collect_owed(polled, |source, cycles| {
+                totals[usize::from(rx_of[usize::from(source)])].egress_cycles += cycles;
+                order.charge_outside_batch(usize::from(source), cycles);
+            });
+        }
     }
 
     /// Hands the stalls seen since the last call to the cycle buckets.

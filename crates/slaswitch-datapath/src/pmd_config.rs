@@ -11,6 +11,7 @@ use slaswitch_dpdk::{EthPort, Mempool};
 use slaswitch_qos::cpu::{BandwidthModel, C2tbConfig, TrafficProfile};
 
 use crate::counters::{PortCounters, RuleCounters};
+use crate::kernel_tx::KernelTx;
 use crate::paced_tx::{Fallback, PacedLink};
 use crate::residence::TicksToNs;
 use slaswitch_config::cpu_qos::CpuQos;
@@ -69,6 +70,8 @@ pub struct TxPort {
     pub lock: Arc<AtomicBool>,
     /// Set when the port has a line rate (`link_rate_bps`).
     pub paced: Option<Arc<PacedLink>>,
+    /// A kernel port's sender thread, which sends its unpaced frames off the PMD.
+    pub kernel: Option<Arc<KernelTx>>,
     /// For a vhost port: whether it takes large TCP segments from the switch when its guest
     /// negotiated them (its `tso` option). `None`: not a vhost port, it takes no offloads.
     pub vhost_tso: Option<bool>,
@@ -116,6 +119,8 @@ pub struct PmdConfig {
     pub(crate) clock: TicksToNs,
     /// Numbers of the paced ports (every PMD drains them).
     pub paced: Vec<u16>,
+    /// Numbers of the kernel ports with a sender thread, which owes their sources cycles.
+    pub kernel_senders: Vec<u16>,
     /// The NIC-bottleneck fallback's shared state.
     pub fallback: Arc<Fallback>,
     /// The bandwidth-CPU model, for drift compensation.

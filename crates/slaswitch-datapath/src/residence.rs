@@ -11,7 +11,8 @@
 //! the wait for the PMD (the scheduler's doing) and the three stages. A frame a paced link
 //! queues is timed by the link from the same poll to the moment the link hands it to the
 //! driver (`crate::paced_tx`), so its residence includes the link's queue (a frame the egress
-//! stage segments counts once per segment there).
+//! stage segments counts once per segment there). So is a frame a kernel port's sender thread
+//! sends (`crate::kernel_tx`), to the moment the sender hands it to the driver.
 //!
 //! A frame leaves the switch when the driver takes it, as DPDK's own latency statistics count
 //! it (their callback runs before the driver's transmit): what the driver then does is the

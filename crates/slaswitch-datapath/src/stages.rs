@@ -40,12 +40,12 @@ pub(crate) struct Ingress {
     pub(crate) kept: usize,
 }
 
-/// What the egress stage did with a batch: frames it handed to paced links (they are timed
-/// there), and the TSC at which it began its last tx burst (0: none, or the batch's residence
+/// What the egress stage did with a batch: frames it handed on to paced links and kernel
+/// ports' senders (they are timed there), and the TSC at which it began its last tx burst (0: none, or the batch's residence
 /// is not timed), where the batch's last frame left the switch (`crate::residence`).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Egress {
-    pub(crate) paced: usize,
+    pub(crate) handed_on: usize,
     pub(crate) handed_tsc: u64,
 }
 
@@ -213,13 +213,13 @@ impl Stages {
     }
 
     /// The egress stage: one tx burst per output port that has packets (a paced port queues
-    /// them in the source's queue on its link instead). Every packet here came from the batch
+    /// them in the source's queue on its link instead, a kernel port hands them to its sender). Every packet here came from the batch
     /// just classified, polled from rx port `idx`. Frames that carry their sender's offloads are
     /// first made into what their port takes, and those over its MTU dropped (`offload`).
     #[inline]
     pub(crate) fn egress(&mut self, idx: usize, start: ResidenceStart) -> Egress {
         let source = self.cfg.rx_ports[idx].number;
-        let mut paced = 0;
+        let mut handed_on = 0;
         let mut handed_tsc = 0;
         while let Some(port) = self.dirty.pop() {
             let p = port as usize;
@@ -233,16 +233,16 @@ impl Stages {
                 let cfg = &self.cfg;
                 let mut send = |batch: &mut MbufBatch| {
                     let bytes = batch.as_slice().iter().map(|m| u64::from(m.pkt_len())).sum();
-                    paced += send(cfg, tx, source, start, batch, bytes, &mut handed_tsc);
+                    handed_on += send(cfg, tx, source, start, batch, bytes, &mut handed_tsc);
                 };
                 offload::send_prepared(cfg, tx, pending, &mut self.totals[idx].offload, &mut send);
             } else {
-                paced += send(&self.cfg, tx, source, start, pending, bytes, &mut handed_tsc);
+                handed_on += send(&self.cfg, tx, source, start, pending, bytes, &mut handed_tsc);
             }
             pending.clear();
         }
         self.care = offload::BatchCare::default();
-        Egress { paced, handed_tsc }
+        Egress { handed_on, handed_tsc }
     }
 
     /// Whether a paced link holds frames waiting for their time.
@@ -275,8 +275,8 @@ impl Stages {
 
 /// Sends `pending` (of `bytes`) from port `source` on `tx`: one tx burst (its start in
 /// `handed_tsc` when the batch's residence is timed), or into the source's queue on a paced
-/// port's link, which times their residence from `start`. What the device did not take stays
-/// in `pending`. Returns the frames handed to a paced link.
+/// port's link or to a kernel port's sender, which time their residence from `start`. What the
+/// device did not take stays in `pending`. Returns the frames handed on to a link or sender.
 #[inline]
 fn send(
     cfg: &PmdConfig,
@@ -287,14 +287,15 @@ fn send(
     bytes: u64,
     handed_tsc: &mut u64,
 ) -> usize {
-    match tx.paced.as_ref() {
-        Some(link) => {
+    match (tx.paced.as_ref(), tx.kernel.as_ref()) {
+        (Some(link), _) => {
             let now_ns = cfg.clock.ns(rdtsc());
             let frames = pending.len();
             link.send(pending, source, start, &tx.device(), now_ns, &cfg.fallback);
             frames
         }
-        None => {
+        (None, Some(sender)) => sender.hand(pending, source, start),
+        (None, None) => {
             // Only a timed batch needs the time (`crate::residence`): no clock read otherwise.
             if start.since_tsc != 0 {
                 *handed_tsc = rdtsc();

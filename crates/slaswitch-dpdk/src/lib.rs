@@ -69,6 +69,7 @@ mod ffi {
         pub fn ss_strerror(err: c_int) -> *const c_char;
         pub fn ss_tsc_hz() -> u64;
         pub fn ss_thread_register() -> c_int;
+        pub fn ss_thread_unregister();
         pub fn ss_lcore_id() -> u32;
         pub fn ss_pktmbuf_pool_create(
             name: *const c_char,
@@ -206,13 +207,20 @@ fn cstring(s: &str) -> CString {
 
 /// Pins the calling thread to `core` (threads and processes it starts later inherit the set).
 pub fn pin_current_thread(core: usize) -> std::io::Result<()> {
-    if core >= libc::CPU_SETSIZE as usize {
+    pin_current_thread_to(&[core])
+}
+
+/// Pins the calling thread to `cores` (threads and processes it starts later inherit the set).
+pub fn pin_current_thread_to(cores: &[usize]) -> std::io::Result<()> {
+    if cores.is_empty() || cores.iter().any(|&c| c >= libc::CPU_SETSIZE as usize) {
         return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
     }
     // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes within it for core < CPU_SETSIZE.
     let rc = unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(core, &mut set);
+        for &core in cores {
+            libc::CPU_SET(core, &mut set);
+        }
         libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
     };
     match rc {
@@ -291,6 +299,14 @@ impl Eal {
             Ok(unsafe { ffi::ss_lcore_id() })
         }
     }
+}
+
+/// Gives back the lcore id a thread that is about to end took with [`Eal::thread_registrar`], so
+/// threads that come and go (a kernel port's sender) do not use up DPDK's lcores. Does nothing
+/// for a thread that has none.
+pub fn unregister_current_thread() {
+    // SAFETY: EAL's call checks the thread's own registration and touches nothing else.
+    unsafe { ffi::ss_thread_unregister() }
 }
 
 impl Drop for Eal {

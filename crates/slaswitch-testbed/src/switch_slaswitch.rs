@@ -230,6 +230,8 @@ pub struct Slaswitch {
     pub pmd_rebalance: bool,
     /// `slaswitchd --pmd-max-sleep-us`.
     pub pmd_max_sleep_us: u64,
+    /// `slaswitchd --kernel-tx thread`.
+    pub kernel_tx_threads: bool,
     /// The tenant the master sells to, with `[cluster]`.
     cluster_tenant: Option<String>,
     /// etcd and the master, once started.
@@ -251,6 +253,7 @@ impl Slaswitch {
             c2tb_bucket_us: scenario.host.c2tb_bucket_us,
             pmd_rebalance: scenario.host.pmd_rebalance.unwrap_or(true),
             pmd_max_sleep_us: scenario.host.pmd_max_sleep_us.unwrap_or(0),
+            kernel_tx_threads: scenario.host.kernel_tx_threads.unwrap_or(false),
             cluster_tenant: scenario.cluster.as_ref().map(|c| c.tenant.clone()),
             fleet: None,
             slo: scenario.vms.iter().any(|v| v.qos.latency_p99_us.is_some()),
@@ -311,6 +314,7 @@ impl Driver for Slaswitch {
             .args(["--file-prefix", &self.file_prefix, "--no-metrics"])
             .args(["--pmd-rebalance", if self.pmd_rebalance { "on" } else { "off" }])
             .args(["--pmd-max-sleep-us", &self.pmd_max_sleep_us.to_string()])
+            .args(["--kernel-tx", if self.kernel_tx_threads { "thread" } else { "pmd" }])
             .args(self.c2tb_bucket_us.iter().flat_map(|us| ["--c2tb-bucket-us".to_string(), us.to_string()]))
             .args(member)
             .stdin(Stdio::null())

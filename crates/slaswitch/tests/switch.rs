@@ -509,10 +509,44 @@ fn iperf3_tcp_between_namespaces_attached_by_tap_and_af_packet() {
     if !can_run_with(&[Component::Iperf3, Component::Namespaces]) {
         return;
     }
+    let sw = Switch::start("iperf", &[]);
+    iperf3_between_kernel_ports(&sw, "the PMD");
+    for port in ["tapa", "tapb"] {
+        assert!(thread_cores(sw.pid(), &format!("ktx-{port}")).is_empty(), "{port} has a sender thread");
+    }
+}
+
+#[test]
+fn kernel_ports_send_from_threads_of_their_own_off_the_pmd() {
+    let _g = serial();
+    if !can_run_with(&[Component::Iperf3, Component::Namespaces]) {
+        return;
+    }
+    let sw = Switch::start("ktx", &["--kernel-tx", "thread"]);
+    iperf3_between_kernel_ports(&sw, "sender threads");
+    // Each kernel port has a sender thread on the cores the PMD (core 0) leaves, and the frames
+    // a sender sent count in their source port's residence and egress cycles.
+    for port in ["tapa", "tapb"] {
+        let cores = thread_cores(sw.pid(), &format!("ktx-{port}"));
+        assert!(!cores.is_empty() && !cores.contains(&0), "{port}'s sender thread on cores {cores:?}");
+    }
+    let stats = sw.json(&["pmd-stats"]);
+    let tapa = stats["pmds"][0]["ports"].as_array().unwrap().iter().find(|p| p["name"] == "tapa").unwrap().clone();
+    let timed = tapa["residence_us"]["frames"].as_f64().unwrap_or(0.0);
+    assert!(timed > 1000.0, "{timed} of tapa's frames timed through tapb's sender: {tapa}");
+    let p50 = tapa["residence_us"]["p50"].as_f64().unwrap();
+    assert!(p50 > 0.0 && p50 < 100_000.0, "tapa's residence p50 {p50} us");
+    // A port the switch no longer has leaves no sender behind.
+    sw.ok(&["del-port", "tapb"]);
+    assert!(thread_cores(sw.pid(), "ktx-tapb").is_empty(), "tapb's sender outlived its port");
+}
+
+/// Two namespaces, one behind a tap port and one behind an af-packet port on a veth, ping and
+/// then run three seconds of iperf3 TCP through `sw` (whose kernel ports send from `sending`).
+fn iperf3_between_kernel_ports(sw: &Switch, sending: &str) {
     let tag = std::process::id() % 10000;
     let (a, b) = (format!("ssa{tag}"), format!("ssb{tag}"));
     let _ns = OnDrop(vec![format!("ip netns del {a}"), format!("ip netns del {b}")]);
-    let sw = Switch::start("iperf", &[]);
     // Namespace a hangs off a tap port; namespace b off one end of a veth pair, whose other end
     // the switch opens as an af-packet port.
     let (ta, vb, vsw) = (format!("sta{tag}"), format!("svb{tag}"), format!("svs{tag}"));
@@ -552,9 +586,33 @@ fn iperf3_tcp_between_namespaces_attached_by_tap_and_af_packet() {
     let bps = doc["end"]["sum_received"]["bits_per_second"]
         .as_f64()
         .unwrap_or_else(|| panic!("iperf3 gave no result: {out}"));
-    eprintln!("iperf3 through slaswitch (tap and af-packet ports, PMD core 0): {:.0} Mbit/s", bps / 1e6);
+    eprintln!(
+        "iperf3 through slaswitch (tap and af-packet ports, PMD core 0, sends from {sending}): {:.0} Mbit/s",
+        bps / 1e6
+    );
     assert!(bps > 50e6, "TCP throughput {bps} bit/s");
     assert!(sw.port("tapb")["tx_packets"].as_u64().unwrap() > 1000);
+}
+
+/// The cores the thread of process `pid` named `name` may run on (empty: no such thread).
+fn thread_cores(pid: u32, name: &str) -> Vec<usize> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
+    for task in tasks.flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if comm.trim() != name {
+            continue;
+        }
+        let status = std::fs::read_to_string(task.path().join("status")).unwrap_or_default();
+        let list = status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).unwrap_or("").trim();
+        return list
+            .split(',')
+            .flat_map(|r| match r.split_once('-') {
+                Some((a, b)) => (a.parse().unwrap_or(0)..=b.parse().unwrap_or(0)).collect::<Vec<usize>>(),
+                None => r.parse().into_iter().collect(),
+            })
+            .collect();
+    }
+    Vec::new()
 }
 
 #[test]

@@ -11,6 +11,7 @@ use slaswitch_qos::egress::link_scheduler::{LinkPlan, LinkSettings, VmLinkPolicy
 
 use super::{Datapath, PortEntry};
 use crate::error::DatapathError;
+use crate::histogram::Histogram;
 use crate::paced_tx::{LinkOut, LinkResidence, PacedLink};
 use slaswitch_config::allocation::PortPlan;
 use slaswitch_config::latency_slo::lane_rate_bps;
@@ -209,6 +210,17 @@ impl Datapath {
             all.unstalled.merge(&r.unstalled);
         }
         all
+    }
+
+    /// Port `number`'s frames that kernel ports' senders sent (`crate::kernel_tx`), every
+    /// kernel port together: residence of all, and of those no PMD stall touched.
+    pub(super) fn kernel_sent_residence(&self, number: u16) -> (Histogram, Histogram) {
+        let (mut all, mut unstalled) = (Histogram::default(), Histogram::default());
+        for (frames, quiet) in self.ports.values().filter_map(|p| p.kernel_tx.as_ref()?.shared().residence(number)) {
+            all.merge(&frames);
+            unstalled.merge(&quiet);
+        }
+        (all, unstalled)
     }
 
     /// The scheduler of paced port `name` and every VM in it.

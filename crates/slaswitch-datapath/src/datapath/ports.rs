@@ -12,6 +12,7 @@ use slaswitch_qos::cpu::BandwidthModel;
 use super::{Datapath, PortEntry};
 use crate::counters::PortCounters;
 use crate::error::DatapathError;
+use crate::kernel_tx::KernelSender;
 use slaswitch_config::allocation::{self, Candidate, PortPlan};
 use slaswitch_config::port::{DeviceRecipe, PortSpec, PortType};
 use slaswitch_config::port_settings::PortSettings;
@@ -77,16 +78,29 @@ impl Datapath {
             Self::destroy_device(eth, &recipe);
             return Err(DatapathError::StartDevice { port_type: spec.port_type.name(), port: spec.name, cause: e });
         }
+        let counters = Arc::new(PortCounters::default());
+        let tx_lock = Arc::new(AtomicBool::new(false));
+        let kernel_tx = match spec.port_type.is_kernel() && self.settings.kernel_tx_threads {
+            true => match self.kernel_sender(&spec.name, eth, &tx_lock, &counters) {
+                Ok(sender) => Some(sender),
+                Err(e) => {
+                    Self::destroy_device(eth, &recipe);
+                    return Err(e);
+                }
+            },
+            false => None,
+        };
         let entry = PortEntry {
             spec: spec.clone(),
             settings,
             eth,
             recipe,
-            counters: Arc::new(PortCounters::default()),
-            tx_lock: Arc::new(AtomicBool::new(false)),
+            counters,
+            tx_lock,
             pmd,
             plan: plans[&spec.name].clone(),
             paced: None,
+            kernel_tx,
         };
         self.ports.insert(spec.name.clone(), entry);
         let before = self.apply_plans(plans);
@@ -219,6 +233,21 @@ impl Datapath {
         }
     }
 
+    /// Starts kernel port `name`'s sender thread (`crate::kernel_tx`) on the cores no PMD has.
+    fn kernel_sender(
+        &self,
+        name: &str,
+        eth: EthPort,
+        tx_lock: &Arc<AtomicBool>,
+        counters: &Arc<PortCounters>,
+    ) -> Result<KernelSender, DatapathError> {
+        let cores: Vec<usize> =
+            (0..crate::pmd::online_cores()).filter(|c| !self.settings.pmd_cores.contains(c)).collect();
+        let register = self.eal.thread_registrar();
+        KernelSender::start(name, eth, tx_lock.clone(), counters.clone(), cores, self.eal.tsc_hz(), register)
+            .map_err(|cause| DatapathError::SenderThread { port: name.to_string(), cause })
+    }
+
     /// Removes a port: PMDs stop using it first, then its device is closed.
     pub fn del_port(&mut self, name: &str) -> Result<(), DatapathError> {
         if !self.ports.contains_key(name) {
@@ -231,6 +260,8 @@ impl Datapath {
             self.apply_plans(plans);
         }
         let result = self.push_configs();
+        // No PMD hands it frames now; its sender ends before the device closes.
+        drop(entry.kernel_tx);
         Self::destroy_device(entry.eth, &entry.recipe);
         if entry.spec.port_type == PortType::VhostUser {
             if let Some(path) = entry.spec.socket_path(&self.settings.run_dir) {

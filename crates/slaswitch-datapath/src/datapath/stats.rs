@@ -173,6 +173,7 @@ impl Datapath {
             .map(|p| {
                 let dev: EthStats = p.eth.stats().unwrap_or_default();
                 let through_links = self.link_residence(p.spec.number);
+                let (sent_off_pmd, sent_off_pmd_unstalled) = self.kernel_sent_residence(p.spec.number);
                 PortStats {
                     name: p.spec.name.clone(),
                     number: p.spec.number,
@@ -213,11 +214,13 @@ impl Datapath {
                     residence: {
                         let mut r = p.counters.residence();
                         r.merge(&through_links.total);
+                        r.merge(&sent_off_pmd);
                         r
                     },
                     residence_unstalled: {
                         let mut r = p.counters.residence_unstalled();
                         r.merge(&through_links.unstalled);
+                        r.merge(&sent_off_pmd_unstalled);
                         r
                     },
                     link_wait: through_links.queue_wait,

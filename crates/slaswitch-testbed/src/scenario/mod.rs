@@ -173,6 +173,8 @@ pub struct Variant {
     pub guest_tso: Option<bool>,
     /// Moves between PMDs in this variant (see [`Host::pmd_rebalance`]).
     pub pmd_rebalance: Option<bool>,
+    /// Kernel ports' sender threads in this variant (see [`Host::kernel_tx_threads`]).
+    pub kernel_tx_threads: Option<bool>,
 }
 
 /// A setting changed while the run goes on (`[[change]]`): at `at_secs`, the VM (or every VM
@@ -228,6 +230,10 @@ pub struct Host {
     /// A PMD sharing its core with the VMs then leaves it to them while it has little to do.
     #[serde(default)]
     pub pmd_max_sleep_us: Option<u64>,
+    /// Whether slaswitch's kernel ports send from threads of their own on the VM core
+    /// (`slaswitchd --kernel-tx thread`) instead of from the PMD (off when absent).
+    #[serde(default)]
+    pub kernel_tx_threads: Option<bool>,
     /// The virtio ring layout of the emulated VMs (`slaswitch-tenant --virtio-ring`): `split`
     /// (QEMU's default), or `packed`, which one VM core sends fast enough to saturate a PMD.
     #[serde(default)]
@@ -275,6 +281,7 @@ impl Default for Host {
             guest_tso: None,
             pmd_rebalance: None,
             pmd_max_sleep_us: None,
+            kernel_tx_threads: None,
             vm_virtio_ring: VirtioRing::Split,
         }
     }
@@ -808,6 +815,9 @@ impl Scenario {
                 }
                 if v.pmd_rebalance.is_some() {
                     s.host.pmd_rebalance = v.pmd_rebalance;
+                }
+                if v.kernel_tx_threads.is_some() {
+                    s.host.kernel_tx_threads = v.kernel_tx_threads;
                 }
                 RunConfig { label: format!("{}/{}", v.switch.name(), v.name), switch: v.switch, scenario: s }
             })

@@ -85,6 +85,13 @@ struct Cli {
     #[arg(long = "pmd-max-sleep-us", default_value_t = 0,
           value_parser = clap::value_parser!(u64).range(0..=slaswitch_datapath::pmd_sleep::MAX_SLEEP_US))]
     pmd_max_sleep_us: u64,
+    /// Where kernel ports (tap, af-packet) send: `pmd`, the PMD makes each system call (which
+    /// runs the receiving namespace's stack, and no port of that PMD is polled meanwhile), or
+    /// `thread`, a sender thread per kernel port on the cores no PMD has, charged back to the
+    /// ports whose frames it sent (other tenants no longer wait for those calls; the cores
+    /// left to the host then do that work).
+    #[arg(long = "kernel-tx", default_value = "pmd", value_parser = ["pmd", "thread"])]
+    kernel_tx: String,
     /// Measure C2QoS's own work on every PMD (pmd-stats `probe`, metrics `slaswitch_pmd_qos_*`).
     #[arg(long)]
     probe: bool,
@@ -165,6 +172,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         lower_class_burst: cli.lower_class_burst,
         idle_poll_us: cli.idle_poll_us,
         max_sleep_us: cli.pmd_max_sleep_us,
+        kernel_tx_threads: cli.kernel_tx == "thread",
         probe,
     };
     let socket_gid =
