@@ -64,8 +64,6 @@ pub struct KernelTx {
     counters: Arc<PortCounters>,
     /// By source port number: cycles the sender spent on its frames, not yet charged.
     owed_cycles: Box<[AtomicU64]>,
-    /// Some source has cycles owed: the PMDs look at the sources only then.
-    owed_any: AtomicBool,
     /// By source port number, made on its first frame.
     residence: Box<[OnceLock<Box<SourceResidence>>]>,
     clock: TicksToNs,
@@ -82,7 +80,6 @@ impl KernelTx {
             lock,
             counters,
             owed_cycles: (0..MAX_PORTS).map(|_| AtomicU64::new(0)).collect(),
-            owed_any: AtomicBool::new(false),
             residence: (0..MAX_PORTS).map(|_| OnceLock::new()).collect(),
             clock: TicksToNs::new(tsc_hz),
         }
@@ -118,27 +115,12 @@ impl KernelTx {
         }
     }
 
-    /// Calls `charge(source, cycles)` for every source with cycles owed whose number `polled`
-    /// accepts, leaving them charged.
-    pub(crate) fn collect_owed(&self, mut polled: impl FnMut(u16) -> bool, mut charge: impl FnMut(u16, u64)) {
-        if !self.owed_any.load(Relaxed) || !self.owed_any.swap(false, Relaxed) {
-            return;
-        }
-        let mut left = false;
-        for (number, owed) in self.owed_cycles.iter().enumerate() {
-            if owed.load(Relaxed) == 0 {
-                continue;
-            }
-            let number = number as u16;
-            if polled(number) {
-                charge(number, owed.swap(0, Relaxed));
-            } else {
-                left = true;
-            }
-        }
-        if left {
-            // Another PMD's ports: it collects them.
-            self.owed_any.store(true, Relaxed);
+    /// The cycles the sender spent on port `source`'s frames since the last call (its PMD
+    /// charges them).
+    pub(crate) fn take_owed(&self, source: u16) -> u64 {
+        match self.owed_cycles.get(usize::from(source)) {
+            Some(owed) if owed.load(Relaxed) != 0 => owed.swap(0, Relaxed),
+            _ => 0,
         }
     }
 
@@ -175,7 +157,6 @@ impl KernelTx {
                 owed.fetch_add(each, Relaxed);
             }
         }
-        self.owed_any.store(true, Relaxed);
     }
 
     /// A frame from `source` whose residence began at `start` was handed to the driver at
@@ -292,25 +273,16 @@ mod tests {
 
     fn owe(tx: &KernelTx, source: u16, cycles: u64) {
         tx.owed_cycles[usize::from(source)].fetch_add(cycles, Relaxed);
-        tx.owed_any.store(true, Relaxed);
     }
 
     #[test]
-    fn each_pmd_collects_what_is_owed_to_its_own_ports_once() {
+    fn each_source_is_charged_what_it_is_owed_once() {
         let tx = KernelTx::new(EthPort(0), Arc::default(), Arc::default(), 1_000_000_000);
         owe(&tx, 3, 100);
         owe(&tx, 7, 50);
         owe(&tx, 3, 20);
-        // The PMD polling port 3 takes its cycles and leaves port 7's to the other PMD.
-        let mut first = Vec::new();
-        tx.collect_owed(|n| n == 3, |n, c| first.push((n, c)));
-        assert_eq!(first, vec![(3, 120)]);
-        let mut second = Vec::new();
-        tx.collect_owed(|n| n == 7, |n, c| second.push((n, c)));
-        assert_eq!(second, vec![(7, 50)]);
-        // Nothing is charged twice.
-        let mut again = Vec::new();
-        tx.collect_owed(|_| true, |n, c| again.push((n, c)));
-        assert!(again.is_empty(), "{again:?}");
+        assert_eq!((tx.take_owed(3), tx.take_owed(7), tx.take_owed(9)), (120, 50, 0));
+        assert_eq!((tx.take_owed(3), tx.take_owed(7)), (0, 0), "charged twice");
+        assert_eq!(tx.take_owed(u16::MAX), 0);
     }
 }

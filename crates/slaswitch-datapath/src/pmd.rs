@@ -336,16 +336,18 @@ impl Pmd {
     /// send was when the PMD made it. The PMD itself was not busy for them.
     fn charge_kernel_sends(&mut self) {
         let cfg = self.stages.cfg.clone();
-        let (totals, order, rx_of) = (&mut self.stages.totals, &mut self.order, &self.rx_of_number);
-        let polled = |number: u16| rx_of.get(usize::from(number)).is_some_and(|&i| i != u16::MAX);
+        let (totals, order) = (&mut self.stages.totals, &mut self.order);
         for &number in &cfg.kernel_senders {
             let Some(sender) = cfg.tx_ports[usize::from(number)].as_ref().and_then(|t| t.kernel.as_ref()) else {
                 continue;
             };
-            sender.collect_owed(polled, |source, cycles| {
-                totals[usize::from(rx_of[usize::from(source)])].egress_cycles += cycles;
-                order.charge_outside_batch(usize::from(source), cycles);
-            });
+            for (idx, p) in cfg.rx_ports.iter().enumerate() {
+                let cycles = sender.take_owed(p.number);
+                if cycles > 0 {
+                    totals[idx].egress_cycles += cycles;
+                    order.charge_outside_batch(usize::from(p.number), cycles);
+                }
+            }
         }
     }
 
