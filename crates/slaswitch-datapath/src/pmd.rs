@@ -335,6 +335,9 @@ impl Pmd {
     /// (`crate::kernel_tx`): to its egress stage and, under C2QoS, its cycle bucket, where the
     /// send was when the PMD made it. The PMD itself was not busy for them.
     fn charge_kernel_sends(&mut self) {
+        if self.stages.cfg.kernel_senders.is_empty() {
+            return;
+        }
         let cfg = self.stages.cfg.clone();
         let (totals, order) = (&mut self.stages.totals, &mut self.order);
         for &number in &cfg.kernel_senders {

@@ -80,15 +80,16 @@ impl Datapath {
         }
         let counters = Arc::new(PortCounters::default());
         let tx_lock = Arc::new(AtomicBool::new(false));
-        let kernel_tx = match spec.port_type.is_kernel() && self.settings.kernel_tx_threads {
-            true => match self.kernel_sender(&spec.name, eth, &tx_lock, &counters) {
+        let kernel_tx = if spec.port_type.is_kernel() && self.settings.kernel_tx_threads {
+            match self.kernel_sender(&spec.name, eth, &tx_lock, &counters) {
                 Ok(sender) => Some(sender),
                 Err(e) => {
                     Self::destroy_device(eth, &recipe);
                     return Err(e);
                 }
-            },
-            false => None,
+            }
+        } else {
+            None
         };
         let entry = PortEntry {
             spec: spec.clone(),
