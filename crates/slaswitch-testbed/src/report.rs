@@ -268,7 +268,9 @@ fn target_value(
 }
 
 /// The median over a headline's window of a per-second figure; with `stall_free`, of the seconds
-/// in which no PMD lost time to the host, and a note of how many seconds that kept.
+/// in which no PMD lost time to the host, nor in the second before (a frame that leaves in a
+/// second may have waited through a stall at the end of the one before), and a note of how
+/// many seconds that kept.
 fn per_second_median(
     s: &Scenario,
     samples: &[Sample],
@@ -292,10 +294,10 @@ fn per_second_median(
         .filter(|(_, pct)| *pct > 0.0)
         .map(|(at, _)| at)
         .collect();
-    let stalled = |t: f64| stalled_at.iter().any(|at| (at - t).abs() < 0.5);
+    let stalled = |t: f64| stalled_at.iter().any(|at| (at - t).abs() < 0.5 || (t - 1.0 - at).abs() < 0.5);
     let total = inside.len();
     let kept: Vec<f64> = inside.into_iter().filter(|p| !stalled(p.0)).map(|p| p.1).collect();
-    let note = format!(", the {} of {total} seconds without a PMD stall", kept.len());
+    let note = format!(", the {} of {total} seconds without a PMD stall in them or the second before", kept.len());
     (median(kept), note)
 }
 

@@ -620,7 +620,8 @@ pub struct Headline {
     #[serde(default)]
     pub per_second: bool,
     /// latency and residence: only the seconds in which no PMD thread lost its core to the host
-    /// (the switch's `stalled_pct` is 0: no stage of the loop took over 100 us).
+    /// (the switch's `stalled_pct` is 0: no stage of the loop took over 100 us), in them or in
+    /// the second before, whose stall a frame leaving in them may have waited through.
     #[serde(default)]
     pub stall_free: bool,
     /// residence: the switch's figure over the frames no stall of the PMD touched (no stage of
