@@ -230,6 +230,9 @@ impl KernelSender {
     ) -> std::io::Result<KernelSender> {
         let shared = Arc::new(KernelTx::new(eth, lock, counters, tsc_hz));
         let thread_shared = shared.clone();
+        if cores.is_empty() {
+            tracing::warn!("kernel port {port}: every core has a PMD, so its sender thread shares them");
+        }
         let name = format!("ktx-{}", port.chars().take(10).collect::<String>());
         let join = std::thread::Builder::new().name(name).spawn(move || {
             if !cores.is_empty() {
