@@ -23,9 +23,9 @@ use slaswitch_config::ranges::MAX_PORTS;
 use slaswitch_dpdk::{rdtsc, EthPort, Mbuf, MbufBatch, MAX_BURST};
 
 use crate::counters::PortCounters;
-use crate::histogram::{Histogram, SharedHistogram};
+use crate::histogram::Histogram;
 use crate::paced_tx::TX_TRIES;
-use crate::residence::{stall_touched, ResidenceStart, TicksToNs};
+use crate::residence::{ResidenceStart, SharedResidence, TicksToNs};
 use crate::spin::SpinGuard;
 
 /// Frames a kernel port's queue holds: four PMD batches, so PMDs can hand on while the sender
@@ -44,14 +44,6 @@ struct Outgoing {
     start: ResidenceStart,
 }
 
-/// One source port's frames through a kernel port's sender: residence, all and those no PMD
-/// stall touched (written by the sender thread alone).
-#[derive(Default)]
-struct SourceResidence {
-    frames: SharedHistogram,
-    unstalled: SharedHistogram,
-}
-
 /// What a kernel port's PMDs and its sender thread share.
 pub struct KernelTx {
     queue: ArrayQueue<Outgoing>,
@@ -65,7 +57,7 @@ pub struct KernelTx {
     /// By source port number: cycles the sender spent on its frames, not yet charged.
     owed_cycles: Box<[AtomicU64]>,
     /// By source port number, made on its first frame.
-    residence: Box<[OnceLock<Box<SourceResidence>>]>,
+    residence: Box<[OnceLock<Box<SharedResidence>>]>,
     clock: TicksToNs,
 }
 
@@ -126,13 +118,7 @@ impl KernelTx {
 
     /// Source port `number`'s frames sent through this port: residence, all and unstalled.
     pub fn residence(&self, number: u16) -> Option<(Histogram, Histogram)> {
-        let r = self.residence.get(usize::from(number))?.get()?;
-        Some((r.frames.read(), r.unstalled.read()))
-    }
-
-    /// Frames waiting for the sender.
-    pub fn queued(&self) -> usize {
-        self.queue.len()
+        Some(self.residence.get(usize::from(number))?.get()?.read())
     }
 
     /// Sends `batch`, whose frames came from `sources` with residence from `starts`, and
@@ -162,17 +148,9 @@ impl KernelTx {
     /// A frame from `source` whose residence began at `start` was handed to the driver at
     /// `left_tsc`.
     fn record_residence(&self, source: u16, start: ResidenceStart, left_tsc: u64) {
-        if start.since_tsc == 0 {
-            return;
-        }
         let Some(slot) = self.residence.get(usize::from(source)) else { return };
         // The sender thread is the one writer of these histograms.
-        let r = slot.get_or_init(Box::default);
-        let ns = self.clock.ns(left_tsc.saturating_sub(start.since_tsc));
-        r.frames.record(ns);
-        if !stall_touched(start.since_tsc, start.stall_end_tsc) {
-            r.unstalled.record(ns);
-        }
+        slot.get_or_init(Box::default).record(self.clock, start, left_tsc);
     }
 
     /// The sender thread's loop: sends what is queued, a burst at a time; sleeps when nothing

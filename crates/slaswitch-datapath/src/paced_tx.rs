@@ -24,7 +24,7 @@ use slaswitch_qos::link::{LinkPacer, WIRE_OVERHEAD_BYTES};
 
 use crate::counters::PortCounters;
 use crate::histogram::{Histogram, SharedHistogram};
-use crate::residence::{stall_touched, ResidenceStart, TicksToNs};
+use crate::residence::{ResidenceStart, SharedResidence, TicksToNs};
 use crate::spin::{SpinGuard, SpinLock};
 use slaswitch_config::ranges::MAX_PORTS;
 
@@ -127,20 +127,19 @@ pub struct LinkResidence {
 /// [`LinkResidence`] as the link counts it, read without the link's lock.
 #[derive(Debug, Default)]
 struct LinkResidenceCounts {
-    total: SharedHistogram,
+    residence: SharedResidence,
     queue_wait: SharedHistogram,
-    unstalled: SharedHistogram,
 }
 
 impl LinkResidenceCounts {
     fn read(&self) -> LinkResidence {
-        LinkResidence { total: self.total.read(), queue_wait: self.queue_wait.read(), unstalled: self.unstalled.read() }
+        let (total, unstalled) = self.residence.read();
+        LinkResidence { total, queue_wait: self.queue_wait.read(), unstalled }
     }
 
     fn clear(&self) {
-        self.total.clear();
+        self.residence.clear();
         self.queue_wait.clear();
-        self.unstalled.clear();
     }
 }
 
@@ -333,13 +332,7 @@ impl PacedLink {
             // `_held`, the link's state, proves this PMD is the one writer now.
             let r = slot.get_or_init(Box::default);
             r.queue_wait.record(self.clock.ns(left_tsc.saturating_sub(queued_tsc)));
-            if since_tsc != 0 {
-                let ns = self.clock.ns(left_tsc.saturating_sub(since_tsc));
-                r.total.record(ns);
-                if !stall_touched(since_tsc, stall_end_tsc) {
-                    r.unstalled.record(ns);
-                }
-            }
+            r.residence.record(self.clock, ResidenceStart { since_tsc, stall_end_tsc }, left_tsc);
         }
     }
 

@@ -30,7 +30,7 @@
 //! stay in both. A paced link learns of a stall when the PMD has measured it, so a stall in
 //! the very stage or drain that hands a frame to the driver leaves that frame in both.
 
-use crate::histogram::Histogram;
+use crate::histogram::{Histogram, SharedHistogram};
 
 /// Fraction bits of [`TicksToNs`]'s multiplier.
 const NS_SHIFT: u32 = 32;
@@ -108,6 +108,42 @@ pub(crate) struct PollTimes {
 pub(crate) struct ResidenceStart {
     pub(crate) since_tsc: u64,
     pub(crate) stall_end_tsc: u64,
+}
+
+/// One source's frames timed where they leave the switch after the PMD let them go (a paced
+/// link, a kernel port's sender): their residence, all and those no PMD stall touched, readable
+/// by the control thread. Its one writer is whoever sends the frames.
+#[derive(Debug, Default)]
+pub(crate) struct SharedResidence {
+    frames: SharedHistogram,
+    unstalled: SharedHistogram,
+}
+
+impl SharedResidence {
+    /// A frame whose residence began at `start` (not timed when `since_tsc` is 0) left at
+    /// `left_tsc`.
+    #[inline]
+    pub(crate) fn record(&self, clock: TicksToNs, start: ResidenceStart, left_tsc: u64) {
+        if start.since_tsc == 0 {
+            return;
+        }
+        let ns = clock.ns(left_tsc.saturating_sub(start.since_tsc));
+        self.frames.record(ns);
+        if !stall_touched(start.since_tsc, start.stall_end_tsc) {
+            self.unstalled.record(ns);
+        }
+    }
+
+    /// All the frames' residence, and the unstalled frames'.
+    pub(crate) fn read(&self) -> (Histogram, Histogram) {
+        (self.frames.read(), self.unstalled.read())
+    }
+
+    /// Forgets every frame.
+    pub(crate) fn clear(&self) {
+        self.frames.clear();
+        self.unstalled.clear();
+    }
 }
 
 /// A frame whose residence began at `since_tsc` was touched by a stall that ended at
