@@ -62,6 +62,33 @@ pub fn flow_table(
     flows
 }
 
+/// The rules of `classification.per_flow_rules_for`'s VMs, one per flow (its port and exact
+/// UDP source port), above the VM's own rule; apart from [`flow_table`] so a switch can mark
+/// them (OVS-DPDK's driver gives them a cookie and reads them in aggregate, not one by one).
+pub fn per_flow_rules(
+    scenario: &Scenario,
+    step: &Step,
+    port: &dyn Fn(&str) -> String,
+    extra_actions: &dyn Fn(&str) -> String,
+) -> Vec<String> {
+    let c = &scenario.classification;
+    let priority = if c.security_group_masks > 0 { 2 } else { 11 };
+    let out = format!("output:{}", port(&scenario.uplink.name));
+    let mut flows = Vec::new();
+    for vm in step.vms.iter().filter(|vm| c.per_flow_rules_for.contains(&vm.group)) {
+        // The generator's flow f has UDP source port 1024 + f (`slaswitch_traffic::frames`).
+        flows.extend((0..c.per_flow_rules).map(|f| {
+            format!(
+                "priority={priority},udp,in_port={},tp_src={},actions={}{out}",
+                port(&vm.name),
+                1024 + f,
+                extra_actions(&vm.name)
+            )
+        }));
+    }
+    flows
+}
+
 /// slaswitch's ports, flows and settings for one step.
 pub fn plan(scenario: &Scenario, step: &Step, dir: &Path, tools: &Path) -> SwitchPlan {
     let mut p = SwitchPlan::default();
@@ -144,7 +171,13 @@ pub fn plan(scenario: &Scenario, step: &Step, dir: &Path, tools: &Path) -> Switc
     let flows_file = dir.join("flows.txt");
     p.files.push((
         flows_file.clone(),
-        flow_table(scenario, step, &|n| n.to_string(), &|_| String::new()).join("\n") + "\n",
+        [
+            flow_table(scenario, step, &|n| n.to_string(), &|_| String::new()),
+            per_flow_rules(scenario, step, &|n| n.to_string(), &|_| String::new()),
+        ]
+        .concat()
+        .join("\n")
+            + "\n",
     ));
     p.commands.push(vec![cli, "--socket".into(), socket, "add-flows".into(), flows_file.display().to_string()]);
     p

@@ -3,7 +3,9 @@
 
 use slaswitch_testbed::driver::Reading;
 use slaswitch_testbed::samples::{from_csv, from_readings, to_csv};
-use slaswitch_testbed::switch_ovs::{parse_meter_drops, parse_pmd_stats, parse_port_flows, parse_rxq_usage};
+use slaswitch_testbed::switch_ovs::{
+    parse_aggregate, parse_meter_drops, parse_pmd_stats, parse_port_flows, parse_rxq_usage,
+};
 
 #[test]
 fn ovs_flow_counters_per_input_port() {
@@ -85,6 +87,13 @@ meter:3 flow_count:1 packet_in_count:10 byte_in_count:640 duration:5s bands:
 0: packet_count:0 byte_count:0
 ";
     assert_eq!(parse_meter_drops(text), vec![(2, 324853.0, 20790592.0), (3, 0.0, 0.0)]);
+}
+
+#[test]
+fn ovs_aggregate_of_rules() {
+    let text = "OFPST_AGGREGATE reply (OF1.3) (xid=0x2): packet_count=9001 byte_count=576064 flow_count=60000\n";
+    assert_eq!(parse_aggregate(text), Some((9001.0, 576064.0)));
+    assert_eq!(parse_aggregate("OFPT_ERROR"), None);
 }
 
 use slaswitch_testbed::namespaces::{parse_iperf3, parse_output, parse_qperf, parse_sockperf, parse_wrk};

@@ -310,3 +310,32 @@ fn a_dropped_vms_sample_flows_still_reach_the_uplink_and_a_bad_count_is_refused(
     let e = parse("t.toml", &bad).unwrap_err().to_string();
     assert!(e.contains("sample_flows") && e.contains("48") && e.contains("power of two"), "{e}");
 }
+
+#[test]
+fn per_flow_rules_give_each_flow_its_own_rule_and_ovs_marks_them_with_a_cookie() {
+    let text = SCENARIO.replace(
+        "security_group_masks = 3",
+        "security_group_masks = 3\nper_flow_rules_for = [\"vm1\"]\nper_flow_rules = 3",
+    );
+    let s = parse("t.toml", &text).expect("parses");
+    let st = s.steps().remove(0);
+    let p = plan(SwitchKind::Slaswitch, &s, &st, Path::new("/run/x"), Path::new("/opt/bin"));
+    let flows = &p.files[0].1;
+    for port in [1024, 1025, 1026] {
+        assert!(flows.contains(&format!("priority=2,udp,in_port=vm1,tp_src={port},actions=output:")), "{flows}");
+    }
+    assert!(!flows.contains("tp_src=1027") && !flows.contains("in_port=vm2,tp_src"), "{flows}");
+    let p = plan(SwitchKind::OvsDpdk, &s, &st, Path::new("/run/x"), Path::new("/opt/bin"));
+    let flows = &p.files.iter().find(|f| f.0.ends_with("flows.txt")).expect("a flows file").1;
+    assert_eq!(flows.matches("cookie=0x5f,priority=2,udp,in_port=").count(), 3, "{flows}");
+    assert!(p.commands.iter().any(|c| c.join(" ").contains("--bundle add-flows")), "{:?}", p.commands);
+    for (bad, says) in [
+        ("per_flow_rules_for = [\"vm9\"]\nper_flow_rules = 3", "no [[vm]] named 'vm9'"),
+        ("per_flow_rules_for = [\"vm1\"]\nper_flow_rules = 60001", "60001 is not allowed"),
+        ("per_flow_rules = 5", "5 is not allowed"),
+    ] {
+        let text = SCENARIO.replace("security_group_masks = 3", &format!("security_group_masks = 3\n{bad}"));
+        let e = parse("t.toml", &text).unwrap_err().to_string();
+        assert!(e.contains("per_flow_rules") && e.contains(says), "{e}");
+    }
+}

@@ -305,6 +305,16 @@ pub struct Classification {
     /// measures every VM's latency from a sample while the rest is dropped; 0: none.
     #[serde(default)]
     pub sample_flows: u32,
+    /// VM groups each of whose flows has an allow rule of its own (its port and exact UDP
+    /// source port, as a controller installs per-connection rules): every flow is then a
+    /// megaflow of its own, and a VM with more flows than the switch caches costs the PMD a
+    /// full classification per frame. Rules for [`Classification::per_flow_rules`] flows each.
+    #[serde(default)]
+    pub per_flow_rules_for: Vec<String>,
+    /// Flows per VM of `per_flow_rules_for` given a rule (flows 0 to N-1, UDP source ports
+    /// 1024 to 1023+N; at most 60000, beyond which the generator varies the address).
+    #[serde(default)]
+    pub per_flow_rules: u32,
 }
 
 /// What the uplink is.

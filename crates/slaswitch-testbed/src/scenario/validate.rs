@@ -90,6 +90,20 @@ fn validate_topology(s: &Scenario, c: &Checker) -> Result<(), ScenarioError> {
             return Err(c.err(&[Key("classification"), Key("drop_from"), Index(i)], format!("no [[vm]] named '{g}'")));
         }
     }
+    for (i, g) in s.classification.per_flow_rules_for.iter().enumerate() {
+        if !s.vms.iter().any(|v| &v.name == g) {
+            return Err(
+                c.err(&[Key("classification"), Key("per_flow_rules_for"), Index(i)], format!("no [[vm]] named '{g}'"))
+            );
+        }
+    }
+    let per_flow = s.classification.per_flow_rules;
+    if per_flow > 60000 || (per_flow == 0) != s.classification.per_flow_rules_for.is_empty() {
+        return Err(c.err(
+            &[Key("classification"), Key("per_flow_rules")],
+            format!("{per_flow} is not allowed: 1 to 60000 with per_flow_rules_for, 0 without"),
+        ));
+    }
     let sample = s.classification.sample_flows;
     if sample != 0 && (!sample.is_power_of_two() || sample > 1024) {
         return Err(c.err(

@@ -17,8 +17,9 @@ use super::{access, cluster_agent, metrics, Daemon};
 use crate::error::DaemonError;
 use crate::protocol::{parse_request, Reply};
 
-/// The longest request line the control socket reads, bytes.
-pub const MAX_REQUEST_BYTES: u64 = 1 << 20;
+/// The longest request line the control socket reads, bytes: room for a flow table of a few
+/// hundred thousand rules in one `add-flows`, which applies whole or not at all.
+pub const MAX_REQUEST_BYTES: u64 = 32 << 20;
 /// Control connections served at once; more are answered "busy" at once.
 pub const MAX_CONNECTIONS: usize = 64;
 /// How long a client may take to send its request, or to take its reply.
