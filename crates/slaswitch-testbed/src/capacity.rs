@@ -347,6 +347,16 @@ fn placeholder(inner: &str) -> Option<(&str, &str, f64)> {
     (word(name) && word(unit)).then_some((name, unit, factor))
 }
 
+/// `share` as a percentage, to a tenth where it has one (3.5%, 12%).
+fn percent(share: f64) -> String {
+    let tenths = (share * 1000.0).round();
+    if tenths % 10.0 == 0.0 {
+        format!("{:.0}", tenths / 10.0)
+    } else {
+        format!("{:.1}", tenths / 10.0)
+    }
+}
+
 /// The resolved budgets as report lines.
 pub fn describe(resolved: &[Resolved]) -> Vec<String> {
     resolved
@@ -356,8 +366,8 @@ pub fn describe(resolved: &[Resolved]) -> Vec<String> {
             let what = match (&b.same_policed_rate_as, r.capacity_pps) {
                 (Some(o), _) => format!("{o}'s policed byte rate in {}-byte frames", b.size),
                 (None, Some(cap)) => format!(
-                    "{:.0}% of the core's {:.0} kpps of {}-byte frames over {} flow{}{}",
-                    b.core_share.unwrap_or(0.0) * 100.0,
+                    "{}% of the core's {:.0} kpps of {}-byte frames over {} flow{}{}",
+                    percent(b.core_share.unwrap_or(0.0)),
                     cap / 1e3,
                     b.size,
                     b.flows,
@@ -404,6 +414,11 @@ qos = { bandwidth_bps = "{a.bps}", ingress_policing_rate_kbps = "{a.policer_kbps
 
     fn caps() -> BTreeMap<Kind, f64> {
         BTreeMap::from([(Kind { size: 1024, flows: 100 }, 2_000_000.0)])
+    }
+
+    #[test]
+    fn a_share_is_described_to_a_tenth_of_a_percent() {
+        assert_eq!((percent(0.035), percent(0.12), percent(0.5)), ("3.5".into(), "12".into(), "50".into()));
     }
 
     #[test]
