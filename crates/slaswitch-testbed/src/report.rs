@@ -913,7 +913,7 @@ fn write_configuration(md: &mut String, run: &Value, text: &str) {
                     md,
                     "{}:\n\n```\n{}\n```\n",
                     f["file"].as_str().unwrap_or("file"),
-                    f["text"].as_str().unwrap_or("").trim()
+                    abbreviated(f["text"].as_str().unwrap_or("").trim(), FILE_LINES_SHOWN)
                 );
             }
             let _ = writeln!(
@@ -925,9 +925,30 @@ fn write_configuration(md: &mut String, run: &Value, text: &str) {
     }
 }
 
+/// Lines of a switch's configuration file a report shows; `run.json` keeps the whole file.
+const FILE_LINES_SHOWN: usize = 200;
+
+/// `text` cut to its first `lines` lines, saying how many more there are: a flow table of one
+/// rule per flow would make a report of tens of megabytes.
+fn abbreviated(text: &str, lines: usize) -> String {
+    let total = text.lines().count();
+    if total <= lines {
+        return text.to_string();
+    }
+    let head: Vec<&str> = text.lines().take(lines).collect();
+    format!("{}\n... {} more lines (the run's run.json has them all)", head.join("\n"), total - lines)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_file_is_shown_in_part() {
+        let text: String = (0..5).map(|i| format!("rule {i}\n")).collect();
+        assert_eq!(abbreviated(text.trim(), 5), text.trim());
+        assert_eq!(abbreviated(text.trim(), 2), "rule 0\nrule 1\n... 3 more lines (the run's run.json has them all)");
+    }
 
     #[test]
     fn rounds_of_a_configuration_are_summarized_together() {

@@ -82,14 +82,9 @@ fn validate_host(s: &Scenario, c: &Checker) -> Result<(), ScenarioError> {
     Ok(())
 }
 
-/// The rule set, the uplink and the VMs.
-fn validate_topology(s: &Scenario, c: &Checker) -> Result<(), ScenarioError> {
+/// `classification.per_flow_rules_for` names VMs, and `per_flow_rules` is set with it.
+fn validate_per_flow_rules(s: &Scenario, c: &Checker) -> Result<(), ScenarioError> {
     use Seg::*;
-    for (i, g) in s.classification.drop_from.iter().enumerate() {
-        if !s.vms.iter().any(|v| &v.name == g) {
-            return Err(c.err(&[Key("classification"), Key("drop_from"), Index(i)], format!("no [[vm]] named '{g}'")));
-        }
-    }
     for (i, g) in s.classification.per_flow_rules_for.iter().enumerate() {
         if !s.vms.iter().any(|v| &v.name == g) {
             return Err(
@@ -104,6 +99,18 @@ fn validate_topology(s: &Scenario, c: &Checker) -> Result<(), ScenarioError> {
             format!("{per_flow} is not allowed: 1 to 60000 with per_flow_rules_for, 0 without"),
         ));
     }
+    Ok(())
+}
+
+/// The rule set, the uplink and the VMs.
+fn validate_topology(s: &Scenario, c: &Checker) -> Result<(), ScenarioError> {
+    use Seg::*;
+    for (i, g) in s.classification.drop_from.iter().enumerate() {
+        if !s.vms.iter().any(|v| &v.name == g) {
+            return Err(c.err(&[Key("classification"), Key("drop_from"), Index(i)], format!("no [[vm]] named '{g}'")));
+        }
+    }
+    validate_per_flow_rules(s, c)?;
     let sample = s.classification.sample_flows;
     if sample != 0 && (!sample.is_power_of_two() || sample > 1024) {
         return Err(c.err(
