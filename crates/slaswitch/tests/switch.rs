@@ -477,7 +477,8 @@ fn a_silent_or_endless_client_delays_no_other_command() {
     let mut endless = std::os::unix::net::UnixStream::connect(sw.socket()).unwrap();
     let chunk = vec![b'x'; 64 * 1024];
     let mut sent = 0;
-    while sent <= (1 << 20) {
+    let limit = slaswitch::daemon::control_plane::MAX_REQUEST_BYTES as usize;
+    while sent <= limit {
         if endless.write_all(&chunk).is_err() {
             break;
         }
@@ -485,7 +486,7 @@ fn a_silent_or_endless_client_delays_no_other_command() {
     }
     let mut reply = String::new();
     let _ = endless.read_to_string(&mut reply);
-    assert!(reply.contains("longer than 1048576 bytes"), "{reply}");
+    assert!(reply.contains(&format!("longer than {limit} bytes")), "{reply}");
     assert!(sw.ok(&["show"]).contains("vm1"), "the daemon still serves");
     // Silent clients up to the limit of 64 connections: the next one is told the daemon is busy
     // at once, and once they go the daemon serves again.
