@@ -191,8 +191,8 @@ pub struct Ovs {
     pub file_prefix: String,
     /// (name, OpenFlow port number) of the ports, to name flow counters.
     pub ports: Vec<(String, u16)>,
-    /// (name, OpenFlow port number) of the VMs with per-flow rules.
-    pub per_flow_ports: Vec<(String, u16)>,
+    /// OpenFlow port numbers of the VMs with per-flow rules.
+    pub per_flow_ports: Vec<u16>,
     /// The uplink is a null device (created at EAL start).
     pub null_uplink: bool,
     /// `userspace-tso-enable`.
@@ -220,6 +220,7 @@ impl Ovs {
                         .iter()
                         .any(|v| &v.name == name && scenario.classification.per_flow_rules_for.contains(&v.group))
                 })
+                .map(|(_, number)| number)
                 .collect(),
             null_uplink: scenario.uplink.kind == UplinkKind::Null,
             userspace_tso: scenario.host.guest_tso.unwrap_or(false),
@@ -302,15 +303,20 @@ pub fn parse_port_flows(text: &str) -> Vec<(String, f64, f64)> {
         let (Some(packets), Some(bytes)) = (number_after(stats, "n_packets="), number_after(stats, "n_bytes=")) else {
             continue;
         };
-        match out.iter_mut().find(|e| e.0 == port) {
-            Some(e) => {
-                e.1 += packets;
-                e.2 += bytes;
-            }
-            None => out.push((port, packets, bytes)),
-        }
+        add_port_count(&mut out, port, packets, bytes);
     }
     out
+}
+
+/// Adds `packets` and `bytes` to `port`'s entry of `counts`, making it if need be.
+fn add_port_count(counts: &mut Vec<(String, f64, f64)>, port: String, packets: f64, bytes: f64) {
+    match counts.iter_mut().find(|e| e.0 == port) {
+        Some(e) => {
+            e.1 += packets;
+            e.2 += bytes;
+        }
+        None => counts.push((port, packets, bytes)),
+    }
 }
 
 /// (packets, bytes) from `ovs-ofctl dump-aggregate`'s reply.
@@ -463,19 +469,13 @@ impl Driver for Ovs {
         cmd.push("cookie=0/-1".into());
         if let Ok(text) = run(&cmd) {
             let mut counts = parse_port_flows(&text);
-            for (_, number) in &self.per_flow_ports {
+            for number in &self.per_flow_ports {
                 let mut cmd = ofctl(&self.dir);
                 cmd.insert(3, "dump-aggregate".into());
                 cmd.push(format!("in_port={number},cookie={PER_FLOW_COOKIE:#x}/-1"));
                 // Like the dump above, a failed reading leaves a gap in the VM's counters.
                 let Some((packets, bytes)) = run(&cmd).ok().and_then(|t| parse_aggregate(&t)) else { continue };
-                match counts.iter_mut().find(|e| e.0 == number.to_string()) {
-                    Some(e) => {
-                        e.1 += packets;
-                        e.2 += bytes;
-                    }
-                    None => counts.push((number.to_string(), packets, bytes)),
-                }
+                add_port_count(&mut counts, number.to_string(), packets, bytes);
             }
             for (port, packets, bytes) in counts {
                 let entry = self.ports.iter().find(|(name, n)| n.to_string() == port || *name == port);

@@ -31,7 +31,7 @@ pub fn flow_table(
     // address is never learned and `normal` would flood every frame to every VM. Behind the
     // security-group rules (higher priorities) the lookup still pays for every mask.
     let out = format!("output:{}", port(&scenario.uplink.name));
-    let priority = if sg > 0 { 1 } else { 10 };
+    let priority = vm_rule_priority(scenario);
     let sample = scenario.classification.sample_flows;
     let mut flows = Vec::new();
     for vm in &step.vms {
@@ -62,6 +62,15 @@ pub fn flow_table(
     flows
 }
 
+/// The priority of each VM's own rule: under the security group's rules when there are any.
+fn vm_rule_priority(scenario: &Scenario) -> u32 {
+    if scenario.classification.security_group_masks > 0 {
+        1
+    } else {
+        10
+    }
+}
+
 /// The rules of `classification.per_flow_rules_for`'s VMs, one per flow (its port and exact
 /// UDP source port), above the VM's own rule; apart from [`flow_table`] so a switch can mark
 /// them (OVS-DPDK's driver gives them a cookie and reads them in aggregate, not one by one).
@@ -72,7 +81,7 @@ pub fn per_flow_rules(
     extra_actions: &dyn Fn(&str) -> String,
 ) -> Vec<String> {
     let c = &scenario.classification;
-    let priority = if c.security_group_masks > 0 { 2 } else { 11 };
+    let priority = vm_rule_priority(scenario) + 1;
     let out = format!("output:{}", port(&scenario.uplink.name));
     let mut flows = Vec::new();
     for vm in step.vms.iter().filter(|vm| c.per_flow_rules_for.contains(&vm.group)) {

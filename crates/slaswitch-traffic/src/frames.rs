@@ -38,12 +38,16 @@ pub fn mac_text(m: [u8; 6]) -> String {
     m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
 }
 
+/// Flows a VM sends from one source address (UDP source ports 1024 up); flow numbers beyond
+/// change the address's last byte too.
+pub const FLOWS_PER_ADDRESS: u32 = 60000;
+
 /// Writes a whole frame for flow `flow` of a VM into `buf` (its length is the frame length).
 pub fn write_frame(buf: &mut [u8], src_mac: [u8; 6], src_ip: [u8; 4], dst_mac: [u8; 6], dst_ip: [u8; 4], flow: u32) {
-    // Flows differ in the UDP source port, then (beyond 60000) in the source address's last byte.
-    let port = 1024 + (flow % 60000) as u16;
+    // Flows differ in the UDP source port, then in the source address's last byte.
+    let port = 1024 + (flow % FLOWS_PER_ADDRESS) as u16;
     let mut ip = src_ip;
-    ip[3] = ip[3].wrapping_add((flow / 60000) as u8);
+    ip[3] = ip[3].wrapping_add((flow / FLOWS_PER_ADDRESS) as u8);
     write_udp4(buf, dst_mac, src_mac, ip, dst_ip, port, 9);
 }
 

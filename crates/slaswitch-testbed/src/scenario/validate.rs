@@ -82,21 +82,26 @@ fn validate_host(s: &Scenario, c: &Checker) -> Result<(), ScenarioError> {
     Ok(())
 }
 
-/// `classification.per_flow_rules_for` names VMs, and `per_flow_rules` is set with it.
+/// Every name in `classification.KEY` is a `[[vm]]`'s.
+fn names_vms(s: &Scenario, c: &Checker, key: &'static str, names: &[String]) -> Result<(), ScenarioError> {
+    use Seg::*;
+    match names.iter().position(|g| !s.vms.iter().any(|v| &v.name == g)) {
+        Some(i) => Err(c.err(&[Key("classification"), Key(key), Index(i)], format!("no [[vm]] named '{}'", names[i]))),
+        None => Ok(()),
+    }
+}
+
+/// `classification.per_flow_rules_for` names VMs, and `per_flow_rules` is set with it, within
+/// the flows the generator sends from one address.
 fn validate_per_flow_rules(s: &Scenario, c: &Checker) -> Result<(), ScenarioError> {
     use Seg::*;
-    for (i, g) in s.classification.per_flow_rules_for.iter().enumerate() {
-        if !s.vms.iter().any(|v| &v.name == g) {
-            return Err(
-                c.err(&[Key("classification"), Key("per_flow_rules_for"), Index(i)], format!("no [[vm]] named '{g}'"))
-            );
-        }
-    }
+    names_vms(s, c, "per_flow_rules_for", &s.classification.per_flow_rules_for)?;
     let per_flow = s.classification.per_flow_rules;
-    if per_flow > 60000 || (per_flow == 0) != s.classification.per_flow_rules_for.is_empty() {
+    let most = slaswitch_traffic::frames::FLOWS_PER_ADDRESS;
+    if per_flow > most || (per_flow == 0) != s.classification.per_flow_rules_for.is_empty() {
         return Err(c.err(
             &[Key("classification"), Key("per_flow_rules")],
-            format!("{per_flow} is not allowed: 1 to 60000 with per_flow_rules_for, 0 without"),
+            format!("{per_flow} is not allowed: 1 to {most} with per_flow_rules_for, 0 without"),
         ));
     }
     Ok(())
@@ -105,11 +110,7 @@ fn validate_per_flow_rules(s: &Scenario, c: &Checker) -> Result<(), ScenarioErro
 /// The rule set, the uplink and the VMs.
 fn validate_topology(s: &Scenario, c: &Checker) -> Result<(), ScenarioError> {
     use Seg::*;
-    for (i, g) in s.classification.drop_from.iter().enumerate() {
-        if !s.vms.iter().any(|v| &v.name == g) {
-            return Err(c.err(&[Key("classification"), Key("drop_from"), Index(i)], format!("no [[vm]] named '{g}'")));
-        }
-    }
+    names_vms(s, c, "drop_from", &s.classification.drop_from)?;
     validate_per_flow_rules(s, c)?;
     let sample = s.classification.sample_flows;
     if sample != 0 && (!sample.is_power_of_two() || sample > 1024) {

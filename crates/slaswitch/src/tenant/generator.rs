@@ -7,7 +7,9 @@ use serde::Serialize;
 use slaswitch_dpdk::{rdtsc, EthPort, MbufBatch, Mempool, MAX_BURST};
 
 use super::sink::{Sink, SinkRecord};
-use slaswitch_traffic::frames::{ip_for, mac_for, restamp_tsc, sender_id, stamp, write_frame, PAYLOAD, STAMP_LEN};
+use slaswitch_traffic::frames::{
+    ip_for, mac_for, restamp_tsc, sender_id, stamp, write_frame, FLOWS_PER_ADDRESS, PAYLOAD, STAMP_LEN,
+};
 use slaswitch_traffic::phase::{Phase, Size, IMIX_PATTERN};
 
 /// One emulated VM that sends.
@@ -235,8 +237,8 @@ impl GenVm {
             buf[..written].copy_from_slice(&template[..written]);
             if malformed.is_some() {
                 // One flow: a malformed frame has no ports to vary.
-            } else if flow >= 60000 {
-                // Beyond 60000 the source address changes too, and with it the IP checksum.
+            } else if flow >= FLOWS_PER_ADDRESS {
+                // Beyond them the source address changes too, and with it the IP checksum.
                 write_frame(buf, self.mac, self.ip, dst_mac, dst_ip, flow);
             } else if flow != 0 {
                 buf[34..36].copy_from_slice(&(1024 + flow as u16).to_be_bytes());
