@@ -116,6 +116,9 @@ pub struct ProbeReport {
     pub totals: ProbeTotals,
     /// The live comparison's totals, when it runs.
     pub compare: Option<CompareTotals>,
+    /// What the TSC reads add to a timed interval, taken off each ([`tsc_read_cycles`]).
+    #[serde(default)]
+    pub tsc_read_cycles: u64,
 }
 
 /// Where a PMD's probe publishes. The PMD never waits for it: a publication that finds the
@@ -265,19 +268,65 @@ impl Probe for OverheadProbe {
 
     fn publish(&self) {
         if let Ok(mut report) = self.counters.0.try_lock() {
-            *report = ProbeReport { totals: self.totals, compare: self.compare.as_ref().map(|c| c.totals()) };
+            *report = ProbeReport {
+                totals: self.totals,
+                compare: self.compare.as_ref().map(|c| c.totals()),
+                tsc_read_cycles: self.read_cycles,
+            };
         }
     }
 }
 
 /// What the TSC reads add to an interval timed from [`rdtsc_after_all`] to
-/// [`rdtsc_after_loads`]: the smallest difference of two such reads back to back.
+/// [`rdtsc_after_loads`]: the average difference of two such reads back to back
+/// ([`read_cost_cycles`]).
 fn tsc_read_cycles() -> u64 {
-    (0..256)
+    let mut samples: Vec<u64> = (0..READ_COST_SAMPLES)
         .map(|_| {
             let t0 = rdtsc_after_all();
             rdtsc_after_loads() - t0
         })
-        .min()
-        .unwrap_or(0)
+        .collect();
+    read_cost_cycles(&mut samples)
+}
+
+/// Back-to-back reads sampled for [`tsc_read_cycles`].
+const READ_COST_SAMPLES: usize = 4096;
+
+/// The read cost from back-to-back samples: their average, leaving out the slowest hundredth
+/// (reads the host interrupted). Not the smallest: the TSC of some hosts advances in steps of
+/// many cycles (AMD EPYC guests do), so a reading is a
+/// whole number of steps and only its average says what an interval took; subtracting the
+/// smallest difference would leave about half a step in every timed interval.
+fn read_cost_cycles(samples: &mut [u64]) -> u64 {
+    samples.sort_unstable();
+    let kept = &samples[..samples.len() - samples.len() / 100];
+    if kept.is_empty() {
+        return 0;
+    }
+    let sum: u64 = kept.iter().sum();
+    (sum + kept.len() as u64 / 2) / kept.len() as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::read_cost_cycles;
+
+    #[test]
+    fn a_stepped_tsc_costs_its_reads_their_average_not_their_smallest_difference() {
+        // A TSC advancing 26 cycles at a time: reads 38.5 cycles apart read 26 or 52, half each.
+        let mut samples: Vec<u64> = (0..1000).map(|i| if i % 2 == 0 { 26 } else { 52 }).collect();
+        assert_eq!(read_cost_cycles(&mut samples), 39);
+        // A fine-grained TSC: the average, a little above the smallest.
+        let mut samples: Vec<u64> = (0..1000).map(|i| 36 + i % 7).collect();
+        assert_eq!(read_cost_cycles(&mut samples), 39);
+    }
+
+    #[test]
+    fn reads_the_host_interrupted_are_left_out() {
+        let mut samples = vec![30u64; 990];
+        samples.extend([2_000_000; 10]);
+        assert_eq!(read_cost_cycles(&mut samples), 30);
+        assert_eq!(read_cost_cycles(&mut []), 0);
+    }
 }

@@ -768,6 +768,42 @@ mod turns {
     }
 
     #[test]
+    fn a_demoted_port_due_for_its_probe_cuts_a_turn_short() {
+        // Three ports of one class: port 0 is quiet, so its empty polls demote it; ports 1 and
+        // 2 are backlogged with 1000-cycle batches and take turns of TURN. The quiet port's
+        // probe, every microsecond, must end the turn under way at its next batch.
+        let hbs = HbsConfig { demoted_probe_us: 1, ..HbsConfig::default() };
+        let mut s = sched_with(RefillMode::Lazy, hbs, &[(4, CycleLimit::Unlimited); 3]);
+        let probe_ticks = HZ / 1_000_000;
+        let (mut t, mut last_quiet_poll, mut worst_gap, mut turn_batches) = (0u64, 0u64, 0u64, 0u64);
+        while t < HZ / 1_000 {
+            let port = s.next_port(t).unwrap();
+            if port == 0 {
+                if s.view(0).unwrap().current_priority > 4 {
+                    worst_gap = worst_gap.max(t - last_quiet_poll);
+                }
+                last_quiet_poll = t;
+                t += 200;
+                assert!(!s.end_batch(0, 200, 0, t, true), "an empty poll ends a turn");
+                continue;
+            }
+            loop {
+                t += 1_000;
+                if !s.end_batch(port, 1_000, 32, t, true) {
+                    break;
+                }
+                turn_batches += 1;
+            }
+        }
+        assert!(s.view(0).unwrap().current_priority > 4, "the quiet port was demoted");
+        assert!(turn_batches > 0, "the busy ports took turns");
+        // Looked for every quarter interval: due, the port waits at most that and the batch
+        // under way, where a turn left to run would have made it wait up to TURN more.
+        assert!(worst_gap <= probe_ticks * 5 / 4 + 2 * 1_000, "gap {worst_gap} ticks, probe {probe_ticks}");
+        const { assert!(TURN > 2 * 1_000 + HZ / 4_000_000) };
+    }
+
+    #[test]
     fn turns_off_is_one_batch_per_decision() {
         let mut s = sched_with(
             RefillMode::Lazy,

@@ -4,7 +4,8 @@
 //!
 //! One slaswitchd (PMD on core 0, shielded: the bench moves every other thread that may move to
 //! core 1 while it runs) with 28 vhost-user VM ports and a null uplink; one tenant
-//! process (core 1) runs the 28 emulated VMs, all sending as fast as they can. Every VM port has
+//! process (core 1) runs the 28 emulated VMs (packed rings of 256 descriptors,
+//! [`VM_RING_DESCRIPTORS`]), all sending as fast as they can. Every VM port has
 //! C2QoS settings: MIN-MAX buckets of 1/28 of what admission lets the core promise its ports
 //! each, under HBS, so every batch is scheduled and charged, the allocations add up to all
 //! admission allows, and the idle share is lent, not held back. All ports stay in one class: classes change which port goes first, and so batch
@@ -36,6 +37,7 @@
 //!
 //!   cargo bench -p slaswitch --bench c2qos_overhead -- [cloud|cheap] [--runs N] [--rounds N]
 //!       [--slice-us US] [--option KEY=VALUE ...] [--against OTHER/slaswitchd] [--no-shield]
+//!       [--vm-ring DESCRIPTORS] [--virtio-ring split|packed]
 //!                                                                  (root, hugepages)
 //!
 //! `--against` alternates runs between this build's daemon and another build's, for a
@@ -58,6 +60,12 @@ const PORTS: usize = 28;
 /// Fresh switch instances per workload, and rounds per instance.
 const RUNS: usize = 4;
 const ROUNDS: usize = 40;
+/// The emulated VMs' rings: QEMU's default virtio-net queue size, in the packed layout with
+/// in-order completion. With 28 split rings of 1024 the frames the VMs had sent and not yet
+/// reclaimed (28 rings' worth of buffers) no longer fitted the VMs' core's caches: reclaiming
+/// and reusing them missed the cache on every frame, and one core of VMs could not keep the
+/// PMD busy (`docs/results/c2qos-overhead.md`).
+const VM_RING_DESCRIPTORS: u16 = 256;
 
 /// The bench's command line (after `cargo bench ... --`).
 #[derive(clap::Parser, Debug)]
@@ -80,6 +88,12 @@ struct BenchArgs {
     /// A port option instead of the MIN-MAX buckets (repeatable), e.g. `priority=4`.
     #[arg(long = "option")]
     options: Vec<String>,
+    /// Descriptors per emulated VM's virtio ring (a power of two from 64 to 32768).
+    #[arg(long = "vm-ring", default_value_t = VM_RING_DESCRIPTORS)]
+    vm_ring: u16,
+    /// The emulated VMs' virtio ring layout.
+    #[arg(long = "virtio-ring", default_value = "packed", value_parser = ["split", "packed"])]
+    virtio_ring: String,
     /// Leave the other threads of the machine where they are (the PMD's core not shielded).
     #[arg(long = "no-shield")]
     no_shield: bool,
@@ -224,6 +238,8 @@ struct Counters {
     timed_turn_cycles: f64,
     /// Cycles the sampled decisions' fences waited for the batch's stores (not in `qos`).
     sampling: f64,
+    /// What the probe takes off each timed interval for its TSC reads.
+    tsc_read_cycles: u64,
 }
 
 fn counters(socket: &Path) -> Counters {
@@ -247,6 +263,7 @@ fn counters(socket: &Path) -> Counters {
         timed_turns: t.qos_timed_turns as f64,
         timed_turn_cycles: t.qos_timed_turn_cycles as f64,
         sampling: t.qos_sampling_cycles as f64,
+        tsc_read_cycles: probe.tsc_read_cycles,
     }
 }
 
@@ -461,7 +478,9 @@ fn one_run(run: usize, daemon_bin: &Path, security_group_masks: usize, flows_per
         "--core",
         "1",
         "--ring",
-        "1024",
+        &args().vm_ring.to_string(),
+        "--virtio-ring",
+        &args().virtio_ring,
         "--duration",
         "600",
         "--out",
@@ -477,7 +496,8 @@ fn one_run(run: usize, daemon_bin: &Path, security_group_masks: usize, flows_per
     tenant.args(["gen", "--keep-refused", "--phase", &format!("size=64,rate=max,flows={flows_per_vm}")]);
     let tenant = Proc(tenant.stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("start slaswitch-tenant"));
     std::thread::sleep(Duration::from_secs(4));
-    println!("  run {run}\n  round (* PMD-limited)   RR Mpps  C2QoS Mpps  ratio   RR cyc/pkt  C2QoS cyc/pkt  ratio   busy% RR/C2QoS  C2QoS code: % of busy (+ sampling's fences %), cyc/decision (picking, charging; after an empty poll / a batch), owed/decision, parked/decision, turn batches/decision (their cycles); RR/C2QoS: pkts/batch, empty polls/batch");
+    let read_cycles = counters(&socket).tsc_read_cycles;
+    println!("  run {run} (the probe takes {read_cycles} cycles of TSC reads off each timed interval)\n  round (* PMD-limited)   RR Mpps  C2QoS Mpps  ratio   RR cyc/pkt  C2QoS cyc/pkt  ratio   busy% RR/C2QoS  C2QoS code: % of busy (+ sampling's fences %), cyc/decision (picking, charging; after an empty poll / a batch), owed/decision, parked/decision, turn batches/decision (their cycles); RR/C2QoS: pkts/batch, empty polls/batch");
     let mut all: Vec<(bool, Round)> = Vec::new();
     let rounds = args().rounds;
     for round in 0..rounds {
