@@ -89,7 +89,7 @@ struct BenchArgs {
     #[arg(long = "option")]
     options: Vec<String>,
     /// Descriptors per emulated VM's virtio ring (a power of two from 64 to 32768).
-    #[arg(long = "vm-ring", default_value_t = VM_RING_DESCRIPTORS)]
+    #[arg(long = "vm-ring", default_value_t = VM_RING_DESCRIPTORS, value_parser = slaswitch::tenant::parse_ring_descriptors)]
     vm_ring: u16,
     /// The emulated VMs' virtio ring layout.
     #[arg(long = "virtio-ring", default_value = "packed", value_parser = ["split", "packed"])]

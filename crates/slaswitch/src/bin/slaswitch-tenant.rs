@@ -23,6 +23,7 @@ use clap::{Args, Parser, Subcommand};
 use serde_json::json;
 use slaswitch::tenant::frames::{mac_for, mac_text};
 use slaswitch::tenant::generator::{self, GenVm};
+use slaswitch::tenant::parse_ring_descriptors;
 use slaswitch::tenant::phase::Phase;
 use slaswitch::tenant::sink::{self, SinkVm};
 use slaswitch_dpdk::{remove_vdev, Eal, EthPort, Mempool, PortSetup};
@@ -50,7 +51,7 @@ struct Common {
     #[arg(long, global = true, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=16))]
     queues: u16,
     /// Descriptors per virtio ring: a power of two from 64 to 32768.
-    #[arg(long = "ring", global = true, default_value_t = 1024, value_parser = ring_descriptors)]
+    #[arg(long = "ring", global = true, default_value_t = 1024, value_parser = parse_ring_descriptors)]
     ring_descriptors: u16,
     /// The virtio ring layout: `split` (QEMU's default) or `packed` (packed ring, in-order
     /// completion, no mergeable buffers: the fastest layout DPDK's vhost library serves, so
@@ -113,13 +114,6 @@ enum Mode {
     /// Keep every VM attached and sending nothing, for --duration: idle neighbours whose ports
     /// the switch still polls. Sleeps between looks at the links, so it takes no core.
     Idle,
-}
-
-fn ring_descriptors(s: &str) -> Result<u16, String> {
-    match s.parse::<u16>() {
-        Ok(n) if (64..=32768).contains(&n) && n.is_power_of_two() => Ok(n),
-        _ => Err(format!("'{s}' is not a power of two from 64 to 32768")),
-    }
 }
 
 fn main() {

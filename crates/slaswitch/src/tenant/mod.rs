@@ -5,3 +5,27 @@ pub mod generator;
 pub mod sink;
 
 pub use slaswitch_traffic::{frames, phase};
+
+/// Parses a virtio ring's size as `--ring` takes it: a power of two from 64 to 32768
+/// descriptors (what DPDK's virtio-user accepts).
+pub fn parse_ring_descriptors(s: &str) -> Result<u16, String> {
+    match s.parse::<u16>() {
+        Ok(n) if (64..=32768).contains(&n) && n.is_power_of_two() => Ok(n),
+        _ => Err(format!("'{s}' is not a power of two from 64 to 32768")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_ring_descriptors;
+
+    #[test]
+    fn a_ring_is_a_power_of_two_from_64_to_32768_descriptors() {
+        assert_eq!(parse_ring_descriptors("256"), Ok(256));
+        assert_eq!(parse_ring_descriptors("32768"), Ok(32768));
+        for bad in ["1000", "32", "65536", "-1", "big"] {
+            let e = parse_ring_descriptors(bad).unwrap_err();
+            assert!(e.contains(bad) && e.contains("power of two from 64 to 32768"), "{e}");
+        }
+    }
+}
