@@ -222,8 +222,13 @@ fn one_megaflow_answers_many_flows_and_the_exact_match_cache_steps_in_when_masks
     std::fs::write(&file, rules.join("\n")).unwrap();
     sw.ok(&["add-flows", file.to_str().unwrap()]);
     assert_eq!(sw.json(&["dump-flows"]).as_array().unwrap().len(), 100);
+    // Every rule's packets, summed: each packet is counted to the one rule it matched,
+    // whether looked up or decided as the packet before it was.
+    let rule_packets =
+        || -> u64 { sw.json(&["dump-flows"]).as_array().unwrap().iter().map(|f| f["packets"].as_u64().unwrap()).sum() };
     let measure = |flows: u32| {
         let before = sw.port("vm1")["rx"].clone();
+        let rules_before = rule_packets();
         let phase = format!("rate=1mpps,size=64,flows={flows},dst-ip=192.168.1.1");
         Tenant::start(
             &sw.dir,
@@ -237,6 +242,7 @@ fn one_megaflow_answers_many_flows_and_the_exact_match_cache_steps_in_when_masks
         sleep(0.5);
         let after = sw.port("vm1")["rx"].clone();
         let d = |k: &str| after[k].as_u64().unwrap() - before[k].as_u64().unwrap();
+        assert_eq!(rule_packets() - rules_before, d("rx_packets"), "{flows} flows: packets counted to rules");
         let megaflows = after["megaflows"].as_u64().unwrap();
         eprintln!(
             "{flows} flows: {} packets, EMC {} hits {} misses, megaflow {} hits {} misses, {megaflows} megaflows",
