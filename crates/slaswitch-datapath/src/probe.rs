@@ -295,9 +295,9 @@ const READ_COST_SAMPLES: usize = 4096;
 
 /// The read cost from back-to-back samples: their average, leaving out the slowest hundredth
 /// (reads the host interrupted). Not the smallest: the TSC of some hosts advances in steps of
-/// many cycles (AMD EPYC guests do), so a reading is a
-/// whole number of steps and only its average says what an interval took; subtracting the
-/// smallest difference would leave about half a step in every timed interval.
+/// many cycles (AMD EPYC guests do), so a reading is a whole number of steps and only its
+/// average says what an interval took; subtracting the smallest difference would leave about
+/// half a step in every timed interval.
 fn read_cost_cycles(samples: &mut [u64]) -> u64 {
     samples.sort_unstable();
     let kept = &samples[..samples.len() - samples.len() / 100];

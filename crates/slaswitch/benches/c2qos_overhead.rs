@@ -53,6 +53,7 @@ use std::time::{Duration, Instant};
 use slaswitch::protocol::stats::PmdStatsReply;
 use slaswitch::protocol::Response;
 use slaswitch::protocol::{Options, PortChange, Request};
+use slaswitch::tenant::VirtioRing;
 use slaswitch_config::allocation::deliverable_cycles_per_sec;
 use slaswitch_datapath::probe::compare::CompareSide;
 
@@ -92,8 +93,8 @@ struct BenchArgs {
     #[arg(long = "vm-ring", default_value_t = VM_RING_DESCRIPTORS, value_parser = slaswitch::tenant::parse_ring_descriptors)]
     vm_ring: u16,
     /// The emulated VMs' virtio ring layout.
-    #[arg(long = "virtio-ring", default_value = "packed", value_parser = ["split", "packed"])]
-    virtio_ring: String,
+    #[arg(long = "virtio-ring", value_enum, default_value_t = VirtioRing::Packed)]
+    virtio_ring: VirtioRing,
     /// Leave the other threads of the machine where they are (the PMD's core not shielded).
     #[arg(long = "no-shield")]
     no_shield: bool,
@@ -480,7 +481,7 @@ fn one_run(run: usize, daemon_bin: &Path, security_group_masks: usize, flows_per
         "--ring",
         &args().vm_ring.to_string(),
         "--virtio-ring",
-        &args().virtio_ring,
+        args().virtio_ring.name(),
         "--duration",
         "600",
         "--out",

@@ -23,9 +23,9 @@ use clap::{Args, Parser, Subcommand};
 use serde_json::json;
 use slaswitch::tenant::frames::{mac_for, mac_text};
 use slaswitch::tenant::generator::{self, GenVm};
-use slaswitch::tenant::parse_ring_descriptors;
 use slaswitch::tenant::phase::Phase;
 use slaswitch::tenant::sink::{self, SinkVm};
+use slaswitch::tenant::{parse_ring_descriptors, VirtioRing};
 use slaswitch_dpdk::{remove_vdev, Eal, EthPort, Mempool, PortSetup};
 
 /// One or many emulated VMs attached to a switch over vhost-user (or af_packet).
@@ -74,23 +74,6 @@ struct Common {
     /// Names of the senders a sink expects (besides this process's own generators).
     #[arg(long = "source", global = true)]
     sources: Vec<String>,
-}
-
-/// How a virtio-user VM lays out its rings.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-enum VirtioRing {
-    Split,
-    Packed,
-}
-
-impl VirtioRing {
-    /// The virtio-user device arguments that select it.
-    fn vdev_args(self) -> &'static str {
-        match self {
-            VirtioRing::Split => "",
-            VirtioRing::Packed => ",packed_vq=1,in_order=1,mrg_rxbuf=0",
-        }
-    }
 }
 
 #[derive(Subcommand, Debug)]
