@@ -379,6 +379,42 @@ impl Iterator for Drain<'_> {
         self.next += 1;
         Some(m)
     }
+
+    #[inline(always)]
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.len - self.next, Some(self.len - self.next))
+    }
+}
+
+impl ExactSizeIterator for Drain<'_> {}
+
+impl Drain<'_> {
+    /// The mbufs not yet taken, in order.
+    #[inline(always)]
+    pub fn rest(&self) -> &[Mbuf] {
+        // SAFETY: slots next..len are initialised and not yet read; MaybeUninit<Mbuf> has
+        // Mbuf's layout.
+        unsafe { std::slice::from_raw_parts(self.batch.slots.as_ptr().add(self.next).cast(), self.len - self.next) }
+    }
+
+    /// Moves the next `n` mbufs (at most as many as are left and as fit) to the end of `to`, in
+    /// one copy; returns how many moved.
+    #[inline(always)]
+    pub fn move_to(&mut self, to: &mut MbufBatch, n: usize) -> usize {
+        let n = n.min(self.len - self.next).min(MAX_BURST - to.len);
+        // SAFETY: the `n` slots from `next` are initialised and not yet read; they move to
+        // `to`'s free slots and this iterator never reads them again, so each mbuf keeps one owner.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                self.batch.slots.as_ptr().add(self.next),
+                to.slots.as_mut_ptr().add(to.len),
+                n,
+            );
+        }
+        self.next += n;
+        to.len += n;
+        n
+    }
 }
 
 impl Drop for Drain<'_> {

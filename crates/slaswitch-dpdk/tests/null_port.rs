@@ -47,6 +47,21 @@ fn null_port_rx_tx_through_the_shim() {
     let first = rx.drain().next();
     assert!(first.is_some() && rx.is_empty());
     drop(first);
+    // A drain hands its rest over in one move; each mbuf keeps one owner.
+    let got = rx.rx_burst(&port, MAX_BURST);
+    assert!(got > 4);
+    let mut to = MbufBatch::new();
+    {
+        let mut drain = rx.drain();
+        assert_eq!((drain.len(), drain.rest().len()), (got, got));
+        drop(drain.next());
+        assert_eq!(drain.move_to(&mut to, 3), 3);
+        assert_eq!(drain.rest().len(), got - 4);
+        assert_eq!(drain.move_to(&mut to, MAX_BURST), got - 4, "no more than are left");
+        assert!(drain.next().is_none());
+    }
+    assert_eq!((rx.len(), to.len()), (0, got - 1));
+    drop(to);
     assert_eq!(pool.available(), before, "every mbuf went back to the pool");
     let stats = port.stats().unwrap();
     assert_eq!(stats.opackets, sent as u64);

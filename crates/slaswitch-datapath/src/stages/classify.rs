@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering;
 use slaswitch_classifier::emc::NO_RULE;
 use slaswitch_classifier::mac_learning::is_multicast;
 use slaswitch_classifier::{check_head, parse_head, Action, FlowKey};
-use slaswitch_dpdk::{Mbuf, MbufBatch};
+use slaswitch_dpdk::{Drain, Mbuf, MbufBatch};
 
 use super::Stages;
 
@@ -38,6 +38,15 @@ impl Reuse {
     fn new(key: FlowKey, mask: FlowKey, target: u16, rule: u32) -> Reuse {
         Reuse { key, mask, masked: key.masked(&mask), target, rule }
     }
+}
+
+/// What [`Stages::take_run`] took: packets that went where the decision sent its packet.
+#[derive(Default)]
+struct Run {
+    packets: u64,
+    bytes: u64,
+    /// Packets whose whole key repeated the deciding packet's (an exact-match hit's worth).
+    exact: u64,
 }
 
 impl Stages {
@@ -131,9 +140,11 @@ impl Stages {
     ) -> u64 {
         let emc = !simple && self.caches[port_idx].1.uses_emc();
         // First parse and hash every packet and prefetch its exact-match-cache slot, then look
-        // up and act, so cache misses overlap.
+        // up and act, so cache misses overlap. `care` is a local: through `self` it would be a
+        // load and a store per frame, each frame waiting on the one before.
+        let mut care = self.care;
         for (slot, m) in self.keys.iter_mut().zip(batch.as_slice()) {
-            self.care.note(m);
+            care.note(m);
             *slot = match parse_head(m.data(), m.pkt_len() as usize, in_port) {
                 Ok(k) => {
                     let h = if emc { k.hash64() } else { 0 };
@@ -148,34 +159,35 @@ impl Stages {
                 }
             };
         }
+        self.care = care;
         let mut bytes = 0;
-        // The previous packet's decision when it came to one destination: the next packet that
-        // agrees with its key on the bits the decision depended on skips the caches and the
-        // actions (a run of one flow, or many flows of one megaflow). And the last rule whose
-        // actions came to one destination without looking at the packet: many flows matching
-        // one rule skip the actions.
+        // The previous decision when it came to one destination: the packets after it that
+        // agree with its key on the bits it depended on (a run of one flow, or many flows of
+        // one megaflow) skip the caches and the actions. And the last rule whose actions came
+        // to one destination without looking at the packet: many flows matching one rule skip
+        // the actions.
         let mut last: Option<Reuse> = None;
         let mut last_rule: Option<(u32, u16)> = None;
-        // Reuses that repeated the previous key, and all reuses: counted once per batch, not
+        // Reuses that repeated the deciding key, and all reuses: counted once per batch, not
         // per packet through the port's totals in memory.
         let (mut reused_exact, mut reused) = (0u64, 0u64);
-        for (i, m) in batch.drain().enumerate() {
+        let mut drain = batch.drain();
+        let mut i = 0;
+        loop {
+            if let Some(reuse) = &last {
+                let run = self.take_run(&mut drain, i, reuse);
+                i += run.packets as usize;
+                bytes += run.bytes;
+                reused += run.packets;
+                reused_exact += run.exact;
+            }
+            let Some(m) = drain.next() else { break };
             let len = m.pkt_len();
             bytes += u64::from(len);
             let (key, hash, parsed) = self.keys[i];
+            i += 1;
             if !parsed {
                 continue;
-            }
-            if let Some(reuse) = &last {
-                if key.masked_eq(&reuse.mask, &reuse.masked) {
-                    reused += 1;
-                    reused_exact += u64::from(key == reuse.key);
-                    if reuse.rule != NO_RULE {
-                        self.count_rule_packets(reuse.rule, 1, u64::from(len));
-                    }
-                    self.enqueue(reuse.target, m);
-                    continue;
-                }
             }
             let (rule, mask) = self.lookup_rule(&key, hash, in_port, port_idx);
             if let Some((r, target)) = last_rule.filter(|&(r, _)| r == rule) {
@@ -203,6 +215,47 @@ impl Stages {
             self.totals[port_idx].count_reuses(reused_exact, reused);
         }
         bytes
+    }
+
+    /// Takes from `drain` (whose next frame is the batch's `first`) the frames that parsed and
+    /// whose keys agree with `reuse`'s on its mask, up to the first that does not, and queues
+    /// them, in one move, where the decision sent its packet. Out of line, and counting in
+    /// locals only, so the run's loop keeps the decision in registers and no frame waits on a
+    /// store of the one before.
+    #[inline(never)]
+    fn take_run(&mut self, drain: &mut Drain<'_>, first: usize, reuse: &Reuse) -> Run {
+        let rest = drain.rest();
+        let mut run = Run::default();
+        for (m, (key, _, parsed)) in rest.iter().zip(&self.keys[first..]) {
+            if !*parsed || !key.masked_eq(&reuse.mask, &reuse.masked) {
+                break;
+            }
+            run.packets += 1;
+            run.bytes += u64::from(m.pkt_len());
+            run.exact += u64::from(*key == reuse.key);
+        }
+        if run.packets == 0 {
+            return run;
+        }
+        let target = usize::from(reuse.target);
+        if self.out[target].is_empty() {
+            self.dirty.push(reuse.target);
+        }
+        let wanted = run.packets as usize;
+        let moved = drain.move_to(&mut self.out[target], wanted);
+        let mut sent_bytes = run.bytes;
+        if moved < wanted {
+            // Unreachable while egress follows every batch; dropped (freed) and counted if not.
+            for m in drain.by_ref().take(wanted - moved) {
+                sent_bytes -= u64::from(m.pkt_len());
+            }
+            self.count_tx_drops(reuse.target, (wanted - moved) as u64);
+        }
+        self.out_bytes[target] += sent_bytes;
+        if reuse.rule != NO_RULE {
+            self.count_rule_packets(reuse.rule, run.packets, run.bytes);
+        }
+        run
     }
 
     /// The rule a parsed packet matches ([`NO_RULE`] if none) and the bits of its key that
