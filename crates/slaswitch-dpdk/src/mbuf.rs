@@ -244,12 +244,23 @@ impl MbufBatch {
         // SAFETY: other's first `n` slots are initialised and move to this batch's free slots;
         // the rest of other's move to its front. Each mbuf keeps exactly one owner.
         unsafe {
-            std::ptr::copy_nonoverlapping(src, self.slots.as_mut_ptr().add(self.len), n);
+            self.take_slots(src, n);
             std::ptr::copy(src.add(n), other.slots.as_mut_ptr(), other.len - n);
         }
-        self.len += n;
         other.len -= n;
         n
+    }
+
+    /// Copies `n` mbufs from `src` into the free slots at the end and counts them held.
+    ///
+    /// # Safety
+    /// `src` points to `n` initialised mbufs, `n` fits in the free slots, and the caller
+    /// never reads or drops those mbufs at `src` again: they are this batch's now.
+    #[inline(always)]
+    unsafe fn take_slots(&mut self, src: *const MaybeUninit<Mbuf>, n: usize) {
+        debug_assert!(n <= MAX_BURST - self.len);
+        std::ptr::copy_nonoverlapping(src, self.slots.as_mut_ptr().add(self.len), n);
+        self.len += n;
     }
 
     /// Receives up to `max` packets from `port` at the end; returns how many came.
@@ -404,15 +415,8 @@ impl Drain<'_> {
         let n = n.min(self.len - self.next).min(MAX_BURST - to.len);
         // SAFETY: the `n` slots from `next` are initialised and not yet read; they move to
         // `to`'s free slots and this iterator never reads them again, so each mbuf keeps one owner.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                self.batch.slots.as_ptr().add(self.next),
-                to.slots.as_mut_ptr().add(to.len),
-                n,
-            );
-        }
+        unsafe { to.take_slots(self.batch.slots.as_ptr().add(self.next), n) };
         self.next += n;
-        to.len += n;
         n
     }
 }

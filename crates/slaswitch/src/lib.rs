@@ -3,6 +3,7 @@
 
 pub mod calibrate;
 pub mod control;
+#[cfg(feature = "daemon")]
 pub mod daemon;
 pub mod error;
 pub mod protocol;
