@@ -22,19 +22,26 @@ fn a_vm_sending_on_two_queues_is_polled_on_both_as_one_port() {
     assert!(!ok && err.contains("queues=17") && err.contains("from 1 to 16"), "{err}");
 
     // 20,000 frames a second for 2 s, bursts alternating between the two queues.
+    let ring = 1024u64;
     let gen = Tenant::start(
         &sw.dir,
         "mq",
         &[("mq", &sw.port_sock("mq"))],
-        1024,
+        ring as u32,
         3.0,
         &["--queues", "2", "gen", "--phase", "start=0.5,dur=2,vm=mq,size=64,rate=20kpps"],
     );
     let doc = gen.finish();
     let sent = sent_by(&doc, "mq");
-    // A queue the switch never polled fills up and refuses the bursts sent to it.
+    // A queue the switch never polled takes one ring of frames and refuses the rest of the half
+    // offered to it, so what was sent could exceed what was refused by at most two rings (and
+    // a burst). How much the VM offers is up to the host's scheduler, and is not judged.
     let refused = doc["summary"]["vms"][0]["tx_ring_full"].as_u64().unwrap();
-    assert!(sent > 30_000, "the VM sent {sent} of 40,000 frames, {refused} refused by full rings");
+    let bound = 2 * ring + slaswitch_dpdk::MAX_BURST as u64;
+    assert!(
+        sent > refused + bound,
+        "the VM sent {sent} frames, {refused} refused by full rings: no more than one queue was polled"
+    );
     let t = std::time::Instant::now();
     let mut port = sw.port("mq");
     while port["rx"]["rx_packets"].as_u64().unwrap() < sent && t.elapsed() < Duration::from_secs(5) {
