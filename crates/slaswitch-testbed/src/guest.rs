@@ -208,36 +208,7 @@ impl Guest {
             UnixStream::connect(self.dir.join("agent.sock"))
                 .map_err(|e| anyhow!("guest {}: the agent's socket: {e}", self.name))?,
         );
-        self.handshake(deadline)?;
         Ok(std::fs::read_to_string(&ready).unwrap_or_default())
-    }
-
-    /// Sends no-op commands until one runs. The agent reopens the port each time it reads
-    /// end-of-file (no host connected yet), and the guest's kernel drops what arrived on a
-    /// port as it closes: a line sent just as the agent read its last end-of-file is lost.
-    /// Once a line has run, the agent holds the port open for as long as this host holds
-    /// the socket, and no later command can be lost that way.
-    fn handshake(&mut self, deadline: Instant) -> anyhow::Result<()> {
-        let jobs = self.dir.join("share").join("jobs");
-        let mut attempt: u32 = 0;
-        loop {
-            attempt += 1;
-            let id = format!("hello-{attempt}");
-            let agent = self.agent.as_mut().expect("connected above");
-            agent.write_all(format!("{id} true\n").as_bytes()).map_err(|e| anyhow!("guest {}: {e}", self.name))?;
-            // An earlier line may run late, on a slow emulated CPU: any of them will do.
-            let ran = |n: u32| jobs.join(format!("hello-{n}.rc")).exists();
-            let retry = Instant::now() + Duration::from_secs(2);
-            while Instant::now() < retry {
-                if (1..=attempt).any(ran) {
-                    return Ok(());
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            if Instant::now() > deadline {
-                return Err(anyhow!("guest {}: its agent ran none of {attempt} commands: {}", self.name, self.logs()));
-            }
-        }
     }
 
     fn logs(&self) -> String {
