@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 use serde::{Deserialize, Serialize};
 use slaswitch_classifier::parse::PARSE_ERROR_KINDS;
 
-use crate::histogram::{Histogram, SharedHistogram};
+use crate::histogram::{Histogram, SharedHistogram, Touched};
 
 /// Rx-side figures of one port, as the owning PMD accumulates them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -245,10 +245,12 @@ impl PortCounters {
     }
 
     /// Publishes the residence histograms of the port's frames, all of them and those no
-    /// measured stall touched.
-    pub fn publish_residence(&self, frames: &Histogram, unstalled: &Histogram) {
-        self.residence.publish(frames);
-        self.residence_unstalled.publish(unstalled);
+    /// measured stall touched (both count a frame in the same bucket, so `touched` holds the
+    /// buckets either counted into since the last publication); takes `touched` to none.
+    pub fn publish_residence(&self, frames: &Histogram, unstalled: &Histogram, touched: &mut Touched) {
+        let mut both = *touched;
+        self.residence.publish(frames, touched);
+        self.residence_unstalled.publish(unstalled, &mut both);
     }
 
     /// The residence histogram as last published.

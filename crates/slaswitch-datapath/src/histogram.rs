@@ -57,11 +57,24 @@ impl Histogram {
     /// Counts `n` samples of one latency.
     #[inline]
     pub fn record_n(&mut self, ns: u64, n: u64) {
-        let last = self.counts.len() - 1;
-        self.counts[bucket(ns).min(last)] += n;
+        self.add(ns, n);
+    }
+
+    /// Counts `n` samples of one latency and notes their bucket in `touched`.
+    #[inline]
+    pub fn record_n_noting(&mut self, ns: u64, n: u64, touched: &mut Touched) {
+        touched.note(self.add(ns, n));
+    }
+
+    /// Counts `n` samples of one latency; returns their bucket.
+    #[inline(always)]
+    fn add(&mut self, ns: u64, n: u64) -> usize {
+        let b = bucket(ns).min(self.counts.len() - 1);
+        self.counts[b] += n;
         self.total += n;
         self.max_ns = self.max_ns.max(ns);
         self.sum_ns = self.sum_ns.wrapping_add(ns.wrapping_mul(n));
+        b
     }
 
     /// The samples added up, nanoseconds.
@@ -148,6 +161,32 @@ impl Histogram {
     }
 }
 
+/// The buckets a [`Histogram`] counted into since it was last published: a PMD publishes
+/// its ports' residence every thousand passes, and storing the whole table each time (8 KB,
+/// a quarter of a core's first-level data cache) would evict the packet path's lines.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Touched {
+    lo: usize,
+    hi: usize,
+}
+
+impl Touched {
+    /// No bucket.
+    pub const NONE: Touched = Touched { lo: usize::MAX, hi: 0 };
+
+    #[inline(always)]
+    fn note(&mut self, bucket: usize) {
+        self.lo = self.lo.min(bucket);
+        self.hi = self.hi.max(bucket);
+    }
+
+    /// The buckets noted, if any; leaves none.
+    fn take(&mut self) -> Option<std::ops::RangeInclusive<usize>> {
+        let t = std::mem::replace(self, Touched::NONE);
+        (t.lo <= t.hi).then(|| t.lo..=t.hi.min(BUCKETS - 1))
+    }
+}
+
 /// A [`Histogram`]'s bucket counts and sum in atomics, so that the control plane reads them
 /// without a lock a PMD needs: a reader holding the PMD's lock on a core shared with VMs can
 /// lose that core mid-read and hold the PMD up for a scheduler slice. One writer at a time
@@ -174,12 +213,14 @@ impl SharedHistogram {
         self.sum_ns.store(self.sum_ns.load(Relaxed).wrapping_add(ns), Relaxed);
     }
 
-    /// Stores `h`'s buckets up to the highest one counted (`h` holds everything counted so
-    /// far: counts only grow).
-    pub fn publish(&self, h: &Histogram) {
-        let top = h.counts.iter().rposition(|&c| c > 0).map_or(0, |b| b + 1);
-        for (slot, &c) in self.buckets.iter().zip(&h.counts[..top]) {
-            slot.store(c, Relaxed);
+    /// Stores `h`'s buckets that `touched` names, and its sum: `h` holds everything counted
+    /// so far (counts only grow), and its other buckets were stored before. Takes `touched`
+    /// back to none.
+    pub fn publish(&self, h: &Histogram, touched: &mut Touched) {
+        if let Some(range) = touched.take() {
+            for (slot, &c) in self.buckets[range.clone()].iter().zip(&h.counts[range]) {
+                slot.store(c, Relaxed);
+            }
         }
         self.sum_ns.store(h.sum_ns, Relaxed);
     }
@@ -243,11 +284,19 @@ mod tests {
         shared.record(50_000);
         let h = shared.read();
         assert_eq!((h.count(), h.sum_ns()), (2, 51_000));
-        let mut more = h.clone();
-        more.record_n(7_000, 5);
-        shared.publish(&more);
+        let (mut more, mut touched) = (h.clone(), Touched::NONE);
+        more.record_n_noting(7_000, 5, &mut touched);
+        shared.publish(&more, &mut touched);
         let read = shared.read();
         assert_eq!((read.counts(), read.sum_ns()), (more.counts(), more.sum_ns()));
+        assert_eq!(touched, Touched::NONE, "a publication takes what it stored");
+        // Only the noted buckets are stored: a count recorded without noting it is not.
+        more.record_n(7_000, 1);
+        more.record_n_noting(900_000, 2, &mut touched);
+        shared.publish(&more, &mut touched);
+        let read = shared.read();
+        assert_eq!(read.count(), more.count() - 1);
+        assert_eq!(read.quantile_ns(1.0), more.quantile_ns(1.0));
         shared.clear();
         assert_eq!(shared.read().count(), 0);
     }

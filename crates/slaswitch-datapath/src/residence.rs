@@ -30,7 +30,7 @@
 //! stay in both. A paced link learns of a stall when the PMD has measured it, so a stall in
 //! the very stage or drain that hands a frame to the driver leaves that frame in both.
 
-use crate::histogram::{Histogram, SharedHistogram};
+use crate::histogram::{Histogram, SharedHistogram, Touched};
 
 /// Fraction bits of [`TicksToNs`]'s multiplier.
 const NS_SHIFT: u32 = 32;
@@ -61,12 +61,14 @@ pub(crate) struct Residence {
     pub(crate) frames: Histogram,
     /// Per frame no measured stall touched, nanoseconds.
     pub(crate) unstalled: Histogram,
+    /// The buckets either histogram counted into since the last publication.
+    pub(crate) touched: Touched,
 }
 
 impl Residence {
     /// Goes on from `frames` and `unstalled`, what was counted before.
     pub(crate) fn new(tsc_hz: u64, frames: Histogram, unstalled: Histogram) -> Residence {
-        Residence { drained_at_tsc: 0, clock: TicksToNs::new(tsc_hz), frames, unstalled }
+        Residence { drained_at_tsc: 0, clock: TicksToNs::new(tsc_hz), frames, unstalled, touched: Touched::NONE }
     }
 
     /// When the residence of the batch being served began: the poll that last emptied the
@@ -83,7 +85,7 @@ impl Residence {
         if kept > 0 && self.drained_at_tsc != 0 {
             let ticks = at.sent_tsc.saturating_sub(self.drained_at_tsc);
             let ns = self.clock.ns(ticks);
-            self.frames.record_n(ns, kept as u64);
+            self.frames.record_n_noting(ns, kept as u64, &mut self.touched);
             if !stall_touched(self.drained_at_tsc, at.stall_end_tsc) {
                 self.unstalled.record_n(ns, kept as u64);
             }
