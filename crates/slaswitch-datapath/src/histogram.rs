@@ -183,7 +183,7 @@ impl Touched {
     /// The buckets noted, if any; leaves none.
     fn take(&mut self) -> Option<std::ops::RangeInclusive<usize>> {
         let t = std::mem::replace(self, Touched::NONE);
-        (t.lo <= t.hi).then(|| t.lo..=t.hi.min(BUCKETS - 1))
+        (t.lo <= t.hi).then_some(t.lo..=t.hi)
     }
 }
 
