@@ -7,7 +7,7 @@
 //!   slaswitch-tenant --vm idle1=... [--vm ...] idle                        (attached, sending nothing)
 //!
 //! Common options: --core N (default 1), --ring N (virtio ring, up to 32768; the mbuf pool is sized
-//! to match), --duration S, --interval S (default 1), --out FILE, --format json|csv,
+//! to match), --duration S (SIGTERM or SIGINT end the run sooner, its totals still printed), --interval S (default 1), --out FILE, --format json|csv,
 //! --file-prefix NAME, --link-timeout S, --virtio-ring split|packed. gen --keep-refused: at
 //! full speed a VM keeps the frames its ring refused and offers them again before building new
 //! ones. Append ",server" to a socket when the switch port is a vhost-user-client (the VM side
@@ -24,6 +24,7 @@ use serde_json::json;
 use slaswitch::tenant::frames::{mac_for, mac_text};
 use slaswitch::tenant::generator::{self, GenVm};
 use slaswitch::tenant::phase::Phase;
+use slaswitch::tenant::run_for::{stop_on_signals, RunFor};
 use slaswitch::tenant::sink::{self, SinkVm};
 use slaswitch::tenant::{parse_ring_descriptors, VirtioRing};
 use slaswitch_dpdk::{remove_vdev, Eal, EthPort, Mempool, PortSetup};
@@ -178,16 +179,20 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     let (c, gen) = check(cli)?;
     let (eal, pool, ports) = attach(&c)?;
     let mut records = Records::new(&c)?;
+    // From here on a signal ends the run early, its totals reported; while attaching it still
+    // ends the process.
+    let stop = stop_on_signals().context("installing the SIGTERM and SIGINT handlers")?;
+    let run_for = RunFor { duration_secs: c.duration_secs, stop: &stop };
     let tsc_hz = eal.tsc_hz();
     let start_unix_secs =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
     let summary = match &gen {
-        Plan::Gen(gen) => run_gen(&c, gen, &ports, &pool, tsc_hz, &mut records),
-        Plan::Idle => run_idle(&c, &ports),
+        Plan::Gen(gen) => run_gen(&c, gen, &ports, &pool, tsc_hz, run_for, &mut records),
+        Plan::Idle => run_idle(&ports, run_for),
         Plan::Sink => {
             let sinks: Vec<SinkVm> =
                 c.vms.iter().zip(&ports).map(|(vm, (_, port))| SinkVm { name: vm.name.clone(), port: *port }).collect();
-            let totals = sink::run(&sinks, &c.sources, &pool, tsc_hz, c.duration_secs, c.interval_secs, |r| {
+            let totals = sink::run(&sinks, &c.sources, &pool, tsc_hz, run_for, c.interval_secs, |r| {
                 records.emit(serde_json::to_value(r).expect("record"))
             });
             json!({"mode": "sink", "totals": totals})
@@ -214,13 +219,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Keeps the VMs attached for the duration, looking at their links (which lets a server-mode
+/// Keeps the VMs attached for the run, looking at their links (which lets a server-mode
 /// device take a restarted switch's connection) and freeing anything sent to them.
-fn run_idle(c: &Common, ports: &[Device]) -> serde_json::Value {
-    let end = std::time::Instant::now() + std::time::Duration::from_secs_f64(c.duration_secs);
+fn run_idle(ports: &[Device], run_for: RunFor<'_>) -> serde_json::Value {
+    let start = std::time::Instant::now();
     let mut received = 0u64;
     let mut rx = slaswitch_dpdk::MbufBatch::new();
-    while std::time::Instant::now() < end {
+    while !run_for.over(start.elapsed().as_secs_f64()) {
         std::thread::sleep(std::time::Duration::from_millis(100));
         for (_, port) in ports {
             port.link_up();
@@ -311,6 +316,7 @@ fn run_gen(
     ports: &[Device],
     pool: &Mempool,
     tsc_hz: u64,
+    run_for: RunFor<'_>,
     records: &mut Records,
 ) -> serde_json::Value {
     let is_sink = |name: &str| gen.sinks.iter().any(|s| s == name);
@@ -338,7 +344,7 @@ fn run_gen(
     let mut sink_records = Vec::new();
     let mut on_sink_record = |r: &sink::SinkRecord| sink_records.push(serde_json::to_value(r).expect("record"));
     let sink_arg = sink.as_mut().map(|s| (s, &mut on_sink_record as &mut dyn FnMut(&sink::SinkRecord)));
-    generator::run(&mut gens, sink_arg, pool, tsc_hz, c.duration_secs, c.interval_secs, |r| {
+    generator::run(&mut gens, sink_arg, pool, tsc_hz, run_for, c.interval_secs, |r| {
         records.emit(serde_json::to_value(r).expect("record"))
     });
     records.sink_records = sink_records;

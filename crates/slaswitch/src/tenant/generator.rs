@@ -6,6 +6,7 @@
 use serde::Serialize;
 use slaswitch_dpdk::{rdtsc, EthPort, MbufBatch, Mempool, MAX_BURST};
 
+use super::run_for::RunFor;
 use super::sink::{Sink, SinkRecord};
 use slaswitch_traffic::frames::{
     ip_for, mac_for, restamp_tsc, sender_id, stamp, write_frame, FLOWS_PER_ADDRESS, PAYLOAD, STAMP_LEN,
@@ -303,7 +304,7 @@ impl GenVm {
 /// A sink the generator's loop also drains, and what it does with each record.
 pub type SharedSink<'a, 's> = Option<(&'a mut Sink<'s>, &'a mut dyn FnMut(&SinkRecord))>;
 
-/// Runs every VM's phases for `duration_secs`, reporting each `interval_secs`. With a `sink`,
+/// Runs every VM's phases for as long as `run_for` says, reporting each `interval_secs`. With a `sink`,
 /// the same loop also receives on the sink VMs, so senders and receiver share one core
 /// without the kernel's time slices between them.
 pub fn run(
@@ -311,7 +312,7 @@ pub fn run(
     mut sink: SharedSink<'_, '_>,
     pool: &Mempool,
     tsc_hz: u64,
-    duration_secs: f64,
+    run_for: RunFor<'_>,
     interval_secs: f64,
     mut report: impl FnMut(&GenRecord),
 ) {
@@ -322,7 +323,7 @@ pub fn run(
     loop {
         let tsc = rdtsc();
         let t = (tsc - start) as f64 / hz;
-        if t >= duration_secs {
+        if run_for.over(t) {
             break;
         }
         if t >= next_link_check {

@@ -2,6 +2,7 @@
 //! is: a DPDK virtio-user device per VM. It stands in for the seeds' VMs and pkt-gen.
 
 pub mod generator;
+pub mod run_for;
 pub mod sink;
 
 pub use slaswitch_traffic::{frames, phase};

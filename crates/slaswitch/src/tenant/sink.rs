@@ -8,6 +8,8 @@ use serde::Serialize;
 use slaswitch_dpdk::{rdtsc, EthPort, MbufBatch, Mempool, MAX_BURST};
 
 use slaswitch_datapath::histogram::Histogram;
+
+use super::run_for::RunFor;
 use slaswitch_traffic::frames::{ip_for, mac_for, mac_text, read_stamp, sender_id, write_frame};
 
 /// One emulated VM that receives.
@@ -235,13 +237,14 @@ impl<'a> Sink<'a> {
     }
 }
 
-/// Receives for `duration_secs`, reporting per (sink, source) each interval; returns the totals.
+/// Receives for as long as `run_for` says, reporting per (sink, source) each interval; returns
+/// the totals.
 pub fn run(
     vms: &[SinkVm],
     sources: &[String],
     pool: &Mempool,
     tsc_hz: u64,
-    duration_secs: f64,
+    run_for: RunFor<'_>,
     interval_secs: f64,
     mut report: impl FnMut(&SinkRecord),
 ) -> Vec<SinkTotal> {
@@ -251,7 +254,7 @@ pub fn run(
     let mut next_report = interval_secs;
     loop {
         let t = (rdtsc() - start) as f64 / hz;
-        if t >= duration_secs {
+        if run_for.over(t) {
             break;
         }
         sink.poll();
