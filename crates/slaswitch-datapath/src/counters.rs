@@ -300,6 +300,18 @@ impl PortCounters {
         (raise > 0.0).then(|| (f64::from_bits(self.owed_bytes_bits.load(Relaxed)), raise))
     }
 
+    /// [`Self::add_tx`] by the port's one writer: plain loads and stores instead of locked
+    /// adds, which on x86 wait for every earlier store of the thread to reach the cache.
+    #[inline]
+    pub fn add_tx_sole_writer(&self, packets: u64, bytes: u64, dropped: u64) {
+        let add = |c: &AtomicU64, n: u64| c.store(c.load(Relaxed) + n, Relaxed);
+        add(&self.tx_packets, packets);
+        add(&self.tx_bytes, bytes);
+        if dropped > 0 {
+            add(&self.tx_dropped, dropped);
+        }
+    }
+
     /// Counts a tx burst: packets and bytes sent, packets dropped.
     #[inline]
     pub fn add_tx(&self, packets: u64, bytes: u64, dropped: u64) {
@@ -416,5 +428,23 @@ impl RuleCounters {
             packets: (0..rules).map(|_| AtomicU64::new(0)).collect(),
             bytes: (0..rules).map(|_| AtomicU64::new(0)).collect(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sole_writer_counts_what_the_locked_adds_count() {
+        let (locked, sole) = (PortCounters::default(), PortCounters::default());
+        for (packets, bytes, dropped) in [(32, 2048, 0), (0, 0, 5), (7, 448, 25)] {
+            locked.add_tx(packets, bytes, dropped);
+            sole.add_tx_sole_writer(packets, bytes, dropped);
+        }
+        let read =
+            |c: &PortCounters| [c.tx_packets.load(Relaxed), c.tx_bytes.load(Relaxed), c.tx_dropped.load(Relaxed)];
+        assert_eq!(read(&sole), read(&locked));
+        assert_eq!(read(&sole), [39, 2496, 30]);
     }
 }

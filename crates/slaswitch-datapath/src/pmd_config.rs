@@ -98,7 +98,8 @@ pub struct PmdConfig {
     pub classifier: Arc<Classifier>,
     /// Per-rule counters.
     pub rule_counters: Arc<RuleCounters>,
-    /// Several PMDs may transmit on one port: take its tx lock.
+    /// Several PMDs may transmit on one port: take its tx lock and count with locked adds.
+    /// False only with one PMD thread, the one writer of every plain port's tx counters.
     pub shared_tx: bool,
     /// The mbuf pool, for copies.
     pub pool: Arc<Mempool>,

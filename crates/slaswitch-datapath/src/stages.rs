@@ -304,7 +304,13 @@ fn send(
             let offered = pending.len();
             let sent = pending.tx_burst_retrying(&tx.eth, TX_TRIES);
             let unsent_bytes: u64 = pending.as_slice().iter().map(|m| u64::from(m.pkt_len())).sum();
-            tx.counters.add_tx(sent as u64, bytes - unsent_bytes, (offered - sent) as u64);
+            let (sent_bytes, dropped) = (bytes - unsent_bytes, (offered - sent) as u64);
+            // One PMD: it alone sends on (and counts drops of) a port that is neither paced
+            // nor a kernel port, so its counters need no locked adds.
+            match cfg.shared_tx {
+                true => tx.counters.add_tx(sent as u64, sent_bytes, dropped),
+                false => tx.counters.add_tx_sole_writer(sent as u64, sent_bytes, dropped),
+            }
             0
         }
     }
