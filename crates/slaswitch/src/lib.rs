@@ -7,4 +7,5 @@ pub mod control;
 pub mod daemon;
 pub mod error;
 pub mod protocol;
+pub mod signals;
 pub mod tenant;

@@ -10,12 +10,11 @@
 //! it is stopped, and how fast each source settled after the last one started (seed 003 Fig. 6).
 
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use serde_json::{json, Value};
+use slaswitch::signals::stop_on_signals;
 use slaswitch_traffic::meter::{self, Bins};
 use slaswitch_traffic::short_flows::{self, Workload};
 
@@ -105,11 +104,7 @@ fn main() {
                 .collect();
             let iface = iface.unwrap_or_else(only_interface);
             // SIGTERM or SIGINT ends the measurement; the bins so far are reported.
-            let stop = Arc::new(AtomicBool::new(false));
-            for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-                signal_hook::flag::register(signal, Arc::clone(&stop))
-                    .unwrap_or_else(|e| fail(&format!("signal handler: {e}")));
-            }
+            let stop = stop_on_signals().unwrap_or_else(|e| fail(&format!("signal handler: {e}")));
             let bins = meter::measure(&iface, Duration::from_micros(bin_us), &stop)
                 .unwrap_or_else(|e| fail(&format!("{iface}: {e}")));
             meter_report(&bins, &names, (smooth_bins, hold_bins), tolerance)

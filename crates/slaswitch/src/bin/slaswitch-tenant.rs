@@ -7,8 +7,8 @@
 //!   slaswitch-tenant --vm idle1=... [--vm ...] idle                        (attached, sending nothing)
 //!
 //! Common options: --core N (default 1), --ring N (virtio ring, up to 32768; the mbuf pool is sized
-//! to match), --duration S (SIGTERM or SIGINT end the run sooner, its totals still printed), --interval S (default 1), --out FILE, --format json|csv,
-//! --file-prefix NAME, --link-timeout S, --virtio-ring split|packed. gen --keep-refused: at
+//! to match), --duration S (SIGTERM or SIGINT end the run sooner, its totals still printed),
+//! --interval S (default 1), --out FILE, --format json|csv, --file-prefix NAME, --link-timeout S, --virtio-ring split|packed. gen --keep-refused: at
 //! full speed a VM keeps the frames its ring refused and offers them again before building new
 //! ones. Append ",server" to a socket when the switch port is a vhost-user-client (the VM side
 //! then listens). A socket
@@ -21,10 +21,11 @@ use std::path::PathBuf;
 use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
 use serde_json::json;
+use slaswitch::signals::stop_on_signals;
 use slaswitch::tenant::frames::{mac_for, mac_text};
 use slaswitch::tenant::generator::{self, GenVm};
 use slaswitch::tenant::phase::Phase;
-use slaswitch::tenant::run_for::{stop_on_signals, RunFor};
+use slaswitch::tenant::run_for::RunFor;
 use slaswitch::tenant::sink::{self, SinkVm};
 use slaswitch::tenant::{parse_ring_descriptors, VirtioRing};
 use slaswitch_dpdk::{remove_vdev, Eal, EthPort, Mempool, PortSetup};

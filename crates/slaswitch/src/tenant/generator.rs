@@ -304,8 +304,8 @@ impl GenVm {
 /// A sink the generator's loop also drains, and what it does with each record.
 pub type SharedSink<'a, 's> = Option<(&'a mut Sink<'s>, &'a mut dyn FnMut(&SinkRecord))>;
 
-/// Runs every VM's phases for as long as `run_for` says, reporting each `interval_secs`. With a `sink`,
-/// the same loop also receives on the sink VMs, so senders and receiver share one core
+/// Runs every VM's phases for as long as `run_for` says, reporting each `interval_secs`. With a
+/// `sink`, the same loop also receives on the sink VMs, so senders and receiver share one core
 /// without the kernel's time slices between them.
 pub fn run(
     vms: &mut [GenVm],

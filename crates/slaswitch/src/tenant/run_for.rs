@@ -3,7 +3,6 @@
 //! know a run's length in advance (its forwarder paused between windows) still gets them.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 
 /// A run's end: `duration_secs` after its start, or when `stop` is set.
 #[derive(Clone, Copy)]
@@ -20,19 +19,6 @@ impl RunFor<'_> {
     pub fn over(&self, t_secs: f64) -> bool {
         t_secs >= self.duration_secs || self.stop.load(Ordering::Relaxed)
     }
-}
-
-/// A flag SIGTERM and SIGINT set. A second signal while it is set ends the process at once, so
-/// a loop that never looks at the flag cannot keep the process up.
-pub fn stop_on_signals() -> std::io::Result<Arc<AtomicBool>> {
-    use signal_hook::consts::{SIGINT, SIGTERM};
-    let stop = Arc::new(AtomicBool::new(false));
-    for signal in [SIGINT, SIGTERM] {
-        // Registered first, so it sees the flag as it was before this signal set it.
-        signal_hook::flag::register_conditional_shutdown(signal, 130, Arc::clone(&stop))?;
-        signal_hook::flag::register(signal, Arc::clone(&stop))?;
-    }
-    Ok(stop)
 }
 
 #[cfg(test)]

@@ -8,9 +8,9 @@ use serde::Serialize;
 use slaswitch_dpdk::{rdtsc, EthPort, MbufBatch, Mempool, MAX_BURST};
 
 use slaswitch_datapath::histogram::Histogram;
+use slaswitch_traffic::frames::{ip_for, mac_for, mac_text, read_stamp, sender_id, write_frame};
 
 use super::run_for::RunFor;
-use slaswitch_traffic::frames::{ip_for, mac_for, mac_text, read_stamp, sender_id, write_frame};
 
 /// One emulated VM that receives.
 pub struct SinkVm {
