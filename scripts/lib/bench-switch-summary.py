@@ -4,12 +4,21 @@ taken per round (each kind ran on every contestant back to back), then their med
 Rows of the results file: contestant kind Mpps busy_cyc_per_pkt busy_pct emc_pct mega_pct
 core_cyc_per_pkt refused_pct, and for slaswitch's builds the busy port's cycles per packet in its
 ingress, classify and egress stages.
+
+The placement file (optional third argument) has a row per window: kind contestant round and the
+round trip of a cache line between cores 0 and 1, in ns, before and after it (every contestant
+paused). The readings fall into groups, one per placement the host gave the two cores; a
+window whose two readings fall in one group is compared with the other contestants' windows at
+that placement (every contestant's windows interleaved in time, so each placement holds windows
+of all of them).
 """
 import statistics
 import sys
 
 rows = [line.split() for line in open(sys.argv[1]) if line.strip()]
 rounds = sys.argv[2]
+placements = [line.split() for line in open(sys.argv[3]) if line.strip()] if len(sys.argv) > 3 else []
+SPLIT_AT = 1.6
 KINDS = [k for k in ("1", "10000", "sg", "ports32") if any(r[1] == k for r in rows)]
 BUSY, CORE = 3, 7
 STAGES = {"ingress": 9, "classify": 10, "egress": 11}
@@ -20,8 +29,12 @@ def figure_col(kind):
     return CORE if kind == "ports32" else BUSY
 
 
-def col(who, kind, c):
-    return [float(r[c]) for r in rows if r[0] == who and r[1] == kind and len(r) > c and r[c] != "-"]
+def col(who, kind, c, keep=None):
+    """Contestant `who`'s column `c` for `kind`, one value per round (its rows are in round
+    order), of the rounds in `keep` only when given."""
+    mine = [r for r in rows if r[0] == who and r[1] == kind]
+    return [float(r[c]) for i, r in enumerate(mine, 1)
+            if len(r) > c and r[c] != "-" and (keep is None or i in keep)]
 
 
 def med(who, kind, c):
@@ -29,9 +42,9 @@ def med(who, kind, c):
     return statistics.median(v) if v else float("nan")
 
 
-def ratio(a, b, kind, c=None):
+def ratio(a, b, kind, c=None, keep=None):
     c = figure_col(kind) if c is None else c
-    r = [x / y for x, y in zip(col(a, kind, c), col(b, kind, c)) if y]
+    r = [x / y for x, y in zip(col(a, kind, c, keep), col(b, kind, c, keep)) if y]
     return f"{statistics.median(r):.2f}x ({min(r):.2f}..{max(r):.2f})" if r else "-"
 
 
@@ -97,3 +110,67 @@ if any(stages(w, k) for w in builds for k in KINDS):
         if len(builds) == 2:
             line += f"; classify this/baseline {ratio('slaswitch', 'baseline', kind, STAGES['classify'])}"
         print(line)
+
+
+
+def placement_clusters(values):
+    """The round trips in groups: sorted, a new group from the first that is more than SPLIT_AT
+    times its group's fastest. One placement's round trips lie close together, different
+    placements' several times apart."""
+    groups = []
+    for v in sorted(values):
+        if groups and v <= SPLIT_AT * groups[-1][0]:
+            groups[-1].append(v)
+        else:
+            groups.append([v])
+    return groups
+
+
+def window_placements():
+    """Per (kind, contestant), per round, the placement its window sat at (the median round
+    trip of its group, in ns) or None when the two ends fell in different groups."""
+    groups = placement_clusters([float(p[i]) for p in placements for i in (3, 4)])
+    label = lambda v: next(round(statistics.median(g)) for g in groups if g[0] <= v <= g[-1])
+    at = {}
+    for kind, who, rnd, before, after in placements:
+        a, b = label(float(before)), label(float(after))
+        at.setdefault((kind, who), {})[int(rnd)] = a if a == b else None
+    return groups, at
+
+
+def quartiles(v):
+    q = statistics.quantiles(v, n=4) if len(v) > 1 else [v[0]] * 3
+    return f"{q[1]:.0f} ({q[0]:.0f}..{q[2]:.0f}, {len(v)})"
+
+
+if placements:
+    groups, at = window_placements()
+    whos = [w for w in ("testpmd", "slaswitch", "ovs", "every-pass", "baseline") if any(r[0] == w for r in rows)]
+    kept = sum(v is not None for per in at.values() for v in per.values())
+    print()
+    print("placement of cores 0 and 1: a cache line's round trip between them, measured before and after")
+    print("each window with every contestant paused: " + ", ".join(
+        f"{round(statistics.median(g))} ns ({len(g)} of {sum(map(len, groups))} readings, {g[0]:.0f}..{g[-1]:.0f})"
+        for g in groups))
+    print(f"{kept} of {sum(map(len, at.values()))} windows began and ended at one placement. Per placement, the")
+    print("cycles per packet of those windows, median (quartiles, windows), and the ratios of the medians:")
+    for kind in KINDS:
+        c = figure_col(kind)
+        for place in sorted({v for (k, _), per in at.items() if k == kind for v in per.values() if v is not None}):
+            cyc = {}
+            for who in whos:
+                keep = {r for r, v in at.get((kind, who), {}).items() if v == place}
+                v = col(who, kind, c, keep)
+                if v:
+                    cyc[who] = v
+            if not all(w in cyc for w in ("testpmd", "slaswitch")):
+                continue
+            m = {w: statistics.median(v) for w, v in cyc.items()}
+            line = f"{kind:<8} {place:>4} ns: " + "; ".join(f"{w} {quartiles(v)}" for w, v in cyc.items())
+            line += f"; slaswitch/testpmd {m['slaswitch'] / m['testpmd']:.2f}x"
+            if "ovs" in m:
+                line += f", OVS/slaswitch {m['ovs'] / m['slaswitch']:.2f}x"
+            for w in ("every-pass", "baseline"):
+                if w in m:
+                    line += f", slaswitch/{w} {m['slaswitch'] / m[w]:.2f}x"
+            print(line)

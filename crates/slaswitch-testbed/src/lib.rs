@@ -11,6 +11,7 @@
 
 pub mod capacity;
 pub mod cleanup;
+pub mod core_latency;
 pub mod core_shield;
 pub mod driver;
 pub mod fleet;

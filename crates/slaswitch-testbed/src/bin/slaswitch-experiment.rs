@@ -50,6 +50,20 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Measure how far apart the host placed two cores: the round trip of a cache line between
+    /// threads pinned to them (tens of ns within a shared cache, hundreds across). Every cost
+    /// that crosses the two, a VM's frames reaching the PMD among them, moves with it.
+    CoreLatency {
+        /// The two cores (comma-separated): the writing thread's, then the echoing thread's.
+        #[arg(long, value_delimiter = ',', num_args = 1, default_value = "0,1")]
+        cores: Vec<usize>,
+        /// How long to measure, in ms: 1 to 60000.
+        #[arg(long, default_value_t = 100)]
+        ms: u64,
+        /// The figures as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Run COMMAND with the PMD cores shielded, as a run of the test bed is: every other
     /// thread of the machine that may move (COMMAND too, and what it starts) is kept off them
     /// until COMMAND ends, then each gets its own cores back. COMMAND finds the number of
@@ -92,6 +106,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             dir
         }
         Command::HostNoise { core, secs, json } => return host_noise(core, secs, json),
+        Command::CoreLatency { cores, ms, json } => return core_latency(&cores, ms, json),
         Command::Shield { pmd_cores, command } => std::process::exit(shield(&pmd_cores, &command)?),
     };
     println!("{}", dir.join("report.md").display());
@@ -113,6 +128,30 @@ fn host_noise(core: usize, secs: f64, json: bool) -> anyhow::Result<()> {
             "{:.1} s spinning on {}.",
             noise.secs,
             slaswitch_testbed::host_noise::describe(std::slice::from_ref(&noise))
+        ),
+    }
+    Ok(())
+}
+
+fn core_latency(cores: &[usize], ms: u64, json: bool) -> anyhow::Result<()> {
+    if !(1..=60_000).contains(&ms) {
+        anyhow::bail!("--ms {ms}: allowed 1 to 60000 ms");
+    }
+    let online = slaswitch_datapath::pmd::online_cores();
+    let pair = match *cores {
+        [a, b] if a != b && a.max(b) < online => [a, b],
+        _ => anyhow::bail!(
+            "--cores {}: two different cores of this machine's 0 to {} are needed",
+            cores.iter().map(usize::to_string).collect::<Vec<_>>().join(","),
+            online - 1
+        ),
+    };
+    let l = slaswitch_testbed::core_latency::measure(pair, std::time::Duration::from_millis(ms))?;
+    match json {
+        true => println!("{}", serde_json::to_string_pretty(&l)?),
+        false => println!(
+            "cores {} and {}: a cache line's round trip {:.0} ns (median of {} samples; fastest {:.0} ns)",
+            l.cores[0], l.cores[1], l.round_trip_ns, l.samples, l.min_round_trip_ns
         ),
     }
     Ok(())

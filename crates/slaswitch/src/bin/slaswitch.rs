@@ -91,9 +91,10 @@ enum Verb {
     /// Measure this host's bandwidth-CPU model (slaswitchd stopped).
     Calibrate(CalibrateArgs),
     /// Run a test-bed scenario on each switch (`experiment run SCENARIO [--switch S] [--rounds
-    /// N] [--out DIR]`), rebuild a run's report (`experiment report DIR`), or measure what the
-    /// host takes from a core (`experiment host-noise --core N`): the test bed's
-    /// `slaswitch-experiment`, built beside this program.
+    /// N] [--out DIR]`), rebuild a run's report (`experiment report DIR`), measure what the
+    /// host takes from a core (`experiment host-noise --core N`) or how far apart it placed two
+    /// (`experiment core-latency --cores A,B`): the test bed's `slaswitch-experiment`, built
+    /// beside this program.
     #[command(disable_help_flag = true)]
     Experiment {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
