@@ -154,6 +154,7 @@ if placements:
         for g in groups))
     print(f"{kept} of {sum(map(len, at.values()))} windows began and ended at one placement. Per placement, the")
     print("cycles per packet of those windows, median (quartiles, windows), and the ratios of the medians:")
+    printed = 0
     for kind in KINDS:
         c = figure_col(kind)
         for place in sorted({v for (k, _), per in at.items() if k == kind for v in per.values() if v is not None}):
@@ -174,3 +175,6 @@ if placements:
                 if w in m:
                     line += f", slaswitch/{w} {m['slaswitch'] / m[w]:.2f}x"
             print(line)
+            printed += 1
+    if not printed:
+        print("  none: no placement held windows of both slaswitch and testpmd (more rounds give more)")
