@@ -8,12 +8,12 @@
 //!
 //! Common options: --core N (default 1), --ring N (virtio ring, up to 32768; the mbuf pool is sized
 //! to match), --duration S (SIGTERM or SIGINT end the run sooner, its totals still printed),
-//! --interval S (default 1), --out FILE, --format json|csv, --file-prefix NAME, --link-timeout S, --virtio-ring split|packed. gen --keep-refused: at
-//! full speed a VM keeps the frames its ring refused and offers them again before building new
-//! ones. Append ",server" to a socket when the switch port is a vhost-user-client (the VM side
-//! then listens). A socket
-//! written `af_packet:IFACE` attaches the VM to a kernel interface instead (a veth or tap in a
-//! Linux bridge or VDE2 switch).
+//! --interval S (default 1), --out FILE, --format json|csv, --file-prefix NAME, --link-timeout
+//! S, --virtio-ring split|packed. gen --keep-refused: at full speed a VM keeps the frames its ring
+//! refused and offers them again before building new ones. Append ",server" to a socket when the
+//! switch port is a vhost-user-client (the VM side then listens). A socket written
+//! `af_packet:IFACE` attaches the VM to a kernel interface instead (a veth or tap in a Linux
+//! bridge or VDE2 switch).
 
 use std::io::Write;
 use std::path::PathBuf;
