@@ -48,10 +48,11 @@ def ratio(a, b, kind, c=None, keep=None):
     return f"{statistics.median(r):.2f}x ({min(r):.2f}..{max(r):.2f})" if r else "-"
 
 
-def stages(who, kind):
-    """The medians of a slaswitch build's stage cycles per packet, or None without them."""
-    m = [med(who, kind, c) for c in STAGES.values()]
-    return None if any(x != x for x in m) else m
+def stages(who, kind, keep=None):
+    """The medians of a slaswitch build's stage cycles per packet (of the rounds in `keep` only
+    when given), or None without them."""
+    cols = [col(who, kind, c, keep) for c in STAGES.values()]
+    return [statistics.median(v) for v in cols] if all(cols) else None
 
 
 print(f"medians of {rounds} rounds. cyc/pkt: the PMD's cycles per packet (lower is better): of the polls that")
@@ -110,7 +111,6 @@ if any(stages(w, k) for w in builds for k in KINDS):
         if len(builds) == 2:
             line += f"; classify this/baseline {ratio('slaswitch', 'baseline', kind, STAGES['classify'])}"
         print(line)
-
 
 
 def placement_clusters(values):
@@ -175,6 +175,11 @@ if placements:
                 if w in m:
                     line += f", slaswitch/{w} {m['slaswitch'] / m[w]:.2f}x"
             print(line)
+            at_place = [(w, stages(w, kind, {r for r, v in at.get((kind, w), {}).items() if v == place}))
+                        for w in ("slaswitch", "every-pass", "baseline")]
+            at_place = [f"{w} " + " / ".join(f"{x:.1f}" for x in s) for w, s in at_place if s]
+            if at_place:
+                print("         stages (ingress / classify / egress): " + ", ".join(at_place))
             printed += 1
     if not printed:
         print("  none: no placement held windows of both slaswitch and testpmd (more rounds give more)")
