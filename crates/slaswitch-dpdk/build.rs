@@ -1,4 +1,4 @@
-//! Compiles csrc/shim.c against Debian's libdpdk-dev (22.11), found with pkg-config.
+//! Compiles the C shim (csrc/) against Debian's libdpdk-dev (22.11), found with pkg-config.
 
 use std::process::Command;
 
@@ -16,13 +16,13 @@ fn pkg_config(args: &[&str]) -> String {
 }
 
 fn main() {
-    println!("cargo:rerun-if-changed=csrc/shim.c");
+    println!("cargo:rerun-if-changed=csrc");
     let version = pkg_config(&["--modversion"]);
     if !version.trim().starts_with("22.11") {
         println!("cargo:warning=built against DPDK {} (slaswitch targets 22.11)", version.trim());
     }
     let mut build = cc::Build::new();
-    build.file("csrc/shim.c").opt_level(3).warnings(true);
+    build.file("csrc/shim.c").file("csrc/vhost_rx.c").opt_level(3).warnings(true);
     let cflags = pkg_config(&["--cflags"]);
     let mut tokens = cflags.split_whitespace();
     while let Some(flag) = tokens.next() {

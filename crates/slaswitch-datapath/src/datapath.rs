@@ -16,7 +16,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use slaswitch_classifier::{Classifier, Rule};
-use slaswitch_dpdk::{hugepage_status, Eal, EthPort, Mempool};
+use slaswitch_dpdk::{hugepage_status, Eal, EthPort, Mempool, RxPath};
 
 use slaswitch_qos::cpu::BandwidthModel;
 
@@ -111,6 +111,8 @@ struct PortEntry {
     /// Its options parsed, once, when they were set.
     settings: PortSettings,
     eth: EthPort,
+    /// How its PMD receives from it.
+    rx_path: RxPath,
     recipe: DeviceRecipe,
     counters: Arc<PortCounters>,
     tx_lock: Arc<AtomicBool>,
@@ -267,6 +269,7 @@ impl Datapath {
                     number: p.spec.number,
                     eth: p.eth,
                     queues: p.spec.queues().unwrap_or(1),
+                    rx_path: p.rx_path,
                     counters: p.counters.clone(),
                     policing: p.plan.policing,
                     cpu_qos: p.plan.cpu_qos,

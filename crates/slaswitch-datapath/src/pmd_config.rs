@@ -7,7 +7,7 @@ use std::sync::mpsc::Sender;
 use std::sync::Arc;
 
 use slaswitch_classifier::Classifier;
-use slaswitch_dpdk::{EthPort, Mempool};
+use slaswitch_dpdk::{EthPort, Mempool, RxPath};
 use slaswitch_qos::cpu::{BandwidthModel, C2tbConfig, TrafficProfile};
 
 use crate::counters::{PortCounters, RuleCounters};
@@ -28,6 +28,8 @@ pub struct RxPort {
     pub eth: EthPort,
     /// Its rx queues (a multiqueue vhost port has several), polled together as one port.
     pub queues: u16,
+    /// How its frames are received.
+    pub rx_path: RxPath,
     /// Its counters.
     pub counters: Arc<PortCounters>,
     /// Its ingress policing.

@@ -16,7 +16,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use slaswitch_classifier::{FlowKey, MacTable};
-use slaswitch_dpdk::{rdtsc, EthPort, MbufBatch, MAX_BURST};
+use slaswitch_dpdk::{rdtsc, EthPort, MbufBatch, RxPath, MAX_BURST};
 use slaswitch_qos::meter::{Color, Srtcm, SrtcmParams};
 
 use crate::counters::RxTotals;
@@ -146,9 +146,13 @@ impl Stages {
     /// `batch` and polices them at `now_tsc`. An empty poll returns at once.
     #[inline]
     pub(crate) fn ingress(&mut self, idx: usize, batch: &mut MbufBatch, burst: usize, now_tsc: u64) -> Ingress {
-        let (eth, queues): (EthPort, u16) = (self.cfg.rx_ports[idx].eth, self.cfg.rx_ports[idx].queues);
-        let received =
-            if queues <= 1 { batch.rx_burst(&eth, burst) } else { self.rx_queues(idx, &eth, batch, burst, queues) };
+        let port = &self.cfg.rx_ports[idx];
+        let (eth, queues, path) = (port.eth, port.queues, port.rx_path);
+        let received = if queues <= 1 {
+            batch.receive(&eth, path, 0, burst)
+        } else {
+            self.rx_queues(idx, &eth, path, batch, burst, queues)
+        };
         if received == 0 {
             return Ingress { received, kept: 0 };
         }
@@ -158,12 +162,20 @@ impl Stages {
     /// Receives up to `burst` packets from the rx queues of a multiqueue port, starting one
     /// queue further each poll so that none is always served last.
     #[inline]
-    fn rx_queues(&mut self, idx: usize, eth: &EthPort, batch: &mut MbufBatch, burst: usize, queues: u16) -> usize {
+    fn rx_queues(
+        &mut self,
+        idx: usize,
+        eth: &EthPort,
+        path: RxPath,
+        batch: &mut MbufBatch,
+        burst: usize,
+        queues: u16,
+    ) -> usize {
         let start = self.next_queue[idx];
         self.next_queue[idx] = (start + 1) % queues;
         let mut got = 0;
         for k in 0..queues {
-            got += batch.rx_burst_queue(eth, (start + k) % queues, burst - got);
+            got += batch.receive(eth, path, (start + k) % queues, burst - got);
             if got == burst {
                 break;
             }

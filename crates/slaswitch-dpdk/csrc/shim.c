@@ -1,8 +1,9 @@
 /* The narrow C shim between slaswitch and DPDK 22.11.
  *
  * DPDK's fast-path API is made of static inline functions and macros that Rust cannot call;
- * this file wraps the ones slaswitch uses, with plain C signatures. Nothing here keeps state.
- * Every other crate reaches DPDK only through src/lib.rs of this crate. */
+ * this file wraps the ones slaswitch uses, with plain C signatures. The only state kept here is
+ * vhost_rx.c's, for receiving from vhost ports. Every other crate reaches DPDK only through
+ * src/lib.rs of this crate. */
 
 #include <stddef.h>
 #include <stdint.h>
@@ -157,7 +158,10 @@ int ss_eth_setup(uint16_t port, uint16_t nb_rxd, uint16_t nb_txd, struct rte_mem
     return 0;
 }
 
+void ss_vhost_rx_detach(uint16_t port);
+
 int ss_eth_stop_close(uint16_t port) {
+    ss_vhost_rx_detach(port);
     int rc = rte_eth_dev_stop(port);
     int rc2 = rte_eth_dev_close(port);
     return rc < 0 ? rc : rc2;

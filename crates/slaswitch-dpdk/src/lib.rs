@@ -103,6 +103,8 @@ mod ffi {
         pub fn ss_eth_link_up(port: u16) -> c_int;
         pub fn ss_eth_stats(port: u16, s: *mut EthStats) -> c_int;
         pub fn ss_rx_burst(port: u16, queue: u16, pkts: *mut *mut c_void, n: u16) -> u16;
+        pub fn ss_vhost_rx_attach(port: u16, mp: *mut c_void) -> c_int;
+        pub fn ss_vhost_rx_burst(port: u16, queue: u16, pkts: *mut *mut c_void, n: u16) -> u16;
         pub fn ss_tx_burst(port: u16, queue: u16, pkts: *mut *mut c_void, n: u16) -> u16;
         pub fn ss_pktmbuf_alloc_bulk(mp: *mut c_void, pkts: *mut *mut c_void, n: u32) -> c_int;
         pub fn ss_pktmbuf_free_bulk(pkts: *mut *mut c_void, n: u32);
@@ -166,9 +168,19 @@ pub mod virtio_features {
     pub const MRG_RXBUF: u64 = 1 << 15;
 }
 
-/// The most packets one rx or tx burst moves (OVS and slaswitch: 32).
 /// Packets in one rx or tx burst (OVS-DPDK's batch size too).
 pub const MAX_BURST: usize = 32;
+
+/// How a port's frames are received.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum RxPath {
+    /// `rte_eth_rx_burst`, through the port's driver.
+    #[default]
+    Ethdev,
+    /// A vhost port's guest's ring through the vhost library itself, as OVS-DPDK does
+    /// ([`EthPort::receive_vhost_directly`]).
+    VhostDirect,
+}
 
 /// An error from DPDK, with the call that failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -504,6 +516,21 @@ impl EthPort {
     pub fn vhost_features(&self) -> u64 {
         // SAFETY: the caller made this port a vhost vdev; the call reads its device state.
         unsafe { ffi::ss_vhost_features(self.0) }
+    }
+
+    /// From now on this started vhost port is received from with [`RxPath::VhostDirect`], its
+    /// mbufs from `pool`: the vhost library's dequeue without net_vhost's ethdev layer. Its
+    /// device counters then count no received frames. The PMD must stop polling it before
+    /// [`EthPort::stop_close`], which undoes this (a guest leaving waits for the PMD's next
+    /// poll of the port). Refused, and the port left to [`RxPath::Ethdev`], when net_vhost's
+    /// rx would do more than hand frames over (complete checksums, strip VLAN tags).
+    pub fn receive_vhost_directly(&self, pool: &Mempool) -> Result<(), DpdkError> {
+        // SAFETY: valid port id and pool; the pool outlives the port (the datapath drops it last).
+        let rc = unsafe { ffi::ss_vhost_rx_attach(self.0, pool.ptr.as_ptr()) };
+        if rc < 0 {
+            return Err(error(format!("receiving from vhost port {} directly", self.0), rc));
+        }
+        Ok(())
     }
 
     /// Stops and closes the port; a vdev must then be removed with [`remove_vdev`].

@@ -8,8 +8,8 @@ use std::mem::MaybeUninit;
 use std::ptr::NonNull;
 
 use crate::{
-    ffi, ol_flags, EthPort, Mempool, MAX_BURST, OFF_BUF_ADDR, OFF_DATA_LEN, OFF_DATA_OFF, OFF_NB_SEGS, OFF_NEXT,
-    OFF_OL_FLAGS, OFF_PKT_LEN,
+    ffi, ol_flags, EthPort, Mempool, RxPath, MAX_BURST, OFF_BUF_ADDR, OFF_DATA_LEN, OFF_DATA_OFF, OFF_NB_SEGS,
+    OFF_NEXT, OFF_OL_FLAGS, OFF_PKT_LEN,
 };
 
 /// What a received frame asks of the port it goes to, from the offloads its sender used.
@@ -275,6 +275,20 @@ impl MbufBatch {
         let n = max.min(MAX_BURST - self.len) as u16;
         // SAFETY: the driver writes at most `n` mbufs, each ours, into free slots.
         let got = unsafe { ffi::ss_rx_burst(port.id(), queue, self.free_ptr(), n) } as usize;
+        self.len += got;
+        got
+    }
+
+    /// Receives up to `max` packets from rx queue `queue` of `port` at the end, by `path`.
+    #[inline(always)]
+    pub fn receive(&mut self, port: &EthPort, path: RxPath, queue: u16, max: usize) -> usize {
+        if path == RxPath::Ethdev {
+            return self.rx_burst_queue(port, queue, max);
+        }
+        let n = max.min(MAX_BURST - self.len) as u16;
+        // SAFETY: the vhost library writes at most `n` mbufs, each ours, into free slots; the
+        // port was attached (`EthPort::receive_vhost_directly`) and is not yet closed.
+        let got = unsafe { ffi::ss_vhost_rx_burst(port.id(), queue, self.free_ptr(), n) } as usize;
         self.len += got;
         got
     }

@@ -1,4 +1,5 @@
-//! EAL in this process, with a null vdev: allocate, transmit, receive through the shim.
+//! EAL in this process, with a null vdev and a vhost vdev: allocate, transmit, receive through
+//! the shim.
 //! Needs root; runs without hugepages (--no-huge) so it can run anywhere DPDK is installed.
 
 use slaswitch_dpdk::*;
@@ -65,6 +66,33 @@ fn null_port_rx_tx_through_the_shim() {
     assert_eq!(pool.available(), before, "every mbuf went back to the pool");
     let stats = port.stats().unwrap();
     assert_eq!(stats.opackets, sent as u64);
+    // Only a vhost port is received from through the vhost library; a port never attached
+    // gives nothing that way.
+    assert!(port.receive_vhost_directly(&pool).is_err());
+    assert_eq!(MbufBatch::new().receive(&port, RxPath::VhostDirect, 0, MAX_BURST), 0);
     port.stop_close().unwrap();
     remove_vdev("net_null_shimtest").unwrap();
+    vhost_port_without_a_guest(&eal, &pool);
+}
+
+/// A vhost port with no guest attaches to the direct receive, receives nothing, and closes.
+fn vhost_port_without_a_guest(eal: &Eal, pool: &Mempool) {
+    let socket = std::env::temp_dir().join(format!("ss-shim-test-{}.sock", std::process::id()));
+    let args = format!("iface={},queues=1,client=0", socket.display());
+    let port = EthPort::create_vdev(eal, "net_vhost_shimtest", &args).expect("vhost vdev");
+    let setup = PortSetup { partial_checksums: true, ..PortSetup::default() };
+    port.setup_with(pool, &setup).expect("setup");
+    port.receive_vhost_directly(pool).expect("a started vhost port taking its guest's partial checksums");
+    let mut batch = MbufBatch::new();
+    assert_eq!(batch.receive(&port, RxPath::VhostDirect, 0, MAX_BURST), 0, "no guest, no frames");
+    port.stop_close().unwrap();
+    remove_vdev("net_vhost_shimtest").unwrap();
+    let _ = std::fs::remove_file(&socket);
+    // Without the checksum offload net_vhost would complete checksums in software on receive.
+    let port = EthPort::create_vdev(eal, "net_vhost_shimtest2", &args).expect("vhost vdev");
+    port.setup_with(pool, &PortSetup::default()).expect("setup");
+    assert!(port.receive_vhost_directly(pool).is_err());
+    port.stop_close().unwrap();
+    remove_vdev("net_vhost_shimtest2").unwrap();
+    let _ = std::fs::remove_file(socket);
 }

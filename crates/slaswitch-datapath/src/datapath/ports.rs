@@ -6,7 +6,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
-use slaswitch_dpdk::{probe_device, remove_device, remove_vdev, EthPort, PortSetup};
+use slaswitch_dpdk::{probe_device, remove_device, remove_vdev, EthPort, PortSetup, RxPath};
 use slaswitch_qos::cpu::BandwidthModel;
 
 use super::{Datapath, PortEntry};
@@ -78,6 +78,7 @@ impl Datapath {
             Self::destroy_device(eth, &recipe);
             return Err(DatapathError::StartDevice { port_type: spec.port_type.name(), port: spec.name, cause: e });
         }
+        let rx_path = self.rx_path_of(&spec, eth);
         let counters = Arc::new(PortCounters::default());
         let tx_lock = Arc::new(AtomicBool::new(false));
         let kernel_tx = if spec.port_type.is_kernel() && self.settings.kernel_tx_threads {
@@ -95,6 +96,7 @@ impl Datapath {
             spec: spec.clone(),
             settings,
             eth,
+            rx_path,
             recipe,
             counters,
             tx_lock,
@@ -223,6 +225,22 @@ impl Datapath {
         }
         // Round robin: the PMD with the fewest ports.
         Ok((0..self.pmds.len()).min_by_key(|&i| self.ports.values().filter(|p| p.pmd == i).count()).unwrap_or(0))
+    }
+
+    /// A started vhost port's guest is received from through the vhost library directly (one
+    /// layer less on every poll, as OVS-DPDK does); any other port, or a vhost port whose
+    /// driver would do more than hand its frames over, through ethdev.
+    fn rx_path_of(&self, spec: &PortSpec, eth: EthPort) -> RxPath {
+        if !spec.port_type.is_vhost() {
+            return RxPath::Ethdev;
+        }
+        match eth.receive_vhost_directly(&self.pool) {
+            Ok(()) => RxPath::VhostDirect,
+            Err(e) => {
+                tracing::warn!(port = %spec.name, "receiving through net_vhost's ethdev rx: {e}");
+                RxPath::Ethdev
+            }
+        }
     }
 
     pub(super) fn destroy_device(eth: EthPort, recipe: &DeviceRecipe) {
