@@ -73,11 +73,9 @@ static int link_event(uint16_t port, enum rte_eth_event_type type, void *arg, vo
     rte_spinlock_lock(&s->lock);
     if (s->attached) {
         int dev = current_dev(port), old = __atomic_load_n(&s->dev, __ATOMIC_RELAXED);
-        if (old != 0 && dev != old) {
-            __atomic_store_n(&s->dev, 0, __ATOMIC_RELAXED);
-            wait_for = __atomic_add_fetch(&s->token, 1, __ATOMIC_RELEASE);
-        }
         __atomic_store_n(&s->dev, dev, __ATOMIC_RELEASE);
+        /* A poll that sees the bumped token sees `dev`, not `old`. */
+        if (old != 0 && dev != old) wait_for = __atomic_add_fetch(&s->token, 1, __ATOMIC_RELEASE);
     }
     rte_spinlock_unlock(&s->lock);
     /* Outside the lock: a detach (the PMD no longer polls the port) must not wait for us. */

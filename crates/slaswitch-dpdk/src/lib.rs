@@ -172,10 +172,9 @@ pub mod virtio_features {
 pub const MAX_BURST: usize = 32;
 
 /// How a port's frames are received.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RxPath {
     /// `rte_eth_rx_burst`, through the port's driver.
-    #[default]
     Ethdev,
     /// A vhost port's guest's ring through the vhost library itself, as OVS-DPDK does
     /// ([`EthPort::receive_vhost_directly`]).

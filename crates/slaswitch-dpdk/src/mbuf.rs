@@ -272,23 +272,22 @@ impl MbufBatch {
     /// Receives up to `max` packets from rx queue `queue` of `port` at the end.
     #[inline(always)]
     pub fn rx_burst_queue(&mut self, port: &EthPort, queue: u16, max: usize) -> usize {
-        let n = max.min(MAX_BURST - self.len) as u16;
-        // SAFETY: the driver writes at most `n` mbufs, each ours, into free slots.
-        let got = unsafe { ffi::ss_rx_burst(port.id(), queue, self.free_ptr(), n) } as usize;
-        self.len += got;
-        got
+        self.receive(port, RxPath::Ethdev, queue, max)
     }
 
-    /// Receives up to `max` packets from rx queue `queue` of `port` at the end, by `path`.
+    /// Receives up to `max` packets from rx queue `queue` of `port` at the end, by `path` (a
+    /// port never attached to [`RxPath::VhostDirect`] gives nothing that way).
     #[inline(always)]
     pub fn receive(&mut self, port: &EthPort, path: RxPath, queue: u16, max: usize) -> usize {
-        if path == RxPath::Ethdev {
-            return self.rx_burst_queue(port, queue, max);
-        }
-        let n = max.min(MAX_BURST - self.len) as u16;
-        // SAFETY: the vhost library writes at most `n` mbufs, each ours, into free slots; the
-        // port was attached (`EthPort::receive_vhost_directly`) and is not yet closed.
-        let got = unsafe { ffi::ss_vhost_rx_burst(port.id(), queue, self.free_ptr(), n) } as usize;
+        let (id, n, slots) = (port.id(), max.min(MAX_BURST - self.len) as u16, self.free_ptr());
+        // SAFETY: the driver or the vhost library writes at most `n` mbufs, each ours, into free
+        // slots.
+        let got = unsafe {
+            match path {
+                RxPath::Ethdev => ffi::ss_rx_burst(id, queue, slots, n),
+                RxPath::VhostDirect => ffi::ss_vhost_rx_burst(id, queue, slots, n),
+            }
+        } as usize;
         self.len += got;
         got
     }
